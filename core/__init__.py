@@ -1,0 +1,1 @@
+"""The frost-tui peer node: everything that is not the terminal UI. Never imports Textual."""

@@ -1,0 +1,307 @@
+"""The owner's configuration: a TOML file validated into frozen settings, every option documented.
+
+Each option is declared once, with its type, default, bounds and documentation; the loader,
+the error messages, `frost-tui config` and docs/configuration.md all read that one table, so
+an option cannot exist without its documentation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .errors import ConfigError
+
+APP_NAME = "frost-tui"
+DEFAULT_PORT = 47631
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration key: where it lives, what it accepts, and what it means."""
+
+    section: str
+    key: str
+    kind: type
+    default: Any
+    doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.section}.{self.key}"
+
+
+OPTIONS: tuple[Option, ...] = (
+    # [node]
+    Option("node", "name", str, "", "Name shown to peers; empty means this machine's host name."),
+    Option("node", "listen_host", str, "0.0.0.0", "Address the node listens on (UDP and TCP)."),
+    Option("node", "port", int, DEFAULT_PORT, "UDP and TCP port; 0 picks a free one.", 0, 65535),
+    Option(
+        "node", "advertise_host", str, "",
+        "Address peers should use to reach this node; empty means the address of the interface "
+        "that routes to the broadcast address (or 127.0.0.1 for a loopback broadcast).",
+    ),
+    Option(
+        "node", "broadcast_address", str, "255.255.255.255",
+        "Where discovery announcements go; an empty string turns broadcast discovery off.",
+    ),
+    Option("node", "seeds", list, [], "Peers to join through, as \"HOST:PORT\" strings, for networks "
+           "that broadcast does not reach. Any one live peer is enough to learn the whole cluster."),
+    # [cluster]
+    Option("cluster", "key_file", str, "", "File holding the cluster key; empty means cluster.key in the data dir."),
+    Option("cluster", "allow_cluster_plugins", bool, True,
+           "Run plugins whose code arrives from a master in this (keyed) cluster."),
+    # [gossip]
+    Option("gossip", "interval", float, 1.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
+    Option("gossip", "fanout", int, 3, "Random peers contacted each gossip interval (k).", 1, 16),
+    Option("gossip", "probe_interval", float, 1.0, "Seconds between failure-detection probes.", 0.05, 60),
+    Option("gossip", "probe_timeout", float, 0.5, "Seconds to wait for a probe's answer.", 0.01, 30),
+    Option("gossip", "suspicion_multiplier", float, 4.0,
+           "Suspicion lasts this many probe intervals times log10(cluster size) before a peer is dead.", 1, 100),
+    Option("gossip", "announce_interval", float, 30.0, "Seconds between discovery broadcasts.", 1, 3600),
+    # [guests]
+    Option("guests", "cpus", int, 0, "CPUs guests may use; 0 means all of them.", 0, 4096),
+    Option("guests", "memory_pool_mb", int, 0,
+           "Memory guests may use together, in MiB; 0 means half of this machine's memory.", 0, 1 << 30),
+    Option("guests", "max_retries", int, 3, "Times a failed unit is retried before its assignment fails.", 0, 100),
+    Option("guests", "step_timeout", float, 120.0,
+           "Seconds one plugin step may take before the guest counts as stuck.", 1, 86400),
+    # [checkpoints]
+    Option("checkpoints", "min_interval", float, 30.0, "Shortest time between periodic checkpoints, seconds.", 1, 86400),
+    Option("checkpoints", "max_interval", float, 900.0, "Longest time between periodic checkpoints, seconds.", 1, 86400),
+    Option("checkpoints", "owner_interruptions_per_hour", float, 2.0,
+           "Expected owner interruptions per hour: the λ of Young's interval sqrt(2C/λ).", 0.01, 3600),
+    # [owner]
+    Option("owner", "busy_cpu_percent", float, 25.0,
+           "CPU use by the owner's own processes (percent of one core) that counts as the owner being active.", 1, 10000),
+    Option("owner", "input_idle", float, 60.0,
+           "Seconds since the last keyboard or mouse input below which the owner counts as active "
+           "(where the OS tells).", 0, 86400),
+    Option("owner", "evict_after", float, 120.0,
+           "Seconds the owner may stay active before suspended guests are migrated away.", 0, 86400),
+    Option("owner", "resume_after", float, 30.0, "Quiet seconds before suspended guests resume.", 0, 86400),
+    Option("owner", "evict_hold", float, 300.0,
+           "Seconds after an eviction during which this machine takes no new guests.", 0, 86400),
+    # [log]
+    Option("log", "level", str, "info", "Log level of the rotating log file.",
+           choices=("debug", "info", "warning", "error")),
+)
+
+_BY_NAME = {option.name: option for option in OPTIONS}
+SECTIONS = tuple(dict.fromkeys(option.section for option in OPTIONS))
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where this node keeps its configuration, its state and its logs."""
+
+    config_file: Path
+    data_dir: Path
+    log_dir: Path
+
+    @classmethod
+    def resolve(cls, *, config_file: Path | None = None, data_dir: Path | None = None) -> Paths:
+        """Use the platform's directories unless the command line names others.
+
+        A node started with --data-dir keeps its logs inside that directory, so several
+        nodes on one machine never share (and rotate) one log file.
+        """
+        if config_file is None:
+            config_file = Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+        if data_dir is None:
+            data_dir = Path(platformdirs.user_data_dir(APP_NAME))
+            log_dir = Path(platformdirs.user_log_dir(APP_NAME))
+        else:
+            log_dir = data_dir / "logs"
+        return cls(config_file=config_file, data_dir=data_dir, log_dir=log_dir)
+
+    @property
+    def control_socket(self) -> Path:
+        return self.data_dir / "control.sock"
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "node.sqlite"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated settings, read as `config.get("guests.cpus")` or through the typed helpers."""
+
+    values: dict[str, Any]
+    paths: Paths
+
+    def get(self, name: str) -> Any:
+        return self.values[name]
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some options changed (keys written with '__' for '.'), validated again."""
+        raw = dict(self.values)
+        for key, value in changes.items():
+            name = key.replace("__", ".")
+            if name not in _BY_NAME:
+                raise ConfigError(f"unknown option {name!r}")
+            raw[name] = value
+        return Config(values=_validate_flat(raw, source="override"), paths=self.paths)
+
+    @property
+    def node_name(self) -> str:
+        return self.values["node.name"] or socket.gethostname()
+
+    @property
+    def seeds(self) -> tuple[tuple[str, int], ...]:
+        return tuple(parse_address(seed, option="node.seeds") for seed in self.values["node.seeds"])
+
+    @property
+    def cluster_key_file(self) -> Path:
+        configured = self.values["cluster.key_file"]
+        return Path(configured).expanduser() if configured else self.paths.data_dir / "cluster.key"
+
+    @property
+    def guest_cpus(self) -> int:
+        return self.values["guests.cpus"] or os.cpu_count() or 1
+
+    @property
+    def memory_pool_bytes(self) -> int:
+        configured = self.values["guests.memory_pool_mb"]
+        if configured:
+            return configured * 1024 * 1024
+        import psutil
+
+        return psutil.virtual_memory().total // 2
+
+
+def load_config(paths: Paths, overrides: dict[str, Any] | None = None) -> Config:
+    """Read the TOML file at paths.config_file (a missing file means all defaults).
+
+    `overrides` come from the command line, keyed by option name ("node.port").
+    """
+    raw: dict[str, Any] = {}
+    if paths.config_file.exists():
+        try:
+            document = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{paths.config_file}: not valid TOML: {error}") from error
+        raw = _flatten(document, source=str(paths.config_file))
+    for name, value in (overrides or {}).items():
+        if name not in _BY_NAME:
+            raise ConfigError(f"unknown option {name!r}")
+        raw[name] = value
+    return Config(values=_validate_flat(raw, source=str(paths.config_file)), paths=paths)
+
+
+def save_config(config: Config) -> None:
+    """Write the options that differ from their defaults, atomically, as TOML."""
+    lines = ["# frost-tui configuration; every option is described in docs/configuration.md", ""]
+    for section in SECTIONS:
+        changed = [o for o in OPTIONS if o.section == section and config.values[o.name] != o.default]
+        if not changed:
+            continue
+        lines.append(f"[{section}]")
+        lines += [f"{o.key} = {_toml_value(config.values[o.name])}" for o in changed]
+        lines.append("")
+    path = config.paths.config_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def parse_address(text: str, *, option: str) -> tuple[str, int]:
+    """Parse "HOST:PORT" (IPv6 as "[::1]:PORT"), naming `option` when it is malformed."""
+    host, sep, port_text = str(text).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"{option}: {text!r} is not HOST:PORT with a port from 1 to 65535")
+    return host, int(port_text)
+
+
+def describe_options() -> str:
+    """Markdown documentation of every option, grouped by section (docs/configuration.md)."""
+    out = []
+    for section in SECTIONS:
+        out += [f"## [{section}]", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for o in (o for o in OPTIONS if o.section == section):
+            bounds = ""
+            if o.minimum is not None:
+                bounds = f" Range {o.minimum:g} to {o.maximum:g}."
+            if o.choices:
+                bounds = " One of " + ", ".join(f"`{c}`" for c in o.choices) + "."
+            out.append(f"| `{o.key}` | {o.kind.__name__} | `{_toml_value(o.default)}` | {o.doc}{bounds} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _flatten(document: dict[str, Any], *, source: str) -> dict[str, Any]:
+    flat = {}
+    for section, table in document.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{source}: unknown section [{section}]{_suggest(section, SECTIONS)}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table of options")
+        for key, value in table.items():
+            name = f"{section}.{key}"
+            if name not in _BY_NAME:
+                keys = [o.key for o in OPTIONS if o.section == section]
+                raise ConfigError(f"{source}: unknown option {name!r}{_suggest(key, keys)}")
+            flat[name] = value
+    return flat
+
+
+def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
+    values = {}
+    for option in OPTIONS:
+        value = raw.get(option.name, option.default)
+        values[option.name] = _check(option, value, source)
+    if values["checkpoints.min_interval"] > values["checkpoints.max_interval"]:
+        raise ConfigError(f"{source}: checkpoints.min_interval must not exceed checkpoints.max_interval")
+    for seed in values["node.seeds"]:
+        parse_address(seed, option="node.seeds")
+    return values
+
+
+def _check(option: Option, value: Any, source: str) -> Any:
+    where = f"{source}: {option.name}"
+    if option.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if option.kind is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where} must be a list of strings, not {value!r}")
+        return list(value)
+    if not isinstance(value, option.kind) or (option.kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{where} must be {_article(option.kind.__name__)}, not {value!r}")
+    if option.minimum is not None and not option.minimum <= value <= option.maximum:
+        raise ConfigError(f"{where} must be between {option.minimum:g} and {option.maximum:g}, not {value!r}")
+    if option.choices and value not in option.choices:
+        raise ConfigError(f"{where} must be one of {', '.join(option.choices)}, not {value!r}")
+    return value
+
+
+def _suggest(word: str, candidates) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _article(type_name: str) -> str:
+    return {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}[type_name]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+

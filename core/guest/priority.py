@@ -1,0 +1,207 @@
+"""Put the calling process at the lowest CPU priority the OS offers, and make that permanent.
+
+Linux ranks autogroups (one per session) before niceness, so a plain nice-19 process in the
+owner's terminal session still competes as an equal session. A guest therefore runs in its own
+session (the parent starts it with start_new_session=True), sets its autogroup to nice 19, its
+own nice to 19 and its policy to SCHED_IDLE. Then it gives up what would let it climb back:
+RLIMIT_NICE to the minimum, no_new_privs, and every capability (the node may run as root).
+Each step may be unavailable (another OS, an unprivileged container): it is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+GUEST_NICE = 19
+AUTOGROUP_RETRIES = 10
+AUTOGROUP_RETRY_DELAY = 0.05
+
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_HIGHEST_CAPABILITY = 63
+
+
+@dataclass(frozen=True)
+class PriorityReport:
+    """Which steps took effect ("ok") and why the others did not, for the guest's log."""
+
+    steps: tuple[tuple[str, str], ...]
+
+    @property
+    def failed(self) -> tuple[tuple[str, str], ...]:
+        return tuple(step for step in self.steps if step[1] != "ok")
+
+    def summary(self) -> str:
+        return ", ".join(f"{name}: {outcome}" for name, outcome in self.steps)
+
+
+@dataclass(frozen=True)
+class PriorityView:
+    """A process's scheduling priority as the supervisor sees it from outside."""
+
+    nice: int | None
+    idle_policy: bool | None
+    autogroup_nice: int | None
+
+    def raised_above_guest(self) -> str | None:
+        """Name what is above guest priority, or None while the process stays where it was put."""
+        if self.nice is not None and self.nice < GUEST_NICE:
+            return f"nice {self.nice}"
+        if self.autogroup_nice is not None and self.autogroup_nice < GUEST_NICE:
+            return f"autogroup nice {self.autogroup_nice}"
+        if self.idle_policy is False:
+            return "scheduling policy no longer SCHED_IDLE"
+        return None
+
+
+def enter_guest_priority() -> PriorityReport:
+    """Lower this process to guest priority, then drop every way back up. Call before plugin code."""
+    lowered = lower_priority()
+    locked = forbid_raising()
+    return PriorityReport(lowered.steps + locked.steps)
+
+
+def lower_priority() -> PriorityReport:
+    """Autogroup 19, nice 19, SCHED_IDLE: each where the OS allows it."""
+    return PriorityReport((
+        ("autogroup", _set_autogroup_nice()),
+        ("nice", _set_nice()),
+        ("sched_idle", _set_idle_policy()),
+    ))
+
+
+def forbid_raising() -> PriorityReport:
+    """RLIMIT_NICE to the minimum, no_new_privs, drop all capabilities (Linux; skipped elsewhere)."""
+    return PriorityReport((
+        ("rlimit_nice", _lock_nice_limit()),
+        ("no_new_privs", _set_no_new_privs()),
+        ("capabilities", _drop_capabilities()),
+    ))
+
+
+def read_priority(pid: int) -> PriorityView:
+    """What priority `pid` runs at now; None for what this OS cannot tell."""
+    try:
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        nice = None
+    idle_policy: bool | None = None
+    if hasattr(os, "sched_getscheduler") and hasattr(os, "SCHED_IDLE"):
+        try:
+            idle_policy = os.sched_getscheduler(pid) == os.SCHED_IDLE
+        except OSError:
+            idle_policy = None
+    return PriorityView(nice=nice, idle_policy=idle_policy, autogroup_nice=_read_autogroup_nice(pid))
+
+
+def _set_autogroup_nice() -> str:
+    path = Path("/proc/self/autogroup")
+    if not path.exists():
+        return "not available on this OS"
+    for _ in range(AUTOGROUP_RETRIES):
+        try:
+            path.write_text(str(GUEST_NICE))
+            return "ok"
+        except OSError as error:
+            # The kernel accepts one unprivileged autogroup change per 100 ms machine-wide.
+            if error.errno != errno.EAGAIN:
+                return f"failed: {error.strerror}"
+            time.sleep(AUTOGROUP_RETRY_DELAY)
+    return "failed: kernel kept answering EAGAIN"
+
+
+def _read_autogroup_nice(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/autogroup").read_text()
+    except OSError:
+        return None
+    _, _, nice = text.strip().rpartition(" ")
+    return int(nice) if nice.lstrip("-").isdigit() else None
+
+
+def _set_nice() -> str:
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, GUEST_NICE)
+    except OSError as error:
+        return f"failed: {error.strerror}"
+    return "ok"
+
+
+def _set_idle_policy() -> str:
+    if not hasattr(os, "SCHED_IDLE"):
+        return "not available on this OS"
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except OSError as error:
+        return f"failed: {error.strerror}"
+    return "ok"
+
+
+def _lock_nice_limit() -> str:
+    try:
+        import resource
+    except ImportError:
+        return "not available on this OS"
+    if not hasattr(resource, "RLIMIT_NICE"):
+        return "not available on this OS"
+    try:
+        resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    except (OSError, ValueError) as error:
+        return f"failed: {error}"
+    return "ok"
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        return ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return None
+
+
+def _set_no_new_privs() -> str:
+    libc = _libc()
+    if libc is None:
+        return "not available on this OS"
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"failed: {os.strerror(ctypes.get_errno())}"
+    return "ok"
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> str:
+    """Empty the bounding, ambient, effective, permitted and inheritable sets."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "capset"):
+        return "not available on this OS"
+    for capability in range(_HIGHEST_CAPABILITY + 1):
+        # Fails with EINVAL past the kernel's last capability and EPERM when unprivileged;
+        # either way the capset below still empties what this process holds.
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        return f"failed: {os.strerror(ctypes.get_errno())}"
+    return "ok"

@@ -1,0 +1,94 @@
+"""The messages of the guest pipe (node <-> guest subprocess), framed exactly like the network.
+
+Control messages are small registered wire messages. State and results can be megabytes, so
+`GuestStart`, `GuestCheckpoint` and `GuestResult` are bulk headers: the bytes follow as raw
+chunks (`wire.channel` send_bulk / write_bulk), never as one big CBOR item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestStart(Message):
+    """Node -> guest, once: what to run; bulk state follows (empty when the unit starts afresh)."""
+
+    CODE = MessageCode.GUEST_START
+    MAX_SIZE = MAX_MESSAGE_SIZE
+    task_id: str
+    plugin_path: str
+    unit: bytes  # CBOR of WorkUnit.to_plain()
+    max_state_bytes: int
+    progress_interval: float
+    resume: bool
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestProgress(Message):
+    """Guest -> node after a step (throttled): the plugin's progress and the steps done so far."""
+
+    CODE = MessageCode.GUEST_PROGRESS
+    MAX_SIZE = 64
+    progress: float
+    steps: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestCheckpointRequest(Message):
+    """Node -> guest: send your state at the next migration point."""
+
+    CODE = MessageCode.GUEST_CHECKPOINT_REQUEST
+    MAX_SIZE = 64
+    request_id: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestCheckpoint(Message):
+    """Guest -> node: answers a request; the canonical CBOR state follows as bulk data."""
+
+    CODE = MessageCode.GUEST_CHECKPOINT
+    MAX_SIZE = 128
+    request_id: int
+    progress: float
+    steps: int
+    encode_seconds: float
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestResult(Message):
+    """Guest -> node: the unit is done; its canonical CBOR result follows as bulk data."""
+
+    CODE = MessageCode.GUEST_RESULT
+    MAX_SIZE = 64
+    steps: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestFailed(Message):
+    """Guest -> node: the plugin broke (kind: plugin, state, memory, protocol), with the reason."""
+
+    CODE = MessageCode.GUEST_FAILED
+    MAX_SIZE = 8192
+    kind: str
+    reason: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestLog(Message):
+    """Guest -> node: the runtime's own notes (e.g. a priority step the OS refused)."""
+
+    CODE = MessageCode.GUEST_LOG
+    MAX_SIZE = 8192
+    level: str
+    text: str

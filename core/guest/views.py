@@ -1,0 +1,119 @@
+"""What the node and the guest supervisor hand each other: tasks, settings, outcomes, events, figures."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.plugin_api import MAX_STATE_BYTES, WorkUnit, decode_plain
+
+MIB = 1024 * 1024
+GUEST_STATES = ("starting", "running", "paused", "checkpointing", "evicting", "failed")
+
+
+@dataclass(frozen=True)
+class GuestTask:
+    """One unit to run here. `task_id` ("{assignment_id}.{unit_index}") stays the same wherever it runs."""
+
+    task_id: str
+    assignment_id: str
+    origin: str
+    plugin_name: str
+    plugin_version: str
+    plugin_hash: str
+    plugin_path: str
+    unit: WorkUnit
+    epoch: int
+
+
+@dataclass(frozen=True)
+class GuestSettings:
+    """How guests are run; `from_config` maps the owner's [checkpoints] and [guests] options."""
+
+    min_checkpoint_interval: float = 30.0
+    max_checkpoint_interval: float = 900.0
+    interruptions_per_hour: float = 2.0
+    step_timeout: float = 120.0
+    """CPU seconds (or blocked wall seconds) one step may take before the guest counts as stuck."""
+    checkpoint_deadline: float = 2.0
+    """How long "checkpoint now" waits for the guest before falling back to the last checkpoint."""
+    evict_deadline: float = 0.8
+    """The same wait during an eviction, shorter so the CPU is free within a second."""
+    memory_slack_bytes: int = 64 * MIB
+    """RSS allowed above the unit's declared need: the interpreter itself."""
+    address_space_baseline_bytes: int = 256 * MIB
+    """RLIMIT_AS above the declared need: an interpreter maps far more than it touches."""
+    max_state_bytes: int = MAX_STATE_BYTES
+    progress_interval: float = 0.2
+    watch_interval: float = 0.1
+    log_lines_per_second: int = 50
+
+    @classmethod
+    def from_config(cls, config: Any) -> GuestSettings:
+        """Settings from a `frost_core.config.Config` (anything with `.get("section.key")`)."""
+        return cls(
+            min_checkpoint_interval=float(config.get("checkpoints.min_interval")),
+            max_checkpoint_interval=float(config.get("checkpoints.max_interval")),
+            interruptions_per_hour=float(config.get("checkpoints.owner_interruptions_per_hour")),
+            step_timeout=float(config.get("guests.step_timeout")),
+        )
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The unit finished; `result` is its canonical CBOR encoding (decode with `value()`)."""
+
+    result: bytes
+
+    def value(self) -> Any:
+        return decode_plain(self.result, "result")
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The unit failed here; `retry_useful` is False when the plugin itself is at fault."""
+
+    reason: str
+    retry_useful: bool
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """The guest left this machine; resume it elsewhere from `checkpoint` (None: from the start)."""
+
+    checkpoint: CheckpointRecord | None
+
+
+Outcome = Completed | Failed | Evicted
+
+
+@dataclass(frozen=True)
+class GuestEvent:
+    """A line for the event log: kind is start, guest-log, checkpoint, pause, resume, evict, completed, failed or error."""
+
+    task_id: str
+    kind: str
+    message: str
+    level: str = "info"
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class GuestFigures:
+    """Live figures of one guest for the UI and `status --json`."""
+
+    task_id: str
+    assignment_id: str
+    plugin: str
+    origin: str
+    state: str
+    progress: float
+    cpu_seconds: float
+    wall_seconds: float
+    since_checkpoint_seconds: float
+    cpu_since_checkpoint_seconds: float
+    checkpoint_bytes: int
+    memory_bytes: int
+    last_checkpoint_seq: int | None

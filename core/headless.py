@@ -1,0 +1,41 @@
+"""`frost-tui --headless`: the same node under plain `trio.run`, stopped cleanly by SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import trio
+
+from .config import Config
+from .errors import FrostError
+from .logs import configure_logging
+
+log = logging.getLogger("frost.headless")
+
+
+def run_headless(config: Config) -> int:
+    """Run a node until a signal asks it to stop; a stop announces our departure to the peers."""
+    log_path = configure_logging(config.paths.log_dir, config.get("log.level"))
+    from .node import Node
+
+    node = Node(config)
+    print(f"frost-tui node {config.node_name} ({node.node_id[:8]}) starting; log: {log_path}", flush=True)
+    try:
+        trio.run(_serve_until_signalled, node)
+    except FrostError as error:
+        print(f"frost-tui: {error.title}: {error.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve_until_signalled(node) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.serve)
+            print(f"listening on {node.address}; data dir {node.paths.data_dir}", flush=True)
+            async for signum in signals:
+                log.info("stopping on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break

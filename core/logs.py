@@ -1,0 +1,26 @@
+"""Logging to a rotating file in the log directory, so a long-running node never fills the disk."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+from pathlib import Path
+
+_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(log_dir: Path, level: str, *, also_stderr: bool = False) -> Path:
+    """Send frost's log records to log_dir/frost-tui.log (5 files of 2 MB); return the path."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / "frost-tui.log"
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=4, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    root = logging.getLogger("frost")
+    root.handlers[:] = [handler]
+    if also_stderr:
+        stream = logging.StreamHandler()
+        stream.setFormatter(logging.Formatter(_FORMAT))
+        root.addHandler(stream)
+    root.setLevel(level.upper())
+    root.propagate = False
+    return path

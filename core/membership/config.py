@@ -1,0 +1,67 @@
+"""Every timing and size membership uses, with LAN defaults, in one frozen dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from frost_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    """Membership timings. The defaults are for a LAN of desk machines.
+
+    They are chosen together: a node is probed by someone about every `probe_interval`, a
+    crashed node is suspected within about a second and dead everywhere about
+    `suspicion_multiplier · probe_interval · log10 N` seconds later (10.2 s at N = 50), which is
+    longer than a 10 s stall of a node's event loop, so a starved node has time to refute.
+    """
+
+    gossip_interval: float = 1.0
+    """Seconds between push-pull rounds (BSPlib's anti-entropy interval)."""
+    fanout: int = 3
+    """Random peers each push-pull round and each immediate push reaches (k)."""
+    push_threshold: float = 0.05
+    """Relative change of the local `available` figure that is pushed at once (FROST: 5 %)."""
+    probe_interval: float = 0.25
+    """Seconds between probes of one member; stretched by local awareness."""
+    probe_timeout: float = 0.1
+    """Seconds to wait for a direct ack before asking others; stretched by local awareness."""
+    indirect_probes: int = 3
+    """Members asked to probe on our behalf when a direct probe times out."""
+    suspicion_multiplier: float = 24.0
+    """Suspicion lasts this many probe intervals times log10(cluster size), once confirmed."""
+    suspicion_max_multiplier: float = 3.0
+    """An unconfirmed suspicion lasts up to this many times longer (Lifeguard)."""
+    expected_confirmations: int = 3
+    """Independent suspicions that shrink the timeout to its minimum (Lifeguard's K)."""
+    max_awareness: int = 8
+    """Ceiling of the local health score; timeouts stretch by up to (max_awareness + 1)×."""
+    lag_check_interval: float = 0.5
+    """How often the node checks its own event loop for stalls (it shares a thread with the UI)."""
+    lag_tolerance: float = 0.05
+    """Sleep overshoot in seconds that counts as our loop being starved."""
+    exchange_timeout: float = 2.0
+    """Seconds one push-pull exchange may take."""
+    max_entries_per_exchange: int = 256
+    """Records per push-pull message; a bigger difference heals over the next rounds."""
+    announce_interval: float = 30.0
+    """Seconds between discovery broadcasts (the first goes out at start)."""
+    reply_delay_max: float = 1.0
+    """A node answering an announcement waits a random time in [0, this] (FROST fig. 5.1)."""
+    seed_retry_interval: float = 2.0
+    """Seconds between attempts to join through the seed addresses while we know no one."""
+    dead_retention: float = 3600.0
+    """Seconds a dead or departed member stays in the table (so old rumours cannot revive it)."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if not value > 0:
+                raise ConfigError(f"membership {field.name} must be positive, got {value!r}")
+        if self.probe_timeout >= self.probe_interval:
+            raise ConfigError("membership probe_timeout must be shorter than probe_interval")
+        if not 0 < self.push_threshold < 1:
+            raise ConfigError("membership push_threshold must be a fraction between 0 and 1")
+        if self.suspicion_max_multiplier < 1:
+            raise ConfigError("membership suspicion_max_multiplier must be at least 1")

@@ -1,0 +1,216 @@
+"""An in-memory network of transports with loss, latency, partitions, crashes and stalls, for MockClock tests."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+
+from frost_core.errors import ProtocolError
+from frost_core.membership.records import Address
+from frost_core.membership.transport_protocol import ExchangeHandler
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.messages import Message, decode_message, encode_message
+
+DATAGRAM_OVERHEAD = 28 + 40
+"""Bytes a real datagram adds to its body: IPv4 + UDP headers, plus sealing (nonce, tag, header)."""
+FRAME_OVERHEAD = 8 + 16
+"""Bytes a real stream frame adds to its body: frame header plus AEAD tag."""
+EXCHANGE_OVERHEAD = 2 * 40 * 5 + 400
+"""Bytes a real exchange adds beyond its frames if it opens a fresh TCP connection: about ten
+segments of TCP/IP headers (handshake, data, acks, close) and the keyed HELLO/HELLO_ACK."""
+
+INBOX_CAPACITY = 4096
+
+
+@dataclass
+class TrafficCounter:
+    """Bytes and messages one node sent and received, bodies and estimated on-wire totals."""
+
+    sent_bytes: int = 0
+    received_bytes: int = 0
+    sent_wire_bytes: int = 0
+    received_wire_bytes: int = 0
+    datagrams_sent: int = 0
+    exchanges_opened: int = 0
+
+
+class MemoryNetwork:
+    """A simulated LAN: every message is really encoded and decoded, then delayed, lost or held.
+
+    `loss` applies independently to each datagram and to each direction of an exchange; a lost
+    exchange leg looks like a TCP connection that never answers (the caller's timeout fires).
+    """
+
+    def __init__(self, nursery: trio.Nursery, rng: random.Random, *, loss: float, latency: float) -> None:
+        self._nursery = nursery
+        self.rng = rng
+        self.loss = loss
+        self.latency = latency
+        self._hosts: dict[Address, MemoryTransport] = {}
+        self._groups: dict[Address, int] | None = None
+        self._queue: list[tuple[float, int, Address, Address, int, bytes]] = []
+        self._order = itertools.count()
+        self._wake = trio.Event()
+        self.traffic: dict[Address, TrafficCounter] = {}
+
+    def attach(self, address: Address) -> MemoryTransport:
+        """A transport for a new host at `address` (a restarted node may reuse an address)."""
+        transport = MemoryTransport(self, address)
+        self._hosts[address] = transport
+        self.traffic.setdefault(address, TrafficCounter())
+        return transport
+
+    def crash(self, address: Address) -> None:
+        """The host vanishes: messages to it are dropped and exchanges to it time out."""
+        transport = self._hosts.pop(address, None)
+        if transport is not None:
+            transport.crashed = True
+
+    def stall(self, address: Address, seconds: float) -> None:
+        """The host's event loop is starved: its I/O waits, arriving messages queue up unread."""
+        transport = self._hosts[address]
+        transport.stalled_until = max(transport.stalled_until, trio.current_time() + seconds)
+
+    def partition(self, *groups: set[Address]) -> None:
+        """Only hosts in the same group can reach each other (hosts in no group form their own)."""
+        self._groups = {address: n for n, group in enumerate(groups) for address in group}
+
+    def heal(self) -> None:
+        self._groups = None
+
+    def reachable(self, source: Address, target: Address) -> MemoryTransport | None:
+        if self._groups is not None and self._groups.get(source, -1) != self._groups.get(target, -2):
+            return None
+        return self._hosts.get(target)
+
+    def lost(self) -> bool:
+        return self.loss > 0 and self.rng.random() < self.loss
+
+    def post(self, source: Address, target: Address, message: Message) -> None:
+        body = encode_message(message)
+        self._count(source, target, len(body), DATAGRAM_OVERHEAD)
+        self.traffic[source].datagrams_sent += 1
+        if self.reachable(source, target) is None or self.lost():
+            return
+        deliver_at = trio.current_time() + self.latency
+        heapq.heappush(self._queue, (deliver_at, next(self._order), source, target, int(message.CODE), body))
+        self._wake.set()
+
+    def broadcast_targets(self, source: Address) -> list[Address]:
+        return [address for address in self._hosts if address != source]
+
+    def _count(self, source: Address, target: Address, size: int, overhead: int) -> None:
+        sent = self.traffic[source]
+        sent.sent_bytes += size
+        sent.sent_wire_bytes += size + overhead
+        received = self.traffic.setdefault(target, TrafficCounter())
+        received.received_bytes += size
+        received.received_wire_bytes += size + overhead
+
+    async def run(self) -> None:
+        """Deliver queued datagrams when they are due; held for stalled hosts until they wake."""
+        while True:
+            now = trio.current_time()
+            while self._queue and self._queue[0][0] <= now:
+                _, _, source, target, code, body = heapq.heappop(self._queue)
+                host = self.reachable(source, target)
+                if host is None:
+                    continue
+                if host.stalled_until > now:
+                    heapq.heappush(self._queue, (host.stalled_until, next(self._order), source, target, code, body))
+                    continue
+                host.deliver(source, decode_message(code, body))
+            self._wake = trio.Event()
+            with trio.move_on_at(self._queue[0][0] if self._queue else math.inf):
+                await self._wake.wait()
+
+    async def carry(self, source: MemoryTransport, target: Address, message: Message, timeout: float) -> Message:
+        """One exchange: request, the target's handler, reply; each leg can be lost or delayed."""
+        self.traffic[source.local_address].exchanges_opened += 1
+        with trio.fail_after(timeout):
+            await source.wait_runnable()
+            request = encode_message(message)
+            self._count(source.local_address, target, len(request), FRAME_OVERHEAD + EXCHANGE_OVERHEAD)
+            host = self.reachable(source.local_address, target)
+            if host is None or self.lost():
+                await trio.sleep_forever()
+            await trio.sleep(self.latency)
+            await host.wait_runnable()
+            if host.crashed:
+                await trio.sleep_forever()
+            handler = host.handlers.get(message.CODE)
+            if handler is None:
+                raise ConnectionResetError(f"{target} does not serve {message.CODE.name}")
+            try:
+                reply = await handler(source.local_address, decode_message(int(message.CODE), request))
+            except ProtocolError as exc:
+                raise ConnectionResetError(f"{target} dropped the connection: {exc.message}") from None
+            body = encode_message(reply)
+            self._count(target, source.local_address, len(body), FRAME_OVERHEAD)
+            if self.lost():
+                await trio.sleep_forever()
+            await trio.sleep(self.latency)
+            return decode_message(int(reply.CODE), body)
+
+
+class MemoryTransport:
+    """One host's end of a MemoryNetwork; implements the Transport protocol."""
+
+    def __init__(self, network: MemoryNetwork, address: Address) -> None:
+        self.network = network
+        self.local_address = address
+        self.handlers: dict[MessageCode, ExchangeHandler] = {}
+        self.crashed = False
+        self.stalled_until = -math.inf
+        self._send, self._receive = trio.open_memory_channel[tuple[Address, Message]](INBOX_CAPACITY)
+
+    async def wait_runnable(self) -> None:
+        if self.stalled_until > trio.current_time():
+            await trio.sleep_until(self.stalled_until)
+
+    def deliver(self, source: Address, message: Message) -> None:
+        try:
+            self._send.send_nowait((source, message))
+        except trio.WouldBlock:
+            pass  # a full socket buffer drops the datagram, as the kernel would
+
+    async def send_datagram(self, address: Address, message: Message) -> None:
+        await self.wait_runnable()
+        if not self.crashed:
+            self.network.post(self.local_address, address, message)
+
+    async def broadcast(self, message: Message) -> None:
+        await self.wait_runnable()
+        if not self.crashed:
+            for address in self.network.broadcast_targets(self.local_address):
+                self.network.post(self.local_address, address, message)
+
+    async def receive_datagram(self) -> tuple[Address, Message]:
+        return await self._receive.receive()
+
+    async def exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
+        if self.crashed:
+            raise OSError("transport of a crashed host")
+        return await self.network.carry(self, address, message, timeout)
+
+    def set_exchange_handler(self, code: MessageCode, handler: ExchangeHandler) -> None:
+        self.handlers[code] = handler
+
+
+@asynccontextmanager
+async def open_memory_network(
+    rng: random.Random, *, loss: float = 0.0, latency: float = 0.0005
+) -> AsyncIterator[MemoryNetwork]:
+    """A running MemoryNetwork; leaving the block stops delivery."""
+    async with trio.open_nursery() as nursery:
+        network = MemoryNetwork(nursery, rng, loss=loss, latency=latency)
+        nursery.start_soon(network.run)
+        yield network
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,25 @@
+"""How long a suspicion lasts before the member is declared dead: a pure function of cluster size."""
+
+from __future__ import annotations
+
+import math
+
+from frost_core.membership.config import MembershipConfig
+
+
+def suspicion_timeout(cluster_size: int, confirmations: int, config: MembershipConfig) -> float:
+    """Seconds from the first suspicion to a declaration of death.
+
+    The floor grows with log10 of the cluster size because news takes O(log N) rounds to reach
+    everyone, the suspect included, which needs that long to refute. Lifeguard starts at a
+    multiple of that floor and shrinks it logarithmically as independent suspicions arrive, so
+    one slow observer alone cannot kill a member quickly. With fewer than two other members no
+    confirmation is possible and the floor applies.
+    """
+    floor = config.suspicion_multiplier * max(1.0, math.log10(max(cluster_size, 1))) * config.probe_interval
+    ceiling = floor * config.suspicion_max_multiplier
+    expected = min(config.expected_confirmations, cluster_size - 2)
+    if expected <= 0 or confirmations >= expected:
+        return floor
+    fraction = math.log(max(confirmations, 0) + 1) / math.log(expected + 1)
+    return max(floor, ceiling - (ceiling - floor) * fraction)

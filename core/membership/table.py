@@ -1,0 +1,152 @@
+"""The local resource table and the sans-IO half of push-pull: digests, deltas and wants."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from dataclasses import replace
+from collections.abc import Iterable
+
+from frost_core.errors import ProtocolError
+from frost_core.membership.records import MemberState, NodeRecord, merge_records
+
+_DIGEST_ITEM = struct.Struct(">8sIBBI")
+"""Per record: 8-byte key of the node id, incarnation, state, suspector count, figures version."""
+_KEY_SIZE = 8
+MAX_DIGEST_ITEMS = 65536
+
+
+def digest_key(node_id: str) -> bytes:
+    """A short fixed-size key for a node id, so digests cost 18 bytes a member whatever ids look like."""
+    return hashlib.blake2b(node_id.encode(), digest_size=_KEY_SIZE).digest()
+
+
+class MemberTable:
+    """Every known node, this one included; merges news and says what a peer is missing.
+
+    Pure bookkeeping, no I/O and no clock: callers pass `now`, so the same table drives the
+    live service and the round-level benchmark simulator.
+    """
+
+    def __init__(self, own: NodeRecord) -> None:
+        self.own_id = own.node_id
+        self._records: dict[str, NodeRecord] = {own.node_id: own}
+        self._keys: dict[bytes, str] = {digest_key(own.node_id): own.node_id}
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def own(self) -> NodeRecord:
+        return self._records[self.own_id]
+
+    def get(self, node_id: str) -> NodeRecord | None:
+        return self._records.get(node_id)
+
+    def records(self) -> tuple[NodeRecord, ...]:
+        return tuple(self._records.values())
+
+    def active_peers(self) -> list[NodeRecord]:
+        """Alive and suspect members other than ourselves: those we probe and gossip with."""
+        return [r for r in self._records.values() if r.is_active and r.node_id != self.own_id]
+
+    def active_count(self) -> int:
+        return sum(1 for r in self._records.values() if r.is_active)
+
+    def random_peers(self, count: int, rng: random.Random, *, exclude: Iterable[str] = ()) -> list[NodeRecord]:
+        excluded = set(exclude)
+        peers = [r for r in self.active_peers() if r.node_id not in excluded]
+        return rng.sample(peers, min(count, len(peers)))
+
+    def put(self, record: NodeRecord) -> None:
+        """Store a record as is: our own updates, and the outcome of local decisions."""
+        self._records[record.node_id] = record
+        self._keys[digest_key(record.node_id)] = record.node_id
+
+    def merge(self, remote: NodeRecord, now: float) -> tuple[NodeRecord | None, NodeRecord] | None:
+        """Merge news about another node; returns (before, after) if the table changed."""
+        before = self._records.get(remote.node_id)
+        after = merge_records(before, remote, now)
+        if after is None:
+            return None
+        self.put(after)
+        return before, after
+
+    def touch(self, node_id: str, now: float) -> None:
+        """Note direct evidence that a node is alive (it answered or wrote to us)."""
+        record = self._records.get(node_id)
+        if record is not None and record.heard_at < now:
+            self._records[node_id] = replace(record, heard_at=now)
+
+    def forget(self, older_than: float) -> list[NodeRecord]:
+        """Drop dead and departed members whose state is older than `older_than`."""
+        gone = [
+            r
+            for r in self._records.values()
+            if not r.is_active and r.state_since < older_than and r.node_id != self.own_id
+        ]
+        for record in gone:
+            del self._records[record.node_id]
+            self._keys.pop(digest_key(record.node_id), None)
+        return gone
+
+    def digest(self) -> bytes:
+        return b"".join(
+            _DIGEST_ITEM.pack(
+                digest_key(r.node_id), r.incarnation, int(r.state), len(r.suspectors), r.figures_version
+            )
+            for r in self._records.values()
+        )
+
+    def compare(self, peer_digest: bytes) -> tuple[list[NodeRecord], bytes]:
+        """Given a peer's digest: the records it would learn from, and the keys we would learn from."""
+        theirs = parse_digest(peer_digest)
+        send = []
+        wants = []
+        for record in self._records.values():
+            key = digest_key(record.node_id)
+            other = theirs.pop(key, None)
+            mine = _version(record)
+            if other is None or _teaches(mine, other):
+                send.append(record)
+            if other is not None and _teaches(other, mine):
+                wants.append(key)
+        wants.extend(theirs)  # records we have never heard of
+        return send, b"".join(wants)
+
+    def wanted(self, wants: bytes) -> list[NodeRecord]:
+        """Records named by a peer's want list (unknown keys are ignored)."""
+        if len(wants) % _KEY_SIZE or len(wants) > MAX_DIGEST_ITEMS * _KEY_SIZE:
+            raise ProtocolError(f"want list of {len(wants)} bytes is not a whole number of keys")
+        found = []
+        for start in range(0, len(wants), _KEY_SIZE):
+            node_id = self._keys.get(wants[start : start + _KEY_SIZE])
+            if node_id is not None:
+                found.append(self._records[node_id])
+        return found
+
+
+_Version = tuple[int, int, int, int]
+
+
+def parse_digest(digest: bytes) -> dict[bytes, _Version]:
+    if len(digest) % _DIGEST_ITEM.size or len(digest) > MAX_DIGEST_ITEMS * _DIGEST_ITEM.size:
+        raise ProtocolError(f"digest of {len(digest)} bytes is not a whole number of items")
+    return {
+        key: (incarnation, state, suspectors, figures_version)
+        for key, incarnation, state, suspectors, figures_version in _DIGEST_ITEM.iter_unpack(digest)
+    }
+
+
+def _version(record: NodeRecord) -> _Version:
+    return record.incarnation, int(record.state), len(record.suspectors), record.figures_version
+
+
+def _teaches(a: _Version, b: _Version) -> bool:
+    """Would a record at version `a` change one at version `b` (see merge_records)?"""
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    if a[1] != b[1]:
+        return a[1] > b[1] or a[3] > b[3]
+    return a[3] > b[3] or (a[1] == MemberState.SUSPECT and a[2] > b[2])

@@ -1,0 +1,143 @@
+"""What each control-socket verb means: a command for the node, or a slice of its snapshot as plain data."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .commands import (
+    AddPlugin, CancelAssignment, EvictGuests, FinishThenPause, PauseHosting, ResumeHosting, SubmitAssignment,
+)
+from .errors import FrostError, ProtocolError
+from .hosting import parse_until
+from .node_views import assignment_view, plugin_view
+
+if TYPE_CHECKING:
+    from .node import Node
+
+
+async def answer_control(node: Node, verb: str, args: dict[str, Any]) -> Any:
+    handler = _VERBS.get(verb)
+    if handler is None:
+        raise ProtocolError(f"unknown control verb {verb!r}")
+    return await handler(node, args)
+
+
+def _text(args: dict[str, Any], key: str, *, optional: bool = False) -> str | None:
+    value = args.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(f"control argument {key!r} must be a non-empty string")
+    return value
+
+
+async def _status(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    snapshot = node.snapshot()
+    return {
+        "node_id": snapshot.node_id, "name": snapshot.name, "address": snapshot.address,
+        "state": snapshot.hosting.state, "hosting": dataclasses.asdict(snapshot.hosting),
+        "guests": [dataclasses.asdict(g) for g in snapshot.guests],
+        "peers": [dataclasses.asdict(p) for p in snapshot.peers],
+        "assignments": len(snapshot.assignments),
+        "events": [dataclasses.asdict(e) for e in snapshot.events[-20:]],
+    }
+
+
+async def _peers(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(p) for p in node.snapshot().peers]
+
+
+async def _plugins(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
+    await node.registry.scan_async()
+    return [_plugin_json(info) for info in node.registry.plugins()]
+
+
+async def _add_plugin(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    return _plugin_json(await node.execute(AddPlugin(path=_text(args, "path"))))
+
+
+def _plugin_json(info) -> dict[str, Any]:
+    view = dataclasses.asdict(plugin_view(info))
+    view["params"] = [{**p, "choices": list(p["choices"])} for p in view["params"]]
+    return view
+
+
+async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    params = args.get("params", {})
+    if not isinstance(params, dict):
+        raise ProtocolError("control argument 'params' must be a map")
+    return await node.execute(SubmitAssignment(plugin=_text(args, "plugin"), params=params))
+
+
+async def _assignments(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
+    now = time.time()
+    return [_assignment_json(assignment_view(r, now=now)) for r in node.store.assignments()]
+
+
+async def _assignment(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    return _assignment_json(assignment_view(node.store.assignment(_text(args, "assignment")), now=time.time()))
+
+
+def _assignment_json(view) -> dict[str, Any]:
+    data = dataclasses.asdict(view)
+    for unit in data["units"]:
+        unit["id"] = unit["task_id"]
+    return data
+
+
+async def _result(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    data, media_type, _filename = node.store.result(_text(args, "assignment"))
+    path = Path(_text(args, "output"))
+    await trio.to_thread.run_sync(_write_atomically, path, data)
+    return {"path": str(path), "bytes": len(data), "media_type": media_type}
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Never leave half a result file behind: write a sibling, fsync, then rename over."""
+    if path.is_dir():
+        raise FrostError(f"{path} is a directory; give a file name", title="Cannot save result")
+    temporary = path.with_name(f".{path.name}.partial")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise FrostError(f"cannot write {path}: {error.strerror}", title="Cannot save result") from error
+
+
+async def _cancel(node: Node, args: dict[str, Any]) -> str:
+    return await node.execute(CancelAssignment(assignment_id=_text(args, "assignment")))
+
+
+async def _pause(node: Node, args: dict[str, Any]) -> dict[str, str]:
+    until = _text(args, "until", optional=True)
+    at = parse_until(until, now=time.time()) if until else None
+    return {"message": await node.execute(PauseHosting(until=at))}
+
+
+async def _resume(node: Node, args: dict[str, Any]) -> dict[str, str]:
+    return {"message": await node.execute(ResumeHosting())}
+
+
+async def _finish(node: Node, args: dict[str, Any]) -> dict[str, str]:
+    return {"message": await node.execute(FinishThenPause())}
+
+
+async def _evict(node: Node, args: dict[str, Any]) -> dict[str, str]:
+    return {"message": await node.execute(EvictGuests(task_id=_text(args, "task", optional=True)))}
+
+
+_VERBS = {
+    "status": _status, "peers": _peers, "plugins": _plugins, "add-plugin": _add_plugin, "submit": _submit,
+    "assignments": _assignments, "assignment": _assignment, "result": _result, "cancel": _cancel,
+    "pause": _pause, "resume": _resume, "finish": _finish, "evict": _evict,
+}

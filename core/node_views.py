@@ -1,0 +1,121 @@
+"""Turns the node's live parts into the frozen views of a NodeSnapshot.
+
+Kept apart from node.py so the node wires and decides, and this module only describes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from .hosting import HostingState
+from .master.store import AssignmentRecord
+from .snapshot import (
+    AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
+    UnitView,
+)
+
+if TYPE_CHECKING:
+    from .node import Node
+
+MAX_EVENTS_IN_SNAPSHOT = 500
+
+
+def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
+    guests = node.supervisor.figures()
+    memory_used = sum(g.memory_bytes for g in guests)
+    return NodeSnapshot(
+        node_id=node.node_id,
+        name=node.config.node_name,
+        address=node.address,
+        cluster_join_code=node.cluster_key.to_join_code(),
+        taken_at=now,
+        hosting=HostingView(
+            state=hosting.state, reason=hosting.reason, paused_until=node.intents.paused_until,
+            finishing=node.intents.finishing, transfer_mode="neutral", system_average=_system_average(node),
+            lower_threshold=0.0, upper_threshold=0.0, memory_pool_bytes=node.config.memory_pool_bytes,
+            memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
+        ),
+        history=history,
+        peers=peer_views(node),
+        guests=tuple(
+            GuestView(
+                task_id=g.task_id, assignment_id=g.assignment_id, plugin=g.plugin, origin=_peer_name(node, g.origin),
+                state=g.state, progress=g.progress, cpu_seconds=g.cpu_seconds, wall_seconds=g.wall_seconds,
+                since_checkpoint_seconds=g.since_checkpoint_seconds,
+                cpu_since_checkpoint_seconds=g.cpu_since_checkpoint_seconds, checkpoint_bytes=g.checkpoint_bytes,
+                memory_bytes=g.memory_bytes, explanation=hosting.reason,
+            )
+            for g in guests
+        ),
+        assignments=tuple(assignment_view(record, now=now) for record in node.store.assignments()),
+        plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
+        events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
+        settings=dict(node.config.values),
+    )
+
+
+def peer_views(node: Node) -> tuple[PeerView, ...]:
+    if node.membership is None:
+        return ()
+    views = []
+    for record in node.membership.members():
+        figures = record.figures
+        views.append(PeerView(
+            node_id=record.node_id, name=record.name, address=f"{record.address[0]}:{record.address[1]}",
+            state=str(record.state), available=figures.available, cpus=figures.cpus,
+            free_memory=figures.free_memory, guests=figures.guests, mode=figures.mode,
+            last_seen=time.time() if record.node_id == node.node_id else node.membership.last_heard(record.node_id),
+            rtt_ms=node.membership.rtt_ms(record.node_id), idle_extremity=figures.idle_extremity,
+            heavy_extremity=figures.heavy_extremity, incarnation=record.incarnation,
+            protocol_version=record.protocol_version, is_self=record.node_id == node.node_id,
+        ))
+    return tuple(sorted(views, key=lambda view: (not view.is_self, view.name)))
+
+
+def assignment_view(record: AssignmentRecord, *, now: float) -> AssignmentView:
+    progress = record.progress
+    eta = None
+    if record.state == "running" and 0 < progress < 1:
+        elapsed = now - record.created_at
+        eta = elapsed * (1 - progress) / progress
+    return AssignmentView(
+        id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
+        finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
+        units=tuple(
+            UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host, progress=u.progress,
+                     moves=u.moves, failures=u.failures, error=u.error)
+            for u in record.units
+        ),
+        result_media_type=record.result_media_type, result_filename=record.result_filename, error=record.error,
+    )
+
+
+def plugin_view(info) -> PluginView:
+    return PluginView(
+        name=info.name, version=info.version, hash=info.hash, source=info.source, path=str(info.path), ok=info.ok,
+        error=info.error, description=info.description,
+        params=tuple(
+            ParamView(name=p.name, kind=p.kind.__name__ if isinstance(p.kind, type) else str(p.kind),
+                      default=p.default, help=p.help, minimum=p.minimum, maximum=p.maximum,
+                      choices=tuple(p.choices or ()))
+            for p in info.params
+        ),
+    )
+
+
+def _system_average(node: Node) -> float:
+    if node.membership is None:
+        return 0.0
+    alive = [r.figures.available for r in node.membership.members() if str(r.state) == "alive"]
+    return sum(alive) / len(alive) if alive else 0.0
+
+
+def _peer_name(node: Node, node_id: str) -> str:
+    if node_id == node.node_id:
+        return f"{node.config.node_name} (me)"
+    if node.membership is not None:
+        for record in node.membership.members():
+            if record.node_id == node_id:
+                return record.name
+    return node_id[:8]

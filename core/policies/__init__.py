@@ -1,0 +1,49 @@
+"""Load-balancing policies as pure functions over frozen views, shared by the node and the simulator.
+
+Time and randomness come in as arguments; nothing here does I/O or imports trio.
+"""
+
+from .information import (
+    Tendency,
+    available_power,
+    estimate_bandwidth,
+    fits_memory,
+    guest_available,
+    memory_pool,
+    smooth,
+    tendency,
+    worth_publishing,
+)
+from .location import (
+    Destination,
+    admits,
+    choose_destination,
+    choose_source,
+    confirm_destination,
+    rank_destinations,
+)
+from .owner import GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, decide_owner
+from .prediction import Prediction, distance, predict_destination, predict_move, predict_source, resources_per_guest
+from .selection import Selection, may_leave, migration_cost, pays_off, select_guest, time_saved
+from .transfer import (
+    Action,
+    Mode,
+    SystemView,
+    TransferDecision,
+    decide_transfer,
+    summarize,
+    system_average,
+    thresholds,
+    transfer_mode,
+)
+from .views import NodeView, PolicySettings, UnitView
+
+__all__ = [
+    "Action", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy", "OwnerSettings",
+    "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Selection", "SystemView", "Tendency", "TransferDecision",
+    "UnitView", "admits", "available_power", "choose_destination", "choose_source", "confirm_destination",
+    "decide_owner", "decide_transfer", "distance", "estimate_bandwidth", "fits_memory", "guest_available",
+    "may_leave", "memory_pool", "migration_cost", "pays_off", "predict_destination", "predict_move",
+    "predict_source", "rank_destinations", "resources_per_guest", "select_guest", "smooth", "summarize", "system_average",
+    "tendency", "thresholds", "time_saved", "transfer_mode", "worth_publishing",
+]

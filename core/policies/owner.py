@@ -1,0 +1,175 @@
+"""The owner policy: suspend guests at once, evict them if the owner stays, resume after quiet.
+
+Like HTCondor's START/SUSPEND/CONTINUE/PREEMPT with BOINC's in-use signals, as a pure state
+machine: `decide_owner(state, view, now, settings)` returns the next state and a decision
+that names its rule and figures. Hysteresis has three layers: separate busy and quiet
+thresholds, a quiet period before resuming, and a quiet period that doubles when the owner
+comes back soon after a resume (so guests never flap), relaxing after a calm spell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+
+class GuestAction(str, Enum):
+    RUN = "run"
+    SUSPEND = "suspend"
+    EVICT = "evict"
+
+
+@dataclass(frozen=True)
+class OwnerSettings:
+    """Mirrors the [owner] section of the configuration (same names, same units)."""
+
+    busy_cpu_percent: float = 25.0      # owner's own CPU use (percent of one core) that means active
+    quiet_ratio: float = 0.5            # below busy × this the owner counts as quiet (hysteresis)
+    input_idle: float = 60.0            # input more recent than this means the owner is at the desk
+    memory_pressure: float = 10.0       # /proc/pressure/memory "full avg10" percent that means active
+    evict_after: float = 120.0          # seconds of activity before suspended guests leave
+    resume_after: float = 30.0          # quiet seconds before suspended guests continue
+    evict_hold: float = 300.0           # seconds after an eviction with no new guests
+    max_backoff: int = 8                # the quiet period grows up to this many times resume_after
+
+    def __post_init__(self) -> None:
+        for name in ("busy_cpu_percent", "input_idle", "memory_pressure", "evict_after", "resume_after", "evict_hold"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"owner setting {name} cannot be negative")
+        if not 0 < self.quiet_ratio <= 1:
+            raise ValueError("owner setting quiet_ratio must lie in (0, 1]")
+
+
+@dataclass(frozen=True)
+class OwnerView:
+    """What the sampler saw of the owner over the last interval."""
+
+    owner_cpu_percent: float                # CPU of non-guest processes, percent of one core
+    input_idle: float | None = None         # seconds since the last keyboard/mouse/tty input
+    memory_pressure: float | None = None    # PSI memory full avg10, percent
+    cpu_pressure: float | None = None       # PSI cpu some avg10, percent (shown, not acted on)
+
+
+class Phase(str, Enum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    EVICTING = "evicting"
+
+
+@dataclass(frozen=True)
+class OwnerState:
+    phase: Phase = Phase.RUNNING
+    active_since: float | None = None
+    quiet_since: float | None = None
+    resumed_at: float = float("-inf")
+    evicted_at: float = float("-inf")
+    backoff: int = 1
+
+
+@dataclass(frozen=True)
+class OwnerDecision:
+    """What to do with every guest now, which rule said so, and on which figures."""
+
+    action: GuestAction
+    rule: str
+    reason: str
+    accepting: bool                 # may this node take new guests now?
+    recheck_at: float | None        # when the decision may change with no new reading
+    figures: tuple[tuple[str, float], ...]
+
+    def explain(self) -> str:
+        shown = ", ".join(f"{name} {value:.3g}" for name, value in self.figures)
+        return f"{self.action.value} by rule '{self.rule}': {self.reason} [{shown}]"
+
+
+def owner_evidence(view: OwnerView, settings: OwnerSettings) -> tuple[str | None, bool]:
+    """(why the owner is active or None, whether the owner is clearly quiet)."""
+    quiet_cpu = settings.busy_cpu_percent * settings.quiet_ratio
+    if view.owner_cpu_percent >= settings.busy_cpu_percent:
+        return f"owner CPU {view.owner_cpu_percent:.0f}% >= {settings.busy_cpu_percent:.0f}%", False
+    if view.memory_pressure is not None and view.memory_pressure >= settings.memory_pressure:
+        return f"memory pressure {view.memory_pressure:.1f}% >= {settings.memory_pressure:.1f}%", False
+    if view.input_idle is not None and view.input_idle < settings.input_idle:
+        return f"input {view.input_idle:.0f} s ago (< {settings.input_idle:.0f} s)", False
+    calm_memory = view.memory_pressure is None or view.memory_pressure < settings.memory_pressure / 2
+    return None, view.owner_cpu_percent < quiet_cpu and calm_memory
+
+
+def decide_owner(state: OwnerState, view: OwnerView, now: float,
+                 settings: OwnerSettings = OwnerSettings()) -> tuple[OwnerState, OwnerDecision]:
+    """One step of the owner state machine; call it on every reading (and at `recheck_at`)."""
+    active, quiet = owner_evidence(view, settings)
+    if state.phase is Phase.RUNNING:
+        if state.backoff > 1 and now - state.resumed_at >= _flap_window(settings, state.backoff):
+            state = replace(state, backoff=1)
+        if active is None:
+            return state, _decision(state, view, now, settings, GuestAction.RUN, "start",
+                                    "owner not active", None)
+        flapping = now - state.resumed_at < _flap_window(settings, state.backoff)
+        backoff = min(state.backoff * 2, settings.max_backoff) if flapping else state.backoff
+        state = OwnerState(Phase.SUSPENDED, active_since=now, resumed_at=state.resumed_at,
+                           evicted_at=state.evicted_at, backoff=backoff)
+        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
+                                now + settings.evict_after)
+    # Suspended or evicting.
+    if not quiet:
+        state = replace(state, quiet_since=None)
+        if active is None:
+            action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
+            return state, _decision(state, view, now, settings, action, "hold",
+                                    "owner between the busy and quiet thresholds", None)
+        assert state.active_since is not None
+        if state.phase is Phase.EVICTING or now - state.active_since >= settings.evict_after:
+            if state.phase is not Phase.EVICTING:
+                state = replace(state, phase=Phase.EVICTING, evicted_at=now)
+            return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
+                                    f"{active} for {now - state.active_since:.0f} s", None)
+        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
+                                state.active_since + settings.evict_after)
+    quiet_since = state.quiet_since if state.quiet_since is not None else now
+    needed = settings.resume_after * state.backoff
+    if now - quiet_since >= needed:
+        state = OwnerState(Phase.RUNNING, resumed_at=now, evicted_at=state.evicted_at, backoff=state.backoff)
+        return state, _decision(state, view, now, settings, GuestAction.RUN, "continue",
+                                f"owner quiet for {now - quiet_since:.0f} s (>= {needed:.0f} s)", None)
+    state = replace(state, quiet_since=quiet_since)
+    action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
+    return state, _decision(state, view, now, settings, action, "wait-quiet",
+                            f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed)
+
+
+def _flap_window(settings: OwnerSettings, backoff: int) -> float:
+    """A suspension this soon after a resume counts as flapping."""
+    return 2 * settings.resume_after * backoff
+
+
+def _decision(state: OwnerState, view: OwnerView, now: float, settings: OwnerSettings, action: GuestAction,
+              rule: str, reason: str, recheck_at: float | None) -> OwnerDecision:
+    figures = [("owner_cpu_percent", view.owner_cpu_percent)]
+    for name in ("input_idle", "memory_pressure", "cpu_pressure"):
+        value = getattr(view, name)
+        if value is not None:
+            figures.append((name, value))
+    if state.active_since is not None:
+        figures.append(("active_seconds", now - state.active_since))
+    if state.backoff > 1:
+        figures.append(("quiet_needed", settings.resume_after * state.backoff))
+    accepting = state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
+    return OwnerDecision(action, rule, reason, accepting, recheck_at, tuple(figures))
+
+
+class OwnerPolicy:
+    """The owner state machine for one node: the live node calls `decide` on every reading."""
+
+    def __init__(self, settings: OwnerSettings = OwnerSettings()) -> None:
+        self.settings = settings
+        self.state = OwnerState()
+        self.last: OwnerDecision | None = None
+
+    def decide(self, view: OwnerView, now: float) -> OwnerDecision:
+        self.state, self.last = decide_owner(self.state, view, now, self.settings)
+        return self.last
+
+    def explain(self) -> str:
+        """Why guests run, are suspended or leave ("why is this guest suspended?")."""
+        return self.last.explain() if self.last else "no owner reading yet"

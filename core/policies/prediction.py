@@ -1,0 +1,86 @@
+"""FROST's prediction (equations 5.1-5.6): would a move leave the system closer to its average?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .views import NodeView
+
+
+def resources_per_guest(available: float, guests: int, cpus: int = 1, idle_extremity: float | None = None) -> float:
+    """What one more or one of `guests` gets: the per-process R of equations 5.3-5.6.
+
+    FROST measured R with a thread competing at guest priority, so R = capacity / guests.
+    With no guest, R is what a single guest would get (the probe's figure), not a division
+    by zero; on several CPUs one guest cannot use more than one idle CPU's worth.
+    """
+    share = max(available, 0.0) / max(guests, 1)
+    if idle_extremity is not None and cpus > 0:
+        share = min(share, idle_extremity / cpus)
+    return share
+
+
+def predict_source(source: NodeView) -> float:
+    """Equation 5.3, R_A* = R_A·N_A/(N_A−1): each remaining guest's share after one leaves.
+
+    Written on capacity (R_A·N_A = available) so that N_A = 1 gives the free machine's figure.
+    """
+    return resources_per_guest(source.available, source.guests - 1, source.cpus, source.idle_extremity)
+
+
+def predict_destination(destination: NodeView) -> float:
+    """Equation 5.4, R_B* = R_B·N_B/(N_B+1): the share each guest gets once one more arrives.
+
+    This is also BSPlib's anti-thrash rule: add the job's own load to the candidate first.
+    """
+    return resources_per_guest(destination.available, destination.guests + 1, destination.cpus,
+                               destination.idle_extremity)
+
+
+def distance(resources: float, average: float) -> float:
+    """Equation 5.5, D = |R − S_avg|."""
+    return abs(resources - average)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The figures of one predicted move, kept so the decision can be explained."""
+
+    source: str
+    destination: str
+    average: float
+    r_source: float
+    r_destination: float
+    r_source_after: float
+    r_destination_after: float
+
+    @property
+    def distance_before(self) -> float:
+        return distance(self.r_source, self.average) + distance(self.r_destination, self.average)
+
+    @property
+    def distance_after(self) -> float:
+        return distance(self.r_source_after, self.average) + distance(self.r_destination_after, self.average)
+
+    @property
+    def improves(self) -> bool:
+        """Equation 5.6, D_A* + D_B* < D_A + D_B (strict, so a move and its reverse never both pass)."""
+        return self.distance_after < self.distance_before - 1e-12
+
+    def explain(self) -> str:
+        return (f"{self.source}->{self.destination}: R {self.r_source:.3g}/{self.r_destination:.3g} -> "
+                f"{self.r_source_after:.3g}/{self.r_destination_after:.3g} around average {self.average:.3g}; "
+                f"distance {self.distance_before:.3g} -> {self.distance_after:.3g}")
+
+
+def predict_move(source: NodeView, destination: NodeView, average: float) -> Prediction:
+    """Apply equations 5.3-5.5 to moving one guest from `source` to `destination`."""
+    return Prediction(
+        source=source.node_id,
+        destination=destination.node_id,
+        average=average,
+        r_source=source.per_guest,
+        r_destination=destination.per_guest,
+        r_source_after=predict_source(source),
+        r_destination_after=predict_destination(destination),
+    )

@@ -1,0 +1,160 @@
+"""Frozen views of a node's whole state: what the UI draws and what `status --json` prints.
+
+The node builds a new NodeSnapshot whenever something changes and hands it over whole; a
+reader never sees half an update and can never change the node through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ResourceSample:
+    """One point of the machine's history chart, in calibrated speed units and percent of a core."""
+
+    at: float
+    available: float
+    owner_cpu_percent: float
+    guest_cpu_percent: float
+
+
+@dataclass(frozen=True)
+class PeerView:
+    node_id: str
+    name: str
+    address: str
+    state: str                 # alive, suspect, dead, left
+    available: float
+    cpus: int
+    free_memory: int
+    guests: int
+    mode: str                  # sender, receiver, neutral
+    last_seen: float           # wall-clock seconds since the epoch
+    rtt_ms: float | None
+    idle_extremity: float
+    heavy_extremity: float
+    incarnation: int
+    protocol_version: int
+    is_self: bool
+
+
+@dataclass(frozen=True)
+class GuestView:
+    task_id: str
+    assignment_id: str
+    plugin: str
+    origin: str
+    state: str                 # starting, running, paused, checkpointing, evicting, failed
+    progress: float
+    cpu_seconds: float
+    wall_seconds: float
+    since_checkpoint_seconds: float
+    cpu_since_checkpoint_seconds: float
+    checkpoint_bytes: int
+    memory_bytes: int
+    explanation: str           # which rule acted on this guest, and on which figures
+
+
+@dataclass(frozen=True)
+class UnitView:
+    index: int
+    task_id: str
+    state: str                 # queued, running, done, failed
+    host: str
+    progress: float
+    moves: int
+    failures: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class AssignmentView:
+    id: str
+    plugin: str
+    state: str                 # running, done, failed, cancelled
+    progress: float
+    created_at: float
+    finished_at: float | None
+    eta_seconds: float | None
+    params: dict[str, Any]
+    units: tuple[UnitView, ...]
+    result_media_type: str | None
+    result_filename: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ParamView:
+    name: str
+    kind: str                  # int, float, str, bool
+    default: Any
+    help: str
+    minimum: float | None
+    maximum: float | None
+    choices: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class PluginView:
+    name: str
+    version: str
+    hash: str
+    source: str                # bundled, entry-point, added, cluster
+    path: str
+    ok: bool
+    error: str | None
+    description: str
+    params: tuple[ParamView, ...]
+
+
+@dataclass(frozen=True)
+class EventView:
+    at: float
+    kind: str                  # join, leave, suspect, dead, alive, move-in, move-out, checkpoint, evict, pause, resume, assignment, guest-log, error
+    message: str
+    severity: str = "info"     # info, warning, error
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class HostingView:
+    """What this machine does for guests right now, and why."""
+
+    state: str                 # hosting, idle, paused, owner-active, evicting, finishing
+    reason: str
+    paused_until: float | None
+    finishing: bool
+    transfer_mode: str         # sender, receiver, neutral
+    system_average: float
+    lower_threshold: float
+    upper_threshold: float
+    memory_pool_bytes: int
+    memory_used_bytes: int
+    guest_cpus: int
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    node_id: str
+    name: str
+    address: str
+    cluster_join_code: str
+    taken_at: float
+    hosting: HostingView
+    history: tuple[ResourceSample, ...]
+    peers: tuple[PeerView, ...]
+    guests: tuple[GuestView, ...]
+    assignments: tuple[AssignmentView, ...]
+    plugins: tuple[PluginView, ...]
+    events: tuple[EventView, ...]
+    settings: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for `status --json`; the join code is a secret and stays out."""
+        data = dataclasses.asdict(self)
+        data.pop("cluster_join_code")
+        data["state"] = self.hosting.state
+        return data

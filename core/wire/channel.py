@@ -1,0 +1,342 @@
+"""Trio driver for frames: an authenticated, encrypted `Channel` over TCP, or a plaintext one over a pipe.
+
+Also the blocking twin for the guest child, which runs plain synchronous Python:
+`write_frame`/`read_frame` (and the bulk pair) over binary file objects.
+"""
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import BinaryIO
+
+import trio
+
+from frost_core.errors import ProtocolError
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.framing import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_CHUNK_SIZE,
+    Frame,
+    FrameReader,
+    body_cap,
+    encode_frame,
+    encode_header,
+)
+from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, HelloAck, Message, decode_message, encode_message
+from frost_core.wire.security import TAG_SIZE, ClusterKey, StreamSession, answer_hello, finish_hello, make_hello
+
+Address = tuple[str, int]
+
+RECEIVE_SIZE = MAX_CHUNK_SIZE + 4096
+_COALESCE_LIMIT = 64 * 1024
+"""Below this, header and body go in one write; above it, two writes beat one big copy."""
+
+__all__ = [
+    "Address",
+    "Channel",
+    "accept_channel",
+    "connect_channel",
+    "open_channel",
+    "read_bulk",
+    "read_bulk_data",
+    "read_frame",
+    "write_bulk",
+    "write_frame",
+]
+
+
+class Channel:
+    """Messages and bulk data over a stream; encrypted once a handshake has set `session`.
+
+    Sends are serialised by a lock (frame order must match the AEAD counter), and a bulk
+    transfer holds it throughout so no other frame can interleave with its chunks. Receiving is
+    for one task at a time. `receive` raises `trio.EndOfChannel` when the peer closed cleanly
+    between frames and ProtocolError for anything malformed.
+    """
+
+    def __init__(
+        self,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream | None = None,
+        *,
+        session: StreamSession | None = None,
+        peer_node_id: str = "",
+        peer_address: Address | None = None,
+    ) -> None:
+        self._send_stream = send_stream
+        if receive_stream is None:
+            if not isinstance(send_stream, trio.abc.ReceiveStream):
+                raise TypeError("a single stream must be bidirectional")
+            receive_stream = send_stream  # type: ignore[assignment]
+        self._receive_stream: trio.abc.ReceiveStream = receive_stream  # type: ignore[assignment]
+        self._reader = FrameReader()
+        self._send_lock = trio.Lock()
+        self._session: StreamSession | None = None
+        self.peer_node_id = peer_node_id
+        self.peer_address = peer_address
+        if session is not None:
+            self._start_session(session)
+
+    @property
+    def encrypted(self) -> bool:
+        return self._session is not None
+
+    def _start_session(self, session: StreamSession) -> None:
+        self._session = session
+        self._reader.overhead = TAG_SIZE
+
+    # --- sending -----------------------------------------------------------------------------
+
+    async def _send_frame(self, code: int, body: bytes | memoryview) -> None:
+        if self._session is None:
+            header = encode_header(code, len(body))
+            payload: bytes | memoryview = body
+        else:
+            header = encode_header(code, len(body) + TAG_SIZE)
+            payload = self._session.seal(header, body)
+        if len(payload) < _COALESCE_LIMIT:
+            await self._send_stream.send_all(header + payload)
+        else:
+            await self._send_stream.send_all(header)
+            await self._send_stream.send_all(payload)
+
+    async def send(self, message: Message) -> None:
+        body = encode_message(message)
+        async with self._send_lock:
+            await self._send_frame(message.CODE, body)
+
+    async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes]) -> None:
+        """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END."""
+        header_body = encode_message(header)
+        async with self._send_lock:
+            await self._send_frame(header.CODE, header_body)
+            if isinstance(data, bytes | bytearray | memoryview):
+                view = memoryview(data)
+                await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(len(view))))
+                for start in range(0, len(view), MAX_CHUNK_SIZE):
+                    await self._send_frame(MessageCode.BULK_CHUNK, view[start : start + MAX_CHUNK_SIZE])
+                size = len(view)
+            else:
+                await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(None)))
+                size = 0
+                async for piece in data:
+                    piece_view = memoryview(piece)
+                    for start in range(0, len(piece_view), MAX_CHUNK_SIZE):
+                        chunk = piece_view[start : start + MAX_CHUNK_SIZE]
+                        await self._send_frame(MessageCode.BULK_CHUNK, chunk)
+                        size += len(chunk)
+            await self._send_frame(MessageCode.BULK_END, encode_message(BulkEnd(size)))
+
+    # --- receiving ---------------------------------------------------------------------------
+
+    async def _receive_frame(self) -> Frame:
+        while (frame := self._reader.next_frame()) is None:
+            try:
+                data = await self._receive_stream.receive_some(RECEIVE_SIZE)
+            except trio.BrokenResourceError as exc:
+                raise ProtocolError(f"connection broke: {exc.__cause__ or exc}") from exc
+            if not data:
+                if self._reader.buffered:
+                    raise ProtocolError("connection closed in the middle of a frame")
+                raise trio.EndOfChannel("peer closed the connection")
+            self._reader.append(data)
+        if self._session is not None:
+            header = HEADER.pack(len(frame.body), frame.code)
+            return Frame(frame.code, self._session.open(header, frame.body))
+        return frame
+
+    async def receive(self) -> Message:
+        frame = await self._receive_frame()
+        if frame.code == MessageCode.BULK_CHUNK:
+            raise ProtocolError("bulk chunk outside a bulk transfer")
+        return decode_message(frame.code, frame.body)
+
+    async def receive_bulk(self, *, max_size: int) -> tuple[Message, bytes]:
+        """Receive a header message and the bulk data after it (refused beyond `max_size` bytes)."""
+        header = await self.receive()
+        return header, await self.receive_bulk_data(max_size=max_size)
+
+    async def receive_bulk_data(self, *, max_size: int) -> bytes:
+        """The bulk data that follows a header already taken with `receive`."""
+        parts = bytearray()
+        async for chunk in self.iterate_bulk_data(max_size=max_size):
+            parts += chunk
+        return bytes(parts)
+
+    async def iterate_bulk_data(self, *, max_size: int) -> AsyncIterator[bytes]:
+        """Stream the chunks of a bulk transfer, e.g. straight into a file."""
+        begin = await self.receive()
+        if not isinstance(begin, BulkBegin):
+            raise ProtocolError(f"expected BULK_BEGIN, got {type(begin).__name__}")
+        if begin.size is not None and not 0 <= begin.size <= max_size:
+            raise ProtocolError(f"bulk transfer of {begin.size} bytes is over the limit of {max_size}")
+        limit = max_size if begin.size is None else begin.size
+        received = 0
+        while True:
+            frame = await self._receive_frame()
+            if frame.code == MessageCode.BULK_CHUNK:
+                received += len(frame.body)
+                if received > limit:
+                    raise ProtocolError(f"bulk transfer ran past {limit} bytes")
+                yield frame.body
+                continue
+            end = decode_message(frame.code, frame.body)
+            if not isinstance(end, BulkEnd):
+                raise ProtocolError(f"{type(end).__name__} inside a bulk transfer")
+            if end.size != received or (begin.size is not None and begin.size != received):
+                raise ProtocolError(f"bulk transfer announced {end.size} bytes but carried {received}")
+            return
+
+    async def aclose(self) -> None:
+        await self._send_stream.aclose()
+        if self._receive_stream is not self._send_stream:
+            await self._receive_stream.aclose()
+
+    async def __aenter__(self) -> "Channel":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def _expect(channel: Channel, kind: type[Message]) -> Message:
+    try:
+        message = await channel.receive()
+    except trio.EndOfChannel:
+        raise ProtocolError(f"connection closed before {kind.__name__}") from None
+    if not isinstance(message, kind):
+        raise ProtocolError(f"expected {kind.__name__}, got {type(message).__name__}")
+    return message
+
+
+async def open_channel(
+    address: Address, key: ClusterKey, node_id: str, *, listen_port: int = 0
+) -> Channel:
+    """Connect to a peer and run the client handshake; the peer is proven to hold `key`."""
+    stream = await trio.open_tcp_stream(*address)
+    try:
+        return await connect_channel(stream, key, node_id, listen_port=listen_port, peer_address=address)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+
+
+async def connect_channel(
+    stream: trio.abc.Stream,
+    key: ClusterKey,
+    node_id: str,
+    *,
+    listen_port: int = 0,
+    peer_address: Address | None = None,
+) -> Channel:
+    """Client handshake over an already connected stream (the caller closes it on failure)."""
+    channel = Channel(stream, peer_address=peer_address)
+    hello = make_hello(key, node_id, listen_port=listen_port)
+    await channel.send(hello)
+    ack = await _expect(channel, HelloAck)
+    channel._start_session(finish_hello(key, hello, ack))  # type: ignore[arg-type]
+    channel.peer_node_id = ack.node_id  # type: ignore[attr-defined]
+    return channel
+
+
+async def accept_channel(
+    stream: trio.abc.Stream, key: ClusterKey, node_id: str, *, peer_address: Address | None = None
+) -> Channel:
+    """Server handshake: refuse (AuthenticationError) a client that cannot prove it holds `key`.
+
+    `peer_address` is replaced by (peer host, the port the client says it listens on), so
+    handlers can answer a node at its own address rather than an ephemeral source port.
+    """
+    channel = Channel(stream, peer_address=peer_address)
+    hello = await _expect(channel, Hello)
+    ack, session = answer_hello(key, hello, node_id)  # type: ignore[arg-type]
+    await channel.send(ack)
+    channel._start_session(session)
+    channel.peer_node_id = hello.node_id  # type: ignore[attr-defined]
+    if peer_address is not None and hello.listen_port:  # type: ignore[attr-defined]
+        channel.peer_address = (peer_address[0], hello.listen_port)  # type: ignore[attr-defined]
+    return channel
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocking pipe side, for the guest child
+
+
+def _read_exactly(fileobj: BinaryIO, size: int) -> bytes:
+    data = fileobj.read(size)
+    if data is None:
+        raise ProtocolError("pipe is non-blocking; the guest side needs a blocking pipe")
+    if len(data) == size:
+        return data
+    parts = [data]
+    received = len(data)
+    while received < size:
+        more = fileobj.read(size - received)
+        if not more:
+            raise ProtocolError("pipe closed in the middle of a frame")
+        parts.append(more)
+        received += len(more)
+    return b"".join(parts)
+
+
+def _read_raw_frame(fileobj: BinaryIO) -> Frame:
+    header = fileobj.read(HEADER_SIZE)
+    if not header:
+        raise EOFError("pipe closed")
+    if len(header) < HEADER_SIZE:
+        header += _read_exactly(fileobj, HEADER_SIZE - len(header))
+    length, code = HEADER.unpack(header)
+    if length > body_cap(code):
+        raise ProtocolError(f"frame with code {code} declares {length} bytes, over its cap of {body_cap(code)}")
+    return Frame(code, _read_exactly(fileobj, length))
+
+
+def write_frame(fileobj: BinaryIO, message: Message) -> None:
+    """Write one plaintext frame and flush, so the node sees it at once."""
+    fileobj.write(encode_frame(message.CODE, encode_message(message)))
+    fileobj.flush()
+
+
+def read_frame(fileobj: BinaryIO) -> Message:
+    """Read one plaintext frame; EOFError if the pipe closed cleanly before it."""
+    frame = _read_raw_frame(fileobj)
+    if frame.code == MessageCode.BULK_CHUNK:
+        raise ProtocolError("bulk chunk outside a bulk transfer")
+    return decode_message(frame.code, frame.body)
+
+
+def write_bulk(fileobj: BinaryIO, header: Message, data: bytes) -> None:
+    """Blocking twin of `Channel.send_bulk`."""
+    fileobj.write(encode_frame(header.CODE, encode_message(header)))
+    fileobj.write(encode_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(len(data)))))
+    view = memoryview(data)
+    for start in range(0, len(view), MAX_CHUNK_SIZE):
+        chunk = view[start : start + MAX_CHUNK_SIZE]
+        fileobj.write(encode_header(MessageCode.BULK_CHUNK, len(chunk)))
+        fileobj.write(chunk)
+    fileobj.write(encode_frame(MessageCode.BULK_END, encode_message(BulkEnd(len(data)))))
+    fileobj.flush()
+
+
+def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
+    """Blocking twin of `Channel.receive_bulk_data` (after the header was read)."""
+    begin = read_frame(fileobj)
+    if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
+        raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
+    parts = bytearray()
+    while True:
+        frame = _read_raw_frame(fileobj)
+        if frame.code != MessageCode.BULK_CHUNK:
+            break
+        parts += frame.body
+        if len(parts) > begin.size:
+            raise ProtocolError(f"bulk transfer ran past {begin.size} bytes")
+    end = decode_message(frame.code, frame.body)
+    if not isinstance(end, BulkEnd) or end.size != len(parts) or begin.size != len(parts):
+        raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {len(parts)}")
+    return bytes(parts)
+
+
+def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytes]:
+    """Blocking twin of `Channel.receive_bulk`."""
+    header = read_frame(fileobj)
+    return header, read_bulk_data(fileobj, max_size=max_size)

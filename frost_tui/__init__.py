@@ -1,0 +1,1 @@
+"""frost-tui: the terminal UI and command line over the frost_core peer node."""

@@ -1,0 +1,371 @@
+"""The Textual app: built by `create_app` (tests and screenshots reuse it), run by `run_app`.
+
+The app keeps only the latest node snapshot and redraws the visible tab when a new one
+arrives; it sends commands one way with `send_nowait` and learns their outcome from later
+snapshots. The node itself runs as a trio guest run on Textual's asyncio loop.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+import outcome
+import trio
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from frost_core.commands import (
+    AddPlugin,
+    Command,
+    EvictGuests,
+    FinishThenPause,
+    MoveTask,
+    PauseHosting,
+    ResumeHosting,
+    SubmitAssignment,
+)
+from frost_core.config import Config
+from frost_core.errors import FrostError
+from frost_core.snapshot import NodeSnapshot
+
+from .screens.assignments import AssignmentsPane
+from .screens.dialogs import MoveDialog, PathDialog, QuitDialog
+from .screens.events import EventsPane
+from .screens.guests import GuestsPane
+from .screens.help import HelpScreen
+from .screens.machine import MachinePane
+from .screens.pane import Pane
+from .screens.peers import COLUMNS as PEER_COLUMNS
+from .screens.peers import PeersPane
+from .screens.plugins import PluginsPane
+from .screens.settings import SettingsPane
+from .screens.submit import SubmitDialog
+from .trio_host import TrioHost
+
+TABS: tuple[tuple[str, str, type[Pane]], ...] = (
+    ("machine", "1 This machine", MachinePane),
+    ("guests", "2 Guests", GuestsPane),
+    ("peers", "3 Peers", PeersPane),
+    ("assignments", "4 Assignments", AssignmentsPane),
+    ("plugins", "5 Plugins", PluginsPane),
+    ("events", "6 Events", EventsPane),
+    ("settings", "7 Settings", SettingsPane),
+)
+EVICT_BEFORE_QUIT_TIMEOUT = 60.0
+
+
+class NodeLike(Protocol):
+    """The part of `frost_core.node.Node` the UI uses (tests substitute a fake)."""
+
+    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None: ...
+
+    def snapshot(self) -> NodeSnapshot: ...
+
+    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None: ...
+
+    def send_nowait(self, command: Command) -> None: ...
+
+
+class SnapshotArrived(Message):
+    """A new snapshot is waiting; a burst of these collapses into one redraw."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SnapshotArrived)
+
+
+class FrostApp(App[int]):
+    """One window over one node: seven tabs, single-key commands, nothing shown that the node did not say."""
+
+    CSS_PATH = "frost.tcss"
+    TITLE = "frost-tui"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("p", "toggle_pause", "Pause/resume"),
+        Binding("e", "evict_all", "Evict all"),
+        Binding("x", "evict_selected", "Evict guest"),
+        Binding("f", "finish", "Finish+pause"),
+        Binding("s", "submit", "Submit"),
+        Binding("l", "load_plugin", "Load plugin"),
+        Binding("m", "move", "Move"),
+        Binding("w", "save_result", "Save result", show=False),
+        Binding("o", "sort_peers", "Sort", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("q", "request_quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("ctrl+s", "save_settings", "Save settings", show=False),
+        Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),
+        Binding("ctrl+c", "quit", "Quit now", show=False, priority=True),
+        *(Binding(str(n), f"show_tab('{tab_id}')", label, show=False) for n, (tab_id, label, _) in enumerate(TABS, 1)),
+    ]
+
+    def __init__(self, node: NodeLike, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.node = node
+        self.clock = clock
+        self.host = TrioHost()
+        self.snapshot: NodeSnapshot | None = None
+        self._latest: NodeSnapshot | None = None
+        self._redraw_pending = False
+        self._stopping = False
+        self._quit_when_no_guests = False
+        self._notified_until = clock()
+
+    # ----------------------------------------------------------------- layout and lifecycle
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="topbar")
+        with TabbedContent(initial="machine", id="tabs"):
+            for tab_id, label, pane_class in TABS:
+                with TabPane(label, id=tab_id):
+                    yield pane_class(id=f"{tab_id}-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.node.set_snapshot_listener(self.receive_snapshot)
+        self.host.start(self.node.serve, on_done=self._node_stopped)
+        self.receive_snapshot(self.node.snapshot())
+
+    async def on_unmount(self) -> None:
+        self._stopping = True
+        self.node.set_snapshot_listener(None)
+        await self.host.stop()
+
+    def receive_snapshot(self, snapshot: NodeSnapshot) -> None:
+        """The node's listener: keep only the newest snapshot and ask for at most one redraw."""
+        self._latest = snapshot
+        if not self._redraw_pending:
+            self._redraw_pending = True
+            self.post_message(SnapshotArrived())
+
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        self._redraw_pending = False
+        if self._latest is None or self._latest is self.snapshot:
+            return
+        self.snapshot = self._latest
+        self._redraw()
+        self._notify_errors(self.snapshot)
+        if self._quit_when_no_guests and not self.snapshot.guests:
+            self.exit(0)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._redraw()
+
+    def _redraw(self) -> None:
+        snapshot = self.snapshot
+        if snapshot is None:
+            return
+        now = self.clock()
+        self.query_one("#topbar", Static).update(describe_topbar(snapshot))
+        self.active_pane().show(snapshot, now)
+
+    def _notify_errors(self, snapshot: NodeSnapshot) -> None:
+        """Errors reach the owner as a titled notification, each once, never as a traceback."""
+        newest = self._notified_until
+        for event in snapshot.events:
+            if event.at > self._notified_until and event.severity == "error":
+                self.notify(event.message, title=event.title or "Error", severity="error", timeout=8)
+            newest = max(newest, event.at)
+        self._notified_until = newest
+
+    def _node_stopped(self, result: outcome.Outcome) -> None:
+        """The trio run ended: expected when we cancelled it, otherwise the app exits with code 1."""
+        if self._stopping:
+            return
+        if isinstance(result, outcome.Error):
+            error = result.error
+            if isinstance(error, FrostError):
+                text = f"{error.title}: {error.message}"
+            else:
+                text = f"The node stopped: {type(error).__name__}: {error}"
+        else:
+            text = "The node stopped unexpectedly."
+        self.exit(1, return_code=1, message=text)
+
+    # ----------------------------------------------------------------- helpers
+
+    def active_pane(self) -> Pane:
+        tab = self.query_one(TabbedContent).active or "machine"
+        return self.query_one(f"#{tab}-pane", Pane)
+
+    def send(self, command: Command) -> None:
+        """One way: the outcome shows up in a later snapshot (or as an error event)."""
+        self.node.send_nowait(command)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause or resume hosting (p)", "Stop every guest at once, or resume", self.action_toggle_pause)
+        yield SystemCommand("Evict all guests (e)", "Checkpoint every guest and send it away", self.action_evict_all)
+        yield SystemCommand("Evict selected guest (x)", "Send the guest under the cursor away", self.action_evict_selected)
+        yield SystemCommand("Finish then pause (f)", "Take nothing new; pause when guests are done", self.action_finish)
+        yield SystemCommand("Submit an assignment (s)", "Run a plugin across the cluster", self.action_submit)
+        yield SystemCommand("Load a plugin (l)", "Add a plugin file", self.action_load_plugin)
+        yield SystemCommand("Move unit to a peer (m)", "Migrate the selected unit", self.action_move)
+        yield SystemCommand("Save result (w)", "Copy the selected assignment's result", self.action_save_result)
+        yield SystemCommand("Help (?)", "Every key and what the states mean", self.action_help)
+        for n, (tab_id, label, _) in enumerate(TABS, 1):
+            yield SystemCommand(f"Show {label[2:]} ({n})", f"Switch to tab {n}", lambda t=tab_id: self.action_show_tab(t))
+
+    # ----------------------------------------------------------------- actions (one per key)
+
+    def action_toggle_pause(self) -> None:
+        if self.snapshot is not None and self.snapshot.hosting.state == "paused":
+            self.send(ResumeHosting())
+        else:
+            self.send(PauseHosting())
+
+    def action_evict_all(self) -> None:
+        self.send(EvictGuests())
+
+    def action_evict_selected(self) -> None:
+        guest = self.query_one(GuestsPane).selected_guest()
+        if guest is None:
+            self.notify("Select a guest on the Guests tab (2) first.", title="No guest selected", severity="warning")
+            return
+        self.send(EvictGuests(task_id=guest.task_id))
+
+    def action_finish(self) -> None:
+        self.send(FinishThenPause())
+
+    def action_submit(self) -> None:
+        plugins = list(self.snapshot.plugins) if self.snapshot else []
+        self.push_screen(SubmitDialog(plugins), self._send_if_chosen)
+
+    def _send_if_chosen(self, command: SubmitAssignment | None) -> None:
+        if command is not None:
+            self.send(command)
+            self.action_show_tab("assignments")
+
+    def action_load_plugin(self) -> None:
+        def load(path: Path | None) -> None:
+            if path is not None:
+                self.send(AddPlugin(path=str(path)))
+                self.action_show_tab("plugins")
+
+        self.push_screen(PathDialog("Load a plugin", "Path of a plugin file (.py):"), load)
+
+    def action_move(self) -> None:
+        snapshot = self.snapshot
+        task_id, host = self._selected_task()
+        if snapshot is None or task_id is None:
+            self.notify("Select a running unit (Assignments, 4) or a guest (Guests, 2) first.",
+                        title="Nothing to move", severity="warning")
+            return
+        peers = [p for p in snapshot.peers if p.state == "alive" and not p.is_self and p.node_id != host]
+
+        def move(node_id: str | None) -> None:
+            if node_id is not None:
+                self.send(MoveTask(task_id=task_id, node=node_id))
+
+        self.push_screen(MoveDialog(task_id, peers), move)
+
+    def _selected_task(self) -> tuple[str | None, str | None]:
+        """The task the owner means: the guest on the Guests tab, else the unit on Assignments."""
+        if self.query_one(TabbedContent).active == "guests":
+            guest = self.query_one(GuestsPane).selected_guest()
+            return (guest.task_id, self.snapshot.node_id if self.snapshot else None) if guest else (None, None)
+        unit = self.query_one(AssignmentsPane).selected_unit()
+        if unit is None or unit.state not in ("running", "queued"):
+            return None, None
+        return unit.task_id, unit.host
+
+    def action_save_result(self) -> None:
+        assignment = self.query_one(AssignmentsPane).selected_assignment()
+        if assignment is None or assignment.state != "done" or not assignment.result_filename:
+            self.notify("Select a finished assignment on the Assignments tab (4).", title="No result", severity="warning")
+            return
+        source = Path(assignment.result_filename)
+
+        def save(target: Path | None) -> None:
+            if target is not None:
+                self.run_worker(lambda: self._copy_result(source, target), thread=True, group="save")
+
+        self.push_screen(
+            PathDialog("Save the result", f"Copy {source.name} to:", value=str(Path.cwd() / source.name), must_exist=False),
+            save,
+        )
+
+    def _copy_result(self, source: Path, target: Path) -> None:
+        try:
+            shutil.copyfile(source, target)
+        except OSError as error:
+            self.call_from_thread(self.notify, f"{target}: {error.strerror or error}", title="Result not saved",
+                                  severity="error")
+            return
+        self.call_from_thread(self.notify, f"Saved to {target}", title="Result saved")
+
+    def action_show_tab(self, tab_id: str) -> None:
+        self.query_one(TabbedContent).active = tab_id
+
+    def action_filter(self) -> None:
+        if not self.active_pane().focus_filter():
+            self.notify("Filtering works on Peers (3) and Events (6).", title="No filter here")
+
+    def action_sort_peers(self) -> None:
+        pane = self.query_one(PeersPane)
+        pane.sort_by((pane._sort_column + 1) % len(PEER_COLUMNS))
+
+    def action_save_settings(self) -> None:
+        self.query_one(SettingsPane).request_save()
+
+    def on_settings_pane_save(self, message: SettingsPane.Save) -> None:
+        self.send(message.command)
+        self.notify(", ".join(f"{k} = {v}" for k, v in message.command.values.items()), title="Saving settings")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_request_quit(self) -> None:
+        guests = len(self.snapshot.guests) if self.snapshot else 0
+        if guests == 0:
+            self.exit(0)
+            return
+
+        def decide(choice: str | None) -> None:
+            if choice == "keep":
+                self.exit(0)
+            elif choice == "evict":
+                self._quit_when_no_guests = True
+                self.send(EvictGuests())
+                self.notify("Evicting guests; frost-tui quits when they are gone.", title="Quitting")
+                self.set_timer(EVICT_BEFORE_QUIT_TIMEOUT, lambda: self.exit(0))
+
+        self.push_screen(QuitDialog(guests), decide)
+
+    async def action_quit(self) -> None:
+        self.exit(0)
+
+
+def describe_topbar(snapshot: NodeSnapshot) -> str:
+    alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+    running = sum(1 for a in snapshot.assignments if a.state == "running")
+    return (
+        f"[b]frost-tui[/b]  {snapshot.name} ({snapshot.address})  ·  [b]{snapshot.hosting.state}[/b]  ·  "
+        f"{alive} peer(s)  ·  {len(snapshot.guests)} guest(s)  ·  {running} assignment(s) running"
+    )
+
+
+def create_app(node: NodeLike, *, clock: Callable[[], float] = time.time) -> FrostApp:
+    """Build the app around a node (the real one, or a fake in tests and screenshots)."""
+    return FrostApp(node, clock=clock)
+
+
+def run_app(config: Config) -> int:
+    """Run the terminal UI with a real node until the owner quits; the exit code for the shell."""
+    from frost_core.node import Node
+
+    try:
+        node = Node(config)
+    except FrostError as error:
+        print(f"{error.title}: {error.message}", file=sys.stderr)
+        return 1
+    app = create_app(node)
+    app.run()
+    return app.return_code or 0

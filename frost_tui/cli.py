@@ -1,0 +1,239 @@
+"""The `frost-tui` command: the terminal UI by default, a headless node, and the local control verbs.
+
+Every verb that talks to a running node goes through its control socket in the data dir, so
+`--data-dir` picks which local node answers; a verb exits non-zero with a clear message when
+no node answers or the node refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from frost_core.config import OPTIONS, Paths, describe_options, load_config, parse_address
+from frost_core.errors import ConfigError, FrostError
+
+from . import tables
+
+# Options that run a node; every verb also accepts --data-dir and --config.
+_NODE_FLAGS = {
+    "name": "node.name",
+    "listen_host": "node.listen_host",
+    "port": "node.port",
+    "advertise_host": "node.advertise_host",
+    "broadcast_address": "node.broadcast_address",
+    "seed": "node.seeds",
+    "cluster_key_file": "cluster.key_file",
+    "log_level": "log.level",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
+                        help="this node's state directory (default: the platform's data dir)")
+    common.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                        help="configuration file (default: config.toml in the platform's config dir)")
+    common.add_argument("--cluster-key-file", default=argparse.SUPPRESS,
+                        help="file holding the cluster key (default: cluster.key in the data dir)")
+
+    parser = argparse.ArgumentParser(
+        prog="frost-tui", parents=[common],
+        description="Share idle CPU with your peers. Without a command: open the terminal UI.",
+    )
+    node = parser.add_argument_group("running a node")
+    node.add_argument("--headless", action="store_true", help="run the node without the UI (servers, tests, systemd)")
+    node.add_argument("--name", help="name shown to peers")
+    node.add_argument("--listen-host", help="address to listen on")
+    node.add_argument("--port", type=int, help="UDP and TCP port (0 picks a free one)")
+    node.add_argument("--advertise-host", help="address peers use to reach this node")
+    node.add_argument("--broadcast-address", help="discovery broadcast address ('' turns broadcast off)")
+    node.add_argument("--seed", action="append", metavar="HOST:PORT", help="peer to join through (repeatable)")
+    node.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+
+    verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
+
+    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
+        return verbs.add_parser(name, parents=[common], help=help_text, description=help_text)
+
+    for name, help_text in (("status", "this node's state and its guests"), ("peers", "the cluster's resource table")):
+        verb(name, help_text).add_argument("--json", action="store_true", help="machine-readable output")
+
+    key = verb("key", "show or change the cluster key")
+    key_verbs = key.add_subparsers(dest="key_verb", metavar="ACTION", required=True)
+    key_verbs.add_parser("show", parents=[common], help="print this cluster's join code")
+    key_set = key_verbs.add_parser("set", parents=[common], help="join another cluster with its join code")
+    key_set.add_argument("code")
+
+    plugins = verb("plugins", "list calculation plugins, or add one")
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    plugin_verbs = plugins.add_subparsers(dest="plugin_verb", metavar="ACTION")
+    plugin_add = plugin_verbs.add_parser("add", parents=[common], help="add a plugin file or folder")
+    plugin_add.add_argument("path", type=Path)
+
+    submit = verb("submit", "submit an assignment")
+    submit.add_argument("plugin")
+    submit.add_argument("--param", action="append", default=[], metavar="K=V", help="a plugin parameter (repeatable)")
+    submit.add_argument("--wait", action="store_true", help="wait until the assignment finishes")
+    submit.add_argument("--output", type=Path, help="with --wait: save the result here")
+
+    verb("assignments", "my assignments and their units").add_argument("--json", action="store_true")
+    result = verb("result", "save an assignment's result")
+    result.add_argument("assignment")
+    result.add_argument("--output", type=Path, required=True)
+    verb("cancel", "cancel an assignment").add_argument("assignment")
+
+    pause = verb("pause", "stop every guest at once and take no new ones")
+    pause.add_argument("--until", metavar="HH:MM", help="resume by itself at this time")
+    verb("resume", "let guests run again")
+    verb("evict", "checkpoint guests and send them away").add_argument("task", nargs="?")
+    verb("finish", "take nothing new and pause once the current guests finish")
+    verb("config", "show every option, its value and its meaning")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except FrostError as error:
+        print(f"frost-tui: {error.title}: {error.message}", file=sys.stderr)
+        return 2 if isinstance(error, ConfigError) else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _paths(args: argparse.Namespace) -> Paths:
+    return Paths.resolve(config_file=getattr(args, "config", None), data_dir=getattr(args, "data_dir", None))
+
+
+def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for flag, option in _NODE_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[option] = value
+    for seed in overrides.get("node.seeds", []):
+        parse_address(seed, option="--seed")
+    return overrides
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    if args.verb is None:
+        config = load_config(paths, _node_overrides(args))
+        if args.headless:
+            from frost_core.headless import run_headless
+
+            return run_headless(config)
+        from .app import run_app
+
+        return run_app(config)
+    if args.verb == "key":
+        return _key(args, paths)
+    if args.verb == "config":
+        return _show_config(paths)
+    return _control_verb(args, paths)
+
+
+def _key(args: argparse.Namespace, paths: Paths) -> int:
+    from frost_core.wire.security import ClusterKey
+
+    config = load_config(paths, _node_overrides(args))
+    if args.key_verb == "show":
+        print(ClusterKey.load_or_create(config.cluster_key_file).to_join_code())
+        return 0
+    key = ClusterKey.from_join_code(args.code.strip())
+    key.save(config.cluster_key_file)
+    print(f"Saved the cluster key to {config.cluster_key_file}. Restart the node to join that cluster.")
+    return 0
+
+
+def _show_config(paths: Paths) -> int:
+    config = load_config(paths)
+    print(f"# configuration file: {paths.config_file}{'' if paths.config_file.exists() else ' (not created yet)'}")
+    print(f"# data dir: {paths.data_dir}\n# log dir: {paths.log_dir}\n")
+    for option in OPTIONS:
+        print(f"{option.name} = {config.get(option.name)!r}")
+    print()
+    print(describe_options())
+    return 0
+
+
+def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
+    from frost_core.control import call_node
+
+    verb = args.verb
+    if verb == "status":
+        reply = call_node(paths, "status")
+        print(json.dumps(reply, indent=2) if args.json else tables.status(reply))
+    elif verb == "peers":
+        reply = call_node(paths, "peers")
+        print(json.dumps(reply, indent=2) if args.json else tables.peers(reply))
+    elif verb == "plugins":
+        if args.plugin_verb == "add":
+            info = call_node(paths, "add-plugin", path=str(args.path.resolve()))
+            print(tables.plugins([info]))
+            return 0 if info["ok"] else 1
+        reply = call_node(paths, "plugins")
+        print(json.dumps(reply, indent=2) if args.json else tables.plugins(reply))
+    elif verb == "submit":
+        return _submit(args, paths)
+    elif verb == "assignments":
+        reply = call_node(paths, "assignments")
+        print(json.dumps(reply, indent=2) if args.json else tables.assignments(reply))
+    elif verb == "result":
+        reply = call_node(paths, "result", assignment=args.assignment, output=str(args.output.resolve()))
+        print(f"Saved {reply['bytes']} bytes ({reply['media_type']}) to {reply['path']}")
+    elif verb == "cancel":
+        call_node(paths, "cancel", assignment=args.assignment)
+        print(f"Cancelled {args.assignment}.")
+    elif verb == "pause":
+        reply = call_node(paths, "pause", until=args.until)
+        print(reply["message"])
+    elif verb in ("resume", "finish"):
+        print(call_node(paths, verb)["message"])
+    elif verb == "evict":
+        print(call_node(paths, "evict", task=args.task)["message"])
+    return 0
+
+
+def _submit(args: argparse.Namespace, paths: Paths) -> int:
+    from frost_core.control import call_node
+
+    params = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param wants K=V, not {item!r}")
+        params[key] = value
+    if args.output and not args.wait:
+        raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
+    reply = call_node(paths, "submit", plugin=args.plugin, params=params)
+    assignment_id = reply["id"]
+    print(f"Submitted {assignment_id}: {reply['units']} unit(s) of {args.plugin}.")
+    if not args.wait:
+        return 0
+    while True:
+        state = call_node(paths, "assignment", assignment=assignment_id)
+        if state["state"] in ("done", "failed", "cancelled"):
+            break
+        time.sleep(0.5)
+    if state["state"] != "done":
+        print(f"Assignment {assignment_id} {state['state']}: {state.get('error') or ''}", file=sys.stderr)
+        return 1
+    if args.output:
+        saved = call_node(paths, "result", assignment=assignment_id, output=str(args.output.resolve()))
+        print(f"Saved {saved['bytes']} bytes ({saved['media_type']}) to {saved['path']}")
+    else:
+        print(f"Assignment {assignment_id} is done.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

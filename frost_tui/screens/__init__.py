@@ -1,0 +1,1 @@
+"""The tabs (panes) and dialogs of the frost-tui terminal UI, one per module."""

@@ -1,0 +1,129 @@
+"""Tab 4, Assignments: the work this machine is master of, per assignment and per unit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from frost_core.snapshot import AssignmentView, NodeSnapshot, UnitView
+
+from ..widgets.format import format_duration, progress_bar, styled_state
+from ..widgets.image_preview import ImagePreview
+from ..widgets.table_sync import selected_key, sync_table
+from .pane import Pane
+
+ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
+UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "Moves", "Attempts", "Error")
+
+
+class AssignmentsPane(Pane):
+    """Select an assignment above to see its units below; a finished one shows its result."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._assignments: dict[str, AssignmentView] = {}
+        self._hosts: dict[str, str] = {}
+        self._now = 0.0
+
+    def compose(self) -> ComposeResult:
+        table: DataTable = DataTable(id="assignments-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*ASSIGNMENT_COLUMNS)
+        yield table
+        units: DataTable = DataTable(id="units-table", cursor_type="row", zebra_stripes=True)
+        units.add_columns(*UNIT_COLUMNS)
+        yield units
+        yield Static(id="assignment-result", classes="detail")
+        yield ImagePreview(id="result-preview")
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._now = now
+        self._assignments = {a.id: a for a in snapshot.assignments}
+        self._hosts = {p.node_id: p.name for p in snapshot.peers}
+        newest_first = sorted(snapshot.assignments, key=lambda a: a.created_at, reverse=True)
+        sync_table(
+            self.query_one("#assignments-table", DataTable),
+            [(a.id, assignment_row(a, now)) for a in newest_first],
+        )
+        self._show_units()
+
+    def selected_assignment(self) -> AssignmentView | None:
+        key = selected_key(self.query_one("#assignments-table", DataTable))
+        return self._assignments.get(key) if key else None
+
+    def selected_unit(self) -> UnitView | None:
+        assignment = self.selected_assignment()
+        key = selected_key(self.query_one("#units-table", DataTable))
+        if assignment is None or key is None:
+            return None
+        return next((u for u in assignment.units if u.task_id == key), None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "assignments-table":
+            self._show_units()
+
+    def _show_units(self) -> None:
+        assignment = self.selected_assignment()
+        units = assignment.units if assignment else ()
+        sync_table(
+            self.query_one("#units-table", DataTable),
+            [(u.task_id, unit_row(u, self._hosts)) for u in units],
+        )
+        result = self.query_one("#assignment-result", Static)
+        preview = self.query_one(ImagePreview)
+        if assignment is None:
+            result.update("No assignments yet: press s to submit one.")
+            preview.path = None
+            return
+        result.update(describe_result(assignment))
+        is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
+        preview.path = Path(assignment.result_filename) if is_image and assignment.result_filename else None
+
+
+def assignment_row(assignment: AssignmentView, now: float) -> tuple:
+    done = sum(1 for u in assignment.units if u.state == "done")
+    moves = sum(u.moves for u in assignment.units)
+    eta = format_duration(assignment.eta_seconds) if assignment.state == "running" else "—"
+    return (
+        assignment.id,
+        assignment.plugin,
+        styled_state(assignment.state),
+        progress_bar(assignment.progress),
+        f"{done}/{len(assignment.units)}",
+        str(moves),
+        eta,
+        format_duration(now - assignment.created_at),
+    )
+
+
+def unit_row(unit: UnitView, hosts: dict[str, str]) -> tuple:
+    return (
+        unit.task_id,
+        styled_state(unit.state),
+        hosts.get(unit.host, unit.host) or "—",
+        progress_bar(unit.progress, width=10),
+        str(unit.moves),
+        str(unit.attempts),
+        Text(unit.error or "", style="red"),
+    )
+
+
+def describe_result(assignment: AssignmentView) -> Group:
+    params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
+    lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
+    if assignment.error:
+        lines.append(Text.assemble(("Error  ", "bold red"), assignment.error))
+    elif assignment.state == "done" and assignment.result_filename:
+        lines.append(
+            Text.assemble(
+                ("Result  ", "bold"),
+                f"{assignment.result_filename} ({assignment.result_media_type or 'unknown type'})  ",
+                ("press w to save it elsewhere", "italic"),
+            )
+        )
+    elif assignment.state == "running":
+        lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
+    return Group(*lines)

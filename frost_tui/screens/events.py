@@ -1,0 +1,72 @@
+"""Tab 6, Events: what happened in the cluster and on this machine, newest first, filterable."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Input
+
+from frost_core.snapshot import EventView, NodeSnapshot
+
+from ..widgets.format import format_clock, styled_state
+from ..widgets.table_sync import sync_table
+from .pane import Pane
+
+COLUMNS = ("Time", "Kind", "Severity", "Message")
+
+
+class EventsPane(Pane):
+    """The filter matches kind, severity, title or message text ("evict", "error", a node name)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._snapshot: NodeSnapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="/ filter events: kind, severity or words in the message", id="events-filter")
+        table: DataTable = DataTable(id="events-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._snapshot = snapshot
+        needle = self.query_one("#events-filter", Input).value.strip().lower()
+        shown = [e for e in reversed(snapshot.events) if matches(e, needle)]
+        table = self.query_one(DataTable)
+        sync_table(table, [(key, event_row(e)) for key, e in zip(event_keys(shown), shown)])
+        table.border_subtitle = f"{len(shown)} of {len(snapshot.events)}"
+
+    def focus_filter(self) -> bool:
+        self.query_one("#events-filter", Input).focus()
+        return True
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._snapshot is not None:
+            self.show(self._snapshot, 0.0)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(DataTable).focus()
+
+
+def matches(event: EventView, needle: str) -> bool:
+    if not needle:
+        return True
+    return any(needle in field.lower() for field in (event.kind, event.severity, event.title, event.message))
+
+
+def event_keys(events: list[EventView]) -> list[str]:
+    """Stable row keys; two identical events in the same instant get a counter."""
+    seen: dict[str, int] = {}
+    keys = []
+    for event in events:
+        base = f"{event.at!r}|{event.kind}|{event.message}"
+        seen[base] = seen.get(base, 0) + 1
+        keys.append(f"{base}|{seen[base]}")
+    return keys
+
+
+def event_row(event: EventView) -> tuple:
+    message = Text(event.message)
+    if event.title:
+        message = Text.assemble((event.title + ": ", "bold"), event.message)
+    return (format_clock(event.at), event.kind, styled_state(event.severity), message)

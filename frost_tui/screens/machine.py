@@ -1,0 +1,79 @@
+"""Tab 1, This machine: hosting state, recent resource history, thresholds, memory pool."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+from frost_core.snapshot import HostingView, NodeSnapshot
+
+from ..widgets.chart import Chart, ChartData, Series
+from ..widgets.format import format_bytes, progress_bar, styled_state
+from ..widgets.state_banner import StateBanner
+from .pane import Pane
+
+
+class MachinePane(Pane):
+    """What this desk is doing for the cluster, readable at a glance like htop's header."""
+
+    def compose(self) -> ComposeResult:
+        yield StateBanner(id="state-banner")
+        with Horizontal(id="machine-body"):
+            with Vertical(id="machine-charts"):
+                yield Chart(id="chart-available")
+                yield Chart(id="chart-cpu")
+            yield Static(id="machine-facts")
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        banner = self.query_one(StateBanner)
+        banner.now = now
+        if banner.hosting != snapshot.hosting:
+            banner.hosting = snapshot.hosting
+        history = snapshot.history
+        span = history[-1].at - history[0].at if len(history) > 1 else 0.0
+        available = ChartData(
+            title="Available",
+            unit="",
+            series=(Series("available (speed units)", "green", tuple(s.available for s in history)),),
+            span_seconds=span,
+        )
+        cpu = ChartData(
+            title="CPU",
+            unit="%",
+            series=(
+                Series("owner", "yellow", tuple(s.owner_cpu_percent for s in history)),
+                Series("guests", "cyan", tuple(s.guest_cpu_percent for s in history)),
+            ),
+            span_seconds=span,
+        )
+        for chart_id, data in (("#chart-available", available), ("#chart-cpu", cpu)):
+            chart = self.query_one(chart_id, Chart)
+            if chart.data != data:
+                chart.data = data
+        self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot))
+
+
+def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
+    """The figures the transfer policy decides on, next to the charts that show their history."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    pool = hosting.memory_pool_bytes
+    used = hosting.memory_used_bytes
+    memory = progress_bar(used / pool if pool else 0.0, width=14)
+    memory.append(f"  {format_bytes(used)} of {format_bytes(pool)}")
+    table.add_row("State", styled_state(hosting.state))
+    table.add_row("Transfer mode", styled_state(hosting.transfer_mode))
+    table.add_row("System average", f"{hosting.system_average:.2f}")
+    table.add_row("Lower threshold", f"{hosting.lower_threshold:.2f}")
+    table.add_row("Upper threshold", f"{hosting.upper_threshold:.2f}")
+    table.add_row("Memory pool", memory)
+    table.add_row("CPUs for guests", str(hosting.guest_cpus))
+    table.add_row("Guests here", str(len(snapshot.guests)))
+    alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+    table.add_row("Peers alive", str(alive))
+    table.add_row("Node", Text(f"{snapshot.name}  {snapshot.address}  {snapshot.node_id[:8]}"))
+    return table

@@ -1,0 +1,80 @@
+"""Plain-text tables for the command line, in the spirit of condor_status: one row per thing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def render(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def status(reply: dict[str, Any]) -> str:
+    hosting = reply["hosting"]
+    lines = [
+        f"Node      {reply['name']} ({reply['node_id'][:8]}) at {reply['address']}",
+        f"State     {hosting['state']}: {hosting['reason']}",
+        f"Peers     {sum(1 for p in reply['peers'] if not p['is_self'] and p['state'] == 'alive')} alive",
+        f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
+    ]
+    if reply["guests"]:
+        lines += ["", render(
+            ["TASK", "PLUGIN", "STATE", "PROGRESS", "CPU", "AT RISK", "MEMORY"],
+            [[g["task_id"], g["plugin"], g["state"], f"{g['progress']:.0%}", _duration(g["cpu_seconds"]),
+              _duration(g["since_checkpoint_seconds"]), _mib(g["memory_bytes"])] for g in reply["guests"]],
+        )]
+    else:
+        lines += ["", "No guests."]
+    return "\n".join(lines)
+
+
+def peers(reply: list[dict[str, Any]]) -> str:
+    now = time.time()
+    return render(
+        ["NAME", "ADDRESS", "STATE", "AVAILABLE", "CPUS", "FREE MEM", "GUESTS", "LAST HEARD"],
+        [[p["name"] + (" (me)" if p.get("is_self") else ""), p["address"], p["state"], f"{p['available']:.2f}",
+          p["cpus"], _mib(p["free_memory"]), p["guests"], _ago(now - p["last_seen"])] for p in reply],
+    )
+
+
+def plugins(reply: list[dict[str, Any]]) -> str:
+    rows = [[p["name"], p["version"], p["source"], p["hash"][:12], "ok" if p["ok"] else f"BROKEN: {p['error']}"]
+            for p in reply]
+    return render(["NAME", "VERSION", "SOURCE", "HASH", "STATUS"], rows)
+
+
+def assignments(reply: list[dict[str, Any]]) -> str:
+    if not reply:
+        return "No assignments."
+    rows = []
+    for a in reply:
+        done = sum(1 for u in a["units"] if u["state"] == "done")
+        rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{done}/{len(a['units'])}",
+                     a.get("error") or ""])
+    return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR"], rows)
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1024 * 1024):.0f} MiB"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _ago(seconds: float) -> str:
+    return "now" if seconds < 1 else f"{_duration(seconds)} ago"

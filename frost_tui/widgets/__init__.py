@@ -1,0 +1,1 @@
+"""Widgets of the frost-tui terminal UI: one widget (or one helper family) per module."""

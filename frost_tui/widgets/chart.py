@@ -1,0 +1,113 @@
+"""A braille line chart of a few series sharing one y axis: the machine's recent history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+# Dot bits of a braille cell (U+2800 + bits), indexed [row 0..3][column 0..1].
+_DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
+_AXIS_WIDTH = 7
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    color: str
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Everything one chart draws; frozen so an unchanged chart is recognised and not redrawn."""
+
+    title: str
+    unit: str
+    series: tuple[Series, ...]
+    span_seconds: float = 0.0
+
+
+class Chart(Widget):
+    """Plots the newest samples that fit, right-aligned so 'now' is always at the right edge."""
+
+    DEFAULT_CSS = """
+    Chart { height: 8; }
+    """
+
+    data: reactive[ChartData | None] = reactive(None)
+
+    def render(self) -> Text:
+        return render_chart(self.data, self.size.width, self.size.height)
+
+
+def render_chart(data: ChartData | None, width: int, height: int) -> Text:
+    """Pure rendering, so snapshot tests and the widget agree byte for byte."""
+    out = Text()
+    if data is None or width <= _AXIS_WIDTH + 2 or height < 3:
+        return out
+    plot_width = width - _AXIS_WIDTH
+    plot_height = height - 2  # a title line and a time-axis line
+    top = max([1.0] + [v for s in data.series for v in s.values])
+    top = _nice_ceiling(top)
+    legend = Text("  ")
+    for series in data.series:
+        legend.append(f"━ {series.label}  ", style=series.color)
+    out.append(f"{data.title} ", style="bold")
+    out.append_text(legend)
+    out.append("\n")
+    cells = [[0] * plot_width for _ in range(plot_height)]
+    colors: list[list[str | None]] = [[None] * plot_width for _ in range(plot_height)]
+    dots_high = plot_height * 4
+    for series in data.series:
+        values = series.values[-plot_width * 2:]
+        offset = plot_width * 2 - len(values)
+        previous: int | None = None
+        for i, value in enumerate(values):
+            x = offset + i
+            y = min(dots_high - 1, max(0, int(round(value / top * (dots_high - 1)))))
+            low, high = (y, y) if previous is None else (min(y, previous), max(y, previous))
+            for dot_y in range(low, high + 1):
+                row_from_top = dots_high - 1 - dot_y
+                cell_row, dot_row = divmod(row_from_top, 4)
+                cell_col, dot_col = divmod(x, 2)
+                cells[cell_row][cell_col] |= _DOTS[dot_row][dot_col]
+                colors[cell_row][cell_col] = series.color
+            previous = y
+    for row in range(plot_height):
+        label = ""
+        if row == 0:
+            label = _axis_label(top, data.unit)
+        elif row == plot_height - 1:
+            label = _axis_label(0, data.unit)
+        out.append(label.rjust(_AXIS_WIDTH - 1) + "┤", style="bright_black")
+        for col in range(plot_width):
+            bits = cells[row][col]
+            out.append(chr(0x2800 + bits) if bits else " ", style=colors[row][col] or "")
+        out.append("\n")
+    minutes = data.span_seconds / 60
+    left = f"-{minutes:.0f} min" if minutes >= 1 else f"-{data.span_seconds:.0f} s"
+    out.append(" " * _AXIS_WIDTH + left + "now".rjust(plot_width - len(left)), style="bright_black")
+    return out
+
+
+def _nice_ceiling(value: float) -> float:
+    """Round an axis maximum up to 1, 2 or 5 times a power of ten, so labels stay readable."""
+    magnitude = 1.0
+    while magnitude * 10 <= value:
+        magnitude *= 10
+    for step in (1, 2, 5, 10):
+        if value <= step * magnitude:
+            return step * magnitude
+    return 10 * magnitude
+
+
+def _axis_label(value: float, unit: str) -> str:
+    return f"{value:g}{unit}"
+
+
+def series_from(values: Sequence[float], label: str, color: str) -> Series:
+    return Series(label=label, color=color, values=tuple(values))

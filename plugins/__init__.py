@@ -1,0 +1,1 @@
+"""Calculation plugins bundled with frost-tui."""

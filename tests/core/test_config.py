@@ -1,0 +1,62 @@
+"""Configuration: defaults, validation errors that name the key, saving, documentation."""
+
+from pathlib import Path
+
+import pytest
+
+from frost_core.config import OPTIONS, Paths, describe_options, load_config, save_config
+from frost_core.errors import ConfigError
+
+
+def paths_for(tmp_path: Path, text: str | None = None) -> Paths:
+    config_file = tmp_path / "config.toml"
+    if text is not None:
+        config_file.write_text(text)
+    return Paths.resolve(config_file=config_file, data_dir=tmp_path / "data")
+
+
+def test_missing_file_gives_every_default(tmp_path):
+    config = load_config(paths_for(tmp_path))
+    assert all(config.get(o.name) == o.default for o in OPTIONS)
+    assert config.paths.log_dir == tmp_path / "data" / "logs"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[node]\nport = 'x'\n", "node.port must be an integer"),
+        ("[node]\nport = 70000\n", "node.port must be between 0 and 65535"),
+        ("[guests]\ncpu = 2\n", "unknown option 'guests.cpu' (did you mean 'cpus'?)"),
+        ("[gossp]\nfanout = 2\n", "unknown section [gossp] (did you mean 'gossip'?)"),
+        ("[node]\nseeds = ['10.0.0.1']\n", "node.seeds: '10.0.0.1' is not HOST:PORT"),
+        ("[log]\nlevel = 'loud'\n", "log.level must be one of debug, info, warning, error"),
+        ("[cluster]\nallow_cluster_plugins = 1\n", "cluster.allow_cluster_plugins must be true or false"),
+        ("[checkpoints]\nmin_interval = 100\nmax_interval = 50\n", "checkpoints.min_interval must not exceed"),
+        ("[node\n", "not valid TOML"),
+    ],
+)
+def test_bad_values_are_refused_with_the_key_named(tmp_path, text, named):
+    with pytest.raises(ConfigError) as caught:
+        load_config(paths_for(tmp_path, text))
+    assert named in caught.value.message
+
+
+def test_save_then_load_round_trips_changed_options_only(tmp_path):
+    paths = paths_for(tmp_path)
+    config = load_config(paths).replace(guests__cpus=2, node__seeds=["127.0.0.1:4000"], owner__evict_after=5)
+    save_config(config)
+    text = paths.config_file.read_text()
+    assert "[guests]\ncpus = 2" in text and "port" not in text
+    again = load_config(paths)
+    assert again.values == config.values
+    assert again.seeds == (("127.0.0.1", 4000),)
+
+
+def test_ints_are_accepted_where_numbers_are_expected(tmp_path):
+    config = load_config(paths_for(tmp_path, "[gossip]\ninterval = 2\n"))
+    assert config.get("gossip.interval") == 2.0 and isinstance(config.get("gossip.interval"), float)
+
+
+def test_every_option_is_documented_in_docs():
+    documented = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    assert describe_options() in documented, "regenerate docs/configuration.md with `frost-tui config`"

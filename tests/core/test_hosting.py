@@ -1,0 +1,58 @@
+"""Owner intents: what state they put the machine in, and when timed ones end."""
+
+import time
+
+import pytest
+
+from frost_core.errors import ConfigError
+from frost_core.hosting import Intents, expire_intents, hosting_state, parse_until
+
+NOW = 1_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("intents", "guests", "evicting", "state", "accepts"),
+    [
+        (Intents(), 0, False, "idle", True),
+        (Intents(), 2, False, "hosting", True),
+        (Intents(paused=True), 2, False, "paused", False),
+        (Intents(paused=True), 2, True, "evicting", False),        # evicting shows over everything
+        (Intents(finishing=True), 1, False, "finishing", False),
+        (Intents(evict_hold_until=NOW + 60), 0, False, "idle", False),
+    ],
+)
+def test_hosting_state_follows_the_owner(intents, guests, evicting, state, accepts):
+    result = hosting_state(intents, now=NOW, guests=guests, evicting=evicting)
+    assert (result.state, result.accepts_guests) == (state, accepts)
+
+
+def test_owner_activity_outranks_finishing_but_not_a_pause():
+    active = "owner CPU 80 % of a core"
+    assert hosting_state(Intents(finishing=True), now=NOW, guests=1, evicting=False,
+                         owner_active_reason=active).state == "owner-active"
+    assert hosting_state(Intents(paused=True), now=NOW, guests=1, evicting=False,
+                         owner_active_reason=active).state == "paused"
+
+
+def test_timed_pause_and_evict_hold_expire():
+    intents = Intents(paused=True, paused_until=NOW + 10, evict_hold_until=NOW + 5)
+    assert expire_intents(intents, NOW) == intents
+    assert expire_intents(intents, NOW + 5) == Intents(paused=True, paused_until=NOW + 10)
+    assert expire_intents(intents, NOW + 10) == Intents()
+
+
+def test_an_untimed_pause_never_expires():
+    assert expire_intents(Intents(paused=True), NOW + 1e9).paused
+
+
+def test_pause_until_is_the_next_such_time():
+    now = time.mktime((2026, 11, 22, 16, 30, 0, 0, 0, -1))
+    assert time.localtime(parse_until("17:00", now=now))[3:5] == (17, 0)
+    assert parse_until("17:00", now=now) - now == 30 * 60
+    assert parse_until("16:00", now=now) - now == 23.5 * 3600
+
+
+@pytest.mark.parametrize("text", ["25:00", "7", "ab:cd", "12:60", ""])
+def test_pause_until_refuses_nonsense(text):
+    with pytest.raises(ConfigError, match="HH:MM"):
+        parse_until(text, now=NOW)

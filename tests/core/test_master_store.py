@@ -1,0 +1,100 @@
+"""The master's SQLite store: atomic submits, exactly-once results, epochs, and survival of a kill."""
+
+import subprocess
+import sys
+import textwrap
+
+import cbor2
+
+from frost_core.master.store import MasterStore, NewUnit
+
+NODE_ID = "ab" * 16
+
+
+def new_store(tmp_path):
+    return MasterStore(tmp_path / "node.sqlite", node_id=NODE_ID)
+
+
+def submit(store, count=3):
+    return store.create_assignment(
+        plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={"samples": 10},
+        units=[NewUnit(data={"i": i}, memory_bytes=1 << 20, cost=1.0) for i in range(count)],
+    )
+
+
+def test_ids_carry_the_master_and_units_start_queued(tmp_path):
+    store = new_store(tmp_path)
+    first, second = submit(store), submit(store)
+    assert (first, second) == ("abababab-1", "abababab-2")
+    assert [u.task_id for u in store.queued_units()][:3] == ["abababab-1.0", "abababab-1.1", "abababab-1.2"]
+
+
+def test_a_result_is_accepted_once_and_only_for_the_current_epoch(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    first_epoch = store.place_unit(aid, 0, host="n1")
+    assert store.requeue_unit(aid, 0, epoch=first_epoch)           # evicted: back to the queue
+    second_epoch = store.place_unit(aid, 0, host="n2")
+    assert second_epoch == first_epoch + 1
+    assert not store.accept_result(aid, 0, epoch=first_epoch, result=b"stale")
+    assert store.accept_result(aid, 0, epoch=second_epoch, result=cbor2.dumps(7))
+    assert not store.accept_result(aid, 0, epoch=second_epoch, result=cbor2.dumps(8))
+    assert store.unit_results(aid) == [7]
+    unit = store.assignment(aid).units[0]
+    assert (unit.state, unit.moves) == ("done", 1)
+
+
+def test_failures_count_only_failed_runs(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    store.requeue_unit(aid, 0, epoch=epoch)
+    epoch = store.place_unit(aid, 0, host="n1")
+    store.requeue_unit(aid, 0, epoch=epoch, error="crashed")
+    assert store.assignment(aid).units[0].failures == 1
+
+
+def test_combining_lists_assignments_whose_units_are_all_done(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    for index in range(2):
+        epoch = store.place_unit(aid, index, host="me")
+        store.accept_result(aid, index, epoch=epoch, result=cbor2.dumps(index))
+    assert store.combining_assignments() == [aid]
+    store.finish_assignment(aid, data=b"out", media_type="text/plain", filename="out.txt")
+    assert store.combining_assignments() == []
+    assert store.result(aid) == (b"out", "text/plain", "out.txt")
+
+
+def test_intents_survive_reopening(tmp_path):
+    new_store(tmp_path).set_intent("paused_until", 1234.5)
+    assert new_store(tmp_path).intent("paused_until") == 1234.5
+
+
+def test_kill_9_mid_write_keeps_every_acknowledged_result(tmp_path):
+    """A process accepts results and prints each acknowledgement; we kill it mid-stream."""
+    script = textwrap.dedent(f"""
+        import sys, cbor2
+        from pathlib import Path
+        from frost_core.master.store import MasterStore, NewUnit
+        store = MasterStore(Path({str(tmp_path / 'node.sqlite')!r}), node_id={NODE_ID!r})
+        aid = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={{}},
+            units=[NewUnit(data={{}}, memory_bytes=1, cost=1.0) for _ in range(100000)])
+        for i in range(100000):
+            epoch = store.place_unit(aid, i, host="me")
+            store.accept_result(aid, i, epoch=epoch, result=cbor2.dumps(i))
+            print(i, flush=True)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as process:
+        acknowledged = -1
+        for line in process.stdout:
+            acknowledged = int(line)
+            if acknowledged >= 300:
+                process.kill()
+                break
+        process.wait()
+    store = new_store(tmp_path)
+    (record,) = store.assignments()
+    done = [u.index for u in record.units if u.state == "done"]
+    assert done == list(range(len(done))) and len(done) > acknowledged
+    assert store.requeue_running() <= 1  # at most the unit that was mid-flight

@@ -1,0 +1,117 @@
+"""Channels: messages and bulk data over real TCP and over a real guest subprocess pipe."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import trio
+import trio.testing
+
+from frost_core.errors import ProtocolError
+from frost_core.wire.channel import Channel, accept_channel, open_channel
+from frost_core.wire.framing import MAX_CHUNK_SIZE
+from frost_core.wire.messages import BulkEnd, Hello
+from frost_core.wire.security import ClusterKey
+
+KEY = ClusterKey.generate()
+HEADER = Hello(1, "checkpoint-header", b"", 0)
+
+
+async def _tcp_pair(nursery: trio.Nursery) -> tuple[Channel, Channel]:
+    """A client/server channel pair over a real loopback TCP connection."""
+    accepted: trio.MemorySendChannel[Channel]
+    accepted, incoming = trio.open_memory_channel[Channel](1)
+
+    async def handle(stream: trio.SocketStream) -> None:
+        await accepted.send(await accept_channel(stream, KEY, "server"))
+        await trio.sleep_forever()
+
+    listeners = await nursery.start(trio.serve_tcp, handle, 0, "127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    client = await open_channel(("127.0.0.1", port), KEY, "client", listen_port=4242)
+    server = await incoming.receive()
+    return client, server
+
+
+async def test_bulk_over_tcp_arrives_whole_in_bounded_chunks() -> None:
+    data = os.urandom(3 * MAX_CHUNK_SIZE + 12345)
+    async with trio.open_nursery() as nursery:
+        client, server = await _tcp_pair(nursery)
+        assert server.peer_address is not None and server.peer_address[1] == 4242
+        nursery.start_soon(client.send_bulk, HEADER, data)
+        header = await server.receive()
+        assert header == HEADER
+        chunks = [chunk async for chunk in server.iterate_bulk_data(max_size=len(data))]
+        assert b"".join(chunks) == data
+        assert max(map(len, chunks)) <= MAX_CHUNK_SIZE
+        # The channel is still in step afterwards.
+        await server.send(BulkEnd(1))
+        assert await client.receive() == BulkEnd(1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_streamed_bulk_of_unknown_size_and_the_size_limit() -> None:
+    async def pieces():
+        for _ in range(3):
+            yield b"y" * 300_000
+
+    left, right = trio.testing.memory_stream_pair()
+    sender, receiver = Channel(left), Channel(right)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender.send_bulk, HEADER, pieces())
+        header, data = await receiver.receive_bulk(max_size=900_000)
+    assert (header, data) == (HEADER, b"y" * 900_000)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sender.send_bulk, HEADER, pieces())
+        with pytest.raises(ProtocolError, match="ran past 500000 bytes"):
+            await receiver.receive_bulk(max_size=500_000)
+        nursery.cancel_scope.cancel()
+
+    with pytest.raises(ProtocolError, match="over the limit"):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sender.send_bulk, HEADER, b"z" * 1000)
+            await receiver.receive_bulk(max_size=999)
+
+
+async def test_peer_closing_between_frames_is_end_of_channel() -> None:
+    left, right = trio.testing.memory_stream_pair()
+    await Channel(left).aclose()
+    with pytest.raises(trio.EndOfChannel):
+        await Channel(right).receive()
+
+
+ECHO_GUEST = textwrap.dedent(
+    """
+    import sys
+    from frost_core.wire.channel import read_bulk, read_frame, write_bulk, write_frame
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    write_frame(stdout, read_frame(stdin))
+    header, data = read_bulk(stdin, max_size=10_000_000)
+    write_bulk(stdout, header, data[::-1])
+    try:
+        read_frame(stdin)
+    except EOFError:
+        sys.exit(0)
+    sys.exit(3)
+    """
+)
+
+
+async def test_plaintext_pipe_to_a_real_guest_subprocess() -> None:
+    data = os.urandom(MAX_CHUNK_SIZE * 2 + 7)
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", ECHO_GUEST], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    channel = Channel(process.stdin, process.stdout)
+    assert not channel.encrypted
+    with trio.fail_after(30):
+        await channel.send(BulkEnd(9))
+        assert await channel.receive() == BulkEnd(9)
+        await channel.send_bulk(HEADER, data)
+        assert await channel.receive_bulk(max_size=len(data)) == (HEADER, data[::-1])
+        await process.stdin.aclose()
+        assert await process.wait() == 0
+    await channel.aclose()
