@@ -69,6 +69,7 @@ class Node:
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
         self._changed = trio.Event()
+        self._trio_token: trio.lowlevel.TrioToken | None = None
         self._scheduler = LocalScheduler(
             node_id=self.node_id, store=self.store, registry=self.registry, supervisor=self.supervisor,
             events=self.events, capacity=self._capacity, max_retries=lambda: self.config.get("guests.max_retries"),
@@ -85,7 +86,17 @@ class Node:
         self._listener = callback
 
     def send_nowait(self, command: Command) -> None:
-        """Queue a command without blocking; its outcome shows up in later snapshots and events."""
+        """Queue a command without blocking; its outcome shows up in later snapshots and events.
+
+        Safe to call from the UI between trio's steps: the trio token wakes trio's I/O wait at
+        once, so a keypress is acted on in milliseconds rather than at the next timer.
+        """
+        if self._trio_token is None:
+            self._enqueue(command)
+        else:
+            self._trio_token.run_sync_soon(self._enqueue, command)
+
+    def _enqueue(self, command: Command) -> None:
         try:
             self._commands_in.send_nowait(command)
         except trio.WouldBlock:
@@ -112,6 +123,7 @@ class Node:
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the node until cancelled; on the way out, tell peers we leave and keep guests checkpointed."""
         config = self.config
+        self._trio_token = trio.lowlevel.current_trio_token()
         try:
             async with open_transport(
                 host=config.get("node.listen_host"), port=config.get("node.port"),

@@ -14,7 +14,7 @@ import math
 import struct
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import cbor2
 
@@ -226,10 +226,18 @@ def check_plugin(plugin: object) -> Plugin:
     return plugin
 
 
-def parse_params(plugin: Plugin, raw: Mapping[str, object]) -> dict:
+class DeclaresParams(Protocol):
+    """A Plugin, or the node's PluginInfo: both carry the name and the parameter declarations."""
+
+    name: str
+    params: tuple[Param, ...]
+
+
+def parse_params(plugin: DeclaresParams, raw: Mapping[str, object]) -> dict:
     """Turn CLI strings (`K=V`) or typed UI values into checked parameters with defaults.
 
     The result has every declared parameter, in declaration order. Errors name the parameter.
+    The node passes a PluginInfo here, so it checks parameters without importing the plugin.
     """
     declared = {p.name: p for p in plugin.params}
     for key in raw:
@@ -244,6 +252,23 @@ def parse_params(plugin: Plugin, raw: Mapping[str, object]) -> dict:
             raise PluginError(f"parameter {name!r}: {value!r} {problem}")
         parsed[name] = value
     return parsed
+
+
+def run_locally(plugin: Plugin, raw: Mapping[str, object] | None = None) -> Output:
+    """Run a whole assignment in this process, for plugin authors and tests.
+
+    Each state crosses CBOR at every step, as at a migration point, so a plugin that keeps
+    anything CBOR cannot carry fails here rather than on somebody else's machine.
+    """
+    params = parse_params(plugin, raw or {})
+    results = []
+    for unit in plugin.split(params):
+        state = decode_plain(encode_plain(plugin.start(unit)))
+        while not isinstance(state, Done):
+            after = plugin.step(state)
+            state = after if isinstance(after, Done) else decode_plain(encode_plain(after))
+        results.append(decode_plain(encode_plain(state.result, "result", MAX_RESULT_BYTES), "result"))
+    return plugin.combine(params, results)
 
 
 def check_plain(value: object, what: str = "value") -> None:
@@ -353,3 +378,4 @@ def _convert(param: Param, value: object) -> object:
     if text.lower() in _FALSE_WORDS:
         return False
     raise PluginError(f"parameter {param.name!r}: {value!r} is not a bool (use true or false)")
+

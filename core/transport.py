@@ -82,9 +82,11 @@ class NetworkTransport:
             logger.debug("datagram to %s not sent: %s", address, exc)
 
     async def broadcast(self, message: Message) -> None:
+        """To the configured broadcast address; its port 0 means our own port (the usual case)."""
         if self.broadcast_address is None:
             raise ProtocolError("this transport has no broadcast address configured")
-        await self.send_datagram(self.broadcast_address, message)
+        host, port = self.broadcast_address
+        await self.send_datagram((host, port or self.local_address[1]), message)
 
     async def receive_datagram(self) -> tuple[Address, Message]:
         return await self._datagram_receive.receive()
@@ -149,7 +151,7 @@ class NetworkTransport:
         else:
             trio.lowlevel.spawn_system_task(trio.aclose_forcefully, channel)
 
-    def _bind(self) -> None:
+    async def _bind(self) -> None:
         family = stdlib_socket.AF_INET6 if ":" in self.host else stdlib_socket.AF_INET
         port = self.local_address[1]
         for _ in range(_BIND_ATTEMPTS):
@@ -157,10 +159,10 @@ class NetworkTransport:
             udp = trio.socket.socket(family, stdlib_socket.SOCK_DGRAM)
             try:
                 tcp.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_REUSEADDR, 1)
-                tcp.bind((self.host, port))  # type: ignore[call-overload]
+                await tcp.bind((self.host, port))
                 chosen = tcp.getsockname()[1]
                 udp.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_BROADCAST, 1)
-                udp.bind((self.host, chosen))  # type: ignore[call-overload]
+                await udp.bind((self.host, chosen))
             except OSError as exc:
                 tcp.close()
                 udp.close()
@@ -170,18 +172,18 @@ class NetworkTransport:
             tcp.listen(128)
             self._tcp, self._udp = tcp, [udp]
             self.local_address = (self.host, chosen)
-            self._bind_broadcast_receiver(family, chosen)
+            await self._bind_broadcast_receiver(family, chosen)
             return
         raise OSError(errno.EADDRINUSE, "no port free for both TCP and UDP")
 
-    def _bind_broadcast_receiver(self, family: int, port: int) -> None:
+    async def _bind_broadcast_receiver(self, family: int, port: int) -> None:
         """A socket bound to a specific host misses broadcasts; add one bound to the broadcast address."""
         if self.broadcast_address is None or self.host in _WILDCARD_HOSTS:
             return
         receiver = trio.socket.socket(family, stdlib_socket.SOCK_DGRAM)
         try:
             receiver.setsockopt(stdlib_socket.SOL_SOCKET, stdlib_socket.SO_REUSEADDR, 1)
-            receiver.bind((self.broadcast_address[0], port))  # type: ignore[call-overload]
+            await receiver.bind((self.broadcast_address[0], port))
         except OSError as exc:
             receiver.close()
             logger.warning("cannot listen for broadcasts on %s:%s: %s", self.broadcast_address[0], port, exc)
@@ -299,7 +301,7 @@ async def open_transport(
         idle_timeout=idle_timeout,
         datagram_queue=datagram_queue,
     )
-    transport._bind()
+    await transport._bind()
     try:
         async with trio.open_nursery() as nursery:
             for sock in transport._udp:

@@ -102,13 +102,13 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         UnitView(
             index=u, task_id=f"f00dfeed-7.{u}", state=("done", "running", "running", "queued", "running", "done")[u],
             host=hosts[u % len(hosts)], progress=(1.0, 0.62, 0.35, 0.0, 0.81, 1.0)[u], moves=(0, 1, 0, 0, 2, 0)[u],
-            attempts=1 if u != 3 else 0, error=None,
+            failures=0, error=None,
         )
         for u in range(6)
     )
     done_units = tuple(
         UnitView(index=u, task_id=f"f00dfeed-6.{u}", state="done", host=hosts[(u + 1) % len(hosts)], progress=1.0,
-                 moves=0, attempts=1, error=None)
+                 moves=0, failures=0, error=None)
         for u in range(4)
     )
     assignments = (

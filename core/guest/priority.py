@@ -53,14 +53,18 @@ class PriorityView:
     idle_policy: bool | None
     autogroup_nice: int | None
 
-    def raised_above_guest(self) -> str | None:
-        """Name what is above guest priority, or None while the process stays where it was put."""
-        if self.nice is not None and self.nice < GUEST_NICE:
-            return f"nice {self.nice}"
-        if self.autogroup_nice is not None and self.autogroup_nice < GUEST_NICE:
-            return f"autogroup nice {self.autogroup_nice}"
-        if self.idle_policy is False:
-            return "scheduling policy no longer SCHED_IDLE"
+    def raised_from(self, floor: PriorityView) -> str | None:
+        """Name what climbed above `floor` (the priority the guest settled at), or None."""
+        if self.nice is not None and floor.nice is not None and self.nice < floor.nice:
+            return f"nice {floor.nice} -> {self.nice}"
+        if (
+            self.autogroup_nice is not None
+            and floor.autogroup_nice is not None
+            and self.autogroup_nice < floor.autogroup_nice
+        ):
+            return f"autogroup nice {floor.autogroup_nice} -> {self.autogroup_nice}"
+        if floor.idle_policy and self.idle_policy is False:
+            return "scheduling policy SCHED_IDLE -> another"
         return None
 
 

@@ -10,7 +10,6 @@ from frost_core.checkpoint_store import CheckpointRecord
 from frost_core.plugin_api import MAX_STATE_BYTES, WorkUnit, decode_plain
 
 MIB = 1024 * 1024
-GUEST_STATES = ("starting", "running", "paused", "checkpointing", "evicting", "failed")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("frost.membership")
 
+MAX_PUSHED = 64
+"""Records in one immediate push: pushes carry fresh news, never whole tables."""
+
 
 class Gossip:
     """Each interval, exchange digests with k random members; both sides end with the fresher records.
@@ -64,7 +67,7 @@ class Gossip:
         node = self.node
         if not isinstance(request, PushPull):
             raise ProtocolError(f"expected PUSH_PULL, got {type(request).__name__}")
-        sender = node.absorb((request.sender,))
+        sender = node.absorb_one(request.sender)
         node.absorb(request.entries)
         if sender is not None:
             node.table.touch(sender, trio.current_time())
@@ -75,7 +78,7 @@ class Gossip:
 
     async def push(self, records: Sequence[NodeRecord], peers: Sequence[NodeRecord]) -> None:
         """Send news at once by datagram; the next push-pull rounds repair any loss."""
-        update = ResourceUpdate(entries=self._entries(records))
+        update = ResourceUpdate(entries=self._entries(records[:MAX_PUSHED]))
         for peer in peers:
             await self.node.send(peer.address, update)
 

@@ -48,8 +48,7 @@ class MemoryNetwork:
     exchange leg looks like a TCP connection that never answers (the caller's timeout fires).
     """
 
-    def __init__(self, nursery: trio.Nursery, rng: random.Random, *, loss: float, latency: float) -> None:
-        self._nursery = nursery
+    def __init__(self, rng: random.Random, *, loss: float, latency: float) -> None:
         self.rng = rng
         self.loss = loss
         self.latency = latency
@@ -168,6 +167,7 @@ class MemoryTransport:
         self.local_address = address
         self.handlers: dict[MessageCode, ExchangeHandler] = {}
         self.crashed = False
+        self.overflowed = 0
         self.stalled_until = -math.inf
         self._send, self._receive = trio.open_memory_channel[tuple[Address, Message]](INBOX_CAPACITY)
 
@@ -179,7 +179,7 @@ class MemoryTransport:
         try:
             self._send.send_nowait((source, message))
         except trio.WouldBlock:
-            pass  # a full socket buffer drops the datagram, as the kernel would
+            self.overflowed += 1  # a full socket buffer drops the datagram, as the kernel would
 
     async def send_datagram(self, address: Address, message: Message) -> None:
         await self.wait_runnable()
@@ -210,7 +210,7 @@ async def open_memory_network(
 ) -> AsyncIterator[MemoryNetwork]:
     """A running MemoryNetwork; leaving the block stops delivery."""
     async with trio.open_nursery() as nursery:
-        network = MemoryNetwork(nursery, rng, loss=loss, latency=latency)
+        network = MemoryNetwork(rng, loss=loss, latency=latency)
         nursery.start_soon(network.run)
         yield network
         nursery.cancel_scope.cancel()

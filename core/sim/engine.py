@@ -22,7 +22,7 @@ def restore_seconds(state_bytes: int) -> float:
 
 class Node:
     __slots__ = ("index", "speed", "bandwidth", "load", "suspended", "guests", "incoming", "settled", "version",
-                 "integral", "owner_changes", "policy")
+                 "integral", "owner_changes", "owner_changed", "policy")
 
     def __init__(self, index: int, speed: float, bandwidth: float, owner_changes: Iterator[tuple[float, float]]):
         self.index = index
@@ -36,6 +36,7 @@ class Node:
         self.version = 0
         self.integral = 0.0          # ∫ available dt, for readings over an interval
         self.owner_changes = owner_changes
+        self.owner_changed = 0.0
         self.policy: object = None   # a strategy's per-node state
 
     @property
@@ -163,6 +164,7 @@ class Simulation:
         if load != node.load:
             self.settle(node)
             node.load = load
+            node.owner_changed = self.now
             self.reschedule(node)
             self.strategy.on_owner(self, node)
         self._next_owner_change(node)
@@ -235,8 +237,7 @@ class Simulation:
         unit.node = None
         seconds = 0.0 if free else self.transfer_seconds(unit, source, destination)
         if not free:
-            pingpong = (reason == "balance" and unit.last_from is not None and unit.last_from[0] == destination.index
-                        and self.now - unit.last_from[1] < self.pingpong_window)
+            pingpong = self._pingpong(unit, source, destination, reason)
             self.outcome.migrations.append(Migration(self.now, unit.spec.index, ordinal, source.index,
                                                      destination.index, reason, seconds, unit.spec.state_bytes,
                                                      pingpong))
@@ -247,6 +248,14 @@ class Simulation:
             destination.incoming += 1
             self.push(self.now + seconds, LAND, unit, destination)
         return True
+
+    def _pingpong(self, unit: Unit, source: Node, destination: Node, reason: str) -> bool:
+        """A→B→A for balance within the window while neither owner changed anything: thrashing."""
+        if reason != "balance" or unit.last_from is None or unit.last_from[0] != destination.index:
+            return False
+        left_at = unit.last_from[1]
+        return (self.now - left_at < self.pingpong_window and source.owner_changed <= left_at
+                and destination.owner_changed <= left_at)
 
     def land_incoming(self, unit: Unit, destination: Node) -> None:
         destination.incoming -= 1

@@ -4,7 +4,7 @@ Also the blocking twin for the guest child, which runs plain synchronous Python:
 `write_frame`/`read_frame` (and the bulk pair) over binary file objects.
 """
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from typing import BinaryIO
 
 import trio
@@ -105,7 +105,10 @@ class Channel:
             await self._send_frame(message.CODE, body)
 
     async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes]) -> None:
-        """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END."""
+        """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END.
+
+        An async generator passed as `data` is consumed and closed, even on cancellation.
+        """
         header_body = encode_message(header)
         async with self._send_lock:
             await self._send_frame(header.CODE, header_body)
@@ -118,12 +121,16 @@ class Channel:
             else:
                 await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(None)))
                 size = 0
-                async for piece in data:
-                    piece_view = memoryview(piece)
-                    for start in range(0, len(piece_view), MAX_CHUNK_SIZE):
-                        chunk = piece_view[start : start + MAX_CHUNK_SIZE]
-                        await self._send_frame(MessageCode.BULK_CHUNK, chunk)
-                        size += len(chunk)
+                try:
+                    async for piece in data:
+                        piece_view = memoryview(piece)
+                        for start in range(0, len(piece_view), MAX_CHUNK_SIZE):
+                            chunk = piece_view[start : start + MAX_CHUNK_SIZE]
+                            await self._send_frame(MessageCode.BULK_CHUNK, chunk)
+                            size += len(chunk)
+                finally:
+                    if isinstance(data, AsyncGenerator):
+                        await data.aclose()  # an abandoned generator would be finalised by the GC
             await self._send_frame(MessageCode.BULK_END, encode_message(BulkEnd(size)))
 
     # --- receiving ---------------------------------------------------------------------------
@@ -246,6 +253,9 @@ async def accept_channel(
     `peer_address` is replaced by (peer host, the port the client says it listens on), so
     handlers can answer a node at its own address rather than an ephemeral source port.
     """
+    if peer_address is None and isinstance(stream, trio.SocketStream):
+        source = stream.socket.getpeername()
+        peer_address = (source[0], source[1])
     channel = Channel(stream, peer_address=peer_address)
     hello = await _expect(channel, Hello)
     ack, session = answer_hello(key, hello, node_id)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from ..widgets.table_sync import selected_key, sync_table
 from .pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
-UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "Moves", "Attempts", "Error")
+UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "Moves", "Failures", "Error")
 
 
 class AssignmentsPane(Pane):
@@ -106,7 +106,7 @@ def unit_row(unit: UnitView, hosts: dict[str, str]) -> tuple:
         hosts.get(unit.host, unit.host) or "—",
         progress_bar(unit.progress, width=10),
         str(unit.moves),
-        str(unit.attempts),
+        str(unit.failures),
         Text(unit.error or "", style="red"),
     )
 

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 
 import pytest
 import trio
@@ -25,10 +26,11 @@ async def _tcp_pair(nursery: trio.Nursery) -> tuple[Channel, Channel]:
     accepted, incoming = trio.open_memory_channel[Channel](1)
 
     async def handle(stream: trio.SocketStream) -> None:
-        await accepted.send(await accept_channel(stream, KEY, "server"))
-        await trio.sleep_forever()
+        async with await accept_channel(stream, KEY, "server") as channel:
+            await accepted.send(channel)
+            await trio.sleep_forever()
 
-    listeners = await nursery.start(trio.serve_tcp, handle, 0, "127.0.0.1")
+    listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
     port = listeners[0].socket.getsockname()[1]
     client = await open_channel(("127.0.0.1", port), KEY, "client", listen_port=4242)
     server = await incoming.receive()
@@ -49,31 +51,34 @@ async def test_bulk_over_tcp_arrives_whole_in_bounded_chunks() -> None:
         # The channel is still in step afterwards.
         await server.send(BulkEnd(1))
         assert await client.receive() == BulkEnd(1)
+        await client.aclose()
         nursery.cancel_scope.cancel()
 
 
-async def test_streamed_bulk_of_unknown_size_and_the_size_limit() -> None:
-    async def pieces():
-        for _ in range(3):
-            yield b"y" * 300_000
+async def pieces():
+    for _ in range(3):
+        yield b"y" * 300_000
 
+
+@pytest.mark.parametrize(
+    ("data", "max_size", "refusal"),
+    [
+        (pieces, 900_000, None),
+        (pieces, 500_000, "ran past 500000 bytes"),
+        (lambda: b"z" * 1000, 999, "1000 bytes is over the limit of 999"),
+    ],
+)
+async def test_bulk_size_limit_holds_for_known_and_streamed_sizes(data, max_size, refusal) -> None:
     left, right = trio.testing.memory_stream_pair()
     sender, receiver = Channel(left), Channel(right)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(sender.send_bulk, HEADER, pieces())
-        header, data = await receiver.receive_bulk(max_size=900_000)
-    assert (header, data) == (HEADER, b"y" * 900_000)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(sender.send_bulk, HEADER, pieces())
-        with pytest.raises(ProtocolError, match="ran past 500000 bytes"):
-            await receiver.receive_bulk(max_size=500_000)
-        nursery.cancel_scope.cancel()
-
-    with pytest.raises(ProtocolError, match="over the limit"):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(sender.send_bulk, HEADER, b"z" * 1000)
-            await receiver.receive_bulk(max_size=999)
+        nursery.start_soon(sender.send_bulk, HEADER, data())
+        if refusal is None:
+            assert await receiver.receive_bulk(max_size=max_size) == (HEADER, b"y" * 900_000)
+        else:
+            with pytest.raises(ProtocolError, match=refusal):
+                await receiver.receive_bulk(max_size=max_size)
+            nursery.cancel_scope.cancel()
 
 
 async def test_peer_closing_between_frames_is_end_of_channel() -> None:

@@ -1,0 +1,77 @@
+"""Finding the cluster: broadcast announcements, delayed unicast replies (FROST fig. 5.1), and seed peers."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import trio
+
+from frost_core.membership.messages import Announce, AnnounceReply
+from frost_core.membership.records import Address
+
+if TYPE_CHECKING:
+    from frost_core.membership.service import Membership
+
+
+def reply_delay(rng: random.Random, delay_max: float) -> float:
+    """How long to wait before answering a newcomer: spread over [0, max] so it is not flooded."""
+    return rng.uniform(0.0, delay_max)
+
+
+class Discovery:
+    """Announce ourselves by broadcast; answer strangers' announcements; join through seeds.
+
+    A newcomer needs one answer: it then pulls the whole table from that peer. So a node skips
+    its reply if, by the time its random delay is over, the newcomer has already talked to it.
+    """
+
+    def __init__(self, node: Membership, seeds: tuple[Address, ...]) -> None:
+        self.node = node
+        self.seeds = seeds
+        self.replies_sent = 0
+        self.replies_received = 0
+
+    async def announce_periodically(self) -> None:
+        node = self.node
+        while True:
+            await node.transport.broadcast(Announce(node=node.own_entry()))
+            period = node.config.announce_interval
+            await trio.sleep(node.rng.uniform(0.9 * period, 1.1 * period))
+
+    async def join_through_seeds(self) -> None:
+        """While we know no live member, push-pull with each seed in turn until one answers."""
+        node = self.node
+        while True:
+            if not node.table.active_peers():
+                for seed in node.rng.sample(self.seeds, len(self.seeds)):
+                    if seed != node.address and await node.gossip.push_pull(seed):
+                        break
+            await trio.sleep(node.config.seed_retry_interval)
+
+    def on_announce(self, address: Address, announce: Announce) -> None:
+        node = self.node
+        now = trio.current_time()
+        known = node.table.get(announce.node.node_id)
+        newcomer = node.absorb_one(announce.node)
+        if newcomer is not None and (known is None or not known.is_active):
+            node.nursery.start_soon(self._reply_later, newcomer, now)
+
+    async def _reply_later(self, node_id: str, announced_at: float) -> None:
+        node = self.node
+        await trio.sleep(reply_delay(node.rng, node.config.reply_delay_max))
+        record = node.table.get(node_id)
+        if record is None or not record.is_active or record.heard_at > announced_at:
+            return
+        self.replies_sent += 1
+        await node.send(record.address, AnnounceReply(node=node.own_entry()))
+
+    def on_reply(self, address: Address, reply: AnnounceReply) -> None:
+        """Someone answered our announcement: pull the whole table from it at once."""
+        node = self.node
+        self.replies_received += 1
+        peer = node.absorb_one(reply.node)
+        if peer is not None:
+            node.table.touch(peer, trio.current_time())
+            if len(node.table.active_peers()) <= 1:
+                node.nursery.start_soon(node.gossip.push_pull, node.table.get(peer).address)

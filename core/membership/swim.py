@@ -1,0 +1,182 @@
+"""SWIM failure detection: probe one member per interval, ask others when it is silent, suspect, then declare dead."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from frost_core.membership.messages import Ack, Nack, Ping, PingReq
+from frost_core.membership.records import Address, MemberState, NodeRecord, add_suspicion, declare
+from frost_core.membership.suspicion import suspicion_timeout
+
+if TYPE_CHECKING:
+    from frost_core.membership.service import Membership
+
+log = logging.getLogger("frost.membership")
+
+
+@dataclass
+class _Pending:
+    """A probe waiting for its ack; nacks prove that our helpers (and we) still work."""
+
+    acked: trio.Event = field(default_factory=trio.Event)
+    nacks: int = 0
+
+
+class Prober:
+    """Round-robin probes over a shuffled member list, Lifeguard-style.
+
+    A probe only counts against a member if our own loop kept time during it: when the send
+    itself or the wait overshoots (our thread was starved by the UI), the result is void and our
+    awareness rises instead, stretching our timeouts.
+    """
+
+    def __init__(self, node: Membership) -> None:
+        self.node = node
+        self._seq = itertools.count(node.rng.randrange(1 << 30))
+        self._pending: dict[int, _Pending] = {}
+        self._order: list[str] = []
+        self._checking: set[str] = set()
+
+    async def run(self) -> None:
+        node = self.node
+        await trio.sleep(node.rng.uniform(0, node.config.probe_interval))
+        while True:
+            started = trio.current_time()
+            interval = node.awareness.scale(node.config.probe_interval)
+            target = self._next_target()
+            if target is not None:
+                outcome = await self.probe(target, started + interval)
+                if outcome is False:
+                    self.suspect(target)
+            await trio.sleep_until(started + interval)
+
+    def _next_target(self) -> NodeRecord | None:
+        while True:
+            if not self._order:
+                self._order = [r.node_id for r in self.node.table.active_peers()]
+                self.node.rng.shuffle(self._order)
+                if not self._order:
+                    return None
+            record = self.node.table.get(self._order.pop())
+            if record is not None and record.is_active:
+                return record
+
+    async def probe(self, target: NodeRecord, deadline: float) -> bool | None:
+        """Ping `target`, then via helpers until `deadline`: True answered, False silent, None void."""
+        node = self.node
+        seq = next(self._seq)
+        pending = self._pending[seq] = _Pending()
+        timeout = node.awareness.scale(node.config.probe_timeout)
+        tolerance = node.config.lag_tolerance
+        try:
+            started = trio.current_time()
+            await node.send(target.address, Ping(seq=seq, target_id=target.node_id))
+            if trio.current_time() - started > timeout:
+                node.awareness.apply(1)  # we could not even send in time: our loop is starved
+                return None
+            with trio.move_on_after(timeout):
+                await pending.acked.wait()
+            if pending.acked.is_set():
+                return self._answered(target)
+            helpers = node.table.random_peers(node.config.indirect_probes, node.rng, exclude=(target.node_id,))
+            request = PingReq(seq=seq, target_id=target.node_id, target_host=target.address[0], target_port=target.address[1])
+            for helper in helpers:
+                await node.send(helper.address, request)
+            wait_until = max(deadline, trio.current_time() + timeout)
+            with trio.move_on_at(wait_until):
+                await pending.acked.wait()
+            if pending.acked.is_set():
+                return self._answered(target)
+            if trio.current_time() - wait_until > tolerance:
+                node.awareness.apply(1)
+                return None
+            missing_nacks = len(helpers) - pending.nacks if helpers else 1
+            node.awareness.apply(max(0, missing_nacks))  # silent helpers hint that we are the slow one
+            return False
+        finally:
+            del self._pending[seq]
+
+    def _answered(self, target: NodeRecord) -> bool:
+        self.node.awareness.apply(-1)
+        self.node.table.touch(target.node_id, trio.current_time())
+        return True
+
+    def suspect(self, target: NodeRecord) -> None:
+        """Our probe failed: start or confirm a suspicion and tell the suspect, so it can refute."""
+        node = self.node
+        now = trio.current_time()
+        current = node.table.get(target.node_id)
+        if current is None or current.incarnation != target.incarnation or not current.is_active:
+            return
+        updated = add_suspicion(current, node.node_id, now)
+        if updated is current:
+            return
+        node.store(current, updated)
+        peers = node.table.random_peers(node.config.fanout, node.rng, exclude=(target.node_id,))
+        node.nursery.start_soon(node.gossip.push, [updated], [updated, *peers])
+
+    async def sweep_suspicions(self) -> None:
+        """Declare dead the suspects whose time is up, after one last probe of our own."""
+        node = self.node
+        while True:
+            await trio.sleep(node.config.probe_interval)
+            now = trio.current_time()
+            size = node.table.active_count()
+            for record in node.table.active_peers():
+                if record.state != MemberState.SUSPECT or record.node_id in self._checking:
+                    continue
+                confirmations = max(0, len(record.suspectors) - 1)
+                if now >= record.state_since + suspicion_timeout(size, confirmations, node.config):
+                    self._checking.add(record.node_id)
+                    node.nursery.start_soon(self._last_chance, record)
+            node.table.forget(now - node.config.dead_retention)
+
+    async def _last_chance(self, record: NodeRecord) -> None:
+        node = self.node
+        try:
+            interval = node.awareness.scale(node.config.probe_interval)
+            outcome = await self.probe(record, trio.current_time() + interval)
+            current = node.table.get(record.node_id)
+            if current is None or current.incarnation != record.incarnation or current.state != MemberState.SUSPECT:
+                return
+            if outcome is False:
+                dead = declare(current, MemberState.DEAD, trio.current_time())
+                node.store(current, dead)
+                await node.gossip.push([dead], node.table.active_peers())
+            elif outcome is True:
+                await node.gossip.push([current], [current])  # still there: make it refute
+        finally:
+            self._checking.discard(record.node_id)
+
+    async def on_ping(self, address: Address, ping: Ping) -> None:
+        if ping.target_id == self.node.node_id:
+            await self.node.send(address, Ack(seq=ping.seq))
+
+    async def on_ping_req(self, address: Address, request: PingReq) -> None:
+        """Probe the target for a member that cannot reach it; answer ack or nack."""
+        node = self.node
+        seq = next(self._seq)
+        pending = self._pending[seq] = _Pending()
+        try:
+            await node.send((request.target_host, request.target_port), Ping(seq=seq, target_id=request.target_id))
+            with trio.move_on_after(node.awareness.scale(node.config.probe_timeout)):
+                await pending.acked.wait()
+        finally:
+            del self._pending[seq]
+        answer = Ack(seq=request.seq) if pending.acked.is_set() else Nack(seq=request.seq)
+        await node.send(address, answer)
+
+    def on_ack(self, ack: Ack) -> None:
+        pending = self._pending.get(ack.seq)
+        if pending is not None:
+            pending.acked.set()
+
+    def on_nack(self, nack: Nack) -> None:
+        pending = self._pending.get(nack.seq)
+        if pending is not None:
+            pending.nacks += 1

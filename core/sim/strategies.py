@@ -1,0 +1,325 @@
+"""The policies the simulator compares: none, random, threshold, ours and ideal."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from ..policies import (
+    Action,
+    NodeView,
+    OwnerPolicy,
+    OwnerSettings,
+    OwnerView,
+    PolicySettings,
+    SystemView,
+    UnitView,
+    choose_source,
+    confirm_destination,
+    decide_transfer,
+    estimate_bandwidth,
+    predict_destination,
+    rank_destinations,
+    resources_per_guest,
+    select_guest,
+    smooth,
+    thresholds,
+    worth_publishing,
+)
+from ..policies.owner import GuestAction, Phase
+from .engine import CHECK, Node, Simulation, Unit, restore_seconds
+
+BUSY_LOAD = 0.5            # an owner above this counts in a baseline's queue length
+
+
+class Strategy:
+    """Hooks the engine calls; the default does nothing (the "none" policy)."""
+
+    name = "none"
+
+    def start(self, sim: Simulation) -> None: ...
+    def on_submit(self, sim: Simulation, unit: Unit) -> None: ...
+    def on_tick(self, sim: Simulation) -> None: ...
+    def on_owner(self, sim: Simulation, node: Node) -> None: ...
+    def on_complete(self, sim: Simulation, node: Node) -> None: ...
+    def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None: ...
+    def on_check(self, sim: Simulation, node: Node, tag: object) -> None: ...
+
+
+def queue_length(node: Node) -> int:
+    """The classic load index: processes wanting the CPU, the owner's included."""
+    return len(node.guests) + node.incoming + (1 if node.load >= BUSY_LOAD else 0)
+
+
+class RandomStrategy(Strategy):
+    """Eager, Lazowska & Zahorjan's Random: over threshold T, send a unit to any node, once."""
+
+    name = "random"
+    threshold = 2
+
+    def on_tick(self, sim: Simulation) -> None:
+        for node in sim.nodes:
+            if queue_length(node) >= self.threshold:
+                movable = [u for u in node.guests if u.moves == 0]
+                if movable:
+                    target = sim.nodes[sim.rng.randrange(len(sim.nodes) - 1)]
+                    if target is node:
+                        target = sim.nodes[-1]
+                    sim.move(sim.rng.choice(movable), target, _reason(node))
+
+
+class ThresholdStrategy(Strategy):
+    """Eager, Lazowska & Zahorjan's Threshold: probe up to 3 random nodes, send where q+1 < T."""
+
+    name = "threshold"
+    threshold = 2
+    probes = 3
+
+    def on_tick(self, sim: Simulation) -> None:
+        for node in sim.nodes:
+            if queue_length(node) >= self.threshold and node.guests:
+                for _ in range(self.probes):
+                    target = sim.nodes[sim.rng.randrange(len(sim.nodes))]
+                    if target is not node and queue_length(target) + 1 < self.threshold:
+                        sim.move(sim.rng.choice(node.guests), target, _reason(node))
+                        break
+
+
+def _reason(node: Node) -> str:
+    return "owner" if node.load >= BUSY_LOAD else "balance"
+
+
+class IdealStrategy(Strategy):
+    """One global queue with free, instant moves and perfect knowledge: a bound, not a policy.
+
+    Every tick the units with the most work left take the places with the most speed per
+    guest (longest remaining first, sharing a machine only when units outnumber machines).
+    """
+
+    name = "ideal"
+
+    def on_tick(self, sim: Simulation) -> None:
+        units = []
+        for node in sim.nodes:
+            sim.settle(node)
+            units += node.guests
+            node.guests = []
+        units.sort(key=lambda u: (-u.remaining, u.spec.index))
+        places = [(-node.available, node.index, 0) for node in sim.nodes]
+        heapq.heapify(places)
+        for unit in units:
+            _, index, count = heapq.heappop(places)
+            node = sim.nodes[index]
+            node.guests.append(unit)
+            unit.node = node
+            heapq.heappush(places, (-node.available / (count + 2), index, count + 1))
+        for node in sim.nodes:
+            sim.reschedule(node)
+
+
+class OurNode:
+    """A simulated node's policy state: the same objects the live node keeps."""
+
+    __slots__ = ("owner", "window", "previous", "published", "last_integral", "decision")
+
+    def __init__(self, settings: OwnerSettings, window: int):
+        self.owner = OwnerPolicy(settings)
+        self.window: deque[float] = deque(maxlen=window)
+        self.previous: float | None = None
+        self.published: tuple[float, int] | None = None
+        self.last_integral = 0.0
+        self.decision = GuestAction.RUN
+
+
+class OursStrategy(Strategy):
+    """frost-tui's policies, imported from frost_core.policies, on a gossip-stale table.
+
+    Each tick a node reads what a guest got (smoothed over `window` ticks), publishes it
+    on a 5 % change (visible to others after the gossip delay), and runs the transfer,
+    selection and location policies; the owner policy runs on owner readings.
+    """
+
+    name = "ours"
+    detect_delay = 2.0        # the live sampler reads every second; reaction within ~2 s
+    memory_pool = 4 << 30
+
+    def __init__(self, settings: PolicySettings | None = None, owner: OwnerSettings | None = None, window: int = 3):
+        self.settings = settings or PolicySettings()
+        self.owner_settings = owner or OwnerSettings(evict_after=30.0, resume_after=5.0, input_idle=0.0)
+        self.window = window
+
+    def start(self, sim: Simulation) -> None:
+        self.visible_available = [node.speed for node in sim.nodes]
+        self.visible_guests = [0] * len(sim.nodes)
+        self.news: deque[tuple[float, int, float, int]] = deque()
+        self.bandwidths: dict[tuple[int, int], float] = {}
+        self._targets: list[NodeView] | None = None
+        self._sources: list[NodeView] | None = None
+        for node in sim.nodes:
+            node.policy = OurNode(self.owner_settings, self.window)
+
+    # -- information policy -------------------------------------------------------------------
+    def _read(self, sim: Simulation, node: Node) -> float:
+        state: OurNode = node.policy
+        integral = node.integral_at(sim.now)
+        state.window.append((integral - state.last_integral) / sim.scenario.tick)
+        state.last_integral = integral
+        return smooth(state.window)
+
+    def _view(self, node: Node, available: float, guests: int) -> NodeView:
+        used = sum(u.spec.memory for u in node.guests)
+        return NodeView(str(node.index), available, guests, 1, node.speed, 0.0,
+                        free_memory=self.memory_pool - used,
+                        owner_active=node.policy.owner.state.phase is not Phase.RUNNING,
+                        accepting=node.policy.decision is GuestAction.RUN)
+
+    def _fresh(self, node: Node) -> NodeView:
+        """What a node answers when asked just before a move: its own current figures."""
+        state: OurNode = node.policy
+        available = smooth(state.window) if state.window else node.available
+        return self._view(node, available, len(node.guests) + node.incoming)
+
+    def _stale(self, node: Node) -> NodeView:
+        return NodeView(str(node.index), self.visible_available[node.index], self.visible_guests[node.index], 1,
+                        node.speed, 0.0)
+
+    def _unit(self, unit: Unit) -> UnitView:
+        return UnitView(str(unit.spec.index), memory=unit.spec.memory, state_bytes=unit.spec.state_bytes,
+                        remaining_work=unit.remaining * unit.spec.estimate_error,
+                        restore_seconds=restore_seconds(unit.spec.state_bytes), arrived_at=unit.arrived_at)
+
+    def on_tick(self, sim: Simulation) -> None:
+        while self.news and self.news[0][0] <= sim.now:
+            _, index, available, guests = self.news.popleft()
+            self.visible_available[index] = available
+            self.visible_guests[index] = guests
+        delay = sim.scenario.gossip_delay
+        readings = []
+        for node in sim.nodes:
+            available = self._read(sim, node)
+            guests = len(node.guests) + node.incoming
+            state: OurNode = node.policy
+            if (state.published is None or state.published[1] != guests
+                    or worth_publishing(state.published[0], available, self.settings.broadcast_change)):
+                state.published = (available, guests)
+                self.news.append((sim.now + delay, node.index, available, guests))
+            readings.append(resources_per_guest(available, guests, 1, node.speed))
+        per_guest = [resources_per_guest(a, g, 1, n.speed)
+                     for a, g, n in zip(self.visible_available, self.visible_guests, sim.nodes)]
+        system = SystemView(sum(per_guest) / len(per_guest), sum(n.speed for n in sim.nodes) / len(sim.nodes),
+                            0.0, len(sim.nodes))
+        lower, upper = thresholds(system.average, self.settings.band)
+        self._targets: list[NodeView] | None = None
+        self._sources: list[NodeView] | None = None
+        for node, reading in zip(sim.nodes, readings):
+            state = node.policy
+            previous, state.previous = state.previous, reading
+            if state.decision is GuestAction.EVICT and node.guests:
+                self._evict(sim, node, system, lower)
+                continue
+            if state.decision is not GuestAction.RUN or previous is None or lower <= reading <= upper:
+                continue   # decide_transfer would say STAY: skip building its inputs
+            decision = decide_transfer(reading, previous, len(node.guests), system, self.settings)
+            if decision.action is Action.SEND:
+                self._send(sim, node, reading, system, lower)
+            elif decision.action is Action.REQUEST:
+                self._request(sim, node, system, lower)
+
+    # -- sender and receiver initiated moves ----------------------------------------------------
+    def _candidates(self, sim: Simulation) -> list[NodeView]:
+        if self._targets is None:
+            count = 3 * self.settings.candidates
+            best = heapq.nlargest(count, sim.nodes, key=lambda n: resources_per_guest(
+                self.visible_available[n.index], self.visible_guests[n.index] + 1, 1, n.speed))
+            self._targets = [self._stale(n) for n in best]
+        return self._targets
+
+    def _bandwidths(self, source: Node) -> dict[str, float]:
+        return {str(dst): bw for (src, dst), bw in self.bandwidths.items() if src == source.index}
+
+    def _place(self, sim: Simulation, source: Node, unit: Unit, system: SystemView, lower: float,
+               owner_forced: bool) -> bool:
+        own = self._fresh(source)
+        if owner_forced:
+            own = NodeView(own.node_id, 0.0, own.guests, 1, source.speed, 0.0)
+        view = self._unit(unit)
+        bandwidths = self._bandwidths(source)
+        for target in rank_destinations(own, view, self._candidates(sim), system.average, lower, bandwidths,
+                                        self.settings, owner_forced):
+            node = sim.nodes[int(target.node_id)]
+            bandwidth = bandwidths.get(target.node_id, self.settings.default_bandwidth)
+            if confirm_destination(own, self._fresh(node), view, system.average, lower, bandwidth, self.settings,
+                                   owner_forced):
+                return sim.move(unit, node, "owner" if owner_forced else "balance")
+        return False
+
+    def _send(self, sim: Simulation, node: Node, reading: float, system: SystemView, lower: float) -> None:
+        targets = self._candidates(sim)
+        there = max((predict_destination(t) for t in targets), default=0.0)
+        bandwidth = self.settings.default_bandwidth
+        choice = select_guest([self._unit(u) for u in node.guests if not u.pinned], reading, there, bandwidth,
+                              sim.now, self.settings)
+        if choice is not None:
+            self._place(sim, node, sim.units[int(choice.unit.task_id)], system, lower, owner_forced=False)
+
+    def _request(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> None:
+        if self._sources is None:
+            loaded = [n for n in sim.nodes if self.visible_guests[n.index] > 0]
+            worst = heapq.nsmallest(3 * self.settings.candidates, loaded, key=lambda n: resources_per_guest(
+                self.visible_available[n.index], self.visible_guests[n.index], 1, n.speed))
+            self._sources = [self._stale(n) for n in worst]
+        me = self._fresh(node)
+        if not me.accepting:
+            return
+        stale = choose_source(me, self._sources, system.average)
+        if stale is None:
+            return
+        source = sim.nodes[int(stale.node_id)]
+        fresh = self._fresh(source)
+        if source.policy.decision is not GuestAction.RUN or not source.guests:
+            return
+        bandwidth = self.bandwidths.get((source.index, node.index), self.settings.default_bandwidth)
+        choice = select_guest([self._unit(u) for u in source.guests if not u.pinned], fresh.per_guest,
+                              predict_destination(me), bandwidth, sim.now, self.settings)
+        if choice is None:
+            return
+        if confirm_destination(fresh, me, choice.unit, system.average, lower, bandwidth, self.settings):
+            sim.move(sim.units[int(choice.unit.task_id)], node, "balance")
+
+    def _evict(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> None:
+        for unit in list(node.guests):
+            if not unit.pinned:
+                self._place(sim, node, unit, system, lower, owner_forced=True)
+
+    # -- owner policy ------------------------------------------------------------------------------
+    def on_owner(self, sim: Simulation, node: Node) -> None:
+        sim.push(sim.now + self.detect_delay, CHECK, node, "owner")
+
+    def on_check(self, sim: Simulation, node: Node, tag: object) -> None:
+        state: OurNode = node.policy
+        decision = state.owner.decide(OwnerView(owner_cpu_percent=100.0 * node.load), sim.now)
+        state.decision = decision.action
+        sim.set_suspended(node, decision.action is not GuestAction.RUN)
+        if decision.recheck_at is not None:
+            sim.push(decision.recheck_at, CHECK, node, "timer")
+        if decision.action is GuestAction.EVICT and node.guests:
+            self._targets = None
+            per_guest = [resources_per_guest(a, g, 1, n.speed)
+                         for a, g, n in zip(self.visible_available, self.visible_guests, sim.nodes)]
+            average = sum(per_guest) / len(per_guest)
+            system = SystemView(average, 0.0, 0.0, len(sim.nodes))
+            self._evict(sim, node, system, thresholds(average, self.settings.band)[0])
+
+    def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None:
+        migration = None
+        for m in reversed(sim.outcome.migrations):
+            if m.unit == unit.spec.index and m.destination == node.index:
+                migration = m
+                break
+        if migration is not None:
+            transfer = max(migration.seconds - restore_seconds(migration.nbytes), 1e-6)
+            key = (migration.source, migration.destination)
+            self.bandwidths[key] = estimate_bandwidth(self.bandwidths.get(key), migration.nbytes, transfer)
+
+
+STRATEGIES = {cls.name: cls for cls in (Strategy, RandomStrategy, ThresholdStrategy, OursStrategy, IdealStrategy)}

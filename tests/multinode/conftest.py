@@ -1,0 +1,27 @@
+import pytest
+
+from frost_core.wire.security import ClusterKey
+from tests.nodes import start_node
+
+
+@pytest.fixture
+def cluster_key(tmp_path):
+    path = tmp_path / "cluster.key"
+    ClusterKey.generate().save(path)
+    return path
+
+
+@pytest.fixture
+def nodes(tmp_path, cluster_key):
+    """Start nodes with `nodes(name, **kw)`; all of them are stopped at the end of the test."""
+    started = []
+
+    def start(name, **kwargs):
+        kwargs.setdefault("key_file", cluster_key)
+        node = start_node(tmp_path / name, **kwargs)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        node.stop()

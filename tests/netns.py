@@ -1,0 +1,90 @@
+"""Separate test hosts on one machine: network namespaces joined by a bridge, created and removed by the test.
+
+The bridge lives in a hub namespace of its own, so nothing is added to the machine's own
+network; addresses come from 198.18.0.0/15, the range set aside for network benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+SUBNET = "198.18.0"
+BROADCAST = f"{SUBNET}.255"
+
+
+@dataclass(frozen=True)
+class TestHost:
+    namespace: str
+    address: str
+    veth: str
+
+
+def netns_unavailable_reason() -> str | None:
+    if shutil.which("ip") is None:
+        return "iproute2's `ip` is not installed"
+    if os.geteuid() != 0:
+        return "building network namespaces needs root"
+    probe = f"frost-probe-{uuid.uuid4().hex[:6]}"
+    result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if result.returncode != 0:
+        return f"`ip netns add` failed: {result.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def require_netns() -> None:
+    """Skip with the reason, or fail when CI says namespaces must work (FROST_REQUIRE_NETNS=1)."""
+    reason = netns_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("FROST_REQUIRE_NETNS") == "1":
+        pytest.fail(f"network namespace tests are required here, but {reason}")
+    pytest.skip(reason)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+class Topology:
+    """A hub namespace with a bridge, and one namespace per test host linked to it by a veth pair."""
+
+    def __init__(self, count: int) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.hub = f"frost-hub-{tag}"
+        self.hosts = [TestHost(f"frost-h{i}-{tag}", f"{SUBNET}.{i + 1}", f"fv{i}{tag}") for i in range(count)]
+        self._namespaces = [self.hub] + [h.namespace for h in self.hosts]
+
+    def __enter__(self) -> Topology:
+        try:
+            _ip("netns", "add", self.hub)
+            _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+            _ip("-n", self.hub, "link", "set", "br0", "up")
+            for host in self.hosts:
+                _ip("netns", "add", host.namespace)
+                _ip("link", "add", host.veth, "netns", host.namespace, "type", "veth", "peer", "name", f"{host.veth}p",
+                    "netns", self.hub)
+                _ip("-n", self.hub, "link", "set", f"{host.veth}p", "master", "br0", "up")
+                _ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "broadcast", BROADCAST, "dev", host.veth)
+                _ip("-n", host.namespace, "link", "set", host.veth, "up")
+                _ip("-n", host.namespace, "link", "set", "lo", "up")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def cut(self, host: TestHost) -> None:
+        _ip("-n", host.namespace, "link", "set", host.veth, "down")
+
+    def heal(self, host: TestHost) -> None:
+        _ip("-n", host.namespace, "link", "set", host.veth, "up")
+
+    def __exit__(self, *exc_info: object) -> None:
+        for namespace in reversed(self._namespaces):
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)

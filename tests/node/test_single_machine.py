@@ -1,0 +1,130 @@
+"""One machine, no peers: assignments run as guests, survive kills, and obey the owner at once."""
+
+import hashlib
+import os
+import signal
+import time
+
+import pytest
+
+from tests.node.guests import guest_cpu_seconds, guest_processes, reference_sha256
+from tests.nodes import wait_for
+
+pytestmark = pytest.mark.slow
+
+SMALL = {
+    "mandelbrot": ("mandelbrot.py", {"width": "48", "height": "32", "rows_per_unit": "8", "max_iter": "64"}),
+    "raytrace": ("raytrace.py", {"width": "32", "height": "24", "rows_per_unit": "6"}),
+    "montecarlo-pi": ("montecarlo_pi.py", {"samples": "40000", "units": "4"}),
+}
+ENDLESS = ["montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=2"]
+
+
+def submit(node, plugin, params, *extra):
+    args = ["submit", plugin, *[f"--param={k}={v}" for k, v in params.items()], *extra]
+    result = node.cli(*args)
+    return result.stdout.split()[1].rstrip(":")
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("plugin", sorted(SMALL))
+def test_submit_wait_gives_the_reference_result(single_node, tmp_path, plugin):
+    node = single_node()
+    file, params = SMALL[plugin]
+    output = tmp_path / "out.bin"
+    node.cli("submit", plugin, *[f"--param={k}={v}" for k, v in params.items()], "--wait", "--output", str(output))
+    assert sha256(output) == reference_sha256(file, params)
+    (assignment,) = node.call("assignments")
+    assert assignment["state"] == "done" and assignment["progress"] == 1.0
+    assert all(u["state"] == "done" and u["host"] for u in assignment["units"])
+
+
+def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
+    node = single_node()
+    file, params = "mandelbrot.py", {"width": "64", "height": "48", "rows_per_unit": "4", "max_iter": "3000"}
+    assignment_id = submit(node, "mandelbrot", params)
+    wait_for(lambda: sum(u["state"] == "done" for u in node.call("assignment", assignment=assignment_id)["units"]) >= 2,
+             timeout=60, what="a few units done")
+    done_before = {u["id"] for u in node.call("assignment", assignment=assignment_id)["units"] if u["state"] == "done"}
+    node.kill()
+    for guest in guest_processes(node.process.pid):
+        guest.kill()
+    node = single_node()
+    record = node.call("assignment", assignment=assignment_id)
+    assert done_before <= {u["id"] for u in record["units"] if u["state"] == "done"}, "completed units survive"
+    wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "done", timeout=120,
+             what="the assignment to finish after the restart")
+    output = tmp_path / "after-kill.png"
+    node.cli("result", assignment_id, "--output", str(output))
+    assert sha256(output) == reference_sha256(file, params)
+
+
+def test_kill_9_of_a_guest_is_retried_and_the_result_is_identical(single_node, tmp_path):
+    node = single_node()
+    file, params = "raytrace.py", {"width": "40", "height": "24", "rows_per_unit": "12"}
+    assignment_id = submit(node, "raytrace", params)
+    victims = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="a guest process")
+    os.kill(victims[0].pid, signal.SIGKILL)
+    wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] in ("done", "failed"), timeout=120,
+             what="the assignment to end")
+    output = tmp_path / "out.png"
+    node.cli("result", assignment_id, "--output", str(output))
+    assert sha256(output) == reference_sha256(file, params)
+
+
+def test_pause_stops_guest_cpu_within_100_ms_and_resume_restarts_it(single_node):
+    node = single_node()
+    node.cli("submit", *ENDLESS)
+    guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
+    wait_for(lambda: guest_cpu_seconds(guests) > 0.3, timeout=30, what="guests using CPU")
+    node.call("pause")
+    time.sleep(0.1)
+    after_100ms = guest_cpu_seconds(guests)
+    time.sleep(1.0)
+    assert guest_cpu_seconds(guests) - after_100ms < 0.02, "a paused guest used CPU"
+    assert node.call("status")["state"] == "paused"
+    wait_for(lambda: [p["available"] for p in node.call("peers") if p["is_self"]] == [0.0], timeout=3,
+             what="availability advertised as 0 while paused")
+    node.call("resume")
+    before = guest_cpu_seconds(guests)
+    wait_for(lambda: guest_cpu_seconds(guests) > before + 0.2, timeout=10, what="guests running again")
+
+
+def test_evict_frees_the_cpu_within_a_second_and_requeues_the_unit(single_node):
+    node = single_node()
+    assignment_id = node.cli("submit", *ENDLESS).stdout.split()[1].rstrip(":")
+    wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
+    started = time.monotonic()
+    node.call("evict")
+    wait_for(lambda: not guest_processes(node.process.pid), timeout=1.0, interval=0.05, what="guests gone")
+    assert time.monotonic() - started < 1.5
+    units = node.call("assignment", assignment=assignment_id)["units"]
+    assert {u["state"] for u in units} == {"queued"}
+    assert node.call("status")["state"] == "idle", "an evicted machine takes no new guests for a while"
+    time.sleep(1.5)
+    assert not guest_processes(node.process.pid)
+
+
+def test_pause_until_survives_a_restart(single_node):
+    node = single_node()
+    node.call("pause", until="23:59")
+    node.stop()
+    node = single_node()
+    status = node.call("status")
+    assert status["state"] == "paused" and "until 23:59" in status["hosting"]["reason"]
+
+
+def test_finish_takes_nothing_new_and_pauses_when_done(single_node):
+    node = single_node()
+    file, params = SMALL["montecarlo-pi"]
+    first = submit(node, "montecarlo-pi", params)
+    node.call("finish")
+    second = submit(node, "montecarlo-pi", params)
+    wait_for(lambda: node.call("status")["state"] == "paused", timeout=60, what="pause after finishing")
+    states = {a["id"]: a["state"] for a in node.call("assignments")}
+    assert states[second] == "running"
+    assert all(u["state"] == "queued" for u in node.call("assignment", assignment=second)["units"])
+    assert states[first] in ("running", "done")

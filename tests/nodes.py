@@ -1,0 +1,116 @@
+"""Start real `frost-tui --headless` nodes as separate processes and talk to them as the CLI does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from frost_core.config import Paths
+from frost_core.control import call_node
+from frost_core.errors import NodeUnavailableError
+
+FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
+
+# Timings that keep multi-process tests short; the failure detector scales with them.
+FAST_CONFIG = """
+[gossip]
+interval = 0.2
+probe_interval = 0.3
+probe_timeout = 0.15
+suspicion_multiplier = 3
+announce_interval = 2
+"""
+
+
+@dataclass
+class NodeProcess:
+    data_dir: Path
+    process: subprocess.Popen
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def paths(self) -> Paths:
+        return Paths.resolve(config_file=self.data_dir / "config.toml", data_dir=self.data_dir)
+
+    def call(self, verb: str, **args: Any) -> Any:
+        return call_node(self.paths, verb, **args)
+
+    @property
+    def address(self) -> str:
+        return self.call("status")["address"]
+
+    @property
+    def node_id(self) -> str:
+        return self.call("status")["node_id"]
+
+    def peers(self) -> dict[str, dict]:
+        return {p["node_id"]: p for p in self.call("peers")}
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([FROST_TUI, *args, "--data-dir", str(self.data_dir), "--config",
+                               str(self.data_dir / "config.toml")], capture_output=True, text=True, check=check,
+                              timeout=120)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def start_node(
+    data_dir: Path, *, key_file: Path, seeds: tuple[str, ...] = (), port: int = 0, name: str | None = None,
+    broadcast: str = "", listen_host: str = "127.0.0.1", extra_config: str = "", netns: str | None = None,
+    env: dict[str, str] | None = None,
+) -> NodeProcess:
+    """Start a headless node and wait until its control socket answers."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "config.toml").write_text(FAST_CONFIG + extra_config)
+    command = [
+        FROST_TUI, "--headless", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
+        "--listen-host", listen_host, "--port", str(port), "--broadcast-address", broadcast,
+        "--cluster-key-file", str(key_file), "--name", name or data_dir.name, "--log-level", "debug",
+    ]
+    for seed in seeds:
+        command += ["--seed", seed]
+    if netns:
+        command = ["ip", "netns", "exec", netns, *command]
+    log = open(data_dir / "stdout.log", "w")  # noqa: SIM115 - lives as long as the process
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                               start_new_session=True)
+    node = NodeProcess(data_dir=data_dir, process=process, command=command)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            node.call("status")
+            return node
+        except NodeUnavailableError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                node.stop()
+                raise RuntimeError(f"node in {data_dir} did not start:\n{(data_dir / 'stdout.log').read_text()}")
+            time.sleep(0.1)
+
+
+def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.2):
+    """Poll until predicate() is truthy; fail naming `what` (real processes: no fake clock here)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")

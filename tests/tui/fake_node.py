@@ -1,0 +1,196 @@
+"""A stand-in for frost_core.node.Node with the same API, for states a real node cannot reach in a test.
+
+It starts from the demo cluster (several peers, guests, a running assignment) or any size asked
+for (100 peers), and answers each command the way the node's contract says: by publishing a
+new snapshot, with an error event when the command cannot be carried out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from frost_core.commands import (
+    AddPlugin,
+    CancelAssignment,
+    Command,
+    EvictGuests,
+    FinishThenPause,
+    MoveTask,
+    PauseHosting,
+    ResumeHosting,
+    SaveSettings,
+    SubmitAssignment,
+)
+from frost_core.config import Config, save_config
+from frost_core.errors import ConfigError
+from frost_core.snapshot import AssignmentView, EventView, NodeSnapshot, PluginView, UnitView
+from frost_tui.screenshots import DEMO_NOW, demo_snapshot
+
+
+class FakeNode:
+    def __init__(self, config: Config | None = None, *, peers: int = 6, guests: int = 3,
+                 snapshot: NodeSnapshot | None = None) -> None:
+        self.config = config
+        self.now = DEMO_NOW
+        self._snapshot = snapshot or demo_snapshot(self.now, peers=peers, guests=guests)
+        self._listener: Callable[[NodeSnapshot], None] | None = None
+        self._crash: BaseException | None = None
+        self._wake = trio.Event()
+        self.serving = False
+        self.stopped_cleanly = False
+
+    # ------------------------------------------------------------------ the Node API
+
+    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        self.serving = True
+        task_status.started()
+        try:
+            await self._wake.wait()
+            if self._crash is not None:
+                raise self._crash
+        except trio.Cancelled:
+            self.stopped_cleanly = True
+            raise
+        finally:
+            self.serving = False
+
+    def snapshot(self) -> NodeSnapshot:
+        return self._snapshot
+
+    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
+        self._listener = callback
+
+    def send_nowait(self, command: Command) -> None:
+        handler = getattr(self, "_on_" + type(command).__name__)
+        handler(command)
+
+    # ------------------------------------------------------------------ test controls
+
+    def crash(self, error: BaseException) -> None:
+        """Make serve() fail as a real node would on a bug or a lost socket."""
+        self._crash = error
+        self._wake.set()
+
+    def publish(self, **changes) -> NodeSnapshot:
+        """Publish a new snapshot with some fields changed (as the node does after any change)."""
+        self.now += 1
+        self._snapshot = dataclasses.replace(self._snapshot, taken_at=self.now, **changes)
+        if self._listener is not None:
+            self._listener(self._snapshot)
+        return self._snapshot
+
+    def _event(self, kind: str, message: str, severity: str = "info", title: str = "") -> tuple[EventView, ...]:
+        return self._snapshot.events + (EventView(self.now + 1, kind, message, severity, title),)
+
+    def _hosting(self, **changes):
+        return dataclasses.replace(self._snapshot.hosting, **changes)
+
+    # ------------------------------------------------------------------ command handlers
+
+    def _on_PauseHosting(self, command: PauseHosting) -> None:
+        guests = tuple(dataclasses.replace(g, state="paused") for g in self._snapshot.guests)
+        self.publish(
+            hosting=self._hosting(state="paused", reason="paused by the owner", paused_until=command.until),
+            guests=guests, events=self._event("pause", "hosting paused by the owner"),
+        )
+
+    def _on_ResumeHosting(self, command: ResumeHosting) -> None:
+        guests = tuple(dataclasses.replace(g, state="running") for g in self._snapshot.guests)
+        self.publish(
+            hosting=self._hosting(state="hosting" if guests else "idle", reason="resumed by the owner",
+                                  paused_until=None, finishing=False),
+            guests=guests, events=self._event("resume", "hosting resumed"),
+        )
+
+    def _on_FinishThenPause(self, command: FinishThenPause) -> None:
+        self.publish(hosting=self._hosting(state="finishing", reason="finishing current guests", finishing=True))
+
+    def _on_EvictGuests(self, command: EvictGuests) -> None:
+        guests = self._snapshot.guests
+        if command.task_id is not None and all(g.task_id != command.task_id for g in guests):
+            self.publish(events=self._event("error", f"no guest {command.task_id} runs here", "error", "Unknown guest"))
+            return
+        leaving = [g for g in guests if command.task_id in (None, g.task_id)]
+        staying = tuple(g for g in guests if g not in leaving)
+        events = self._snapshot.events
+        for guest in leaving:
+            events += (EventView(self.now + 1, "evict", f"{guest.task_id} evicted by the owner"),)
+        self.publish(
+            guests=staying, events=events,
+            hosting=self._hosting(state="hosting" if staying else "idle", reason="guests evicted by the owner"),
+        )
+
+    def _on_MoveTask(self, command: MoveTask) -> None:
+        assignments = []
+        moved = False
+        for assignment in self._snapshot.assignments:
+            units = []
+            for unit in assignment.units:
+                if unit.task_id == command.task_id:
+                    unit = dataclasses.replace(unit, host=command.node, moves=unit.moves + 1)
+                    moved = True
+                units.append(unit)
+            assignments.append(dataclasses.replace(assignment, units=tuple(units)))
+        if not moved:
+            self.publish(events=self._event("error", f"no unit {command.task_id}", "error", "Cannot move"))
+            return
+        self.publish(assignments=tuple(assignments),
+                     events=self._event("move-out", f"{command.task_id} moved to {command.node[:8]}"))
+
+    def _on_SubmitAssignment(self, command: SubmitAssignment) -> None:
+        plugin = next((p for p in self._snapshot.plugins if p.name == command.plugin and p.ok), None)
+        if plugin is None:
+            self.publish(events=self._event("error", f"no working plugin {command.plugin!r}", "error", "Plugin error"))
+            return
+        assignment_id = f"{self._snapshot.node_id[:8]}-{len(self._snapshot.assignments) + 10}"
+        units = tuple(
+            UnitView(index=i, task_id=f"{assignment_id}.{i}", state="queued", host="", progress=0.0, moves=0,
+                     failures=0, error=None)
+            for i in range(4)
+        )
+        assignment = AssignmentView(
+            id=assignment_id, plugin=plugin.name, state="running", progress=0.0, created_at=self.now + 1,
+            finished_at=None, eta_seconds=None, params=dict(command.params), units=units,
+            result_media_type=None, result_filename=None, error=None,
+        )
+        self.publish(assignments=self._snapshot.assignments + (assignment,),
+                     events=self._event("assignment", f"{assignment_id} ({plugin.name}) submitted"))
+
+    def _on_CancelAssignment(self, command: CancelAssignment) -> None:
+        assignments = tuple(
+            dataclasses.replace(a, state="cancelled") if a.id == command.assignment_id else a
+            for a in self._snapshot.assignments
+        )
+        self.publish(assignments=assignments)
+
+    def _on_AddPlugin(self, command: AddPlugin) -> None:
+        path = Path(command.path)
+        try:
+            source = path.read_text(encoding="utf-8")
+        except OSError as error:
+            self.publish(events=self._event("error", f"{path}: {error.strerror}", "error", "Plugin error"))
+            return
+        ok = "def step" in source
+        plugin = PluginView(
+            name=path.stem, version="0.0.1", hash=f"{abs(hash(source)):024x}"[:24], source="added", path=str(path),
+            ok=ok, error=None if ok else "the module defines no step()", description="", params=(),
+        )
+        events = self._snapshot.events
+        if not ok:
+            events = self._event("error", f"{path.name}: the module defines no step()", "error", "Plugin error")
+        self.publish(plugins=self._snapshot.plugins + (plugin,), events=events)
+
+    def _on_SaveSettings(self, command: SaveSettings) -> None:
+        settings = {**self._snapshot.settings, **command.values}
+        if self.config is not None:
+            try:
+                self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in command.values.items()})
+            except ConfigError as error:
+                self.publish(events=self._event("error", error.message, "error", error.title))
+                return
+            save_config(self.config)
+        self.publish(settings=settings, events=self._event("settings", "settings saved"))
