@@ -64,10 +64,12 @@ OPTIONS: tuple[Option, ...] = (
     # [gossip]
     Option("gossip", "interval", float, 1.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
     Option("gossip", "fanout", int, 3, "Random peers contacted each gossip interval (k).", 1, 16),
-    Option("gossip", "probe_interval", float, 1.0, "Seconds between failure-detection probes.", 0.05, 60),
-    Option("gossip", "probe_timeout", float, 0.5, "Seconds to wait for a probe's answer.", 0.01, 30),
-    Option("gossip", "suspicion_multiplier", float, 4.0,
-           "Suspicion lasts this many probe intervals times log10(cluster size) before a peer is dead.", 1, 100),
+    Option("gossip", "probe_interval", float, 0.25,
+           "Seconds between failure-detection probes; must exceed probe_timeout.", 0.05, 60),
+    Option("gossip", "probe_timeout", float, 0.1, "Seconds to wait for a probe's direct answer.", 0.01, 30),
+    Option("gossip", "suspicion_multiplier", float, 24.0,
+           "A confirmed suspicion lasts this many probe intervals times log10(cluster size) before the "
+           "peer counts as dead (about 10 s in a cluster of 50).", 1, 1000),
     Option("gossip", "announce_interval", float, 30.0, "Seconds between discovery broadcasts.", 1, 3600),
     # [guests]
     Option("guests", "cpus", int, 0, "CPUs guests may use; 0 means all of them.", 0, 4096),
@@ -263,6 +265,8 @@ def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
     for option in OPTIONS:
         value = raw.get(option.name, option.default)
         values[option.name] = _check(option, value, source)
+    if values["gossip.probe_timeout"] >= values["gossip.probe_interval"]:
+        raise ConfigError(f"{source}: gossip.probe_timeout must be shorter than gossip.probe_interval")
     if values["checkpoints.min_interval"] > values["checkpoints.max_interval"]:
         raise ConfigError(f"{source}: checkpoints.min_interval must not exceed checkpoints.max_interval")
     for seed in values["node.seeds"]:

@@ -30,8 +30,9 @@ from .guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
 from .hosting import HostingState, Intents, expire_intents, hosting_state
 from .identity import load_node_id
 from .master.scheduler import Capacity, LocalScheduler
+from .addresses import advertised_host
 from .master.store import MasterStore, NewUnit
-from .membership import Membership, ResourceFigures, membership_config
+from .membership import MemberEvent, Membership, MembershipConfig, ResourceFigures
 from .node_control import answer_control
 from .placeholder_resources import owner_cpu_percent, placeholder_available
 from .plugin_api import parse_params
@@ -49,6 +50,15 @@ HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's cha
 LEAVE_TIMEOUT = 1.0
 
 
+def _membership_config(config: Config) -> MembershipConfig:
+    return MembershipConfig(
+        gossip_interval=config.get("gossip.interval"), fanout=config.get("gossip.fanout"),
+        probe_interval=config.get("gossip.probe_interval"), probe_timeout=config.get("gossip.probe_timeout"),
+        suspicion_multiplier=config.get("gossip.suspicion_multiplier"),
+        announce_interval=config.get("gossip.announce_interval"),
+    )
+
+
 class Node:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -59,7 +69,7 @@ class Node:
         self.store = MasterStore(self.paths.database, node_id=self.node_id)
         self.registry = PluginRegistry(self.paths.data_dir)
         self.supervisor = GuestSupervisor(
-            data_dir=self.paths.data_dir, settings=self._guest_settings(), on_event=self._on_guest_event
+            data_dir=self.paths.data_dir, settings=GuestSettings.from_config(self.config), on_event=self._on_guest_event
         )
         self.membership: Membership | None = None
         self.address = ""
@@ -125,26 +135,25 @@ class Node:
         config = self.config
         self._trio_token = trio.lowlevel.current_trio_token()
         try:
+            broadcast = config.get("node.broadcast_address")
             async with open_transport(
                 host=config.get("node.listen_host"), port=config.get("node.port"),
-                advertise_host=config.get("node.advertise_host"),
-                broadcast_address=config.get("node.broadcast_address"),
+                broadcast_address=(broadcast, 0) if broadcast else None,
                 key=self.cluster_key, node_id=self.node_id,
             ) as transport:
-                self.address = f"{transport.local_address[0]}:{transport.local_address[1]}"
+                advertised = (advertised_host(config), transport.local_address[1])
+                self.address = f"{advertised[0]}:{advertised[1]}"
                 self.membership = Membership(
-                    node_id=self.node_id, name=config.node_name, address=transport.local_address,
-                    config=membership_config(config), rng=random.Random(), on_event=self._on_membership_event,
-                    seeds=config.seeds,
+                    node_id=self.node_id, name=config.node_name, address=advertised,
+                    config=_membership_config(config), rng=random.Random(), on_event=self._on_membership_event,
+                    seeds=config.seeds, figures=self._figures(),
                 )
-                self.membership.set_local_figures(self._figures())
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.membership.serve, transport)
                     await nursery.start(serve_control, self.paths.control_socket, self._control)
-                    await nursery.start(self._scheduler.serve)
                     nursery.start_soon(self._run_commands)
                     nursery.start_soon(self._watch_resources)
-                    nursery.start_soon(self._scan_plugins)
+                    nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
                     self.events.add("join", f"node {config.node_name} started at {self.address}")
                     task_status.started()
@@ -202,7 +211,7 @@ class Node:
             case SaveSettings(values=values):
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
                 save_config(self.config)
-                self.supervisor.update_settings(self._guest_settings())
+                self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self._scheduler.wake()
                 self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
                 return "saved"
@@ -212,6 +221,8 @@ class Node:
         raise FrostError(f"unknown command {command!r}")
 
     async def _submit(self, plugin_name: str, raw_params: dict[str, Any]) -> dict[str, Any]:
+        if not self.registry.plugins():
+            await self.registry.scan_async()
         info = self.registry.get(plugin_name)
         params = parse_params(info, raw_params)
         units = await split_units(info, params)
@@ -270,14 +281,15 @@ class Node:
             self.mark_changed()
             await trio.sleep(FIGURES_INTERVAL)
 
-    async def _scan_plugins(self) -> None:
+    async def _start_hosting(self, nursery: trio.Nursery) -> None:
+        """Know the plugins before placing any unit: a queued unit names its plugin by hash."""
         await self.registry.scan_async()
-        broken = [info for info in self.registry.plugins() if not info.ok]
-        for info in broken:
-            self.events.add("plugin", f"plugin at {info.path} is broken: {info.error}", severity="warning",
-                            title="Broken plugin")
+        for info in self.registry.plugins():
+            if not info.ok:
+                self.events.add("plugin", f"plugin at {info.path} is broken: {info.error}", severity="warning",
+                                title="Broken plugin")
+        await nursery.start(self._scheduler.serve)
         self.mark_changed()
-        self._scheduler.wake()
 
     async def _publish_snapshots(self) -> None:
         """Rebuild the snapshot after changes, at most every PUBLISH_INTERVAL: a burst is one redraw."""
@@ -315,21 +327,17 @@ class Node:
             guests=self._scheduler.running_count, mode="neutral",
         )
 
-    def _guest_settings(self) -> GuestSettings:
-        config = self.config
-        return GuestSettings(
-            checkpoint_min_interval=config.get("checkpoints.min_interval"),
-            checkpoint_max_interval=config.get("checkpoints.max_interval"),
-            interruptions_per_hour=config.get("checkpoints.owner_interruptions_per_hour"),
-            step_timeout=config.get("guests.step_timeout"),
-        )
-
     def _on_guest_event(self, event: GuestEvent) -> None:
         self.events.add(event.kind, event.message, severity=event.severity)
         self.mark_changed()
 
-    def _on_membership_event(self, kind: str, message: str) -> None:
-        self.events.add(kind, message, severity="warning" if kind in ("suspect", "dead") else "info")
+    def _on_membership_event(self, event: MemberEvent) -> None:
+        record = event.record
+        where = f"{record.name} ({record.node_id[:8]}) at {record.address[0]}:{record.address[1]}"
+        text = {"joined": f"{where} joined", "alive": f"{where} is alive again", "suspect": f"{where} is suspected",
+                "dead": f"{where} is dead", "left": f"{where} left the cluster"}[event.kind]
+        kind = {"joined": "join", "left": "leave"}.get(event.kind, event.kind)
+        self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
         self.mark_changed()
 
     def _build_snapshot(self) -> NodeSnapshot:

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -87,8 +88,8 @@ class PluginRegistry:
         self.bundled_dir = bundled_dir if bundled_dir is not None else _bundled_folder()
         self._infos: tuple[PluginInfo, ...] | None = None
         self._cache: dict[str, dict] | None = None
+        self._saving = trio.Lock()
 
-    @property
     def plugins(self) -> tuple[PluginInfo, ...]:
         """The list from the last scan (empty before the first)."""
         return self._infos or ()
@@ -110,7 +111,8 @@ class PluginRegistry:
         async with trio.open_nursery() as nursery:
             for position, candidate in enumerate(candidates):
                 nursery.start_soon(check, position, candidate)
-        await trio.to_thread.run_sync(self._save_cache)
+        async with self._saving:  # concurrent scans (an add during a scan) write one at a time
+            await trio.to_thread.run_sync(self._save_cache, dict(self._cache or {}))
         self._infos = tuple(info for info in infos if info is not None)
         return list(self._infos)
 
@@ -198,7 +200,8 @@ class PluginRegistry:
         except PluginError as exc:
             return {"ok": False, "error": exc.message}, False
         if not reply["ok"]:
-            return {"ok": False, "error": str(reply.get("error"))}, True
+            name = reply.get("name")
+            return {"ok": False, "error": str(reply.get("error")), "name": name if isinstance(name, str) else None}, True
         try:
             params = [Param.from_plain(plain).to_plain() for plain in reply["params"]]
             verdict = {
@@ -220,7 +223,8 @@ class PluginRegistry:
         ]
         entry_points = [_entry_point_candidate(ep) for ep in sorted(_entry_points(), key=lambda ep: ep.name)]
         added = [
-            _Candidate("added", str(self._added_dir / entry["copy"]), entry["copy"]) for entry in self._read_index()
+            _Candidate("added", str(self._added_dir / entry["copy"]), _label(Path(entry["copy"])))
+            for entry in self._read_index()
         ]
         return bundled + entry_points + added
 
@@ -289,9 +293,9 @@ class PluginRegistry:
             return {}
         return stored["verdicts"]
 
-    def _save_cache(self) -> None:
+    def _save_cache(self, verdicts: dict[str, dict]) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(self.data_dir / CACHE_FILE, {"api": API_VERSION, "verdicts": self._cache or {}})
+        _write_json(self.data_dir / CACHE_FILE, {"api": API_VERSION, "verdicts": verdicts})
 
 
 def _broken(candidate: _Candidate, code_hash: str, error: str, name: str | None = None) -> PluginInfo:
@@ -307,7 +311,8 @@ def _broken(candidate: _Candidate, code_hash: str, error: str, name: str | None 
 
 
 def _label(path: Path) -> str:
-    return path.stem if path.suffix == ".py" else path.name
+    """A plugin's name until validation tells the real one: its file name, less our hash suffix."""
+    return re.sub(r"-[0-9a-f]{12}$", "", path.stem if path.suffix == ".py" else path.name)
 
 
 def _bundled_folder() -> Path:

@@ -40,7 +40,7 @@ def main() -> int:
         request = decode_plain(sys.stdin.buffer.read(), "plugin request")
         if not isinstance(request, dict):
             raise PluginError("the plugin request must be a map")
-        reply = {"ok": True, **_handle(request)}
+        reply = _handle(request)
         data = encode_plain(reply, "the plugin's reply", MAX_RESULT_BYTES)
     except PluginError as exc:
         data = encode_plain({"ok": False, "error": exc.message}, "error reply", MAX_RESULT_BYTES)
@@ -50,16 +50,20 @@ def main() -> int:
 
 
 def _handle(request: dict) -> dict:
+    """The reply to one request; failures before the plugin is known raise PluginError."""
     op = request.get("op")
     path = request.get("path")
     if not isinstance(path, str):
         raise PluginError("the plugin request has no path")
     plugin = _call("import", load_plugin_file, path)
     if op == "validate":
-        return validate(plugin)
+        try:
+            return {"ok": True, **validate(plugin)}
+        except PluginError as exc:  # the plugin's name lets the list show which plugin is broken
+            return {"ok": False, "error": exc.message, "name": plugin.name}
     params = parse_params(plugin, request.get("params") or {})
     if op == "split":
-        return {"units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
+        return {"ok": True, "units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
     if op == "combine":
         results = request.get("results")
         if not isinstance(results, list):
@@ -67,7 +71,7 @@ def _handle(request: dict) -> dict:
         output = _call("combine", plugin.combine, params, results)
         if not isinstance(output, Output):
             raise PluginError(f"combine returned a {type(output).__name__}, not an Output")
-        return {"data": output.data, "media_type": output.media_type, "filename": output.filename}
+        return {"ok": True, "data": output.data, "media_type": output.media_type, "filename": output.filename}
     raise PluginError(f"unknown plugin request {op!r}")
 
 

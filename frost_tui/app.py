@@ -7,6 +7,7 @@ snapshots. The node itself runs as a trio guest run on Textual's asyncio loop.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import time
@@ -60,6 +61,7 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("settings", "7 Settings", SettingsPane),
 )
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
+log = logging.getLogger("frost.tui")
 
 
 class NodeLike(Protocol):
@@ -157,6 +159,7 @@ class FrostApp(App[int]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._redraw()
+        self.active_pane().focus_main()
 
     def _redraw(self) -> None:
         snapshot = self.snapshot
@@ -180,11 +183,8 @@ class FrostApp(App[int]):
         if self._stopping:
             return
         if isinstance(result, outcome.Error):
-            error = result.error
-            if isinstance(error, FrostError):
-                text = f"{error.title}: {error.message}"
-            else:
-                text = f"The node stopped: {type(error).__name__}: {error}"
+            log.error("the node stopped", exc_info=result.error)  # the traceback goes to the log, not the screen
+            text = describe_crash(result.error)
         else:
             text = "The node stopped unexpectedly."
         self.exit(1, return_code=1, message=text)
@@ -343,6 +343,23 @@ class FrostApp(App[int]):
         self.exit(0)
 
 
+def describe_crash(error: BaseException) -> str:
+    """One line for the owner: the first of our own errors inside any exception group, else the first cause."""
+    leaves = list(_leaf_errors(error))
+    chosen = next((e for e in leaves if isinstance(e, FrostError)), leaves[0])
+    if isinstance(chosen, FrostError):
+        return f"The node stopped. {chosen.title}: {chosen.message}"
+    return f"The node stopped: {type(chosen).__name__}: {chosen}"
+
+
+def _leaf_errors(error: BaseException) -> Iterable[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaf_errors(inner)
+    else:
+        yield error
+
+
 def describe_topbar(snapshot: NodeSnapshot) -> str:
     alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
     running = sum(1 for a in snapshot.assignments if a.state == "running")
@@ -359,8 +376,11 @@ def create_app(node: NodeLike, *, clock: Callable[[], float] = time.time) -> Fro
 
 def run_app(config: Config) -> int:
     """Run the terminal UI with a real node until the owner quits; the exit code for the shell."""
+    from frost_core.logs import configure_logging
     from frost_core.node import Node
 
+    if not logging.getLogger("frost").handlers:  # a log file, never the screen: stderr would tear the UI
+        configure_logging(config.paths.log_dir, config.get("log.level"))
     try:
         node = Node(config)
     except FrostError as error:

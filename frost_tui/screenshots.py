@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +35,8 @@ from frost_core.snapshot import (
 DEMO_NOW = 1_767_000_000.0  # a fixed moment, so every run draws the same times
 SIZE = (132, 40)
 MONOSPACE_FONT = "DejaVu Sans Mono"
+BRAILLE_FONT = "DejaVu Sans"
+_BRAILLE_TEXT = re.compile(r"<text [^>]*>[\u2800-\u28ff]+</text>")
 _NAMES = ("ada", "babbage", "curie", "dijkstra", "euler", "fermat", "gauss", "hopper", "ising", "jacobi")
 _GiB = 1024**3
 
@@ -216,23 +220,27 @@ SHOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-async def export_svgs(out_dir: Path) -> list[Path]:
-    """Run the app headless on the demo state and export one SVG per shot."""
+async def export_shots(shots=SHOTS) -> dict[str, str]:
+    """Run the app once, headless, on the demo state; return the SVG of each shot by name.
+
+    Each shot starts from the first tab with no dialog open, so one app serves them all.
+    """
     from .app import create_app
 
-    written = []
-    for stem, keys in SHOTS:
-        app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
-        async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause()
+    app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
+    svgs = {}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for stem, keys in shots:
             for key in keys:
                 await pilot.press(key)
             await pilot.pause()
-            svg = app.export_screenshot(title=f"frost-tui {stem[2:]}")
-        path = out_dir / f"{stem}.svg"
-        path.write_text(svg, encoding="utf-8")
-        written.append(path)
-    return written
+            svgs[stem] = app.export_screenshot(title="frost-tui")
+            while len(app.screen_stack) > 1:
+                app.pop_screen()
+            await pilot.press("1")
+            await pilot.pause()
+    return svgs
 
 
 def convert_to_png(svg: Path) -> Path:
@@ -241,6 +249,8 @@ def convert_to_png(svg: Path) -> Path:
 
     text = svg.read_text(encoding="utf-8").replace('"Fira Code"', f'"{MONOSPACE_FONT}"')
     text = text.replace("Fira Code", MONOSPACE_FONT)
+    # DejaVu Sans Mono has no braille (the charts): draw those cells, placed one by one, with DejaVu Sans.
+    text = _BRAILLE_TEXT.sub(lambda m: f'<text style="font-family: {BRAILLE_FONT}" ' + m.group(0)[len("<text "):], text)
     png = svg.with_suffix(".png")
     cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=str(png), scale=1.0)
     return png
@@ -250,5 +260,12 @@ def render_screenshots(out_dir: Path) -> list[Path]:
     """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ.pop("NO_COLOR", None)  # NO_COLOR would turn every picture grey
-    svgs = asyncio.run(export_svgs(out_dir))
-    return [convert_to_png(svg) for svg in svgs]
+    os.environ["TZ"] = "UTC"  # the event times shown, the same on every machine
+    if hasattr(time, "tzset"):
+        time.tzset()
+    pngs = []
+    for stem, svg in asyncio.run(export_shots()).items():
+        path = out_dir / f"{stem}.svg"
+        path.write_text(svg, encoding="utf-8")
+        pngs.append(convert_to_png(path))
+    return pngs

@@ -20,10 +20,7 @@ FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 # Timings that keep multi-process tests short; the failure detector scales with them.
 FAST_CONFIG = """
 [gossip]
-interval = 0.2
-probe_interval = 0.3
-probe_timeout = 0.15
-suspicion_multiplier = 3
+interval = 0.3
 announce_interval = 2
 """
 

@@ -28,7 +28,8 @@ from frost_core.guest.protocol import (
     GuestResult,
     GuestStart,
 )
-from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, decode_plain, encode_plain
+from frost_core.guest.state_codec import encode_state
+from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, decode_plain
 from frost_core.plugin_registry import load_plugin_file
 from frost_core.plugin_loader import describe_exception
 from frost_core.wire.channel import read_bulk_data, read_frame, write_bulk, write_frame
@@ -116,7 +117,7 @@ class GuestRunner:
     @staticmethod
     def _encode(value: Any, what: str, limit: int) -> bytes:
         try:
-            return encode_plain(value, what, limit)
+            return encode_state(value, what, limit)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
 

@@ -54,6 +54,7 @@ from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 
 MAX_LOG_LINE = 1000
+CPU_WINDOW = 1.0
 STDERR_TAIL = 5
 # Failures the plugin causes itself: running it again elsewhere gives the same answer.
 _PLUGIN_FAULTS = ("plugin", "state", "memory")
@@ -84,25 +85,22 @@ class _Guest:
         self.outcome: Outcome | None = None
         self.finished = trio.Event()
         self.killed = False
-        self.paused_at: float | None = None
+        self.paused = False
         self.evicting = False
         self.pending: _Pending | None = None
         self.started_at = now
         self.progress = 0.0
         self.steps_seen = False
         self.cpu = 0.0
+        self.cpu_percent = 0.0
         self.rss = 0
         self.progress_cpu = 0.0
-        self.progress_at = now
+        self.asleep_since: float | None = None
         self.checkpoint_at = now
         self.checkpoint_cpu = 0.0
         self.checkpoint_cost = 0.0
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.priority_floor: PriorityView | None = None
-
-    @property
-    def paused(self) -> bool:
-        return self.paused_at is not None
 
     def state(self) -> str:
         if isinstance(self.outcome, Failed):
@@ -114,10 +112,6 @@ class _Guest:
         if self.pending is not None:
             return "checkpointing"
         return "running" if self.steps_seen else "starting"
-
-    def active_since_progress(self, now: float) -> float:
-        """Wall seconds since the last progress report, not counting time spent paused."""
-        return now - self.progress_at
 
 
 class GuestSupervisor:
@@ -139,7 +133,7 @@ class GuestSupervisor:
         """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint."""
         check_task_id(task.task_id)
         if task.task_id in self._guests:
-            return Failed(f"task {task.task_id} is already running on this node", retry_useful=False)
+            return Failed(f"task {task.task_id} is already running on this node", retryable=False)
         newest = await trio.to_thread.run_sync(self.store.latest, task.task_id)
         resume_from = self._usable_checkpoint(task, newest)
         if isinstance(resume_from, Failed):
@@ -169,7 +163,7 @@ class GuestSupervisor:
             return Failed(
                 f"task {task.task_id} has a checkpoint from ownership epoch {record.epoch}, newer than this "
                 f"assignment's epoch {task.epoch}: another node owns it now",
-                retry_useful=False,
+                retryable=False,
             )
         if (record.plugin_hash, record.unit_index) != (task.plugin_hash, task.unit.index):
             self._emit(task.task_id, "error", f"ignoring checkpoint {record.seq}: it was taken with other "
@@ -205,7 +199,7 @@ class GuestSupervisor:
         guest.channel = Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read))
         if self._paused:
             self._signal(guest, signal.SIGSTOP)
-            guest.paused_at = time.monotonic()
+            guest.paused = True
         resumed = f" from checkpoint {guest.resume_from.seq}" if guest.resume_from else ""
         self._emit(task.task_id, "start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
         nursery.start_soon(self._read_messages, guest)
@@ -274,12 +268,12 @@ class GuestSupervisor:
         assert guest.process is not None
         code = await guest.process.wait()
         if problem and code == 0:
-            self._finish(guest, Failed(f"protocol: the guest broke the pipe protocol: {problem}", retry_useful=True))
+            self._finish(guest, Failed(f"protocol: the guest broke the pipe protocol: {problem}", retryable=True))
             return
         tail = "; ".join(guest.stderr_tail)
         self._finish(
             guest,
-            Failed(f"crashed: the guest {_describe_exit(code)}" + (f" (stderr: {tail})" if tail else ""), retry_useful=True),
+            Failed(f"crashed: the guest {_describe_exit(code)}" + (f" (stderr: {tail})" if tail else ""), retryable=True),
         )
 
     async def _handle(self, guest: _Guest, message: object) -> None:
@@ -291,7 +285,7 @@ class GuestSupervisor:
             guest.progress = message.progress
             guest.steps_seen = guest.steps_seen or message.steps > 0
             guest.progress_cpu = self._sample_cpu(guest)
-            guest.progress_at = time.monotonic()
+            guest.asleep_since = None
         elif isinstance(message, GuestCheckpoint):
             data = await guest.channel.receive_bulk_data(max_size=self.settings.max_state_bytes)
             guest.progress = message.progress
@@ -301,7 +295,7 @@ class GuestSupervisor:
             guest.progress = 1.0
             self._finish(guest, Completed(data))
         elif isinstance(message, GuestFailed):
-            self._finish(guest, Failed(f"{message.kind}: {message.reason}", retry_useful=message.kind not in _PLUGIN_FAULTS))
+            self._finish(guest, Failed(f"{message.kind}: {message.reason}", retryable=message.kind not in _PLUGIN_FAULTS))
         elif isinstance(message, GuestLog):
             self._emit(guest.task.task_id, "guest-log", message.text, message.level)
         else:
@@ -313,15 +307,15 @@ class GuestSupervisor:
             raise ProtocolError(f"the guest answered checkpoint request {message.request_id}, which is not open")
         pending.received.set()
         task = guest.task
-        seal = functools.partial(
-            CheckpointRecord.seal,
+        commit = functools.partial(
+            self.store.commit,
             task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
             plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
             seq=guest.next_seq, taken_at=time.time(), state=data,
         )
         cpu = self._sample_cpu(guest)
         try:
-            record = await trio.to_thread.run_sync(_seal_and_write, self.store, seal)
+            record = await trio.to_thread.run_sync(commit)
         except CheckpointError as error:
             self._emit(task.task_id, "error", error.message, "warning")
         else:
@@ -367,8 +361,9 @@ class GuestSupervisor:
 
     async def _watch(self, guest: _Guest, process: psutil.Process) -> None:
         """Memory, priority and progress checks every `watch_interval`; the figures come from here."""
-        settings = self.settings
+        window: deque[tuple[float, float]] = deque()
         while True:
+            settings = self.settings
             try:
                 with process.oneshot():
                     times = process.cpu_times()
@@ -376,20 +371,26 @@ class GuestSupervisor:
                     status = process.status()
             except psutil.Error:
                 return  # Gone: the message reader reports how it ended.
+            now = time.monotonic()
             guest.cpu = times.user + times.system
             guest.rss = rss
+            window.append((now, guest.cpu))
+            while now - window[0][0] > CPU_WINDOW:
+                window.popleft()
+            elapsed = now - window[0][0]
+            guest.cpu_percent = 100.0 * (guest.cpu - window[0][1]) / elapsed if elapsed > 0 else 0.0
             verdict = memory_verdict(rss, guest.task.unit.memory_bytes, settings.memory_slack_bytes)
             if verdict:
-                self._finish(guest, Failed(verdict, retry_useful=False))
+                self._finish(guest, Failed(verdict, retryable=False))
                 return
             raised = guest.priority_floor and read_priority(process.pid).raised_from(guest.priority_floor)
             if raised:
                 self._finish(guest, Failed(f"priority: the guest raised its priority ({raised}); guests must "
-                                           "stay at the lowest priority", retry_useful=False))
+                                           "stay at the lowest priority", retryable=False))
                 return
             stuck = self._stuck(guest, status)
             if stuck:
-                self._finish(guest, Failed(stuck, retry_useful=False))
+                self._finish(guest, Failed(stuck, retryable=False))
                 return
             await trio.sleep(settings.watch_interval)
 
@@ -400,9 +401,14 @@ class GuestSupervisor:
         cpu = guest.cpu - guest.progress_cpu
         if cpu > timeout:
             return f"no progress: a step ran {cpu:.1f} s of CPU without finishing (step timeout {timeout:g} s)"
-        blocked = guest.active_since_progress(time.monotonic())
-        if blocked > timeout and status in (psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP):
-            return f"no progress: a step has been blocked for {blocked:.1f} s (step timeout {timeout:g} s)"
+        # A starved guest stays runnable; only one asleep at every look since its last step is stuck.
+        now = time.monotonic()
+        if status not in (psutil.STATUS_SLEEPING, psutil.STATUS_DISK_SLEEP):
+            guest.asleep_since = None
+        elif guest.asleep_since is None:
+            guest.asleep_since = now
+        elif now - guest.asleep_since > timeout:
+            return f"no progress: a step has been blocked for {now - guest.asleep_since:.1f} s (step timeout {timeout:g} s)"
         return None
 
     def _sample_cpu(self, guest: _Guest) -> float:
@@ -418,9 +424,9 @@ class GuestSupervisor:
     # --- checkpoints ---------------------------------------------------------------------------
 
     async def _checkpoint_periodically(self, guest: _Guest) -> None:
-        settings = self.settings
         attempted = guest.checkpoint_at
         while True:
+            settings = self.settings
             interval = young_interval(
                 guest.checkpoint_cost, settings.interruptions_per_hour,
                 lower=settings.min_checkpoint_interval, upper=settings.max_checkpoint_interval,
@@ -473,25 +479,42 @@ class GuestSupervisor:
     def pause_all(self) -> None:
         """Stop every guest's process group now (SIGSTOP); new guests start stopped until resume."""
         self._paused = True
-        now = time.monotonic()
         for guest in self._guests.values():
             if guest.paused or guest.evicting or guest.outcome is not None:
                 continue
             self._signal(guest, signal.SIGSTOP)
-            guest.paused_at = now
+            guest.paused = True
             self._emit(guest.task.task_id, "pause", "guest paused")
 
     def resume_all(self) -> None:
         """Let every paused guest run again (SIGCONT)."""
         self._paused = False
-        now = time.monotonic()
         for guest in self._guests.values():
-            if guest.paused_at is None:
+            if not guest.paused:
                 continue
             self._signal(guest, signal.SIGCONT)
-            guest.progress_at += now - guest.paused_at  # a paused step is not a stuck step
-            guest.paused_at = None
+            guest.paused = False
+            guest.asleep_since = None  # time spent stopped is not time spent stuck
             self._emit(guest.task.task_id, "resume", "guest resumed")
+
+    def update_settings(self, settings: GuestSettings) -> None:
+        """New settings (the owner saved the config); running guests follow from their next check."""
+        self.settings = settings
+
+    def discard_checkpoints(self, task_id: str) -> None:
+        """Forget a task's checkpoints, once its result is safe with its master."""
+        self.store.discard(task_id)
+
+    async def cancel_assignment(self, assignment_id: str) -> tuple[str, ...]:
+        """Stop the guests of a cancelled assignment at once and drop their checkpoints."""
+        guests = [g for g in self._guests.values() if g.task.assignment_id == assignment_id and g.outcome is None]
+        for guest in guests:
+            self._finish(guest, Failed(f"cancelled: assignment {assignment_id} was cancelled", retryable=False))
+        for guest in guests:
+            if guest.process is not None:
+                await guest.process.wait()
+            await trio.to_thread.run_sync(self.store.discard, guest.task.task_id)
+        return tuple(g.task.task_id for g in guests)
 
     async def evict(self, task_id: str | None = None) -> tuple[str, ...]:
         """Checkpoint (within `evict_deadline`) and stop one guest or all; their run() returns Evicted."""
@@ -509,9 +532,11 @@ class GuestSupervisor:
         if guest.paused:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
             self._signal(guest, signal.SIGCONT)
-            guest.paused_at = None
+            guest.paused = False
         record = await self._checkpoint_then_kill(guest)
         self._finish(guest, Evicted(record))
+        if guest.process is not None:
+            await guest.process.wait()  # gone, not just signalled, when evict() returns
 
     async def _checkpoint_then_kill(self, guest: _Guest) -> CheckpointRecord | None:
         pending = await self._request_checkpoint(guest)
@@ -539,6 +564,7 @@ class GuestSupervisor:
                 state=g.state(),
                 progress=g.progress,
                 cpu_seconds=g.cpu,
+                cpu_percent=g.cpu_percent,
                 wall_seconds=now - g.started_at,
                 since_checkpoint_seconds=now - g.checkpoint_at,
                 cpu_since_checkpoint_seconds=max(g.cpu - g.checkpoint_cpu, 0.0),
@@ -561,12 +587,6 @@ class GuestSupervisor:
 
     def _emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None:
         self.on_event(GuestEvent(task_id=task_id, kind=kind, message=message, level=level))
-
-
-def _seal_and_write(store: CheckpointStore, seal: Callable[[], CheckpointRecord]) -> CheckpointRecord:
-    record = seal()
-    store.write(record)
-    return record
 
 
 def _fresh_folder(folder: Path) -> None:

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.guest.limits import MIB
 from frost_core.plugin_api import MAX_STATE_BYTES, WorkUnit, decode_plain
-
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,10 @@ class Completed:
 
 @dataclass(frozen=True)
 class Failed:
-    """The unit failed here; `retry_useful` is False when the plugin itself is at fault."""
+    """The unit failed here; `retryable` is False when the plugin itself is at fault (a retry fails alike)."""
 
     reason: str
-    retry_useful: bool
+    retryable: bool
 
 
 @dataclass(frozen=True)
@@ -110,6 +109,8 @@ class GuestFigures:
     state: str
     progress: float
     cpu_seconds: float
+    cpu_percent: float
+    """CPU use over about the last second, in percent of one core."""
     wall_seconds: float
     since_checkpoint_seconds: float
     cpu_since_checkpoint_seconds: float

@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import cbor2
 import trio
 
 from ..errors import FrostError, PluginError
@@ -111,7 +110,7 @@ class LocalScheduler:
         finally:
             self._running.pop(task.task_id, None)
         if isinstance(outcome, Completed):
-            if self._store.accept_result(aid, index, epoch=task.epoch, result=cbor2.dumps(outcome.result)):
+            if self._store.accept_result(aid, index, epoch=task.epoch, result=outcome.result):
                 self._supervisor.discard_checkpoints(task.task_id)
         elif isinstance(outcome, Evicted):
             self._store.requeue_unit(aid, index, epoch=task.epoch)

@@ -11,15 +11,16 @@ from frost_core.errors import ConfigError
 class MembershipConfig:
     """Membership timings. The defaults are for a LAN of desk machines.
 
-    They are chosen together: a node is probed by someone about every `probe_interval`, a
-    crashed node is suspected within about a second and dead everywhere about
-    `suspicion_multiplier · probe_interval · log10 N` seconds later (10.2 s at N = 50), which is
-    longer than a 10 s stall of a node's event loop, so a starved node has time to refute.
+    They are chosen together: a node is probed by someone about every `probe_interval`, so a
+    crashed node is suspected within a second or so and dead everywhere
+    max(`suspicion_min`, `suspicion_multiplier · probe_interval · log10 N`) seconds later
+    (10 s up to N = 100). That is just longer than a 10 s stall of a node's event loop (it
+    shares a thread with the UI), so a starved node wakes in time to refute.
     """
 
-    gossip_interval: float = 1.0
+    gossip_interval: float = 2.0
     """Seconds between push-pull rounds (BSPlib's anti-entropy interval)."""
-    fanout: int = 3
+    fanout: int = 2
     """Random peers each push-pull round and each immediate push reaches (k)."""
     push_threshold: float = 0.05
     """Relative change of the local `available` figure that is pushed at once (FROST: 5 %)."""
@@ -29,8 +30,10 @@ class MembershipConfig:
     """Seconds to wait for a direct ack before asking others; stretched by local awareness."""
     indirect_probes: int = 3
     """Members asked to probe on our behalf when a direct probe times out."""
-    suspicion_multiplier: float = 24.0
+    suspicion_multiplier: float = 20.0
     """Suspicion lasts this many probe intervals times log10(cluster size), once confirmed."""
+    suspicion_min: float = 10.0
+    """No suspicion ends sooner: the longest stall of our event loop a node rides out."""
     suspicion_max_multiplier: float = 3.0
     """An unconfirmed suspicion lasts up to this many times longer (Lifeguard)."""
     expected_confirmations: int = 3

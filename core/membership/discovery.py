@@ -22,8 +22,9 @@ def reply_delay(rng: random.Random, delay_max: float) -> float:
 class Discovery:
     """Announce ourselves by broadcast; answer strangers' announcements; join through seeds.
 
-    A newcomer needs one answer: it then pulls the whole table from that peer. So a node skips
-    its reply if, by the time its random delay is over, the newcomer has already talked to it.
+    A newcomer needs one answer: it then pulls the whole table from that peer and announces
+    again saying so. A node skips its reply if, by the time its random delay is over, the
+    newcomer has said so or has already talked to it.
     """
 
     def __init__(self, node: Membership, seeds: tuple[Address, ...]) -> None:
@@ -31,11 +32,12 @@ class Discovery:
         self.seeds = seeds
         self.replies_sent = 0
         self.replies_received = 0
+        self._settled: dict[str, float] = {}
 
     async def announce_periodically(self) -> None:
         node = self.node
         while True:
-            await node.transport.broadcast(Announce(node=node.own_entry()))
+            await node.transport.broadcast(Announce(node=node.own_entry(), known=node.table.active_count()))
             period = node.config.announce_interval
             await trio.sleep(node.rng.uniform(0.9 * period, 1.1 * period))
 
@@ -53,8 +55,12 @@ class Discovery:
         node = self.node
         now = trio.current_time()
         known = node.table.get(announce.node.node_id)
-        newcomer = node.absorb_one(announce.node)
-        if newcomer is not None and (known is None or not known.is_active):
+        newcomer = node.absorb_one(announce.node, first_hand=True)
+        if newcomer is not None and announce.known > 1:
+            if len(self._settled) > 4096:
+                self._settled.clear()
+            self._settled[newcomer] = now
+        elif newcomer is not None and (known is None or not known.is_active):
             node.nursery.start_soon(self._reply_later, newcomer, now)
 
     async def _reply_later(self, node_id: str, announced_at: float) -> None:
@@ -63,6 +69,8 @@ class Discovery:
         record = node.table.get(node_id)
         if record is None or not record.is_active or record.heard_at > announced_at:
             return
+        if self._settled.pop(node_id, -1.0) > announced_at:
+            return
         self.replies_sent += 1
         await node.send(record.address, AnnounceReply(node=node.own_entry()))
 
@@ -70,8 +78,13 @@ class Discovery:
         """Someone answered our announcement: pull the whole table from it at once."""
         node = self.node
         self.replies_received += 1
-        peer = node.absorb_one(reply.node)
+        peer = node.absorb_one(reply.node, first_hand=True)
         if peer is not None:
             node.table.touch(peer, trio.current_time())
             if len(node.table.active_peers()) <= 1:
-                node.nursery.start_soon(node.gossip.push_pull, node.table.get(peer).address)
+                node.nursery.start_soon(self._join_through, node.table.get(peer).address)
+
+    async def _join_through(self, address: Address) -> None:
+        node = self.node
+        if await node.gossip.push_pull(address):
+            await node.transport.broadcast(Announce(node=node.own_entry(), known=node.table.active_count()))

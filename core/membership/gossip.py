@@ -67,7 +67,7 @@ class Gossip:
         node = self.node
         if not isinstance(request, PushPull):
             raise ProtocolError(f"expected PUSH_PULL, got {type(request).__name__}")
-        sender = node.absorb_one(request.sender)
+        sender = node.absorb_one(request.sender, first_hand=True)
         node.absorb(request.entries)
         if sender is not None:
             node.table.touch(sender, trio.current_time())

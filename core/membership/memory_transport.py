@@ -58,6 +58,7 @@ class MemoryNetwork:
         self._order = itertools.count()
         self._wake = trio.Event()
         self.traffic: dict[Address, TrafficCounter] = {}
+        self.bytes_by_message: dict[str, int] = {}
 
     def attach(self, address: Address) -> MemoryTransport:
         """A transport for a new host at `address` (a restarted node may reuse an address)."""
@@ -94,7 +95,7 @@ class MemoryNetwork:
 
     def post(self, source: Address, target: Address, message: Message) -> None:
         body = encode_message(message)
-        self._count(source, target, len(body), DATAGRAM_OVERHEAD)
+        self._count(source, target, len(body), DATAGRAM_OVERHEAD, message)
         self.traffic[source].datagrams_sent += 1
         if self.reachable(source, target) is None or self.lost():
             return
@@ -102,10 +103,23 @@ class MemoryNetwork:
         heapq.heappush(self._queue, (deliver_at, next(self._order), source, target, int(message.CODE), body))
         self._wake.set()
 
-    def broadcast_targets(self, source: Address) -> list[Address]:
-        return [address for address in self._hosts if address != source]
+    def post_broadcast(self, source: Address, message: Message) -> None:
+        """One datagram leaves the sender; every other host on the segment receives a copy."""
+        sent = self.traffic[source]
+        before = (sent.sent_bytes, sent.sent_wire_bytes, sent.datagrams_sent)
+        targets = [address for address in self._hosts if address != source]
+        for address in targets:
+            self.post(source, address, message)
+        if targets:
+            size = len(encode_message(message))
+            sent.sent_bytes, sent.sent_wire_bytes, sent.datagrams_sent = before
+            sent.sent_bytes += size
+            sent.sent_wire_bytes += size + DATAGRAM_OVERHEAD
+            sent.datagrams_sent += 1
 
-    def _count(self, source: Address, target: Address, size: int, overhead: int) -> None:
+    def _count(self, source: Address, target: Address, size: int, overhead: int, message: Message) -> None:
+        name = type(message).__name__
+        self.bytes_by_message[name] = self.bytes_by_message.get(name, 0) + size
         sent = self.traffic[source]
         sent.sent_bytes += size
         sent.sent_wire_bytes += size + overhead
@@ -136,7 +150,7 @@ class MemoryNetwork:
         with trio.fail_after(timeout):
             await source.wait_runnable()
             request = encode_message(message)
-            self._count(source.local_address, target, len(request), FRAME_OVERHEAD + EXCHANGE_OVERHEAD)
+            self._count(source.local_address, target, len(request), FRAME_OVERHEAD + EXCHANGE_OVERHEAD, message)
             host = self.reachable(source.local_address, target)
             if host is None or self.lost():
                 await trio.sleep_forever()
@@ -152,7 +166,7 @@ class MemoryNetwork:
             except ProtocolError as exc:
                 raise ConnectionResetError(f"{target} dropped the connection: {exc.message}") from None
             body = encode_message(reply)
-            self._count(target, source.local_address, len(body), FRAME_OVERHEAD)
+            self._count(target, source.local_address, len(body), FRAME_OVERHEAD, reply)
             if self.lost():
                 await trio.sleep_forever()
             await trio.sleep(self.latency)
@@ -189,8 +203,7 @@ class MemoryTransport:
     async def broadcast(self, message: Message) -> None:
         await self.wait_runnable()
         if not self.crashed:
-            for address in self.network.broadcast_targets(self.local_address):
-                self.network.post(self.local_address, address, message)
+            self.network.post_broadcast(self.local_address, message)
 
     async def receive_datagram(self) -> tuple[Address, Message]:
         return await self._receive.receive()

@@ -39,11 +39,16 @@ class MemberEntry:
 @register
 @dataclass(frozen=True)
 class Announce(Message):
-    """Broadcast by a node at start and now and then: here I am."""
+    """Broadcast by a node at start and now and then: here I am, and I know `known` members.
+
+    A newcomer announces again once it has pulled the table (`known` > 1): peers still waiting
+    to answer its first announcement then stay quiet.
+    """
 
     CODE = MessageCode.ANNOUNCE
     MAX_SIZE = 4096
     node: MemberEntry
+    known: int = 1
 
 
 @register

@@ -171,8 +171,13 @@ class Membership:
         for entry in entries:
             self.absorb_one(entry)
 
-    def absorb_one(self, entry: MemberEntry) -> str | None:
-        """Merge one record a peer sent; returns its node id unless it was about ourselves."""
+    def absorb_one(self, entry: MemberEntry, *, first_hand: bool = False) -> str | None:
+        """Merge one record a peer sent; returns its node id unless it was about ourselves.
+
+        A `first_hand` entry is the sender's own record: if we hold that node dead or gone at
+        its incarnation, it is evidently back (a healed partition, a long stall), so we tell it
+        what we believe and it refutes.
+        """
         now = trio.current_time()
         record = record_from_entry(entry, now)
         if record.node_id == self.node_id:
@@ -181,6 +186,9 @@ class Membership:
         change = self.table.merge(record, now)
         if change is not None:
             self._report(*change)
+        held = self.table.get(record.node_id)
+        if first_hand and held is not None and not held.is_active and record.state == MemberState.ALIVE:
+            self.nursery.start_soon(self.gossip.push, [held], [record])
         return record.node_id
 
     def store(self, before: NodeRecord, after: NodeRecord) -> None:

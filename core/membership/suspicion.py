@@ -11,12 +11,14 @@ def suspicion_timeout(cluster_size: int, confirmations: int, config: MembershipC
     """Seconds from the first suspicion to a declaration of death.
 
     The floor grows with log10 of the cluster size because news takes O(log N) rounds to reach
-    everyone, the suspect included, which needs that long to refute. Lifeguard starts at a
+    everyone, the suspect included, which needs that long to refute; it never drops below
+    `suspicion_min`, the longest stall of its own loop a node is expected to survive. Lifeguard starts at a
     multiple of that floor and shrinks it logarithmically as independent suspicions arrive, so
     one slow observer alone cannot kill a member quickly. With fewer than two other members no
     confirmation is possible and the floor applies.
     """
-    floor = config.suspicion_multiplier * max(1.0, math.log10(max(cluster_size, 1))) * config.probe_interval
+    scaled = config.suspicion_multiplier * math.log10(max(cluster_size, 1)) * config.probe_interval
+    floor = max(config.suspicion_min, scaled)
     ceiling = floor * config.suspicion_max_multiplier
     expected = min(config.expected_confirmations, cluster_size - 2)
     if expected <= 0 or confirmations >= expected:

@@ -31,8 +31,11 @@ class MemberTable:
 
     def __init__(self, own: NodeRecord) -> None:
         self.own_id = own.node_id
-        self._records: dict[str, NodeRecord] = {own.node_id: own}
-        self._keys: dict[bytes, str] = {digest_key(own.node_id): own.node_id}
+        self._records: dict[str, NodeRecord] = {}
+        self._keys: dict[bytes, str] = {}
+        self._key_of: dict[str, bytes] = {}
+        self._digest: bytes | None = None
+        self.put(own)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -61,8 +64,12 @@ class MemberTable:
 
     def put(self, record: NodeRecord) -> None:
         """Store a record as is: our own updates, and the outcome of local decisions."""
+        if record.node_id not in self._key_of:
+            key = digest_key(record.node_id)
+            self._key_of[record.node_id] = key
+            self._keys[key] = record.node_id
         self._records[record.node_id] = record
-        self._keys[digest_key(record.node_id)] = record.node_id
+        self._digest = None
 
     def merge(self, remote: NodeRecord, now: float) -> tuple[NodeRecord | None, NodeRecord] | None:
         """Merge news about another node; returns (before, after) if the table changed."""
@@ -88,16 +95,19 @@ class MemberTable:
         ]
         for record in gone:
             del self._records[record.node_id]
-            self._keys.pop(digest_key(record.node_id), None)
+            del self._keys[self._key_of.pop(record.node_id)]
+            self._digest = None
         return gone
 
     def digest(self) -> bytes:
-        return b"".join(
-            _DIGEST_ITEM.pack(
-                digest_key(r.node_id), r.incarnation, int(r.state), len(r.suspectors), r.figures_version
+        if self._digest is None:
+            pack = _DIGEST_ITEM.pack
+            key_of = self._key_of
+            self._digest = b"".join(
+                pack(key_of[r.node_id], r.incarnation, r.state, len(r.suspectors), r.figures_version)
+                for r in self._records.values()
             )
-            for r in self._records.values()
-        )
+        return self._digest
 
     def compare(self, peer_digest: bytes) -> tuple[list[NodeRecord], bytes]:
         """Given a peer's digest: the records it would learn from, and the keys we would learn from."""
@@ -105,7 +115,7 @@ class MemberTable:
         send = []
         wants = []
         for record in self._records.values():
-            key = digest_key(record.node_id)
+            key = self._key_of[record.node_id]
             other = theirs.pop(key, None)
             mine = _version(record)
             if other is None or _teaches(mine, other):

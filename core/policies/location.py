@@ -18,6 +18,7 @@ class Destination:
     node_id: str
     gain: float
     cost: float
+    finish: float             # seconds until the unit would be done there, move included
     prediction: Prediction
 
     def explain(self) -> str:
@@ -55,13 +56,14 @@ def judge_destination(source: NodeView, candidate: NodeView, unit: UnitView, ave
         return None
     if not owner_forced and (not prediction.improves or prediction.r_destination_after < lower):
         return None
-    return Destination(candidate.node_id, gain, cost, prediction)
+    finish = cost + unit.remaining_work / prediction.r_destination_after
+    return Destination(candidate.node_id, gain, cost, finish, prediction)
 
 
 def rank_destinations(source: NodeView, unit: UnitView, table: Sequence[NodeView], average: float, lower: float,
                       bandwidths: Mapping[str, float], settings: PolicySettings = PolicySettings(),
                       owner_forced: bool = False) -> tuple[Destination, ...]:
-    """Algorithm 5 with prediction: the acceptable targets, best first, at most `settings.candidates`.
+    """Algorithm 5 with prediction: the acceptable targets, soonest finish first, at most `settings.candidates`.
 
     The caller queries the first one afresh (`confirm_destination`) and falls back to the
     next when its figures have changed for the worse.
@@ -72,7 +74,7 @@ def rank_destinations(source: NodeView, unit: UnitView, table: Sequence[NodeView
         judged = judge_destination(source, candidate, unit, average, lower, bandwidth, settings, owner_forced)
         if judged is not None:
             found.append(judged)
-    found.sort(key=lambda d: (-d.gain, -d.prediction.r_destination_after, d.node_id))
+    found.sort(key=lambda d: (d.finish, -d.prediction.r_destination_after, d.node_id))
     return tuple(found[: settings.candidates])
 
 
@@ -85,10 +87,18 @@ def choose_destination(source: NodeView, unit: UnitView, table: Sequence[NodeVie
 
 
 def confirm_destination(source: NodeView, fresh: NodeView, unit: UnitView, average: float, lower: float,
-                        bandwidth: float, settings: PolicySettings = PolicySettings(),
-                        owner_forced: bool = False) -> Destination | None:
-    """Re-judge a chosen target on the figures it just sent back (FROST 5.4.1, last step)."""
-    return judge_destination(source, fresh, unit, average, lower, bandwidth, settings, owner_forced)
+                        bandwidth: float, settings: PolicySettings = PolicySettings(), owner_forced: bool = False,
+                        expected: Destination | None = None) -> Destination | None:
+    """Re-judge a chosen target on the figures it just sent back (FROST 5.4.1, last step).
+
+    With `expected` (the table's judgement) the target is also refused when its fresh
+    figure fell by more than the band: others sent it work meanwhile, so try the next.
+    """
+    judged = judge_destination(source, fresh, unit, average, lower, bandwidth, settings, owner_forced)
+    if judged is None or expected is None:
+        return judged
+    floor = expected.prediction.r_destination_after * (1 - settings.band)
+    return judged if judged.prediction.r_destination_after >= floor else None
 
 
 def choose_source(requester: NodeView, table: Sequence[NodeView], average: float) -> NodeView | None:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 
+_TOLERANCE = 1e-6   # seconds: a timer set for t fires at t despite float rounding
+
+
 class GuestAction(str, Enum):
     RUN = "run"
     SUSPEND = "suspend"
@@ -119,7 +122,7 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
             return state, _decision(state, view, now, settings, action, "hold",
                                     "owner between the busy and quiet thresholds", None)
         assert state.active_since is not None
-        if state.phase is Phase.EVICTING or now - state.active_since >= settings.evict_after:
+        if state.phase is Phase.EVICTING or now - state.active_since >= settings.evict_after - _TOLERANCE:
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
@@ -128,7 +131,7 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
                                 state.active_since + settings.evict_after)
     quiet_since = state.quiet_since if state.quiet_since is not None else now
     needed = settings.resume_after * state.backoff
-    if now - quiet_since >= needed:
+    if now - quiet_since >= needed - _TOLERANCE:
         state = OwnerState(Phase.RUNNING, resumed_at=now, evicted_at=state.evicted_at, backoff=state.backoff)
         return state, _decision(state, view, now, settings, GuestAction.RUN, "continue",
                                 f"owner quiet for {now - quiet_since:.0f} s (>= {needed:.0f} s)", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ OWNER, COMPLETE, LAND, SUBMIT, TICK, CHECK = range(6)
 LATENCY = 0.05             # seconds to set up a transfer
 RESTORE_BASE = 0.5         # seconds to start a guest from its state ...
 RESTORE_RATE = 200e6       # ... plus its bytes at this rate
-EPSILON = 1e-9
+EPSILON = 1e-6            # work a unit may lack and still count as finished
 
 
 def restore_seconds(state_bytes: int) -> float:
@@ -34,7 +35,7 @@ class Node:
         self.incoming = 0
         self.settled = 0.0
         self.version = 0
-        self.integral = 0.0          # ∫ available dt, for readings over an interval
+        self.integral = 0.0          # ∫ obtainable dt, for readings over an interval
         self.owner_changes = owner_changes
         self.owner_changed = 0.0
         self.policy: object = None   # a strategy's per-node state
@@ -44,6 +45,11 @@ class Node:
         """What guests together could get now: the simulated machine has one CPU."""
         return self.speed * max(0.0, 1.0 - self.load)
 
+    @property
+    def obtainable(self) -> float:
+        """What a guest-priority reading sees: nothing while the owner policy holds guests."""
+        return 0.0 if self.suspended else self.available
+
     def rate(self) -> float:
         """Progress per second of each guest (processor sharing)."""
         if self.suspended or not self.guests:
@@ -51,7 +57,7 @@ class Node:
         return self.available / len(self.guests)
 
     def integral_at(self, now: float) -> float:
-        return self.integral + self.available * (now - self.settled)
+        return self.integral + self.obtainable * (now - self.settled)
 
 
 class Unit:
@@ -173,7 +179,7 @@ class Simulation:
         if version != node.version:
             return
         self.settle(node)
-        for unit in [u for u in node.guests if u.remaining <= EPSILON * max(1.0, u.spec.size)]:
+        for unit in [u for u in node.guests if u.remaining <= EPSILON]:
             node.guests.remove(unit)
             unit.finish = self.now
             unit.node = None
@@ -198,7 +204,7 @@ class Simulation:
             if rate > 0:
                 for unit in node.guests:
                     unit.done += rate * elapsed
-            node.integral += node.available * elapsed
+            node.integral += node.obtainable * elapsed
         node.settled = self.now
 
     def reschedule(self, node: Node) -> None:
@@ -206,7 +212,9 @@ class Simulation:
         rate = node.rate()
         if rate > 0:
             shortest = min(unit.remaining for unit in node.guests)
-            self.push(self.now + shortest / rate, COMPLETE, node, node.version)
+            # Never schedule at `now` itself: a float step too small to advance time would loop.
+            self.push(max(self.now + shortest / rate, math.nextafter(self.now, math.inf)), COMPLETE, node,
+                      node.version)
 
     def set_suspended(self, node: Node, suspended: bool) -> None:
         if node.suspended != suspended:

@@ -113,7 +113,7 @@ class Scenario:
 
 
 SCENARIOS = {
-    "frost": Scenario("frost", nodes=30, units_per_node=2 / 3, owner="frost", sizes="exponential",
+    "frost": Scenario("frost", nodes=30, units_per_node=1 / 3, owner="frost", sizes="exponential",
                       mean_size=3600.0, placement="spread", speeds=(1.0, 1.0), arrival_window=0.0,
                       mean_state=500e3, bandwidths=(12.5e6,)),
     "mixed": Scenario("mixed", nodes=100, units_per_node=1.5, owner="onoff", sizes="pareto",

@@ -116,6 +116,15 @@ class IdealStrategy(Strategy):
         for node in sim.nodes:
             sim.reschedule(node)
 
+    def on_owner(self, sim: Simulation, node: Node) -> None:
+        """Perfect knowledge: guests leave a machine the moment its owner starts, for free."""
+        if node.load < BUSY_LOAD or not node.guests:
+            return
+        for unit in list(node.guests):
+            best = max(sim.nodes, key=lambda n: (n.available / (len(n.guests) + 1), -n.index))
+            if best.available > node.available:
+                sim.move(unit, best, "owner", free=True)
+
 
 class OurNode:
     """A simulated node's policy state: the same objects the live node keeps."""
@@ -140,12 +149,12 @@ class OursStrategy(Strategy):
     """
 
     name = "ours"
-    detect_delay = 2.0        # the live sampler reads every second; reaction within ~2 s
+    detect_delay = 1.5        # the live sampler reads every second: reaction within ~1.5 s
     memory_pool = 4 << 30
 
     def __init__(self, settings: PolicySettings | None = None, owner: OwnerSettings | None = None, window: int = 3):
         self.settings = settings or PolicySettings()
-        self.owner_settings = owner or OwnerSettings(evict_after=30.0, resume_after=5.0, input_idle=0.0)
+        self.owner_settings = owner or OwnerSettings(evict_after=15.0, resume_after=3.0, input_idle=0.0)
         self.window = window
 
     def start(self, sim: Simulation) -> None:
@@ -249,7 +258,7 @@ class OursStrategy(Strategy):
             node = sim.nodes[int(target.node_id)]
             bandwidth = bandwidths.get(target.node_id, self.settings.default_bandwidth)
             if confirm_destination(own, self._fresh(node), view, system.average, lower, bandwidth, self.settings,
-                                   owner_forced):
+                                   owner_forced, expected=target):
                 return sim.move(unit, node, "owner" if owner_forced else "balance")
         return False
 
@@ -300,7 +309,7 @@ class OursStrategy(Strategy):
         decision = state.owner.decide(OwnerView(owner_cpu_percent=100.0 * node.load), sim.now)
         state.decision = decision.action
         sim.set_suspended(node, decision.action is not GuestAction.RUN)
-        if decision.recheck_at is not None:
+        if decision.recheck_at is not None and decision.recheck_at > sim.now:
             sim.push(decision.recheck_at, CHECK, node, "timer")
         if decision.action is GuestAction.EVICT and node.guests:
             self._targets = None

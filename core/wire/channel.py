@@ -27,6 +27,10 @@ from frost_core.wire.security import TAG_SIZE, ClusterKey, StreamSession, answer
 Address = tuple[str, int]
 
 RECEIVE_SIZE = MAX_CHUNK_SIZE + 4096
+_RECEIVE_SMALL = 64 * 1024
+"""Read size while no large frame is pending: big reads of small data cost an mmap each."""
+_DIRECT_FROM = 64 * 1024
+"""A pending frame body at least this large is received straight into a reused buffer."""
 _COALESCE_LIMIT = 64 * 1024
 """Below this, header and body go in one write; above it, two writes beat one big copy."""
 
@@ -69,6 +73,8 @@ class Channel:
             receive_stream = send_stream  # type: ignore[assignment]
         self._receive_stream: trio.abc.ReceiveStream = receive_stream  # type: ignore[assignment]
         self._reader = FrameReader()
+        self._socket = receive_stream.socket if isinstance(receive_stream, trio.SocketStream) else None
+        self._direct_buffer = bytearray()
         self._send_lock = trio.Lock()
         self._session: StreamSession | None = None
         self.peer_node_id = peer_node_id
@@ -87,22 +93,24 @@ class Channel:
     # --- sending -----------------------------------------------------------------------------
 
     async def _send_frame(self, code: int, body: bytes | memoryview) -> None:
-        if self._session is None:
-            header = encode_header(code, len(body))
-            payload: bytes | memoryview = body
+        if self._session is not None:
+            await self._send_stream.send_all(self._session.seal_frame(code, body))
+        elif len(body) < _COALESCE_LIMIT:
+            await self._send_stream.send_all(encode_header(code, len(body)) + body)
         else:
-            header = encode_header(code, len(body) + TAG_SIZE)
-            payload = self._session.seal(header, body)
-        if len(payload) < _COALESCE_LIMIT:
-            await self._send_stream.send_all(header + payload)
-        else:
-            await self._send_stream.send_all(header)
-            await self._send_stream.send_all(payload)
+            await self._send_stream.send_all(encode_header(code, len(body)))
+            await self._send_stream.send_all(body)
 
     async def send(self, message: Message) -> None:
         body = encode_message(message)
-        async with self._send_lock:
+        if self._send_lock.locked():
+            await self._send_lock.acquire()
+        else:
+            self._send_lock.acquire_nowait()  # skip a scheduler round trip; send_all checkpoints anyway
+        try:
             await self._send_frame(message.CODE, body)
+        finally:
+            self._send_lock.release()
 
     async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes]) -> None:
         """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END.
@@ -136,20 +144,52 @@ class Channel:
     # --- receiving ---------------------------------------------------------------------------
 
     async def _receive_frame(self) -> Frame:
-        while (frame := self._reader.next_frame()) is None:
+        reader = self._reader
+        while (frame := reader.next_frame()) is None:
+            missing = reader.missing
+            if missing >= _DIRECT_FROM and self._socket is not None:
+                frame = await self._receive_direct()
+                break
             try:
-                data = await self._receive_stream.receive_some(RECEIVE_SIZE)
+                data = await self._receive_stream.receive_some(min(max(missing, _RECEIVE_SMALL), RECEIVE_SIZE))
             except trio.BrokenResourceError as exc:
                 raise ProtocolError(f"connection broke: {exc.__cause__ or exc}") from exc
             if not data:
-                if self._reader.buffered:
+                if reader.buffered:
                     raise ProtocolError("connection closed in the middle of a frame")
                 raise trio.EndOfChannel("peer closed the connection")
-            self._reader.append(data)
+            reader.append(data)
         if self._session is not None:
             header = HEADER.pack(len(frame.body), frame.code)
             return Frame(frame.code, self._session.open(header, frame.body))
+        if type(frame.body) is not bytes:
+            return Frame(frame.code, bytes(frame.body))
         return frame
+
+    async def _receive_direct(self) -> Frame:
+        """Receive the rest of a large pending frame straight into one reused buffer.
+
+        Saves the per-read allocation of a large bytes object and the copy that joins the
+        pieces. The returned body is a view into that buffer, valid until the next frame.
+        """
+        assert self._socket is not None
+        reader = self._reader
+        view = self._direct_view(reader.buffered + reader.missing)
+        code, length, have = reader.drain_into(view)
+        while have < length:
+            try:
+                count = await self._socket.recv_into(view[have:])
+            except OSError as exc:
+                raise ProtocolError(f"connection broke: {exc}") from exc
+            if not count:
+                raise ProtocolError("connection closed in the middle of a frame")
+            have += count
+        return Frame(code, view)  # type: ignore[arg-type]
+
+    def _direct_view(self, size: int) -> memoryview:
+        if len(self._direct_buffer) < size:
+            self._direct_buffer = bytearray(size)
+        return memoryview(self._direct_buffer)[:size]
 
     async def receive(self) -> Message:
         frame = await self._receive_frame()

@@ -21,9 +21,6 @@ _MIN_NINT = -(2**64)
 _pack_be16 = struct.Struct(">H").pack
 _pack_be32 = struct.Struct(">I").pack
 _pack_be64 = struct.Struct(">Q").pack
-_unpack_be16 = struct.Struct(">H").unpack_from
-_unpack_be32 = struct.Struct(">I").unpack_from
-_unpack_be64 = struct.Struct(">Q").unpack_from
 _pack_f16 = struct.Struct(">e").pack
 _pack_f32 = struct.Struct(">f").pack
 _pack_f64 = struct.Struct(">d").pack
@@ -46,6 +43,28 @@ def encode(obj: object) -> bytes:
     out = bytearray()
     _encode_into(out, obj, 0)
     return bytes(out)
+
+
+def encode_into(out: bytearray, obj: object) -> None:
+    """Append the encoding of `obj` to `out` (for encoders that assemble a message piecewise)."""
+    cls = type(obj)
+    if cls is str:  # the common message fields are encoded here without a further call
+        raw = obj.encode()  # type: ignore[attr-defined]
+        size = len(raw)
+        if size < 24:
+            out.append(0x60 | size)
+        else:
+            out += _head(3, size)
+        out += raw
+    elif cls is int and 0 <= obj < 24:  # type: ignore[operator]
+        out.append(obj)  # type: ignore[arg-type]
+    else:
+        _encode_into(out, obj, 1)
+
+
+def encode_head(major: int, value: int) -> bytes:
+    """The initial bytes of an item: major type plus its argument in the shortest form."""
+    return _head(major, value)
 
 
 def _head(major: int, value: int) -> bytes:
@@ -85,19 +104,30 @@ def _encode_into(out: bytearray, obj: object, depth: int) -> None:
     cls = type(obj)
     if cls is str:
         raw = obj.encode()  # type: ignore[attr-defined]
-        out += _head(3, len(raw))
+        size = len(raw)
+        if size < 24:
+            out.append(0x60 | size)
+        else:
+            out += _head(3, size)
         out += raw
     elif cls is int:
         if obj >= 0:  # type: ignore[operator]
-            if obj > _MAX_UINT:  # type: ignore[operator]
+            if obj < 24:  # type: ignore[operator]
+                out.append(obj)  # type: ignore[arg-type]
+            elif obj > _MAX_UINT:  # type: ignore[operator]
                 raise ProtocolError(f"cannot encode integer {obj}: outside the 64-bit range")
-            out += _head(0, obj)  # type: ignore[arg-type]
+            else:
+                out += _head(0, obj)  # type: ignore[arg-type]
         else:
             if obj < _MIN_NINT:  # type: ignore[operator]
                 raise ProtocolError(f"cannot encode integer {obj}: outside the 64-bit range")
             out += _head(1, -1 - obj)  # type: ignore[operator]
     elif cls is bytes or cls is bytearray or cls is memoryview:
-        out += _head(2, len(obj))  # type: ignore[arg-type]
+        size = len(obj)  # type: ignore[arg-type]
+        if size < 24:
+            out.append(0x40 | size)
+        else:
+            out += _head(2, size)
         out += obj  # type: ignore[operator]
     elif obj is None:
         out.append(0xF6)
@@ -137,130 +167,168 @@ def decode_strict(data: bytes | bytearray | memoryview, *, max_depth: int = DEFA
     non-(str|int) map keys, invalid UTF-8, nesting deeper than `max_depth`, truncated input and
     trailing bytes. Arrays come back as lists, maps as dicts.
     """
-    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    decoder = _Decoder(view, max_depth)
-    value = decoder.item(0)
-    if decoder.pos != len(view):
-        raise ProtocolError(f"trailing bytes: {len(view) - decoder.pos} after the CBOR item")
+    raw = data if isinstance(data, bytes) else bytes(data)
+    try:
+        value, pos = _item(raw, 0, max_depth)
+    except _TooDeep:
+        raise ProtocolError(f"nesting deeper than {max_depth} levels") from None
+    if pos != len(raw):
+        raise ProtocolError(f"trailing bytes: {len(raw) - pos} after the CBOR item")
     return value
 
 
-class _Decoder:
-    """One pass over the bytes; `pos` only moves forward, so decoding is linear in the input."""
+class _TooDeep(Exception):
+    """Raised deep in the recursion; decode_strict turns it into a ProtocolError naming the cap."""
 
-    __slots__ = ("data", "pos", "end", "max_depth")
 
-    def __init__(self, data: bytes | memoryview, max_depth: int) -> None:
-        self.data = data
-        self.pos = 0
-        self.end = len(data)
-        self.max_depth = max_depth
+def _truncated(what: str, count: int, remaining: int) -> ProtocolError:
+    return ProtocolError(f"truncated: {what} needs {count} bytes but only {remaining} remain")
 
-    def _need(self, count: int, what: str) -> None:
-        if count > self.end - self.pos:
-            raise ProtocolError(
-                f"truncated: {what} needs {count} bytes but only {self.end - self.pos} remain"
-            )
 
-    def _argument(self, info: int, what: str) -> int:
-        if info < 24:
-            return info
-        data, pos = self.data, self.pos
-        if info == 24:
-            self._need(1, what)
-            self.pos = pos + 1
-            return data[pos]
-        if info == 25:
-            self._need(2, what)
-            self.pos = pos + 2
-            return _unpack_be16(data, pos)[0]
-        if info == 26:
-            self._need(4, what)
-            self.pos = pos + 4
-            return _unpack_be32(data, pos)[0]
-        if info == 27:
-            self._need(8, what)
-            self.pos = pos + 8
-            return _unpack_be64(data, pos)[0]
+_WHAT = ("integer", "integer", "byte string", "text string", "array", "map", "tag", "simple value")
+
+
+_UNPACK_ARGUMENT = {25: struct.Struct(">H").unpack_from, 26: struct.Struct(">I").unpack_from, 27: struct.Struct(">Q").unpack_from}
+
+
+def _argument(data: bytes, pos: int, info: int, major: int) -> tuple[int, int]:
+    """The argument of an item whose initial byte had `info` >= 24, and the position after it."""
+    if info > 27:
         if info == 31:
-            raise ProtocolError(f"indefinite length {what} is not allowed")
-        raise ProtocolError(f"reserved additional information {info} in {what}")
+            raise ProtocolError(f"indefinite length {_WHAT[major]} is not allowed")
+        raise ProtocolError(f"reserved additional information {info} in {_WHAT[major]}")
+    size = 1 << (info - 24)
+    if pos + size > len(data):
+        raise _truncated(_WHAT[major], size, len(data) - pos)
+    if info == 24:
+        return data[pos], pos + 1
+    return _UNPACK_ARGUMENT[info](data, pos)[0], pos + size
 
-    def item(self, depth: int) -> Any:
-        if self.pos >= self.end:
-            raise ProtocolError("truncated: expected a CBOR item, found the end of the data")
-        initial = self.data[self.pos]
-        self.pos += 1
-        major, info = initial >> 5, initial & 0x1F
-        if major == 0:
-            return self._argument(info, "integer")
-        if major == 1:
-            return -1 - self._argument(info, "integer")
+
+def _text(data: bytes, pos: int, stop: int) -> str:
+    try:
+        return data[pos:stop].decode()
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"text string is not valid UTF-8: {exc.reason}") from None
+
+
+def _item(data: bytes, pos: int, depth_left: int) -> tuple[Any, int]:
+    """Decode the item at `pos`; return it and the position after it. `pos` only moves forward."""
+    end = len(data)
+    if pos >= end:
+        raise ProtocolError("truncated: expected a CBOR item, found the end of the data")
+    initial = data[pos]
+    pos += 1
+    if initial < 0x18:
+        return initial, pos
+    major, info = initial >> 5, initial & 0x1F
+    if major == 7:
+        return _simple(data, pos, info)
+    if major == 6:
+        raise ProtocolError("CBOR tags are not allowed (semantic tag found)")
+    if info < 24:
+        argument = info
+    else:
+        argument, pos = _argument(data, pos, info, major)
+    if major == 3 or major == 2:
+        stop = pos + argument
+        if stop > end:
+            raise _truncated(_WHAT[major], argument, end - pos)
         if major == 2:
-            length = self._argument(info, "byte string")
-            self._need(length, "byte string")
-            start = self.pos
-            self.pos = start + length
-            return bytes(self.data[start : self.pos])
-        if major == 3:
-            length = self._argument(info, "text string")
-            self._need(length, "text string")
-            start = self.pos
-            self.pos = start + length
-            try:
-                return str(self.data[start : self.pos], "utf-8")
-            except UnicodeDecodeError as exc:
-                raise ProtocolError(f"text string is not valid UTF-8: {exc.reason}") from None
-        if major == 4:
-            length = self._argument(info, "array")
-            if depth >= self.max_depth:
-                raise ProtocolError(f"nesting deeper than {self.max_depth} levels")
-            self._need(length, "array")  # every item takes at least one byte
-            return [self.item(depth + 1) for _ in range(length)]
-        if major == 5:
-            return self._map(info, depth)
-        if major == 6:
-            raise ProtocolError("CBOR tags are not allowed (semantic tag found)")
-        return self._simple(info)
+            return data[pos:stop], stop
+        return _text(data, pos, stop), stop
+    if major == 0:
+        return argument, pos
+    if major == 1:
+        return -1 - argument, pos
+    if depth_left <= 0:
+        raise _TooDeep
+    if major == 4:
+        return _array(data, pos, argument, depth_left - 1)
+    return _map(data, pos, argument, depth_left - 1)
 
-    def _map(self, info: int, depth: int) -> dict:
-        length = self._argument(info, "map")
-        if depth >= self.max_depth:
-            raise ProtocolError(f"nesting deeper than {self.max_depth} levels")
-        self._need(2 * length, "map")  # every key and value takes at least one byte
-        result: dict = {}
-        for _ in range(length):
-            key_at = self.pos
-            key = self.item(depth + 1)
+
+def _array(data: bytes, pos: int, count: int, depth_left: int) -> tuple[list, int]:
+    if count > len(data) - pos:  # every item takes at least one byte
+        raise _truncated("array", count, len(data) - pos)
+    items = []
+    append = items.append
+    for _ in range(count):
+        value, pos = _item(data, pos, depth_left)
+        append(value)
+    return items, pos
+
+
+def _map(data: bytes, pos: int, count: int, depth_left: int) -> tuple[dict, int]:
+    """A map, with its common pieces decoded inline (the hot loop of every message body).
+
+    Keys that are short text strings, and values that are small integers or strings and byte
+    strings of up to 255 bytes, are settled here without a call to `_item`; everything else
+    goes through `_item`, which applies the same rules.
+    """
+    end = len(data)
+    if 2 * count > end - pos:  # every key and value takes at least one byte
+        raise _truncated("map", 2 * count, end - pos)
+    result: dict = {}
+    for _ in range(count):
+        if pos >= end:
+            raise ProtocolError("truncated: expected a CBOR item, found the end of the data")
+        initial = data[pos]
+        if 0x60 <= initial < 0x78:  # a text key shorter than 24 bytes
+            stop = pos + initial - 0x5F
+            if stop > end:
+                raise _truncated("text string", initial - 0x60, end - pos - 1)
+            key: Any = _text(data, pos + 1, stop)
+            pos = stop
+        else:
+            key_at = pos
+            key, pos = _item(data, pos, depth_left)
             if type(key) is not str and type(key) is not int:
                 raise ProtocolError(f"map key at byte {key_at} is a {type(key).__name__}; only str or int")
-            if key in result:
-                raise ProtocolError(f"duplicate map key {key!r}")
-            result[key] = self.item(depth + 1)
-        return result
+        if key in result:
+            raise ProtocolError(f"duplicate map key {key!r}")
+        if pos < end:
+            initial = data[pos]
+            if initial < 0x18:
+                result[key] = initial
+                pos += 1
+                continue
+            major = initial >> 5
+            if (major == 2 or major == 3) and (initial & 0x1F) <= 24:
+                if initial & 0x1F == 24:
+                    if pos + 2 > end:
+                        raise _truncated(_WHAT[major], 1, end - pos - 1)
+                    start = pos + 2
+                    stop = start + data[pos + 1]
+                else:
+                    start = pos + 1
+                    stop = start + (initial & 0x1F)
+                if stop > end:
+                    raise _truncated(_WHAT[major], stop - start, end - start)
+                result[key] = data[start:stop] if major == 2 else _text(data, start, stop)
+                pos = stop
+                continue
+        result[key], pos = _item(data, pos, depth_left)
+    return result, pos
 
-    def _simple(self, info: int) -> Any:
-        if info == 20:
-            return False
-        if info == 21:
-            return True
-        if info == 22:
-            return None
-        data, pos = self.data, self.pos
-        if info == 25:
-            self._need(2, "half float")
-            self.pos = pos + 2
-            return _unpack_f16(data, pos)[0]
-        if info == 26:
-            self._need(4, "single float")
-            self.pos = pos + 4
-            return _unpack_f32(data, pos)[0]
-        if info == 27:
-            self._need(8, "double float")
-            self.pos = pos + 8
-            return _unpack_f64(data, pos)[0]
-        if info == 31:
-            raise ProtocolError("unexpected break code (indefinite lengths are not allowed)")
-        if info == 23:
-            raise ProtocolError("the undefined value is not allowed")
-        raise ProtocolError(f"simple value {info} is not allowed")
+
+_FLOATS = {25: (2, _unpack_f16, "half float"), 26: (4, _unpack_f32, "single float"), 27: (8, _unpack_f64, "double float")}
+
+
+def _simple(data: bytes, pos: int, info: int) -> tuple[Any, int]:
+    if info == 20:
+        return False, pos
+    if info == 21:
+        return True, pos
+    if info == 22:
+        return None, pos
+    if info in _FLOATS:
+        size, unpack, what = _FLOATS[info]
+        if pos + size > len(data):
+            raise _truncated(what, size, len(data) - pos)
+        return unpack(data, pos)[0], pos + size
+    if info == 31:
+        raise ProtocolError("unexpected break code (indefinite lengths are not allowed)")
+    if info == 23:
+        raise ProtocolError("the undefined value is not allowed")
+    raise ProtocolError(f"simple value {info} is not allowed")

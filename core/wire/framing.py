@@ -7,6 +7,7 @@ single body byte is buffered.
 """
 
 import struct
+from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -46,22 +47,37 @@ def encode_frame(code: int, body: bytes) -> bytes:
 
 
 class FrameReader:
-    """Accumulates stream bytes and hands out whole frames; holds at most one frame's worth.
+    """Accumulates stream bytes and hands out whole frames, copying each body at most once.
 
-    `overhead` is what the stream adds to each body (the AEAD tag); the channel raises it from 0
-    once the handshake has set up encryption.
+    Received pieces are kept as they came (not appended to one growing buffer), so a 256 KiB
+    chunk arriving in several reads is joined once, and a piece that is exactly one frame body
+    is handed out without any copy. Headers are parsed in place, at an offset into the first
+    piece. `overhead` is what the stream adds to each body (the AEAD tag); the channel raises
+    it from 0 once the handshake has set up encryption.
     """
 
     def __init__(self, *, overhead: int = 0) -> None:
         self.overhead = overhead
-        self._buffer = bytearray()
-        self._pos = 0
+        self._pieces: deque[bytes] = deque()
+        self._offset = 0  # bytes of the first piece already handed out
+        self._size = 0
         self._want: tuple[int, int] | None = None  # (code, length) of a header already checked
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet handed out as frames."""
-        return len(self._buffer) - self._pos
+        """Bytes received but not yet handed out as frames (a checked header counts as handed out)."""
+        return self._size
+
+    @property
+    def missing(self) -> int:
+        """Body bytes still to come for a frame whose header is checked (0 when none is pending).
+
+        A driver that sees a large figure here can receive the rest straight into a buffer of
+        its own (`drain_into`) instead of feeding pieces that would later be joined.
+        """
+        if self._want is None:
+            return 0
+        return self._want[1] - self._size
 
     def feed(self, data: bytes | bytearray | memoryview) -> Iterator[Frame]:
         """Append `data` and yield every frame now complete (raising ProtocolError on a bad header)."""
@@ -70,42 +86,96 @@ class FrameReader:
 
     def append(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes without parsing them yet."""
-        if self._pos and self._pos == len(self._buffer):
-            self._buffer.clear()
-            self._pos = 0
-        self._buffer += data
+        if data:
+            self._pieces.append(data if type(data) is bytes else bytes(data))
+            self._size += len(data)
+
+    def drain_into(self, buffer: memoryview) -> tuple[int, int, int]:
+        """Hand the pending frame over to the caller: (code, body length, bytes put in `buffer`).
+
+        Only for a frame with `missing` > 0, so every buffered byte belongs to its body; the
+        caller must then receive the remaining `missing` bytes itself.
+        """
+        assert self._want is not None and self._size < self._want[1]
+        code, length = self._want
+        have = 0
+        for piece in self._pieces:
+            part = memoryview(piece)[self._offset :]
+            buffer[have : have + len(part)] = part
+            have += len(part)
+            self._offset = 0
+        self._pieces.clear()
+        self._size = 0
+        self._want = None
+        return code, length, have
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""
         if self._want is None:
-            if len(self._buffer) - self._pos < HEADER_SIZE:
+            if self._size < HEADER_SIZE:
                 return None
-            length, code = HEADER.unpack_from(self._buffer, self._pos)
-            cap = body_cap(code) + self.overhead
-            if length > cap:
-                name = MessageCode(code).name if code in MessageCode._value2member_map_ else code
-                raise ProtocolError(f"frame {name} declares {length} bytes, over its cap of {cap}")
-            if length < self.overhead:
-                raise ProtocolError(f"frame declares {length} bytes, shorter than its {self.overhead}-byte tag")
-            self._pos += HEADER_SIZE
-            self._want = (code, length)
+            first = self._pieces[0]
+            if len(first) - self._offset >= HEADER_SIZE:
+                length, code = HEADER.unpack_from(first, self._offset)
+                self._offset += HEADER_SIZE
+                self._size -= HEADER_SIZE
+            else:
+                length, code = HEADER.unpack(self._take(HEADER_SIZE))
+            self._check(code, length)
+            if self._size < length:
+                self._want = (code, length)
+                return None
+            return Frame(code, self._take(length))
         code, length = self._want
-        start = self._pos
-        if len(self._buffer) - start < length:
-            self._compact()
+        if self._size < length:
             return None
-        self._pos = start + length
         self._want = None
-        body = bytes(self._buffer[start : self._pos])
-        if self._pos > 65536:
-            self._compact()
-        return Frame(code, body)
+        return Frame(code, self._take(length))
+
+    def _check(self, code: int, length: int) -> None:
+        cap = _CAPS.get(code)
+        if cap is None:
+            cap = _CAPS[code] = body_cap(code)  # a code never changes meaning, so its cap is kept
+        cap += self.overhead
+        if length > cap:
+            name = MessageCode(code).name if code in MessageCode._value2member_map_ else code
+            raise ProtocolError(f"frame {name} declares {length} bytes, over its cap of {cap}")
+        if length < self.overhead:
+            raise ProtocolError(f"frame declares {length} bytes, shorter than its {self.overhead}-byte tag")
 
     def _frames(self) -> Iterator[Frame]:
         while (frame := self.next_frame()) is not None:
             yield frame
 
-    def _compact(self) -> None:
-        if self._pos:
-            del self._buffer[: self._pos]
-            self._pos = 0
+    def _take(self, count: int) -> bytes:
+        """Remove and return the first `count` buffered bytes (the caller checked they are there)."""
+        if not count:
+            return b""
+        self._size -= count
+        pieces = self._pieces
+        first = pieces[0]
+        offset = self._offset
+        available = len(first) - offset
+        if available > count:
+            self._offset = offset + count
+            return first[offset : offset + count]
+        if available == count:
+            pieces.popleft()
+            self._offset = 0
+            return first[offset:] if offset else first
+        parts = [memoryview(pieces.popleft())[offset:]]
+        count -= available
+        self._offset = 0
+        while count:
+            piece = pieces[0]
+            if len(piece) <= count:
+                parts.append(pieces.popleft())
+                count -= len(piece)
+            else:
+                parts.append(memoryview(piece)[:count])
+                self._offset = count
+                count = 0
+        return b"".join(parts)
+
+
+_CAPS: dict[int, int] = {}

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from frost_core.errors import ProtocolError
-from frost_core.wire.codec import decode_strict, encode
+from frost_core.wire.codec import decode_strict, encode, encode_head, encode_into
 from frost_core.wire.codes import PROTOCOL_VERSION, MessageCode
 
 MAX_MESSAGE_SIZE = 1024 * 1024
@@ -42,6 +42,7 @@ class _Schema:
     cls: type
     fields: tuple[tuple[str, _Convert, bool], ...]  # name, converter, required
     to_plain: Callable[[Any], Any]
+    encode: Callable[[Any], bytes]
 
 
 _REGISTRY: dict[int, type[Message]] = {}
@@ -80,7 +81,7 @@ def encode_message(message: Message) -> bytes:
     cls = type(message)
     if _REGISTRY.get(cls.CODE) is not cls:
         raise ProtocolError(f"{cls.__name__} is not a registered message")
-    body = encode(_SCHEMAS[cls].to_plain(message))
+    body = _SCHEMAS[cls].encode(message)
     if len(body) > cls.MAX_SIZE:
         raise ProtocolError(f"{cls.__name__} body is {len(body)} bytes, over its cap of {cls.MAX_SIZE}")
     return body
@@ -138,7 +139,18 @@ def _schema_for(cls: type) -> _Schema:
     def dataclass_to_plain(obj: Any) -> dict:
         return {name: to_plain(getattr(obj, name)) for name, to_plain in plain}
 
-    schema = _Schema(cls, tuple(fields), dataclass_to_plain)
+    # Field names never change, so their encoded form and canonical order are worked out once.
+    encoded = sorted((encode(name), name, to_plain) for name, to_plain in plain)
+    map_head = encode_head(5, len(encoded))
+
+    def encode_dataclass(obj: Any) -> bytes:
+        out = bytearray(map_head)
+        for key, name, to_plain in encoded:
+            out += key
+            encode_into(out, to_plain(getattr(obj, name)))
+        return bytes(out)
+
+    schema = _Schema(cls, tuple(fields), dataclass_to_plain, encode_dataclass)
     _SCHEMAS[cls] = schema
     return schema
 

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from frost_core.errors import AuthenticationError, ConfigError, ProtocolError
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import PROTOCOL_VERSION
+from frost_core.wire.framing import HEADER, HEADER_SIZE
 from frost_core.wire.messages import Hello, HelloAck
 
 KEY_SIZE = 32
@@ -246,21 +247,40 @@ class DatagramOpener:
 
 
 class StreamSession:
-    """AES-GCM for one stream: separate keys per direction, a counter nonce per direction."""
+    """AES-GCM for one stream: separate keys per direction, a counter nonce per direction.
+
+    AES-GCM rather than ChaCha20-Poly1305: with AES-NI (every desk x86 and ARMv8 has it) it
+    seals a 256 KiB chunk in about a third of the time, and it is no slower for small frames.
+    """
 
     def __init__(self, send_key: bytes, receive_key: bytes) -> None:
         self._send = AESGCM(send_key)
         self._receive = AESGCM(receive_key)
         self._send_counter = 0
         self._receive_counter = 0
+        self._send_buffer = bytearray()
 
-    def seal(self, header: bytes, body: bytes | memoryview) -> bytes:
-        """Encrypt a frame body; the header (length, code) is authenticated as associated data."""
+    def seal_frame(self, code: int, body: bytes | memoryview) -> bytes | memoryview:
+        """A whole encrypted frame, header then ciphertext, ready for a single write.
+
+        Large bodies are encrypted into one reused buffer (fresh 256 KiB allocations cost more
+        than the cipher): the returned view is valid until the next `seal_frame`.
+        """
+        size = len(body) + TAG_SIZE
+        header = HEADER.pack(size, code)
         nonce = self._send_counter.to_bytes(12, "big")
         self._send_counter += 1
-        return self._send.encrypt(nonce, body, header)
+        if size < _REUSE_BUFFER_FROM:
+            return header + self._send.encrypt(nonce, body, header)
+        if len(self._send_buffer) < HEADER_SIZE + size:
+            self._send_buffer = bytearray(HEADER_SIZE + size)
+        view = memoryview(self._send_buffer)[: HEADER_SIZE + size]
+        view[:HEADER_SIZE] = header
+        self._send.encrypt_into(nonce, body, header, view[HEADER_SIZE:])
+        return view
 
-    def open(self, header: bytes, ciphertext: bytes) -> bytes:
+    def open(self, header: bytes, ciphertext: bytes | memoryview) -> bytes:
+        """Decrypt and authenticate a frame body; any change, replay or reordering fails here."""
         nonce = self._receive_counter.to_bytes(12, "big")
         try:
             plain = self._receive.decrypt(nonce, ciphertext, header)
@@ -270,6 +290,9 @@ class StreamSession:
             ) from None
         self._receive_counter += 1
         return plain
+
+
+_REUSE_BUFFER_FROM = 64 * 1024
 
 
 def _proof_key(key: ClusterKey) -> bytes:

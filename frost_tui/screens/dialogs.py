@@ -63,23 +63,20 @@ class PathDialog(ModalScreen[Path | None]):
             yield Label(self.title_text, classes="dialog-title")
             yield Label(self.hint)
             yield Input(self.value, placeholder="/path/to/file", id="path-input")
-            yield Label("", id="path-error", classes="setting-error")
+            yield Label("", id="path-error")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
         error = self.query_one("#path-error", Label)
         if not text:
             error.update("Type a path, or press escape to cancel.")
-            error.add_class("-shown")
             return
         path = Path(text).expanduser()
         if self.must_exist and not path.is_file():
-            error.update(f"{path} is not a file.")
-            error.add_class("-shown")
+            error.update(f"Not a file: {path}")
             return
         if not self.must_exist and not path.parent.is_dir():
-            error.update(f"{path.parent} is not a directory.")
-            error.add_class("-shown")
+            error.update(f"Not a directory: {path.parent}")
             return
         self.dismiss(path)
 

@@ -36,6 +36,9 @@ class EventsPane(Pane):
         sync_table(table, [(key, event_row(e)) for key, e in zip(event_keys(shown), shown)])
         table.border_subtitle = f"{len(shown)} of {len(snapshot.events)}"
 
+    def focus_main(self) -> None:
+        self.query_one(DataTable).focus()
+
     def focus_filter(self) -> bool:
         self.query_one("#events-filter", Input).focus()
         return True

@@ -13,6 +13,13 @@ class Pane(Vertical):
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         raise NotImplementedError
 
+    def focus_main(self) -> None:
+        """Give the keyboard to this tab's main table, so arrow keys move its cursor at once."""
+        for widget in self.query("DataTable, Input, Switch"):
+            if widget.focusable:
+                widget.focus()
+                return
+
     def focus_filter(self) -> bool:
         """Put the cursor in this tab's filter box; False when the tab has none."""
         return False

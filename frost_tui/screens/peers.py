@@ -57,6 +57,9 @@ class PeersPane(Pane):
         table.border_subtitle = f"{len(peers)} of {len(snapshot.peers)} · sorted by {COLUMNS[self._sort_column]}"
         self._show_detail()
 
+    def focus_main(self) -> None:
+        self.query_one(DataTable).focus()
+
     def focus_filter(self) -> bool:
         self.query_one("#peers-filter", Input).focus()
         return True

@@ -104,6 +104,10 @@ class SettingsPane(Pane):
                 yield Button("Save (ctrl+s)", id="settings-save", variant="primary")
                 yield Button("Revert", id="settings-revert")
 
+    def focus_main(self) -> None:
+        """Focus the form, not a field: number keys must still switch tabs."""
+        self.query_one("#settings-form").focus()
+
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self.query_one("#join-code", Static).update(
             f"{snapshot.cluster_join_code}\nGive this code to a colleague so their desk can join this cluster."

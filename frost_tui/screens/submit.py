@@ -62,7 +62,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
             yield Label("Submit an assignment", classes="dialog-title")
             if not self.plugins:
                 yield Label("No working plugin is loaded: press l on the main screen to load one.")
-            options = [(name, name) for name in sorted(self.plugins)]
+            options = [(name, name) for name in self.plugins]
             first = options[0][1] if options else Select.BLANK
             yield Select(options, value=first, allow_blank=not options, id="submit-plugin")
             yield VerticalScroll(id="submit-params")
@@ -126,7 +126,10 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id is None or not event.input.id.startswith("param-"):
             return
-        error = self.query_one(f"#{event.input.id}-error", Label)
+        errors = self.query(f"#{event.input.id}-error")
+        if not errors:
+            return  # the form was rebuilt for another plugin meanwhile
+        error = errors.first(Label)
         result = event.validation_result
         message = "" if result is None or result.is_valid else "; ".join(result.failure_descriptions)
         error.update(message)

@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_MAX_PIXELS = 16_000_000
 _CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # PNG colour type -> samples per pixel
 
 
@@ -54,7 +55,7 @@ class ImagePreview(Widget):
     def _decode(self, path: Path) -> None:
         try:
             picture = decode_image(path.read_bytes())
-        except (OSError, ImageFormatError, zlib.error) as error:
+        except (OSError, ImageFormatError) as error:
             if not get_current_worker().is_cancelled:
                 self.app.call_from_thread(setattr, self, "problem", f"No preview: {error}")
             return
@@ -100,10 +101,16 @@ def _pixel(picture: Picture, x: int, y: int, columns: int, pixel_rows: int) -> t
 
 
 def decode_image(data: bytes) -> Picture:
-    if data.startswith(_PNG_SIGNATURE):
-        return _decode_png(data)
-    if data.startswith(b"P6"):
-        return _decode_ppm(data)
+    """Decode PNG or PPM bytes; anything malformed raises ImageFormatError, never another error."""
+    try:
+        if data.startswith(_PNG_SIGNATURE):
+            return _decode_png(data)
+        if data.startswith(b"P6"):
+            return _decode_ppm(data)
+    except (ValueError, IndexError, struct.error, zlib.error) as error:
+        if isinstance(error, ImageFormatError):
+            raise
+        raise ImageFormatError(f"the image is malformed ({error})") from error
     raise ImageFormatError("only PNG and PPM images can be previewed")
 
 
@@ -121,8 +128,8 @@ def _decode_ppm(data: bytes) -> Picture:
             position += 1
         fields.append(data[start:position])
     width, height, maxval = (int(f) for f in fields)
-    if maxval != 255:
-        raise ImageFormatError("only 8-bit PPM images can be previewed")
+    if maxval != 255 or not 0 < width * height <= _MAX_PIXELS or width <= 0:
+        raise ImageFormatError("only 8-bit PPM images of sensible size can be previewed")
     pixels = data[position + 1:position + 1 + width * height * 3]
     if len(pixels) != width * height * 3:
         raise ImageFormatError("the PPM image is truncated")
@@ -146,11 +153,13 @@ def _decode_png(data: bytes) -> Picture:
     if not header:
         raise ImageFormatError("the PNG has no header")
     width, height, depth, colour, _, _, interlace = header
+    if not 0 < width * height <= _MAX_PIXELS:
+        raise ImageFormatError(f"a {width}x{height} image is too large to preview")
     if depth != 8 or colour not in _CHANNELS or interlace:
         raise ImageFormatError("only 8-bit, non-interlaced grey/RGB/RGBA PNG images can be previewed")
     channels = _CHANNELS[colour]
-    raw = zlib.decompress(bytes(compressed))
     stride = width * channels
+    raw = zlib.decompressobj().decompress(bytes(compressed), height * (stride + 1))  # capped: no zip bombs
     rows = _unfilter(raw, stride, height, channels)
     rgb = bytearray()
     for row in rows:

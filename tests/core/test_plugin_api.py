@@ -122,7 +122,7 @@ def test_contradictory_declarations_are_refused(declare, words):
 
 def test_param_survives_its_plain_form():
     param = Param("label", str, "sq", "help text", choices=("sq", "cube"))
-    assert Param.from_plain(encode_plain(param.to_plain()) and decode_plain(encode_plain(param.to_plain()))) == param
+    assert Param.from_plain(decode_plain(encode_plain(param.to_plain()))) == param
 
 
 @pytest.mark.parametrize(
@@ -154,7 +154,7 @@ def test_work_unit_round_trips_through_cbor():
         ({"x": object()}, "object"),
         ({(1, 2): 3}, "map key of type tuple"),
         (2**70, "beyond 64 bits"),
-        ([[[[]]]] * 1, None),
+        ({"rows": [[1, 2.5], {"k": b"\x00"}], 7: None}, None),
     ],
 )
 def test_only_plain_data_is_encoded(value, words):
@@ -207,31 +207,14 @@ def test_plain_data_round_trips_exactly(value):
     assert decode_plain(encode_plain(value)) == value
 
 
-def decode_png(data: bytes) -> tuple[int, int, bytes]:
-    """A minimal PNG reader for our own encoder's output (8-bit RGB, filter 0)."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    position, idat, header = 8, b"", None
-    while position < len(data):
-        (length,) = struct.unpack(">I", data[position : position + 4])
-        kind, body = data[position + 4 : position + 8], data[position + 8 : position + 8 + length]
-        (crc,) = struct.unpack(">I", data[position + 8 + length : position + 12 + length])
-        assert crc == zlib.crc32(kind + body)
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat += body
-        position += 12 + length
-    width, height, depth, colour, *_ = header
-    assert (depth, colour) == (8, 2)
-    raw = zlib.decompress(idat)
-    stride = width * 3 + 1
-    assert all(raw[y * stride] == 0 for y in range(height))
-    return width, height, b"".join(raw[y * stride + 1 : (y + 1) * stride] for y in range(height))
-
-
 def test_png_holds_the_pixels_given():
     pixels = bytes(range(256)) * 3 + bytes(12)
-    assert decode_png(encode_png(20, 13, pixels)) == (20, 13, pixels)
+    png = encode_png(20, 13, pixels)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png.endswith(b"IEND\xaeB`\x82")
+    (length,) = struct.unpack(">I", png[33:37])
+    assert png[37:41] == b"IDAT"
+    raw = zlib.decompress(png[41 : 41 + length])
+    assert b"".join(raw[y * 61 + 1 : (y + 1) * 61] for y in range(13)) == pixels
 
 
 def test_png_refuses_pixels_of_the_wrong_size():

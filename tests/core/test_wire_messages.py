@@ -2,6 +2,7 @@
 
 import dataclasses
 import enum
+import importlib
 
 import pytest
 from hypothesis import given, settings
@@ -57,7 +58,10 @@ class Sample(Message):
 
 @pytest.fixture(scope="module", autouse=True)
 def sample_registered():
-    previous = messages._REGISTRY.get(TEST_CODE)
+    # Borrow the code: import its real owner first so it is registered before we swap it out,
+    # and put it back afterwards.
+    importlib.import_module("frost_core.control")
+    previous = messages._REGISTRY.pop(TEST_CODE, None)
     register(Sample)
     yield
     if previous is None:

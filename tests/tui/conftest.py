@@ -33,7 +33,7 @@ def run_ui(node, scenario: Scenario, *, size: tuple[int, int] = SIZE) -> FrostAp
 
     async def main() -> FrostApp:
         app = create_app(node, clock=lambda: DEMO_NOW)
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=True) as pilot:
             await pilot.pause()
             await scenario(app, pilot)
         return app

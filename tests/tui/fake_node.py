@@ -33,7 +33,7 @@ from frost_tui.screenshots import DEMO_NOW, demo_snapshot
 
 class FakeNode:
     def __init__(self, config: Config | None = None, *, peers: int = 6, guests: int = 3,
-                 snapshot: NodeSnapshot | None = None) -> None:
+                 snapshot: NodeSnapshot | None = None, tick_hz: float = 0.0) -> None:
         self.config = config
         self.now = DEMO_NOW
         self._snapshot = snapshot or demo_snapshot(self.now, peers=peers, guests=guests)
@@ -42,6 +42,7 @@ class FakeNode:
         self._wake = trio.Event()
         self.serving = False
         self.stopped_cleanly = False
+        self.tick_hz = tick_hz  # > 0: publish a fresh snapshot this often, like a live node
 
     # ------------------------------------------------------------------ the Node API
 
@@ -49,7 +50,13 @@ class FakeNode:
         self.serving = True
         task_status.started()
         try:
-            await self._wake.wait()
+            if self.tick_hz:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._tick)
+                    await self._wake.wait()
+                    nursery.cancel_scope.cancel()
+            else:
+                await self._wake.wait()
             if self._crash is not None:
                 raise self._crash
         except trio.Cancelled:
@@ -67,6 +74,17 @@ class FakeNode:
     def send_nowait(self, command: Command) -> None:
         handler = getattr(self, "_on_" + type(command).__name__)
         handler(command)
+
+    async def _tick(self) -> None:
+        """What an idle node publishes: peers heard from again, one more history sample."""
+        while True:
+            await trio.sleep(1 / self.tick_hz)
+            snapshot = self._snapshot
+            peers = tuple(dataclasses.replace(p, last_seen=self.now) if i % 7 == 0 else p
+                          for i, p in enumerate(snapshot.peers))
+            last = snapshot.history[-1]
+            sample = dataclasses.replace(last, at=self.now, guest_cpu_percent=(last.guest_cpu_percent + 7) % 400)
+            self.publish(peers=peers, history=snapshot.history[1:] + (sample,))
 
     # ------------------------------------------------------------------ test controls
 

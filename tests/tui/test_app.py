@@ -57,6 +57,21 @@ def test_node_crash_exits_with_code_1_and_a_clear_message(capfd):
     assert not node.serving
 
 
+def test_a_crash_inside_a_nursery_names_our_error_not_the_group(capfd):
+    from frost_core.errors import ProtocolError
+
+    node = FakeNode()
+
+    async def scenario(app, pilot):
+        node.crash(ExceptionGroup("Exceptions from Trio nursery", [ProtocolError("bad frame from 10.0.0.9")]))
+        await pilot.pause(0.2)
+
+    app = run_ui(node, scenario)
+    printed = capfd.readouterr()
+    assert app.return_code == 1
+    assert "The node stopped. Protocol error: bad frame from 10.0.0.9" in printed.err + printed.out
+
+
 def test_ctrl_c_quits_cleanly_and_the_node_sees_cancellation():
     node = FakeNode()
 

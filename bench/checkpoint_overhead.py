@@ -1,0 +1,119 @@
+"""Checkpoint overhead at the default interval, as a share of the task's own time.
+
+Question: what fraction of a guest's time goes into checkpoints when they come at the default
+Young interval (C measured here, 2 owner interruptions per hour, bounds 30..900 s)? Goal:
+<= 0.5 %. Measured in the same run: the same unit with checkpoints off (baseline) and with a
+checkpoint every 0.25 s; the difference in the guest's CPU time per checkpoint is its cost to
+the guest, and the node's request-to-durable time is C. Overhead = cost / T_default: the guest
+keeps computing while the node hashes and writes, so only its encode-and-send time is lost.
+C / T (the whole request-to-durable latency over the interval) is reported as the upper bound.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_results  # noqa: E402
+
+from frost_core.checkpoint_policy import young_interval  # noqa: E402
+from frost_core.guest import Completed, GuestEvent, GuestSettings, GuestSupervisor, GuestTask  # noqa: E402
+from frost_core.plugin_api import WorkUnit  # noqa: E402
+from frost_core.plugin_registry import content_hash  # noqa: E402
+
+STEPS = int(os.environ.get("OVERHEAD_STEPS", "400"))
+STATE_MB = (1, 16)
+DEFAULTS = GuestSettings()
+WORKER = textwrap.dedent(
+    """
+    import time
+    from frost_core.plugin_api import Done, Output, Plugin, WorkUnit
+
+    class Worker(Plugin):
+        name = "worker"
+        version = "1"
+        def split(self, params):
+            return []
+        def start(self, unit):
+            size = unit.data["bytes"]
+            return {"i": 0, "n": unit.data["steps"], "blob": bytes(range(256)) * (size // 256), "acc": 0}
+        def step(self, state):
+            if state["i"] >= state["n"]:
+                return Done({"cpu": time.process_time(), "acc": state["acc"]})
+            acc = state["acc"]
+            for k in range(20000):
+                acc = (acc * 31 + k) % 1000003
+            return {**state, "i": state["i"] + 1, "acc": acc}
+        def progress(self, state):
+            return state["i"] / state["n"]
+        def combine(self, params, results):
+            return Output(b"", "text/plain", "x.txt")
+
+    plugin = Worker()
+    """
+)
+COST = re.compile(r"in (\d+) ms")
+
+
+async def run_once(tmp: Path, plugin: Path, size: int, interval: float, seq: int) -> tuple[float, list[float]]:
+    events: list[GuestEvent] = []
+    settings = GuestSettings(min_checkpoint_interval=interval, max_checkpoint_interval=interval,
+                             step_timeout=3600, max_state_bytes=64 << 20)
+    guests = GuestSupervisor(data_dir=tmp / f"node{seq}", settings=settings, on_event=events.append)
+    task = GuestTask(task_id=f"bench0001-{seq}.0", assignment_id=f"bench0001-{seq}", origin="bench0001",
+                     plugin_name="worker", plugin_version="1", plugin_hash=content_hash(plugin),
+                     plugin_path=str(plugin), unit=WorkUnit(0, {"bytes": size, "steps": STEPS}, 4 * size + (8 << 20), 1.0),
+                     epoch=1)
+    outcome = await guests.run(task)
+    assert isinstance(outcome, Completed), outcome
+    costs = [int(m.group(1)) / 1000 for e in events if e.kind == "checkpoint" and (m := COST.search(e.message))]
+    return outcome.value()["cpu"], costs
+
+
+async def measure(tmp: Path) -> dict:
+    plugin = tmp / "worker.py"
+    plugin.write_text(WORKER)
+    figures, seq = {}, 0
+    for mb in STATE_MB:
+        size = mb << 20
+        seq += 2
+        cpu_off, _ = await run_once(tmp, plugin, size, 1e6, seq)
+        cpu_on, costs = await run_once(tmp, plugin, size, 0.25, seq + 1)
+        per_checkpoint = max(cpu_on - cpu_off, 0.0) / max(len(costs), 1)
+        latency = statistics.median(costs) if costs else 0.0
+        interval = young_interval(latency, DEFAULTS.interruptions_per_hour,
+                                  lower=DEFAULTS.min_checkpoint_interval, upper=DEFAULTS.max_checkpoint_interval)
+        figures[f"{mb}MB"] = {
+            "checkpoints": len(costs), "guest_cpu_off": cpu_off, "guest_cpu_on": cpu_on,
+            "guest_cpu_per_checkpoint": per_checkpoint, "checkpoint_latency_C": latency,
+            "default_interval_T": interval, "overhead_guest_cpu": per_checkpoint / interval,
+            "overhead_C_over_T": latency / interval,
+        }
+    return figures
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", Path(__file__).resolve().parent)) as tmp:
+        figures = trio.run(measure, Path(tmp))
+    rows = [
+        [name, f["checkpoints"], f["guest_cpu_per_checkpoint"] * 1000, f["checkpoint_latency_C"] * 1000,
+         f["default_interval_T"], f"{f['overhead_guest_cpu']:.3%}", f"{f['overhead_C_over_T']:.3%}",
+         "yes" if f["overhead_guest_cpu"] <= 0.005 else "NO"]
+        for name, f in figures.items()
+    ]
+    print_table(["state", "checkpoints", "guest CPU/ckpt ms", "C ms", "default T s", "overhead (guest CPU)",
+                 "overhead (C/T)", "<= 0.5 %"], rows)
+    write_results("checkpoint_overhead", figures)
+
+
+if __name__ == "__main__":
+    main()

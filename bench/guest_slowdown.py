@@ -1,0 +1,83 @@
+"""Slowdown of the owner's foreground jobs with one guest per core running at guest priority.
+
+Question: how much longer does the owner's job take while guests run? Goal: <= 2 % for a
+CPU-bound job; the memory-bound job (streams over a buffer larger than the caches) is reported,
+since idle priority cannot protect caches and memory bandwidth. Baseline: the same job with no
+guests, alternated with the loaded runs in the same process so drift hits both equally.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_results  # noqa: E402
+from guest_pause_latency import SPINNER  # noqa: E402
+
+from frost_core.guest import GuestSettings, GuestSupervisor, GuestTask  # noqa: E402
+from frost_core.plugin_api import WorkUnit  # noqa: E402
+from frost_core.plugin_registry import content_hash  # noqa: E402
+
+REPEATS = int(os.environ.get("SLOWDOWN_REPEATS", "3"))
+JOBS = {
+    "cpu-bound": "x = 0\nfor i in range(25_000_000):\n    x += i * i\n",
+    "memory-bound": "buf = bytearray(256 << 20)\nfor _ in range(12):\n    buf[:] = bytes(buf)\n",
+}
+
+
+def run_job(code: str) -> float:
+    """One foreground job per core, in the owner's own session; the wall time of the slowest."""
+    began = time.perf_counter()
+    jobs = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for _ in range(os.cpu_count() or 1)]
+    for job in jobs:
+        job.wait()
+    return time.perf_counter() - began
+
+
+async def measure(tmp: Path) -> dict[str, dict[str, list[float]]]:
+    plugin = tmp / "spinner.py"
+    plugin.write_text(SPINNER)
+    guests = GuestSupervisor(data_dir=tmp / "node", settings=GuestSettings(step_timeout=3600), on_event=lambda e: None)
+    times: dict[str, dict[str, list[float]]] = {name: {"alone": [], "with guests": []} for name in JOBS}
+    for _ in range(REPEATS):
+        for name, code in JOBS.items():
+            times[name]["alone"].append(await trio.to_thread.run_sync(run_job, code))
+            async with trio.open_nursery() as nursery:
+                for n in range(os.cpu_count() or 1):
+                    task = GuestTask(task_id=f"bench0001-1.{n}", assignment_id="bench0001-1", origin="bench0001",
+                                     plugin_name="spinner", plugin_version="1", plugin_hash=content_hash(plugin),
+                                     plugin_path=str(plugin), unit=WorkUnit(n, {}, 1 << 20, 1.0), epoch=1)
+                    nursery.start_soon(guests.run, task)
+                while sum(f.state == "running" for f in guests.figures()) < (os.cpu_count() or 1):
+                    await trio.sleep(0.05)
+                times[name]["with guests"].append(await trio.to_thread.run_sync(run_job, code))
+                await guests.evict()
+    return times
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        times = trio.run(measure, Path(tmp))
+    rows, figures = [], {}
+    for name, runs in times.items():
+        alone, loaded = statistics.median(runs["alone"]), statistics.median(runs["with guests"])
+        slowdown = loaded / alone - 1
+        goal = ("yes" if slowdown <= 0.02 else "NO") if name == "cpu-bound" else "(reported)"
+        rows.append([name, alone, loaded, f"{slowdown:+.1%}", goal])
+        figures[name] = {"alone_seconds": runs["alone"], "with_guests_seconds": runs["with guests"],
+                         "median_slowdown": slowdown}
+    print_table(["foreground job (one per core)", "alone s", "with guests s", "slowdown", "<= 2 %"], rows)
+    write_results("guest_slowdown", figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Speed calibration and the idle and heavy extremities, measured once and kept on disk (FROST 5.2.1)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from .probe import probe_share_blocking
+from .probe_child import spin
+
+REFERENCE_RATE = 2.0e7   # loop iterations per second that count as speed 1.0
+
+
+def measure_speed(seconds: float = 0.2, rounds: int = 3) -> float:
+    """Speed of one CPU relative to the reference, at normal priority; the best of `rounds`.
+
+    The best round is the one least disturbed by other processes: speed is a property of
+    the machine, availability is measured separately.
+    """
+    best = 0.0
+    for _ in range(rounds):
+        count, start = 0, time.perf_counter()
+        end = start + seconds
+        while time.perf_counter() < end:
+            for _ in range(10000):
+                pass
+            count += 10000
+        best = max(best, count / (time.perf_counter() - start))
+    return best / REFERENCE_RATE
+
+
+@dataclass(frozen=True)
+class Extremities:
+    """What guests could get here when the machine is idle and when every CPU is busy, in speed units."""
+
+    speed: float
+    cpus: int
+    idle: float
+    heavy: float
+    measured_at: float
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(asdict(self)))
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path: Path) -> Extremities:
+        try:
+            data = json.loads(path.read_text())
+            return cls(float(data["speed"]), int(data["cpus"]), float(data["idle"]), float(data["heavy"]),
+                       float(data["measured_at"]))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"cannot read the measured extremities in {path}: {error}; "
+                              f"delete the file or measure them again") from error
+
+
+def _hog(seconds: float) -> None:
+    spin(seconds)
+
+
+def measure_extremities(cpus: int | None = None, seconds: float = 0.5) -> Extremities:
+    """Idle: a guest-priority probe on a quiet machine; heavy: the same with every CPU kept busy.
+
+    Blocks for about 2 × `seconds` plus process start-up: run it from the command line or
+    a worker thread, never on the node's loop.
+    """
+    cpus = cpus or os.cpu_count() or 1
+    speed = measure_speed()
+    idle_share = probe_share_blocking(seconds)
+    context = multiprocessing.get_context("spawn")
+    hogs = [context.Process(target=_hog, args=(seconds + 1.0,), daemon=True) for _ in range(cpus)]
+    for hog in hogs:
+        hog.start()
+    try:
+        time.sleep(0.3)   # let the hogs get going
+        heavy_share = probe_share_blocking(seconds)
+    finally:
+        for hog in hogs:
+            hog.terminate()
+            hog.join()
+    return Extremities(speed, cpus, idle_share * speed * cpus, heavy_share * speed * cpus, time.time())
+
+
+def load_or_measure(path: Path, remeasure: bool = False) -> Extremities:
+    """The extremities from `path`, measuring and saving them on first run or when asked."""
+    if path.exists() and not remeasure:
+        return Extremities.load(path)
+    extremities = measure_extremities()
+    extremities.save(path)
+    return extremities

@@ -1,0 +1,126 @@
+"""The live information sampler: owner CPU, guest share, available resources, smoothed.
+
+The node calls `await sampler.sample()` from a trio task every interval at normal priority.
+Each reading is cheap (CPU counters); every `probe_every` readings with no guest running,
+a short probe runs at guest priority in a subprocess to check what a guest would really get.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import psutil
+
+from ..policies.information import smooth
+from ..policies.owner import OwnerView
+from .owner_activity import input_idle_seconds, read_pressure
+from .probe import probe_share
+
+
+@dataclass(frozen=True)
+class ResourceReading:
+    """One interval's figures; `available` is smoothed over the window, in speed units."""
+
+    at: float
+    wall_seconds: float
+    available: float
+    instant_available: float
+    owner_cpu_percent: float
+    guest_cpu_percent: float
+    probe_share: float | None
+    input_idle: float | None
+    memory_pressure: float | None
+    cpu_pressure: float | None
+
+    def owner_view(self) -> OwnerView:
+        return OwnerView(self.owner_cpu_percent, self.input_idle, self.memory_pressure, self.cpu_pressure)
+
+
+def _busy_and_idle(times) -> tuple[float, float]:
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    total = sum(times)
+    # guest/guest_nice are already counted in user/nice on Linux.
+    total -= getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+    return total - idle, idle
+
+
+class ResourceSampler:
+    """Reads the machine every interval; `guest_pids` tells which processes are guests."""
+
+    def __init__(self, speed: float, guest_pids: Callable[[], Iterable[int]], *, cpus: int | None = None,
+                 window: int = 5, probe_every: int = 30, probe_seconds: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be positive (calibrate it first)")
+        self.speed = speed
+        self.cpus = cpus or os.cpu_count() or 1
+        self.guest_pids = guest_pids
+        self.window: deque[float] = deque(maxlen=window)
+        self.probe_every = probe_every
+        self.probe_seconds = probe_seconds
+        self.clock = clock
+        self._own = psutil.Process()
+        self._guest_cpu: dict[int, float] = {}
+        self._last_wall = clock()
+        self._last_busy, self._last_idle = _busy_and_idle(psutil.cpu_times())
+        self._last_own = self._own_cpu()
+        self._count = 0
+
+    def _own_cpu(self) -> float:
+        times = self._own.cpu_times()
+        return times.user + times.system
+
+    def _guest_delta(self) -> float:
+        """CPU seconds guests used since the last reading (children included, gone ones dropped)."""
+        delta, seen = 0.0, {}
+        for pid in self.guest_pids():
+            try:
+                process = psutil.Process(pid)
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            total = times.user + times.system + times.children_user + times.children_system
+            seen[pid] = total
+            delta += max(total - self._guest_cpu.get(pid, total), 0.0)
+        self._guest_cpu = seen
+        return delta
+
+    async def sample(self) -> ResourceReading:
+        """Take one reading; awaits a probe subprocess now and then, never blocks the loop."""
+        self._count += 1
+        probe = None
+        guests_running = bool(self._guest_cpu) or any(True for _ in self.guest_pids())
+        if not guests_running and (self._count == 1 or self._count % self.probe_every == 0):
+            probe = await probe_share(self.probe_seconds)
+        now = self.clock()
+        wall = max(now - self._last_wall, 1e-6)
+        busy, idle = _busy_and_idle(psutil.cpu_times())
+        own = self._own_cpu()
+        guest = self._guest_delta()
+        busy_delta = max(busy - self._last_busy, 0.0)
+        idle_delta = max(idle - self._last_idle, 0.0)
+        own_delta = max(own - self._last_own, 0.0)
+        if probe is not None:
+            # The probe's CPU is a guest's, not the owner's.
+            guest += probe * self.probe_seconds
+        self._last_wall, self._last_busy, self._last_idle, self._last_own = now, busy, idle, own
+        owner_seconds = max(busy_delta - guest - own_delta, 0.0)
+        instant = min((guest + idle_delta) / wall, float(self.cpus)) * self.speed
+        if probe is not None:
+            # Idle CPU time overstates what a guest gets when the owner's sessions would win
+            # the CPU back at once; the guest-priority probe is the ground truth (FROST 5.1).
+            instant = min(instant, probe * self.speed * self.cpus)
+        self.window.append(instant)
+        memory = read_pressure("memory")
+        cpu = read_pressure("cpu")
+        return ResourceReading(
+            at=now, wall_seconds=wall, available=smooth(self.window), instant_available=instant,
+            owner_cpu_percent=100.0 * owner_seconds / wall, guest_cpu_percent=100.0 * guest / wall,
+            probe_share=probe, input_idle=input_idle_seconds(),
+            memory_pressure=memory.full_avg10 if memory else None,
+            cpu_pressure=cpu.some_avg10 if cpu else None,
+        )

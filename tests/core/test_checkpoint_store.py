@@ -1,0 +1,269 @@
+"""Checkpoint files: durable, verified, never half-written, old one kept until the new one is safe."""
+
+import errno
+import logging
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import frost_core.checkpoint_store as store_module
+from frost_core.checkpoint_store import (
+    MAGIC,
+    CheckpointRecord,
+    CheckpointStore,
+    decode_header,
+    encode_header,
+    read_record,
+)
+from frost_core.errors import CheckpointError
+
+
+def make_record(seq: int, state: bytes | None = None, task_id: str = "abcd1234-1.0") -> CheckpointRecord:
+    return CheckpointRecord.seal(
+        task_id=task_id, plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
+        unit_index=0, epoch=3, seq=seq, taken_at=1700000000.0 + seq,
+        state=state if state is not None else bytes([seq % 256]) * (1000 + seq),
+    )
+
+
+def checkpoint_files(store: CheckpointStore, task_id: str = "abcd1234-1.0") -> list[str]:
+    return sorted(p.name for p in (store.root / task_id).iterdir())
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    store = CheckpointStore(tmp_path)
+    record = make_record(7, state=b"\x00state\xff" * 100)
+    store.write(record)
+    assert store.latest(record.task_id) == record
+    assert store.list_tasks() == [record.task_id]
+
+
+def test_a_new_checkpoint_replaces_the_old_one_only_once_written(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    store.write(make_record(2))
+    assert store.latest("abcd1234-1.0").seq == 2
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+
+
+def test_discard_removes_the_task(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    store.discard("abcd1234-1.0")
+    assert store.latest("abcd1234-1.0") is None
+    assert store.list_tasks() == []
+    store.discard("abcd1234-1.0")  # discarding twice is harmless
+
+
+def test_empty_state_is_a_valid_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1, state=b""))
+    assert store.latest("abcd1234-1.0").state == b""
+
+
+@pytest.mark.parametrize("task_id", ["../escape", "a/b", "", ".hidden", "x" * 300, "a..b"])
+def test_task_ids_that_could_escape_the_store_are_refused(tmp_path, task_id):
+    with pytest.raises(CheckpointError, match="invalid task id"):
+        CheckpointStore(tmp_path).latest(task_id)
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "SHA-256"),            # flipped bit in the state
+        (lambda data: data[:20] + bytes([data[20] ^ 1]) + data[21:], ""),        # flipped bit in the header
+        (lambda data: data[: len(data) // 2], "state bytes"),                    # truncated
+        (lambda data: b"NOTFROST" + data[8:], "bad magic"),                      # foreign file
+        (lambda data: data[:8] + b"\xff\xff\xff\xff" + data[12:], "cap"),        # absurd header length
+        (lambda data: b"", "truncated"),                                         # empty file
+    ],
+)
+def test_a_damaged_newest_checkpoint_is_skipped_with_a_log_line(tmp_path, caplog, damage, problem):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    older = store.root / "abcd1234-1.0" / f"{1:016d}.ckpt"
+    saved = older.read_bytes()
+    store.write(make_record(2))
+    older.write_bytes(saved)  # as if the crash came before the old one was removed
+    newest = store.root / "abcd1234-1.0" / f"{2:016d}.ckpt"
+    newest.write_bytes(damage(newest.read_bytes()))
+    with caplog.at_level(logging.WARNING, logger="frost_core.checkpoint_store"):
+        record = store.latest("abcd1234-1.0")
+    assert record is not None and record.seq == 1
+    assert "skipping unreadable checkpoint" in caplog.text and problem in caplog.text
+
+
+def test_only_damaged_checkpoints_means_none(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    path = store.root / "abcd1234-1.0" / f"{1:016d}.ckpt"
+    path.write_bytes(path.read_bytes()[:-3])
+    assert store.latest("abcd1234-1.0") is None
+
+
+def test_temp_files_of_an_interrupted_write_are_ignored_and_cleaned(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    leftover = store.root / "abcd1234-1.0" / ".tmp-2-deadbeef"
+    leftover.write_bytes(MAGIC + b"\x00\x00")
+    assert store.latest("abcd1234-1.0").seq == 1
+    store.write(make_record(2))
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+
+
+@pytest.mark.parametrize("failing_call", [1, 2], ids=["file-fsync", "directory-fsync"])
+def test_an_fsync_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch, failing_call):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    calls = []
+    real_fsync = os.fsync
+
+    def failing_fsync(fd):
+        calls.append(fd)
+        if len(calls) == failing_call:
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(store_module.os, "fsync", failing_fsync)
+    with pytest.raises(CheckpointError, match="previous checkpoint is kept"):
+        store.write(make_record(2))
+    monkeypatch.undo()
+    assert store.latest("abcd1234-1.0") == make_record(1)
+    assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+
+
+def test_a_write_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+
+    def full_disk(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "write", full_disk)
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        store.write(make_record(2))
+    monkeypatch.undo()
+    assert store.latest("abcd1234-1.0") == make_record(1)
+    assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="needs root to mount a tiny tmpfs")
+def test_a_really_full_disk_keeps_the_old_checkpoint(tmp_path):
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)]).returncode:
+        pytest.skip("cannot mount tmpfs here")
+    try:
+        store = CheckpointStore(mount_point)
+        store.write(make_record(1, state=b"a" * 100_000))
+        with pytest.raises(CheckpointError, match="previous checkpoint is kept"):
+            store.write(make_record(2, state=b"b" * 1_000_000))
+        assert store.latest("abcd1234-1.0") == make_record(1, state=b"a" * 100_000)
+        assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore
+    store = CheckpointStore(Path(sys.argv[1]))
+    seq = 1
+    while True:
+        state = bytes([seq % 251]) * (64 * 1024 * (1 + seq % 8))
+        store.write(CheckpointRecord.seal(task_id="t-1.0", plugin_name="p", plugin_version="1",
+            plugin_hash="h", unit_index=0, epoch=1, seq=seq, taken_at=float(seq), state=state))
+        print(seq, flush=True)
+        seq += 1
+    """
+)
+
+
+def test_kill_9_during_writes_never_leaves_an_unreadable_checkpoint(tmp_path):
+    """A few random kills here; bench/checkpoint_crash.py runs a thousand."""
+    rng = random.Random(1234)
+    for trial in range(4):
+        root = tmp_path / f"trial{trial}"
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE, text=True)
+        assert writer.stdout is not None
+        durable = int(writer.stdout.readline())  # wait for the first durable checkpoint
+        time.sleep(rng.uniform(0.0, 0.15))
+        writer.kill()
+        writer.wait()
+        remaining = writer.stdout.read().split()
+        writer.stdout.close()
+        if remaining:
+            durable = int(remaining[-1])
+        record = CheckpointStore(root).latest("t-1.0")
+        assert record is not None and record.seq >= durable
+        assert record.state == bytes([record.seq % 251]) * (64 * 1024 * (1 + record.seq % 8))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300))
+def test_header_decoder_refuses_garbage_clearly(data):
+    try:
+        fields = decode_header(data)
+    except CheckpointError as error:
+        assert error.message
+    else:
+        assert isinstance(fields["task_id"], str)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(position=st.integers(min_value=0), flip=st.integers(min_value=1, max_value=255))
+def test_any_single_byte_change_is_detected(tmp_path, position, flip):
+    path = tmp_path / "one.ckpt"
+    record = make_record(5, state=b"payload" * 20)
+    data = bytearray(encode_header(record) + record.state)
+    data[position % len(data)] ^= flip
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError):
+        read_record(path)
+
+
+@pytest.mark.parametrize("size", [10, 3 * 1024 * 1024], ids=["small", "hashed-while-written"])
+def test_commit_seals_and_writes_in_one_go(tmp_path, size):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    fields = dict(task_id="abcd1234-1.0", plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
+                  unit_index=0, epoch=3, seq=2, taken_at=1700000002.0, state=os.urandom(size))
+    record = store.commit(**fields)
+    record.verify()
+    assert record == CheckpointRecord.seal(**fields)
+    assert store.latest("abcd1234-1.0") == record
+
+
+def test_commit_that_fails_keeps_the_old_checkpoint(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+
+    def broken_disk(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(store_module.os, "fsync", broken_disk)
+    with pytest.raises(CheckpointError, match="Input/output error"):
+        store.commit(task_id="abcd1234-1.0", plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
+                     unit_index=0, epoch=3, seq=2, taken_at=1.0, state=os.urandom(2 * 1024 * 1024))
+    monkeypatch.undo()
+    assert store.latest("abcd1234-1.0") == make_record(1)
+
+
+def test_commit_accepts_the_state_in_pieces(tmp_path):
+    store = CheckpointStore(tmp_path)
+    pieces = [b"\xa1", b"dblob", b"\x5a\x00\x20\x00\x00", os.urandom(2 * 1024 * 1024)]
+    record = store.commit(task_id="abcd1234-1.0", plugin_name="p", plugin_version="1", plugin_hash="h",
+                          unit_index=0, epoch=1, seq=1, taken_at=1.0, state=pieces)
+    assert record.state == b"".join(pieces)
+    assert store.latest("abcd1234-1.0") == record

@@ -1,0 +1,299 @@
+"""Broken plugins give a clear failure and leave a healthy supervisor; also the test plugins the guest tests share."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from frost_core.guest import Completed, Failed, GuestEvent, GuestSettings, GuestSupervisor, GuestTask
+from frost_core.plugin_api import WorkUnit
+from frost_core.plugin_registry import content_hash, load_plugin_file
+
+MIB = 1024 * 1024
+
+HEADER = "from frost_core.plugin_api import Done, Output, Plugin, WorkUnit\n"
+COMBINE = """
+def split(self, params):
+    return [WorkUnit(0, {}, 1 << 20, 1.0)]
+
+def combine(self, params, results):
+    return Output(b"", "text/plain", "out.txt")
+"""
+
+COUNTER = HEADER + textwrap.dedent(
+    """
+    class Counter(Plugin):
+        name = "counter"
+        version = "1"
+
+        def start(self, unit):
+            return {"i": 0, "n": unit.data["n"], "spin": unit.data.get("spin", 0),
+                    "talk": unit.data.get("talk", False), "total": 0}
+
+        def step(self, state):
+            i = state["i"]
+            if i >= state["n"]:
+                return Done({"total": state["total"], "n": i})
+            extra = 0
+            for k in range(state["spin"]):
+                extra = (extra + k * i) % 1000003
+            if state["talk"]:
+                print(f"row {i} done")
+                print("\\x00\\x00\\x00\\x10 not a frame")
+            return {**state, "i": i + 1, "total": (state["total"] * 31 + i * i + extra) % (1 << 61)}
+
+        def progress(self, state):
+            return state["i"] / state["n"]
+    """
+) + textwrap.indent(COMBINE, "    ") + "\nplugin = Counter()\n"
+
+
+def broken(body: str) -> str:
+    """A plugin whose start/step/progress are `body`, with the boilerplate around it."""
+    return HEADER + "import os\n\nclass Broken(Plugin):\n    name = 'broken'\n    version = '1'\n" + textwrap.indent(
+        textwrap.dedent(body) + COMBINE, "    "
+    ) + "\nplugin = Broken()\n"
+
+
+FOREVER = broken(
+    """
+    def start(self, unit):
+        return {"i": 0}
+    def step(self, state):
+        while True:
+            state["i"] += 1
+    def progress(self, state):
+        return 0.0
+    """
+)
+NOT_CBOR = broken(
+    """
+    def start(self, unit):
+        return {"seen": {1, 2, 3}}
+    def step(self, state):
+        return state
+    def progress(self, state):
+        return 0.0
+    """
+)
+HUGE_STATE = broken(
+    """
+    def start(self, unit):
+        return {"blob": b"x" * (32 * 1024 * 1024)}
+    def step(self, state):
+        return state
+    def progress(self, state):
+        return 0.0
+    """
+)
+GREEDY = broken(
+    """
+    def start(self, unit):
+        return {"mode": unit.data["mode"]}
+    def step(self, state):
+        if state["mode"] == "at-once":
+            hog = bytearray(4 << 30)
+        else:
+            global HOARD
+            HOARD = globals().get("HOARD", [])
+            HOARD.append(bytearray(4 << 20))
+            for chunk in HOARD[-1:]:
+                chunk[::4096] = b"x" * len(chunk[::4096])
+        return state
+    def progress(self, state):
+        return 0.0
+    """
+)
+RAISER = broken(
+    """
+    def start(self, unit):
+        return {"i": 0}
+    def step(self, state):
+        raise ValueError("row 7 has no pixels")
+    def progress(self, state):
+        return 0.0
+    """
+)
+CRASHER = broken(
+    """
+    def start(self, unit):
+        return {"i": 0}
+    def step(self, state):
+        os._exit(7)
+    def progress(self, state):
+        return 0.0
+    """
+)
+CLIMBER = broken(
+    """
+    def start(self, unit):
+        return {}
+    def step(self, state):
+        attempts = {}
+        for name, call in (
+            ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 0)),
+            ("nice", lambda: os.nice(-10)),
+            ("sched_other", lambda: os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))),
+        ):
+            try:
+                call()
+                attempts[name] = "allowed"
+            except OSError as error:
+                attempts[name] = "refused"
+        return Done({"attempts": attempts, "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                     "idle": os.sched_getscheduler(0) == os.SCHED_IDLE})
+    def progress(self, state):
+        return 0.0
+    """
+)
+AUTOGROUP_CLIMBER = broken(
+    """
+    def start(self, unit):
+        return {"done": False}
+    def step(self, state):
+        if not state["done"]:
+            try:
+                with open("/proc/self/autogroup", "w") as f:
+                    f.write("0")
+                state = {"done": True}
+            except OSError:
+                pass
+        return state
+    def progress(self, state):
+        return 0.0
+    """
+)
+SYNTAX_ERROR = "def broken(:\n"
+
+
+class Recorder:
+    """Collects the supervisor's events, as the node's event log would."""
+
+    def __init__(self) -> None:
+        self.events: list[GuestEvent] = []
+
+    def __call__(self, event: GuestEvent) -> None:
+        self.events.append(event)
+
+    def messages(self, kind: str) -> list[str]:
+        return [e.message for e in self.events if e.kind == kind]
+
+
+def fast_settings(**changes) -> GuestSettings:
+    """Checkpoints every 50 ms and quick watches, so tests see everything in well under a second."""
+    values = dict(
+        min_checkpoint_interval=0.05, max_checkpoint_interval=0.05, step_timeout=1.0,
+        progress_interval=0.02, watch_interval=0.02, evict_deadline=10.0, checkpoint_deadline=10.0,
+    )
+    values.update(changes)
+    return GuestSettings(**values)
+
+
+def write_plugin(folder: Path, name: str, source: str) -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    return path
+
+
+def make_task(path: Path, data: dict | None = None, *, memory: int = 8 * MIB, task_id: str = "n0de0001-1.0",
+              epoch: int = 1) -> GuestTask:
+    return GuestTask(
+        task_id=task_id, assignment_id=task_id.rpartition(".")[0], origin="n0de0001", plugin_name=path.stem,
+        plugin_version="1", plugin_hash=content_hash(path), plugin_path=str(path),
+        unit=WorkUnit(0, data or {}, memory, 1.0), epoch=epoch,
+    )
+
+
+def counter_result(path: Path, data: dict) -> dict:
+    """What the counter unit gives when nothing interrupts it, computed in this process."""
+    plugin = load_plugin_file(path)
+    state = plugin.start(WorkUnit(0, data, MIB, 1.0))
+    while True:
+        state = plugin.step(state)
+        if not isinstance(state, dict):
+            return state.result
+
+
+def guest_processes() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if "frost_core.guest.child" in " ".join(p.cmdline())]
+
+
+@pytest.fixture
+def supervisor(tmp_path) -> tuple[GuestSupervisor, Recorder]:
+    recorder = Recorder()
+    return GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder), recorder
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "data", "memory", "reason"),
+    [
+        (NOT_CBOR, {}, 8 * MIB, "state: state holds a set, which is not plain CBOR data"),
+        (HUGE_STATE, {}, 256 * MIB, "over the limit of 16777216 bytes"),
+        (FOREVER, {}, 8 * MIB, "no progress: a step ran"),
+        (RAISER, {}, 8 * MIB, "plugin: step() raised ValueError: row 7 has no pixels"),
+        (GREEDY, {"mode": "at-once"}, 8 * MIB, "memory: the guest ran out of its"),
+        (GREEDY, {"mode": "creeping"}, 8 * MIB, "memory: the guest uses"),
+        (SYNTAX_ERROR, {}, 8 * MIB, "syntax error"),
+    ],
+    ids=["not-cbor", "huge-state", "infinite-loop", "raises", "memory-at-once", "memory-creeping", "syntax-error"],
+)
+async def test_a_broken_plugin_fails_clearly_and_the_supervisor_stays_healthy(
+    tmp_path, supervisor, source, data, memory, reason
+):
+    guests, recorder = supervisor
+    bad = make_task(write_plugin(tmp_path, "bad", source), data, memory=memory, task_id="n0de0001-1.0")
+    outcome = await guests.run(bad)
+    assert isinstance(outcome, Failed)
+    assert reason in outcome.reason
+    assert outcome.retryable is False
+    assert recorder.messages("failed") == [outcome.reason]
+    assert guest_processes() == []
+
+    counter = write_plugin(tmp_path, "counter", COUNTER)
+    healthy = await guests.run(make_task(counter, {"n": 5}, task_id="n0de0001-2.0"))
+    assert isinstance(healthy, Completed)
+    assert healthy.value() == counter_result(counter, {"n": 5})
+
+
+async def test_a_crashing_guest_is_reported_and_may_be_retried(tmp_path, supervisor):
+    guests, _ = supervisor
+    outcome = await guests.run(make_task(write_plugin(tmp_path, "crasher", CRASHER)))
+    assert isinstance(outcome, Failed)
+    assert outcome.reason.startswith("crashed: the guest exited with code 7")
+    assert outcome.retryable is True
+
+
+async def test_plugin_output_goes_to_the_event_log_without_corrupting_the_pipe(tmp_path, supervisor):
+    guests, recorder = supervisor
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    outcome = await guests.run(make_task(path, {"n": 4, "talk": True}))
+    assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, {"n": 4})
+    assert [m for m in recorder.messages("guest-log") if m.startswith("row")] == [f"row {i} done" for i in range(4)]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policies")
+async def test_a_guest_cannot_raise_its_priority_again(tmp_path, supervisor):
+    guests, _ = supervisor
+    outcome = await guests.run(make_task(write_plugin(tmp_path, "climber", CLIMBER)))
+    assert isinstance(outcome, Completed)
+    assert outcome.value() == {
+        "attempts": {"setpriority": "refused", "nice": "refused", "sched_other": "refused"},
+        "nice": 19,
+        "idle": True,
+    }
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="Linux autogroups")
+async def test_a_guest_that_raises_its_autogroup_is_stopped(tmp_path, supervisor):
+    guests, _ = supervisor
+    outcome = await guests.run(make_task(write_plugin(tmp_path, "autogroup", AUTOGROUP_CLIMBER)))
+    assert isinstance(outcome, Failed)
+    assert outcome.reason.startswith("priority: the guest raised its priority (autogroup nice 19 -> 0)")
+    assert guest_processes() == []

@@ -1,0 +1,170 @@
+"""The supervisor with real guest subprocesses: results, kills and restarts, pause, evict, checkpoints, figures."""
+
+from __future__ import annotations
+
+import random
+import signal
+
+import psutil
+import pytest
+import trio
+
+from frost_core.guest import Completed, Evicted, Failed, GuestSupervisor
+from tests.core.test_guest_plugins import (
+    COUNTER,
+    Recorder,
+    counter_result,
+    fast_settings,
+    guest_processes,
+    make_task,
+    write_plugin,
+)
+
+# About a second of guest CPU in small steps: long enough to pause, kill and evict it mid-way.
+LONG = {"n": 1500, "spin": 2000}
+
+
+async def wait_for(predicate, timeout: float = 60.0, poll: float = 0.01):
+    """Poll until `predicate()` is truthy; a starved idle-priority guest may take a while on a busy box."""
+    with trio.fail_after(timeout):
+        while not (value := predicate()):
+            await trio.sleep(poll)
+    return value
+
+
+def guest_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path):
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    seen = []
+    async with trio.open_nursery() as nursery:
+        outcome_box = []
+
+        async def run():
+            outcome_box.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        figures = await wait_for(lambda: [f for f in guests.figures() if f.last_checkpoint_seq and f.progress > 0])
+        seen.append(figures[0])
+    outcome = outcome_box[0]
+    assert isinstance(outcome, Completed)
+    assert outcome.value() == counter_result(path, LONG)
+    live = seen[0]
+    assert (live.task_id, live.assignment_id, live.plugin, live.origin) == (task.task_id, "n0de0001-1", "counter", "n0de0001")
+    assert live.state in ("running", "checkpointing")
+    assert 0 < live.progress < 1 and live.cpu_seconds > 0 and live.memory_bytes > 0 and live.checkpoint_bytes > 0
+    assert recorder.messages("checkpoint")
+    assert guests.figures() == ()
+    assert guest_processes() == []
+
+
+async def test_kill_9_at_random_moments_then_restart_gives_the_identical_result(tmp_path):
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    rng = random.Random(7)
+    kills = 0
+    for _attempt in range(40):
+        outcome_box = []
+        async with trio.open_nursery() as nursery:
+
+            async def run():
+                outcome_box.append(await guests.run(task))
+
+            nursery.start_soon(run)
+            if kills < 3:
+                # Kill at a random moment once the guest is under way (after its first checkpoint).
+                await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()) or outcome_box)
+                await trio.sleep(rng.uniform(0.0, 0.2))
+                for process in guest_processes():
+                    process.send_signal(signal.SIGKILL)
+                    kills += 1
+        outcome = outcome_box[0]
+        if isinstance(outcome, Completed):
+            break
+        assert isinstance(outcome, Failed) and outcome.retryable
+        assert outcome.reason.startswith("crashed: the guest was killed by SIGKILL")
+    assert isinstance(outcome, Completed)
+    assert outcome.value() == counter_result(path, LONG)
+    assert kills >= 1
+    assert any("from checkpoint" in m for m in recorder.messages("start"))
+
+
+async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(tmp_path):
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    outcome_box = []
+    async with trio.open_nursery() as nursery:
+
+        async def run():
+            outcome_box.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        await wait_for(lambda: any(f.state == "running" and f.cpu_seconds > 0.05 for f in guests.figures()))
+        [process] = guest_processes()
+
+        guests.pause_all()
+        assert [f.state for f in guests.figures()] == ["paused"]
+        await trio.sleep(0.1)
+        frozen = guest_cpu(process)
+        await trio.sleep(0.4)
+        assert guest_cpu(process) == frozen  # no CPU at all while paused
+        assert process.status() == psutil.STATUS_STOPPED
+
+        guests.resume_all()
+        await wait_for(lambda: guest_cpu(process) > frozen)
+
+        guests.pause_all()  # evicting a paused guest must still work
+        evicted = await guests.evict()
+        assert evicted == (task.task_id,)
+        assert not process.is_running()
+    outcome = outcome_box[0]
+    assert isinstance(outcome, Evicted) and outcome.checkpoint is not None
+    assert guests.store.latest(task.task_id) == outcome.checkpoint
+    guests.resume_all()
+
+    # The unit resumes from the eviction's checkpoint and still gives the identical result.
+    again = await guests.run(task)
+    assert isinstance(again, Completed) and again.value() == counter_result(path, LONG)
+    assert any(f"from checkpoint {outcome.checkpoint.seq}" in m for m in recorder.messages("start"))
+
+
+async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path):
+    guests = GuestSupervisor(
+        data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
+        on_event=Recorder(),
+    )
+    task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.run, task)
+        await wait_for(lambda: any(f.state == "running" for f in guests.figures()))
+        first = await guests.checkpoint_now(task.task_id, deadline=60)
+        second = await guests.checkpoint_now(task.task_id, deadline=60)
+        assert first is not None and second is not None and second.seq == first.seq + 1
+        assert guests.store.latest(task.task_id) == second
+        [figures] = guests.figures()
+        assert figures.last_checkpoint_seq == second.seq and figures.checkpoint_bytes == second.size
+        await guests.evict(task.task_id)
+    with pytest.raises(KeyError):
+        await guests.checkpoint_now(task.task_id)
+
+
+async def test_a_checkpoint_from_a_newer_ownership_epoch_is_not_resumed(tmp_path):
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.run, make_task(path, LONG, epoch=5))
+        await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
+        await guests.evict()
+    outcome = await guests.run(make_task(path, LONG, epoch=4))
+    assert isinstance(outcome, Failed) and not outcome.retryable
+    assert "ownership epoch 5" in outcome.reason

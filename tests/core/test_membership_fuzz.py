@@ -1,0 +1,71 @@
+"""Every membership handler survives arbitrary field values: bad input costs a log line, never the node."""
+
+import random
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from frost_core.errors import ProtocolError
+from frost_core.membership.messages import (
+    Ack,
+    Announce,
+    AnnounceReply,
+    Leave,
+    MemberEntry,
+    Nack,
+    Ping,
+    PingReq,
+    PushPull,
+    PushPullReply,
+    ResourceUpdate,
+)
+from frost_core.membership.testing import open_sim_cluster
+from frost_core.wire.messages import decode_message, encode_message
+
+DATAGRAMS = [Ack, Nack, Ping, PingReq, Leave, Announce, AnnounceReply, ResourceUpdate, PushPullReply]
+messages = st.one_of(*(st.from_type(cls) for cls in DATAGRAMS))
+push_pulls = st.from_type(PushPull)
+
+
+def run_mock(afn) -> None:
+    trio.run(afn, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(messages, max_size=8), st.lists(push_pulls, max_size=3), st.randoms(use_true_random=False))
+def test_arbitrary_messages_never_break_a_node(datagrams, requests, rng: random.Random):
+    async def scenario() -> None:
+        async with open_sim_cluster(rng.randrange(1000)) as cluster:
+            a = await cluster.start_node()
+            b = await cluster.start_node()
+            await trio.sleep(3)
+            for message in datagrams:
+                await a.membership.handle_datagram(b.address, message)
+            for request in requests:
+                try:
+                    reply = await a.membership.gossip.answer_push_pull(b.address, request)
+                except ProtocolError:
+                    continue
+                decode_message(reply.CODE, encode_message(reply))  # the answer is itself valid
+            await trio.sleep(20)
+            # the node is still serving and still knows its peer and itself
+            assert a.membership.member(a.node_id).is_active
+            assert {a.node_id, b.node_id} <= {r.node_id for r in a.membership.members()}
+
+    run_mock(scenario)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.from_type(MemberEntry), st.binary(max_size=64))
+def test_digests_and_entries_from_a_peer_are_checked(entry: MemberEntry, digest: bytes):
+    async def scenario() -> None:
+        async with open_sim_cluster(1) as cluster:
+            a = await cluster.start_node()
+            try:
+                await a.membership.gossip.answer_push_pull(("10.1.1.1", 1), PushPull(sender=entry, digest=digest))
+            except ProtocolError:
+                pass  # refused with a reason: the transport drops the connection
+
+    run_mock(scenario)

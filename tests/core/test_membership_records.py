@@ -1,0 +1,212 @@
+"""The pure rules of membership: merging records, refutation, the 5 % push rule, timeouts, digests, wire checks."""
+
+import dataclasses
+import random
+
+import pytest
+
+from frost_core.errors import ConfigError, ProtocolError
+from frost_core.membership.config import MembershipConfig
+from frost_core.membership.messages import PushPull, entry_from_record, record_from_entry
+from frost_core.membership.records import (
+    MemberState,
+    NodeRecord,
+    ResourceFigures,
+    add_suspicion,
+    figures_moved,
+    merge_records,
+    refute,
+)
+from frost_core.membership.suspicion import suspicion_timeout
+from frost_core.membership.table import MemberTable
+from frost_core.wire.messages import decode_message, encode_message
+
+ALIVE, SUSPECT, DEAD, LEFT = MemberState.ALIVE, MemberState.SUSPECT, MemberState.DEAD, MemberState.LEFT
+
+
+def record(node_id="a" * 32, incarnation=0, state=ALIVE, version=0, available=1.0, **extra) -> NodeRecord:
+    return NodeRecord(
+        node_id=node_id,
+        name="desk",
+        address=("10.0.0.1", 7946),
+        protocol_version=1,
+        incarnation=incarnation,
+        state=state,
+        figures=ResourceFigures(available=available, cpus=4),
+        figures_version=version,
+        **extra,
+    )
+
+
+@pytest.mark.parametrize(
+    ("local", "remote", "wins"),
+    [
+        # higher incarnation wins whole, even alive over dead
+        ((3, DEAD, 0), (4, ALIVE, 0), "remote"),
+        ((4, ALIVE, 0), (3, DEAD, 9), "local"),
+        # equal incarnation: suspect > alive, dead > suspect, left > dead
+        ((2, ALIVE, 0), (2, SUSPECT, 0), "remote"),
+        ((2, SUSPECT, 0), (2, ALIVE, 0), "local"),
+        ((2, SUSPECT, 0), (2, DEAD, 0), "remote"),
+        ((2, DEAD, 0), (2, LEFT, 0), "remote"),
+        ((2, LEFT, 0), (2, DEAD, 0), "local"),
+        # equal incarnation and state: the newer figures win
+        ((2, ALIVE, 5), (2, ALIVE, 6), "remote"),
+        ((2, ALIVE, 6), (2, ALIVE, 5), "local"),
+    ],
+)
+def test_merge_follows_incarnation_then_state_then_figures(local, remote, wins):
+    mine = record(incarnation=local[0], state=local[1], version=local[2], available=1.0)
+    theirs = record(incarnation=remote[0], state=remote[1], version=remote[2], available=2.0)
+    merged = merge_records(mine, theirs, now=10.0)
+    if wins == "local":
+        assert merged is None
+    else:
+        assert merged is not None
+        assert (merged.incarnation, merged.state, merged.figures_version) == remote
+        assert merged.updated_at == 10.0
+
+
+def test_merge_keeps_fresher_figures_and_stronger_state_independently():
+    mine = record(incarnation=1, state=SUSPECT, version=9, available=9.0, suspectors=("x",), state_since=5.0)
+    theirs = record(incarnation=1, state=ALIVE, version=3, available=3.0)
+    assert merge_records(mine, theirs, now=10.0) is None
+    newer_figures = record(incarnation=1, state=ALIVE, version=10, available=4.0)
+    merged = merge_records(mine, newer_figures, now=10.0)
+    assert merged.state == SUSPECT and merged.figures.available == 4.0
+
+
+def test_suspicions_of_the_same_incarnation_add_up_and_keep_the_earliest_start():
+    a = record(incarnation=1, state=SUSPECT, suspectors=("p",), state_since=8.0)
+    b = record(incarnation=1, state=SUSPECT, suspectors=("q",), state_since=5.0)
+    merged = merge_records(a, b, now=10.0)
+    assert merged.suspectors == ("p", "q") and merged.state_since == 5.0
+    assert merge_records(merged, b, now=11.0) is None
+
+
+def test_add_suspicion_starts_then_confirms():
+    alive = record()
+    suspect = add_suspicion(alive, "p", now=3.0)
+    assert suspect.state == SUSPECT and suspect.suspectors == ("p",) and suspect.state_since == 3.0
+    assert add_suspicion(suspect, "p", now=4.0) is suspect
+    assert add_suspicion(suspect, "q", now=4.0).suspectors == ("p", "q")
+
+
+@pytest.mark.parametrize(
+    ("heard", "refutes"),
+    [
+        (dict(incarnation=2, state=SUSPECT), True),  # suspected now: outbid
+        (dict(incarnation=2, state=DEAD), True),
+        (dict(incarnation=5, state=ALIVE), True),  # a previous life of ours (we restarted)
+        (dict(incarnation=2, state=ALIVE, version=9), True),
+        (dict(incarnation=1, state=DEAD), False),  # already refuted
+        (dict(incarnation=2, state=ALIVE), False),  # our own news coming back
+    ],
+)
+def test_refute_outbids_bad_news_about_ourselves(heard, refutes):
+    own = record(incarnation=2, version=3)
+    answer = refute(own, record(**heard), now=1.0)
+    if not refutes:
+        assert answer is None
+        return
+    assert answer.state == ALIVE
+    assert answer.incarnation > heard["incarnation"]
+    # the answer wins against the rumour wherever the two meet
+    assert merge_records(record(**heard), answer, now=2.0).state == ALIVE
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "moved"),
+    [(1.0, 1.04, False), (1.0, 1.05, True), (1.0, 0.95, True), (2.0, 1.95, False), (0.0, 0.0, False), (0.0, 0.1, True)],
+)
+def test_push_only_on_a_five_percent_move(old, new, moved):
+    assert figures_moved(ResourceFigures(available=old), ResourceFigures(available=new), 0.05) is moved
+
+
+def test_suspicion_timeout_scales_with_log_n_and_shrinks_with_confirmations():
+    config = MembershipConfig(
+        probe_interval=1.0, probe_timeout=0.5, suspicion_multiplier=4.0, suspicion_max_multiplier=6.0, suspicion_min=1.0
+    )
+    # floor = 4 × log10(1000) × 1 s = 12 s; ceiling = 6 × 12 = 72 s; K = 3
+    assert suspicion_timeout(1000, 3, config) == pytest.approx(12.0)
+    assert suspicion_timeout(1000, 0, config) == pytest.approx(72.0)
+    # one confirmation: 72 − 60 × log 2 / log 4 = 42 s
+    assert suspicion_timeout(1000, 1, config) == pytest.approx(42.0)
+    assert suspicion_timeout(100, 3, config) == pytest.approx(8.0)
+    # two members: nobody can confirm, so the floor applies at once; here log10 2 × 4 s < 1 s minimum
+    assert suspicion_timeout(2, 0, config) == pytest.approx(1.204, abs=1e-3)
+
+
+@pytest.mark.parametrize("size", [2, 5, 50, 100])
+def test_default_suspicion_outlasts_a_ten_second_stall(size):
+    assert suspicion_timeout(size, 3, MembershipConfig()) == pytest.approx(10.0)
+
+
+def test_config_names_the_bad_value():
+    with pytest.raises(ConfigError, match="fanout"):
+        MembershipConfig(fanout=0)
+    with pytest.raises(ConfigError, match="probe_timeout"):
+        MembershipConfig(probe_interval=0.1, probe_timeout=0.2)
+
+
+def _ids(n: int) -> list[str]:
+    rng = random.Random(n)
+    return [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+
+def test_digest_exchange_moves_exactly_the_differences():
+    ids = _ids(6)
+    a = MemberTable(record(ids[0]))
+    b = MemberTable(record(ids[1]))
+    for node_id in ids[2:4]:
+        a.put(record(node_id, version=1))
+        b.put(record(node_id, version=1))
+    a.put(record(ids[4], version=2))  # only a knows
+    b.put(record(ids[5]))  # only b knows
+    b.put(record(ids[2], version=5))  # b is fresher
+    a.put(record(ids[3], incarnation=1, state=SUSPECT, suspectors=("z",)))  # a is fresher
+    send, wants = b.compare(a.digest())
+    assert {r.node_id for r in send} == {ids[1], ids[5], ids[2]}
+    assert {r.node_id for r in a.wanted(wants)} == {ids[0], ids[4], ids[3]}
+    for r in send:
+        a.merge(r, now=1.0)
+    for r in a.wanted(wants):
+        b.merge(r, now=1.0)
+    assert a.digest() and sorted(a.digest()) == sorted(b.digest())
+    assert b.compare(a.digest()) == ([], b"")
+
+
+@pytest.mark.parametrize("digest", [b"x", b"\x00" * 17])
+def test_a_torn_digest_is_a_protocol_error(digest):
+    with pytest.raises(ProtocolError, match="digest"):
+        MemberTable(record()).compare(digest)
+
+
+def test_entries_survive_the_wire_with_their_suspicion_age():
+    original = record(incarnation=3, state=SUSPECT, version=7, suspectors=("p", "q"), state_since=4.0)
+    message = PushPull(sender=entry_from_record(original, now=10.0), digest=b"")
+    decoded = decode_message(message.CODE, encode_message(message))
+    back = record_from_entry(decoded.sender, now=100.0)
+    assert back.state_since == pytest.approx(94.0)  # six seconds old, on our clock
+    assert dataclasses.replace(back, state_since=4.0, updated_at=0.0) == original
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (dict(node_id=""), "node_id"),
+        (dict(port=0), "port"),
+        (dict(incarnation=-1), "incarnation"),
+        (dict(incarnation=2**40), "incarnation"),
+        (dict(state=9), "state"),
+        (dict(state_age=float("nan")), "state_age"),
+        (dict(figures=ResourceFigures(available=float("inf"))), "available"),
+        (dict(suspectors=("s",) * 9), "suspectors"),
+        (dict(name="n" * 500), "name"),
+    ],
+)
+def test_bad_entries_are_refused_with_the_field_named(change, field):
+    entry = dataclasses.replace(entry_from_record(record(), now=0.0), **change)
+    with pytest.raises(ProtocolError, match=field):
+        record_from_entry(entry, now=0.0)
+

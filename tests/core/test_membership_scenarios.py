@@ -1,0 +1,134 @@
+"""Membership scenarios on an in-memory network under trio's MockClock: joins, crashes, stalls, leaves."""
+
+import math
+
+import trio
+
+from frost_core.membership import MembershipConfig, MemberState, ResourceFigures
+from frost_core.membership.suspicion import suspicion_timeout
+from frost_core.membership.testing import SimCluster, SimNode, open_sim_cluster
+
+ALIVE, SUSPECT, DEAD, LEFT = MemberState.ALIVE, MemberState.SUSPECT, MemberState.DEAD, MemberState.LEFT
+NO_BROADCAST = MembershipConfig(announce_interval=1e6)
+
+
+def views_of(nodes: list[SimNode], target: SimNode) -> list[MemberState | None]:
+    return [node.state_of(target.node_id) for node in nodes if node is not target]
+
+
+def active_counts(nodes: list[SimNode]) -> list[int]:
+    return [sum(1 for r in node.membership.members() if r.is_active) for node in nodes]
+
+
+async def wait_for(predicate, limit: float, step: float = 0.25) -> float:
+    """Sleep in mock time until predicate() holds; returns the mock seconds it took (or fails)."""
+    start = trio.current_time()
+    while not predicate():
+        assert trio.current_time() - start < limit, f"not reached within {limit} s"
+        await trio.sleep(step)
+    return trio.current_time() - start
+
+
+async def start_via_seed(cluster: SimCluster, count: int) -> list[SimNode]:
+    """Broadcast reaches no one here (partitioned per node is overkill): nodes join through node 0."""
+    first = await cluster.start_node()
+    return [first] + [await cluster.start_node(seeds=(first.address,)) for _ in range(count - 1)]
+
+
+async def test_joining_through_one_seed_learns_the_whole_cluster(autojump_clock):
+    async with open_sim_cluster(1, config=NO_BROADCAST) as cluster:
+        nodes = await start_via_seed(cluster, 8)
+        await wait_for(lambda: active_counts(nodes) == [8] * 8, limit=30)
+        # a latecomer that only knows the last joiner still learns everyone, and everyone learns it
+        late = await cluster.start_node(seeds=(nodes[-1].address,))
+        everyone = nodes + [late]
+        await wait_for(lambda: active_counts(everyone) == [9] * 9, limit=30)
+
+
+async def test_twenty_nodes_converge_on_one_table_despite_loss(autojump_clock):
+    async with open_sim_cluster(2, loss=0.1) as cluster:
+        nodes = [await cluster.start_node() for _ in range(20)]
+        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        ids = {node.node_id for node in nodes}
+        for node in nodes:
+            assert {r.node_id for r in node.membership.members()} == ids
+            assert all(r.state == ALIVE for r in node.membership.members())
+
+
+async def test_a_figure_change_reaches_every_table(autojump_clock):
+    async with open_sim_cluster(3, loss=0.05) as cluster:
+        nodes = [await cluster.start_node() for _ in range(20)]
+        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        source = nodes[5]
+        source.membership.set_local_figures(ResourceFigures(available=0.25, cpus=4, guests=2, mode="receiver"))
+        seen = lambda: all(n.membership.member(source.node_id).figures.available == 0.25 for n in nodes)  # noqa: E731
+        took = await wait_for(seen, limit=20, step=0.1)
+        assert took <= math.ceil(math.log2(20)) + 3  # rounds of one second
+        assert nodes[0].membership.member(source.node_id).figures.mode == "receiver"
+
+
+async def test_a_crashed_node_is_dead_everywhere_within_the_bound(autojump_clock):
+    config = MembershipConfig()
+    async with open_sim_cluster(4, loss=0.05, config=config) as cluster:
+        nodes = [await cluster.start_node() for _ in range(20)]
+        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        victim = nodes[11]
+        cluster.crash(victim)
+        bound = suspicion_timeout(20, 3, config) + 3.0  # confirmed suspicion, plus detection and spread
+        await wait_for(lambda: views_of(nodes, victim) == [DEAD] * 19, limit=bound)
+        survivors = [n for n in nodes if n is not victim]
+        assert all(e.record.node_id == victim.node_id for n in survivors for e in n.events if e.kind == "dead")
+
+
+async def test_a_suspected_node_that_is_alive_refutes_and_survives(autojump_clock):
+    async with open_sim_cluster(5) as cluster:
+        nodes = [await cluster.start_node() for _ in range(10)]
+        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        target = nodes[3]
+        accuser = nodes[0]
+        before = target.membership.table.own.incarnation
+        accuser.membership.prober.suspect(accuser.membership.member(target.node_id))
+        assert accuser.state_of(target.node_id) == SUSPECT
+        await wait_for(lambda: views_of(nodes, target) == [ALIVE] * 9, limit=10)
+        assert target.membership.table.own.incarnation > before
+        await trio.sleep(60)
+        assert views_of(nodes, target) == [ALIVE] * 9
+
+
+async def test_a_starved_node_is_not_declared_dead_and_kills_no_one(autojump_clock):
+    async with open_sim_cluster(6, loss=0.05) as cluster:
+        nodes = [await cluster.start_node() for _ in range(20)]
+        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        starved = nodes[7]
+        for _ in range(3):
+            cluster.network.stall(starved.address, 10.0)
+            await trio.sleep(30)
+        assert views_of(nodes, starved) == [ALIVE] * 19
+        assert [e for n in nodes for e in n.events if e.kind == "dead"] == []
+        assert active_counts(nodes) == [20] * 20
+
+
+async def test_a_node_that_leaves_is_seen_as_left_not_dead(autojump_clock):
+    async with open_sim_cluster(7, loss=0.05) as cluster:
+        nodes = [await cluster.start_node() for _ in range(10)]
+        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        leaver = nodes[4]
+        await cluster.stop(leaver)
+        took = await wait_for(lambda: views_of(nodes, leaver) == [LEFT] * 9, limit=5, step=0.05)
+        assert took < 2.0  # at once, not after a suspicion timeout
+        await trio.sleep(30)
+        assert views_of(nodes, leaver) == [LEFT] * 9
+        assert [e for n in nodes for e in n.events if e.kind == "dead"] == []
+
+
+async def test_a_healed_partition_merges_back_into_one_cluster(autojump_clock):
+    config = MembershipConfig(announce_interval=20.0)
+    async with open_sim_cluster(8, config=config) as cluster:
+        nodes = [await cluster.start_node() for _ in range(10)]
+        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        left, right = nodes[:5], nodes[5:]
+        cluster.network.partition({n.address for n in left}, {n.address for n in right})
+        await wait_for(lambda: all(views_of(left, r).count(DEAD) == 5 for r in right), limit=60)
+        cluster.network.heal()
+        # the periodic announcements find the other side again; refutations revive everyone
+        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=60)

@@ -1,0 +1,107 @@
+"""split and combine run in throwaway subprocesses; a failing or hanging plugin gives a PluginError."""
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import trio
+
+from frost_core.errors import PluginError
+from frost_core.plugin_calls import combine_output, split_units
+from frost_core.plugin_registry import PluginInfo, PluginRegistry, content_hash
+
+from .test_plugin_registry import good_source
+
+
+def plugin_at(path: Path, name: str = "squares") -> PluginInfo:
+    return PluginInfo(name, "1.0", content_hash(path), "added", str(path), True, None)
+
+
+def write(tmp_path: Path, text: str, name: str = "squares.py") -> PluginInfo:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return plugin_at(path)
+
+
+async def test_split_and_combine_a_bundled_plugin(tmp_path):
+    plugins = PluginRegistry(tmp_path)
+    await plugins.scan_async()
+    info = plugins.get("montecarlo-pi")
+    units = await split_units(info, {"samples": "1000", "units": "3"})
+    assert [(u.index, u.data["begin"], u.data["end"]) for u in units] == [(0, 0, 333), (1, 333, 666), (2, 666, 1000)]
+    output = await combine_output(info, {"samples": 1000, "units": 3}, [{"hits": 700, "samples": 333}, {"hits": 10, "samples": 667}])
+    assert output.media_type == "application/json" and output.filename == "pi.json"
+    assert json.loads(output.data)["hits"] == 710
+
+
+async def test_bad_parameters_name_the_parameter(tmp_path):
+    info = write(tmp_path, good_source())
+    with pytest.raises(PluginError, match="parameter 'count': 0 is below the minimum 1"):
+        await split_units(info, {"count": "0"})
+    with pytest.raises(PluginError, match="unknown parameter 'size'"):
+        await split_units(info, {"size": "0"})
+
+
+async def test_split_that_raises_reports_the_exception_and_where(tmp_path):
+    info = write(tmp_path, good_source().replace('return [WorkUnit(i, {"x": i}, 1024, 1.0)', 'return [1 / 0'))
+    with pytest.raises(PluginError, match=r"split raised ZeroDivisionError: division by zero \(at .*squares.py:\d+\)"):
+        await split_units(info, {})
+
+
+async def test_split_that_loops_forever_is_killed_at_the_deadline(tmp_path):
+    marker = tmp_path / "alive"
+    info = write(tmp_path, good_source().replace(
+        'return [WorkUnit(i, {"x": i}, 1024, 1.0) for i in range(params["count"])]',
+        f"import os\n        open({str(marker)!r}, 'w').write(str(os.getpid()))\n        while True:\n            pass",
+    ))
+    with trio.fail_after(20):  # a generous bound on a hang, not a timing assertion
+        with pytest.raises(PluginError, match="split did not finish within 1 s"):
+            await split_units(info, {}, timeout=1.0)
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the worker is gone
+    assert len(await split_units(write(tmp_path, good_source(), "fine.py"), {})) == 3  # and we carry on
+
+
+async def test_combine_that_loops_names_combine(tmp_path):
+    info = write(tmp_path, good_source().replace('return Output(repr(results).encode(), "text/plain", "squares.txt")', "while True:\n            pass"))
+    with pytest.raises(PluginError, match="combine did not finish within 1 s"):
+        await combine_output(info, {}, [0, 1, 4], timeout=1.0)
+
+
+async def test_orphans_holding_the_pipes_do_not_stall_a_call(tmp_path):
+    info = write(tmp_path, good_source().replace(
+        "def split(self, params):\n",
+        "def split(self, params):\n        import subprocess, sys\n        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n",
+    ))
+    with trio.fail_after(20):
+        assert len(await split_units(info, {}, timeout=15.0)) == 3
+
+
+async def test_worker_that_dies_gives_its_status_and_stderr(tmp_path):
+    info = write(tmp_path, good_source().replace(
+        "def split(self, params):\n",
+        "def split(self, params):\n        import os, sys\n        print('last words', file=sys.stderr, flush=True)\n        os._exit(3)\n",
+    ))
+    with pytest.raises(PluginError, match=r"(?s)exited with status 3 and no reply.*last words"):
+        await split_units(info, {})
+
+
+async def test_output_printed_by_the_plugin_does_not_corrupt_the_reply(tmp_path):
+    info = write(tmp_path, good_source().replace("def combine(self, params, results):\n", "def combine(self, params, results):\n        print('noise' * 1000)\n"))
+    output = await combine_output(info, {}, [0, 1, 4])
+    assert output.data == b"[0, 1, 4]"
+
+
+async def test_combine_must_return_an_output(tmp_path):
+    info = write(tmp_path, good_source().replace('return Output(repr(results).encode(), "text/plain", "squares.txt")', "return b'raw'"))
+    with pytest.raises(PluginError, match="combine returned a bytes, not an Output"):
+        await combine_output(info, {}, [])
+
+
+async def test_split_must_number_its_units(tmp_path):
+    info = write(tmp_path, good_source().replace("WorkUnit(i,", "WorkUnit(i + 1,"))
+    with pytest.raises(PluginError, match="unit index 1 at position 0"):
+        await split_units(info, {})

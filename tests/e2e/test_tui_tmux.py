@@ -1,0 +1,109 @@
+"""The real `frost-tui` in a real terminal (tmux): it finds a headless peer, runs a submitted
+assignment, and `e` sends the guest away.
+
+Slow (real processes, real sockets on loopback); skipped where tmux is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from frost_core.wire.security import ClusterKey
+from tests.nodes import FAST_CONFIG, FROST_TUI, start_node
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (Debian package tmux)"),
+]
+
+
+class Terminal:
+    """One tmux server of our own, with the UI in its only pane."""
+
+    def __init__(self, socket_name: str, command: list[str], env: dict[str, str]) -> None:
+        self.socket_name = socket_name
+        env_args = [f"{k}={v}" for k, v in env.items()]
+        self.tmux("new-session", "-d", "-s", "ui", "-x", "150", "-y", "45", "env", *env_args, *command)
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket_name, *args], capture_output=True, text=True,
+                              check=True, timeout=10).stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "ui", *keys)
+
+    def screen(self) -> str:
+        try:
+            return self.tmux("capture-pane", "-p", "-t", "ui")
+        except subprocess.CalledProcessError:
+            return ""  # the UI has exited and the pane is gone
+
+    def wait_for(self, predicate, *, timeout: float, what: str) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if predicate(screen):
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; the screen showed:\n{screen}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket_name, "kill-server"], capture_output=True, timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    try:
+        peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port())
+    except RuntimeError as error:  # a core problem, covered by the core's own tests
+        pytest.skip(f"the headless peer does not start yet: {str(error).splitlines()[-1]}")
+    ui_dir = tmp_path / "desk-a"
+    ui_dir.mkdir()
+    (ui_dir / "config.toml").write_text(FAST_CONFIG)
+    peer_port = peer.address.rsplit(":", 1)[1]
+    command = [
+        FROST_TUI, "--data-dir", str(ui_dir), "--config", str(ui_dir / "config.toml"), "--port", str(free_port()),
+        "--listen-host", "127.0.0.1", "--seed", f"127.0.0.1:{peer_port}", "--broadcast-address", "",
+        "--cluster-key-file", str(key), "--name", "desk-a",
+    ]
+    terminal = Terminal(f"frost-e2e-{os.getpid()}", command, {"TERM": "xterm-256color", "COLUMNS": "150"})
+    try:
+        terminal.wait_for(lambda s: "desk-a" in s, timeout=30, what="the UI to start")
+        terminal.keys("3")
+        terminal.wait_for(lambda s: "peer-b" in s and "alive" in s, timeout=30, what="peer-b listed alive")
+
+        submitted = subprocess.run(
+            [FROST_TUI, "submit", "montecarlo-pi", "--param", "samples=4000000000", "--param", "units=1",
+             "--data-dir", str(ui_dir), "--config", str(ui_dir / "config.toml")],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert submitted.returncode == 0, submitted.stderr
+        terminal.keys("2")
+        screen = terminal.wait_for(lambda s: re.search(r"\S+-\d+\.0 ", s) is not None, timeout=60,
+                                   what="the guest to start here")
+        task_id = re.search(r"(\S+-\d+\.0) ", screen).group(1)
+
+        terminal.keys("e")  # one key, no confirmation
+        terminal.wait_for(lambda s: task_id not in s, timeout=60, what=f"guest {task_id} to leave")
+
+        terminal.keys("q")
+        terminal.wait_for(lambda s: "desk-a" not in s, timeout=30, what="the UI to quit")
+    finally:
+        terminal.close()
+        peer.stop()

@@ -1,0 +1,117 @@
+"""What each tab shows in states worth checking: errors, a big cluster, results, saved settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+from frost_core.snapshot import EventView
+from frost_tui.screenshots import DEMO_NOW
+
+from .conftest import make_config, run_ui, screen_text, wait_for
+from .fake_node import FakeNode
+from .test_widgets import make_png
+
+
+def test_an_error_event_becomes_a_titled_notification(node):
+    async def scenario(app, pilot):
+        node.publish(events=node.snapshot().events + (
+            EventView(DEMO_NOW + 5, "error", "raytrace.py: step() took longer than 120 s", "error", "Guest stuck"),))
+        await wait_for(pilot, lambda: "Guest stuck" in screen_text(app))
+        assert "step() took longer than 120 s" in screen_text(app)
+        assert "Traceback" not in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_a_failed_command_is_reported_not_raised(node):
+    async def scenario(app, pilot):
+        await pilot.press("l")
+        await pilot.pause()
+        await pilot.press(*"/etc/hostname", "enter")  # a file that is no plugin
+        await wait_for(pilot, lambda: "Plugin error" in screen_text(app))
+
+    run_ui(node, scenario)
+
+
+def test_a_hundred_peers_and_ten_guests_fit_and_mark_suspects():
+    async def scenario(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "101 of 101" in text
+        await pilot.press("slash", *"suspect", "enter")
+        await pilot.pause()
+        assert "? dijkstra" in screen_text(app)  # suspect peers are marked in the name column
+        await pilot.press("2")
+        await pilot.pause()
+        assert screen_text(app).count("KiB") + screen_text(app).count("MiB") >= 10
+
+    run_ui(FakeNode(peers=100, guests=10), scenario)
+
+
+def test_paused_until_is_said_in_the_owners_words(node):
+    async def scenario(app, pilot):
+        node.publish(hosting=dataclasses.replace(node.snapshot().hosting, state="paused", paused_until=DEMO_NOW + 3600))
+        await pilot.pause()
+        assert "paused until 10:20" in screen_text(app)  # DEMO_NOW is 09:20 UTC
+
+    run_ui(node, scenario)
+
+
+def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
+    image = tmp_path / "render.png"
+    image.write_bytes(make_png(40, 20))
+    target = tmp_path / "saved.png"
+    done = dataclasses.replace(
+        node.snapshot().assignments[0], state="done", progress=1.0, result_media_type="image/png",
+        result_filename=str(image), created_at=DEMO_NOW + 10,
+    )
+    node.publish(assignments=(done,))
+
+    async def scenario(app, pilot):
+        await pilot.press("4")
+        await wait_for(pilot, lambda: "▀▀▀▀" in screen_text(app))
+        assert "press w to save it" in screen_text(app)
+        await pilot.press("w")
+        await pilot.pause()
+        await pilot.press("end", "ctrl+u", *str(target), "enter")
+        await wait_for(pilot, lambda: target.exists() and "Result saved" in screen_text(app))
+
+    run_ui(node, scenario)
+    assert target.read_bytes() == image.read_bytes()
+
+
+def test_settings_are_validated_inline_and_saved_to_the_config_file(tmp_path):
+    config = make_config(tmp_path)
+    node = FakeNode(config)
+
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.click("#opt-guests-cpus")
+        await pilot.press("end", "ctrl+u", *"x2")
+        await pilot.pause()
+        assert "guests.cpus must be a whole number" in screen_text(app)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "Settings not saved" in screen_text(app))
+        assert not config.paths.config_file.exists()
+        await pilot.press("home", "delete")
+        await pilot.pause()
+        assert not app.query_one("#opt-guests-cpus-error").has_class("-shown")  # the inline error went away
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: config.paths.config_file.exists())
+
+    run_ui(node, scenario)
+    saved = tomllib.loads(config.paths.config_file.read_text())
+    assert saved["guests"]["cpus"] == 2
+
+
+def test_settings_show_the_join_code(node):
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.pause()
+        app.query_one("#join-code").scroll_visible(animate=False)
+        await pilot.pause()
+        assert "frost1-7QX4-M2KD-9PLR-WE3T" in screen_text(app)
+
+    run_ui(node, scenario)

@@ -1,0 +1,33 @@
+"""Deterministic pictures of every tab and dialog, compared with the stored SVGs.
+
+The state is the fixed demo cluster at a fixed time (the one the screenshots use); the keys
+pressed for each picture are in `frost_tui.screenshots.SHOTS` ("3": the Peers tab, "s": the
+submit dialog). After an intended change of the UI, regenerate with
+`FROST_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_snapshots.py` and look at the SVGs before keeping them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from frost_tui.screenshots import export_shots
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+def test_every_screen_matches_its_stored_snapshot():
+    if os.environ.get("NO_COLOR"):
+        pytest.skip("NO_COLOR changes every snapshot")
+    changed = []
+    for stem, svg in asyncio.run(export_shots()).items():
+        path = SNAPSHOTS / f"{stem}.svg"
+        if os.environ.get("FROST_UPDATE_SNAPSHOTS") or not path.exists():
+            SNAPSHOTS.mkdir(exist_ok=True)
+            path.write_text(svg, encoding="utf-8")
+        if svg != path.read_text(encoding="utf-8"):
+            changed.append(stem)
+    assert changed == [], f"these screens changed: {changed}; compare with {SNAPSHOTS}"

@@ -1,0 +1,93 @@
+"""The UI's pure pieces: number formatting, the braille chart, the image decoder, table syncing."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from frost_tui.widgets.chart import ChartData, Series, render_chart
+from frost_tui.widgets.format import format_bytes, format_duration, progress_bar
+from frost_tui.widgets.image_preview import ImageFormatError, decode_image, render_half_blocks
+
+
+def make_png(width: int, height: int, pixel=lambda x, y: (x * 40 % 256, y * 60 % 256, 128), filter_type: int = 0) -> bytes:
+    rows = b"".join(
+        bytes((filter_type,)) + b"".join(bytes(pixel(x, y)) for x in range(width)) for y in range(height)
+    )
+    if filter_type == 2:  # "up": store differences from the row above
+        raw = bytearray()
+        previous = bytes(width * 3)
+        for y in range(height):
+            row = b"".join(bytes(pixel(x, y)) for x in range(width))
+            raw += bytes((2,)) + bytes((a - b) & 0xFF for a, b in zip(row, previous))
+            previous = row
+        rows = bytes(raw)
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def test_durations_read_like_a_clock():
+    assert [format_duration(s) for s in (0, 42, 185, 7620, 273600)] == ["0s", "42s", "3m05s", "2h07m", "3d04h"]
+    assert format_duration(None) == "—"
+
+
+def test_bytes_use_binary_units():
+    assert [format_bytes(n) for n in (512, 1536, 3 * 1024**3)] == ["512 B", "1.5 KiB", "3 GiB"]
+
+
+def test_progress_bar_is_clamped_and_shows_percent():
+    assert progress_bar(0.5, width=10).plain == "█████░░░░░  50%"
+    assert progress_bar(1.7, width=4).plain == "████ 100%"
+
+
+def test_chart_puts_now_at_the_right_edge_and_labels_the_axis():
+    data = ChartData("CPU", "%", (Series("owner", "yellow", (0.0, 50.0, 100.0)),), span_seconds=240)
+    lines = render_chart(data, 30, 6).plain.splitlines()
+    assert lines[0].startswith("CPU")
+    assert lines[1].strip().startswith("100%┤")
+    assert lines[-1].strip().startswith("-4 min") and lines[-1].endswith("now")
+    assert lines[1].rstrip()[-1] != " "  # the newest (highest) sample is drawn in the last column
+
+
+def test_png_decodes_to_the_pixels_written():
+    picture = decode_image(make_png(5, 3))
+    assert (picture.width, picture.height) == (5, 3)
+    assert picture.rgb[3 * (1 * 5 + 2):3 * (1 * 5 + 2) + 3] == bytes((80, 60, 128))
+
+
+def test_png_up_filter_is_undone():
+    assert decode_image(make_png(4, 4, filter_type=2)) == decode_image(make_png(4, 4))
+
+
+def test_ppm_decodes_and_renders_as_half_blocks():
+    picture = decode_image(b"P6\n# made by hand\n2 2\n255\n" + bytes(range(12)))
+    text = render_half_blocks(picture, 10, 5)
+    assert text.plain == "▀▀"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from([b"", b"\x89PNG\r\n\x1a\n", b"P6 "]))
+def test_any_bytes_decode_or_raise_image_format_error(body, prefix):
+    try:
+        decode_image(prefix + body)
+    except ImageFormatError:
+        pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.binary(max_size=64))
+def test_png_with_any_header_is_refused_or_decoded(width, height, data):
+    png = make_png(2, 2)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    broken = png[:16] + header + png[29:33] + png[33:33] + data
+    try:
+        decode_image(broken)
+    except ImageFormatError:
+        pass
