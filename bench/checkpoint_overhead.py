@@ -71,8 +71,8 @@ async def run_once(tmp: Path, plugin: Path, size: int, interval: float, seq: int
     guests = GuestSupervisor(data_dir=tmp / f"node{seq}", settings=settings, on_event=events.append)
     task = GuestTask(task_id=f"bench0001-{seq}.0", assignment_id=f"bench0001-{seq}", origin="bench0001",
                      plugin_name="worker", plugin_version="1", plugin_hash=content_hash(plugin),
-                     plugin_path=str(plugin), unit=WorkUnit(0, {"bytes": size, "steps": STEPS}, 4 * size + (8 << 20), 1.0),
-                     epoch=1)
+                     plugin_path=str(plugin), epoch=1,
+                     unit=WorkUnit(0, {"bytes": size, "steps": STEPS}, 4 * size + (8 << 20), 1.0))
     outcome = await guests.run(task)
     assert isinstance(outcome, Completed), outcome
     costs = [int(m.group(1)) / 1000 for e in events if e.kind == "checkpoint" and (m := COST.search(e.message))]

@@ -30,12 +30,15 @@ HOG = "import time\nend=time.time()+{seconds}\nwhile time.time()<end: pass\n"
 
 async def one_round(interval: float, warmup: float = 3.0, limit: float = 20.0) -> dict:
     sampler = ResourceSampler(1.0, lambda: [], probe_every=10**9)
-    baseline = []
+    baseline, idle = [], []
     end = time.monotonic() + warmup
     while time.monotonic() < end:
         await trio.sleep(interval)
-        baseline.append((await sampler.sample()).owner_cpu_percent)
+        reading = await sampler.sample()
+        baseline.append(reading.owner_cpu_percent)
+        idle.append(reading.instant_available)
     base = sum(baseline) / len(baseline)
+    idle_cpus = sum(idle) / len(idle)
     # The owner's other programs are part of the owner: act on what the hog adds to them.
     policy = OwnerPolicy(OwnerSettings(busy_cpu_percent=base + 25.0, input_idle=0.0))
     hog = subprocess.Popen([sys.executable, "-c", HOG.format(seconds=limit + 5)], start_new_session=True)
@@ -52,7 +55,8 @@ async def one_round(interval: float, warmup: float = 3.0, limit: float = 20.0) -
     finally:
         os.killpg(hog.pid, signal.SIGKILL)
         hog.wait()
-    return {"baseline_owner_cpu_percent": round(base, 1), "reaction_s": reaction,
+    return {"baseline_owner_cpu_percent": round(base, 1), "idle_cpus_before": round(idle_cpus, 2),
+            "reaction_s": reaction,
             "explanation": policy.explain()}
 
 
@@ -63,13 +67,17 @@ def main() -> int:
     args = parser.parse_args()
     rounds = [trio.run(one_round, args.interval) for _ in range(args.rounds)]
     reactions = [r["reaction_s"] for r in rounds if r["reaction_s"] is not None]
-    rows = [[i + 1, r["baseline_owner_cpu_percent"], r["reaction_s"] if r["reaction_s"] is not None else "none",
+    rows = [[i + 1, r["baseline_owner_cpu_percent"], r["idle_cpus_before"], r["reaction_s"] if r["reaction_s"] is not None else "none",
              HTCONDOR_SECONDS, round(HTCONDOR_SECONDS / r["reaction_s"], 1) if r["reaction_s"] else "-"]
             for i, r in enumerate(rounds)]
-    print_table(["round", "baseline owner CPU %", "reaction s", "HTCondor s", "times faster"], rows)
+    print_table(["round", "baseline owner CPU %", "idle CPUs before", "reaction s", "HTCondor s", "times faster"],
+                rows)
     for r in rounds:
         print("  ", r["explanation"])
     worst = max(reactions) if reactions else None
+    if any(r["idle_cpus_before"] < 0.5 for r in rounds):
+        print("\nwarning: less than half a CPU was idle before the hog started; other programs already "
+              "use the machine fully, so one more hog adds no owner CPU to see. Re-run on a quieter machine.")
     print(f"\nworst reaction: {worst} s (goal: within 3 s); rounds without a reaction: {len(rounds) - len(reactions)}")
     write_results("sim_owner_reaction", {"interval_s": args.interval, "rounds": rounds, "worst_reaction_s": worst,
                                          "htcondor_s": HTCONDOR_SECONDS, "goal_s": 3.0})

@@ -131,7 +131,9 @@ def encode_header(record: CheckpointRecord, state_size: int | None = None) -> by
         canonical=True,
     )
     if len(header) > HEADER_CAP:
-        raise CheckpointError(f"checkpoint header of task {record.task_id} is {len(header)} bytes; the cap is {HEADER_CAP}")
+        raise CheckpointError(
+            f"checkpoint header of task {record.task_id} is {len(header)} bytes; the cap is {HEADER_CAP}"
+        )
     return MAGIC + _LENGTH.pack(len(header)) + header
 
 
@@ -219,30 +221,31 @@ class CheckpointStore:
         identity = (task_id, plugin_name, plugin_version, plugin_hash, unit_index, epoch, seq, float(taken_at))
         pieces = [state] if isinstance(state, bytes) else list(state)
         size = sum(len(piece) for piece in pieces)
-        sealed: list[CheckpointRecord] = []
-
-        def seal() -> None:
-            digest = _digest(identity, *pieces)
-            whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-            sealed.append(CheckpointRecord(*identity, state=whole, sha256=digest))
-
         if size < PARALLEL_HASH_FROM:
-            seal()
-            self._write_durably(sealed[0], pieces, None)
-            return sealed[0]
-        sealer = threading.Thread(target=seal, name="checkpoint-seal")
-        sealer.start()
+            record = CheckpointRecord(*identity, state=b"".join(pieces), sha256=_digest(identity, *pieces))
+            self._write_durably(record, pieces, None)
+            return record
+        # Hashing, joining the pieces for the record and writing each take one pass over memory:
+        # run them side by side (hashlib, bytes.join and os.write all release the GIL).
+        found: dict[str, Any] = {"whole": pieces[0]} if len(pieces) == 1 else {}
+        helpers = [threading.Thread(target=lambda: found.update(digest=_digest(identity, *pieces)))]
+        if len(pieces) > 1:
+            helpers.append(threading.Thread(target=lambda: found.update(whole=b"".join(pieces))))
+        for helper in helpers:
+            helper.start()
 
         def finish_seal() -> CheckpointRecord:
-            sealer.join()
-            return sealed[0]
+            for helper in helpers:
+                helper.join()
+            return CheckpointRecord(*identity, state=found["whole"], sha256=found["digest"])
 
         unsealed = CheckpointRecord(*identity, state=b"", sha256="0" * 64)
         try:
             self._write_durably(unsealed, pieces, finish_seal, size=size)
         finally:
-            sealer.join()
-        return sealed[0]
+            for helper in helpers:
+                helper.join()
+        return finish_seal()
 
     def _write_durably(
         self,

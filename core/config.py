@@ -62,14 +62,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster", "allow_cluster_plugins", bool, True,
            "Run plugins whose code arrives from a master in this (keyed) cluster."),
     # [gossip]
-    Option("gossip", "interval", float, 1.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
-    Option("gossip", "fanout", int, 3, "Random peers contacted each gossip interval (k).", 1, 16),
+    Option("gossip", "interval", float, 2.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
+    Option("gossip", "fanout", int, 2, "Random peers contacted each gossip interval, and by an immediate push (k).",
+           1, 16),
     Option("gossip", "probe_interval", float, 0.25,
            "Seconds between failure-detection probes; must exceed probe_timeout.", 0.05, 60),
     Option("gossip", "probe_timeout", float, 0.1, "Seconds to wait for a probe's direct answer.", 0.01, 30),
-    Option("gossip", "suspicion_multiplier", float, 24.0,
+    Option("gossip", "suspicion_multiplier", float, 20.0,
            "A confirmed suspicion lasts this many probe intervals times log10(cluster size) before the "
-           "peer counts as dead (about 10 s in a cluster of 50).", 1, 1000),
+           "peer counts as dead.", 1, 1000),
+    Option("gossip", "suspicion_min", float, 10.0,
+           "Shortest suspicion, in seconds: long enough for a node whose loop stalled to wake up and refute.",
+           0.1, 3600),
     Option("gossip", "announce_interval", float, 30.0, "Seconds between discovery broadcasts.", 1, 3600),
     # [guests]
     Option("guests", "cpus", int, 0, "CPUs guests may use; 0 means all of them.", 0, 4096),

@@ -24,10 +24,27 @@ def run_headless(config: Config) -> int:
     print(f"frost-tui node {config.node_name} ({node.node_id[:8]}) starting; log: {log_path}", flush=True)
     try:
         trio.run(_serve_until_signalled, node)
-    except FrostError as error:
-        print(f"frost-tui: {error.title}: {error.message}", file=sys.stderr)
+    except Exception as error:  # the node's last word: say why once, keep the traceback in the log
+        frost_error = find_frost_error(error)
+        if frost_error is None:
+            log.exception("the node crashed")
+            print(f"frost-tui: the node crashed: {error!r}; the traceback is in {log_path}", file=sys.stderr)
+        else:
+            print(f"frost-tui: {frost_error.title}: {frost_error.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def find_frost_error(error: BaseException) -> FrostError | None:
+    """The FrostError inside `error` (trio wraps task failures in exception groups), if any."""
+    if isinstance(error, FrostError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = find_frost_error(inner)
+            if found is not None:
+                return found
+    return None
 
 
 async def _serve_until_signalled(node) -> None:

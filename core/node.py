@@ -55,7 +55,7 @@ def _membership_config(config: Config) -> MembershipConfig:
         gossip_interval=config.get("gossip.interval"), fanout=config.get("gossip.fanout"),
         probe_interval=config.get("gossip.probe_interval"), probe_timeout=config.get("gossip.probe_timeout"),
         suspicion_multiplier=config.get("gossip.suspicion_multiplier"),
-        announce_interval=config.get("gossip.announce_interval"),
+        suspicion_min=config.get("gossip.suspicion_min"), announce_interval=config.get("gossip.announce_interval"),
     )
 
 
@@ -328,7 +328,8 @@ class Node:
         )
 
     def _on_guest_event(self, event: GuestEvent) -> None:
-        self.events.add(event.kind, event.message, severity=event.severity)
+        severity = event.level if event.level in ("warning", "error") else "info"
+        self.events.add(event.kind, f"{event.task_id}: {event.message}", severity=severity)
         self.mark_changed()
 
     def _on_membership_event(self, event: MemberEvent) -> None:

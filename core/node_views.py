@@ -63,7 +63,7 @@ def peer_views(node: Node) -> tuple[PeerView, ...]:
         figures = record.figures
         views.append(PeerView(
             node_id=record.node_id, name=record.name, address=f"{record.address[0]}:{record.address[1]}",
-            state=str(record.state), available=figures.available, cpus=figures.cpus,
+            state=record.state.name.lower(), available=figures.available, cpus=figures.cpus,
             free_memory=figures.free_memory, guests=figures.guests, mode=figures.mode,
             last_seen=time.time() if record.node_id == node.node_id else node.membership.last_heard(record.node_id),
             rtt_ms=node.membership.rtt_ms(record.node_id), idle_extremity=figures.idle_extremity,

@@ -82,9 +82,12 @@ class NetworkTransport:
             logger.debug("datagram to %s not sent: %s", address, exc)
 
     async def broadcast(self, message: Message) -> None:
-        """To the configured broadcast address; its port 0 means our own port (the usual case)."""
+        """To the configured broadcast address; its port 0 means our own port (the usual case).
+
+        With broadcast turned off (no address) this does nothing: discovery then relies on seeds.
+        """
         if self.broadcast_address is None:
-            raise ProtocolError("this transport has no broadcast address configured")
+            return
         host, port = self.broadcast_address
         await self.send_datagram((host, port or self.local_address[1]), message)
 

@@ -21,6 +21,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from frost_core.commands import (
@@ -61,6 +62,10 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("settings", "7 Settings", SettingsPane),
 )
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
+# Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
+# the ones that follow a keypress within COMMAND_WINDOW redraw at once.
+PASSIVE_REDRAW_INTERVAL = 1.0
+COMMAND_WINDOW = 3.0
 log = logging.getLogger("frost.tui")
 
 
@@ -119,6 +124,10 @@ class FrostApp(App[int]):
         self._stopping = False
         self._quit_when_no_guests = False
         self._notified_until = clock()
+        self._last_redraw_at = -PASSIVE_REDRAW_INTERVAL
+        self._last_command_at = -COMMAND_WINDOW
+        self._redraw_timer: Timer | None = None
+        self._topbar = ""
 
     # ----------------------------------------------------------------- layout and lifecycle
 
@@ -148,9 +157,22 @@ class FrostApp(App[int]):
             self.post_message(SnapshotArrived())
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        """Redraw now after the owner's command, else at most once per PASSIVE_REDRAW_INTERVAL."""
         self._redraw_pending = False
+        now = time.monotonic()
+        if now - self._last_command_at < COMMAND_WINDOW or now - self._last_redraw_at >= PASSIVE_REDRAW_INTERVAL:
+            self._take_latest()
+        elif self._redraw_timer is None:
+            delay = PASSIVE_REDRAW_INTERVAL - (now - self._last_redraw_at)
+            self._redraw_timer = self.set_timer(delay, self._take_latest)
+
+    def _take_latest(self) -> None:
+        if self._redraw_timer is not None:
+            self._redraw_timer.stop()
+            self._redraw_timer = None
         if self._latest is None or self._latest is self.snapshot:
             return
+        self._last_redraw_at = time.monotonic()
         self.snapshot = self._latest
         self._redraw()
         self._notify_errors(self.snapshot)
@@ -166,7 +188,10 @@ class FrostApp(App[int]):
         if snapshot is None:
             return
         now = self.clock()
-        self.query_one("#topbar", Static).update(describe_topbar(snapshot))
+        topbar = describe_topbar(snapshot)
+        if topbar != self._topbar:
+            self._topbar = topbar
+            self.query_one("#topbar", Static).update(topbar, layout=False)
         self.active_pane().show(snapshot, now)
 
     def _notify_errors(self, snapshot: NodeSnapshot) -> None:
@@ -197,6 +222,7 @@ class FrostApp(App[int]):
 
     def send(self, command: Command) -> None:
         """One way: the outcome shows up in a later snapshot (or as an error event)."""
+        self._last_command_at = time.monotonic()
         self.node.send_nowait(command)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -22,6 +22,7 @@ FAST_CONFIG = """
 [gossip]
 interval = 0.3
 announce_interval = 2
+suspicion_min = 3
 """
 
 

@@ -36,6 +36,7 @@ from frost_core.wire.channel import read_bulk_data, read_frame, write_bulk, writ
 
 EXIT_FAILED = 3
 EXIT_PROTOCOL = 2
+MAX_REASON_BYTES = 4000
 
 
 class GuestFailure(Exception):
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return runner.run()
     except GuestFailure as failure:
-        write_frame(outbox, GuestFailed(kind=failure.kind, reason=failure.reason[:4000]))
+        reason = failure.reason.encode()[:MAX_REASON_BYTES].decode(errors="ignore")  # fits GuestFailed.MAX_SIZE
+        write_frame(outbox, GuestFailed(kind=failure.kind, reason=reason))
         return EXIT_FAILED
     except MemoryError:
         reason = f"the guest ran out of its {args.address_space / MIB:.0f} MiB address-space cap"

@@ -30,8 +30,8 @@ def encode_state(value: Any, what: str = "state", limit: int | None = None) -> b
 def encode_state_pieces(value: Any, what: str = "state", limit: int | None = None) -> list[bytes]:
     """The same encoding as pieces whose concatenation is the CBOR, bulk byte strings uncopied.
 
-    `CheckpointStore.commit` writes pieces straight to disk, so a state encoded and checkpointed
-    in one process never has its bulk bytes copied in user space at all.
+    `CheckpointStore.commit` writes pieces straight to disk and joins them in a second thread,
+    off the path of the write.
     """
     check_plain(value, what)
     pieces: list[bytes] = []

@@ -55,6 +55,7 @@ from frost_core.wire.messages import MAX_MESSAGE_SIZE
 
 MAX_LOG_LINE = 1000
 CPU_WINDOW = 1.0
+PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
 # Failures the plugin causes itself: running it again elsewhere gives the same answer.
 _PLUGIN_FAULTS = ("plugin", "state", "memory")
@@ -144,7 +145,10 @@ class GuestSupervisor:
         try:
             await trio.to_thread.run_sync(_fresh_folder, scratch)
             async with trio.open_nursery() as nursery:
-                await self._spawn(guest, scratch, nursery)
+                try:
+                    await self._spawn(guest, scratch, nursery)
+                except OSError as error:
+                    self._finish(guest, Failed(f"start: could not start the guest process: {error}", retryable=True))
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
         finally:
@@ -201,7 +205,8 @@ class GuestSupervisor:
             self._signal(guest, signal.SIGSTOP)
             guest.paused = True
         resumed = f" from checkpoint {guest.resume_from.seq}" if guest.resume_from else ""
-        self._emit(task.task_id, "start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
+        self._emit(task.task_id, "start",
+                   f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
         nursery.start_soon(self._read_messages, guest)
         nursery.start_soon(self._forward_output, guest, process.stdout, "info")
         nursery.start_soon(self._forward_output, guest, process.stderr, "warning")
@@ -266,14 +271,19 @@ class GuestSupervisor:
         if guest.killed or guest.outcome is not None:
             return
         assert guest.process is not None
+        if problem is not None:
+            # A guest that died mid-frame crashed; one still alive after this broke the protocol.
+            with trio.move_on_after(PROTOCOL_GRACE):
+                await guest.process.wait()
+            if guest.process.returncode is None:
+                self._finish(guest, Failed(f"protocol: the guest broke the pipe protocol: {problem}", retryable=False))
+                return
         code = await guest.process.wait()
-        if problem and code == 0:
-            self._finish(guest, Failed(f"protocol: the guest broke the pipe protocol: {problem}", retryable=True))
-            return
         tail = "; ".join(guest.stderr_tail)
         self._finish(
             guest,
-            Failed(f"crashed: the guest {_describe_exit(code)}" + (f" (stderr: {tail})" if tail else ""), retryable=True),
+            Failed(f"crashed: the guest {_describe_exit(code)}" + (f" (stderr: {tail})" if tail else ""),
+                   retryable=True),
         )
 
     async def _handle(self, guest: _Guest, message: object) -> None:
@@ -295,7 +305,8 @@ class GuestSupervisor:
             guest.progress = 1.0
             self._finish(guest, Completed(data))
         elif isinstance(message, GuestFailed):
-            self._finish(guest, Failed(f"{message.kind}: {message.reason}", retryable=message.kind not in _PLUGIN_FAULTS))
+            failure = Failed(f"{message.kind}: {message.reason}", retryable=message.kind not in _PLUGIN_FAULTS)
+            self._finish(guest, failure)
         elif isinstance(message, GuestLog):
             self._emit(guest.task.task_id, "guest-log", message.text, message.level)
         else:
@@ -408,7 +419,8 @@ class GuestSupervisor:
         elif guest.asleep_since is None:
             guest.asleep_since = now
         elif now - guest.asleep_since > timeout:
-            return f"no progress: a step has been blocked for {now - guest.asleep_since:.1f} s (step timeout {timeout:g} s)"
+            blocked = now - guest.asleep_since
+            return f"no progress: a step has been blocked for {blocked:.1f} s (step timeout {timeout:g} s)"
         return None
 
     def _sample_cpu(self, guest: _Guest) -> float:
@@ -439,9 +451,10 @@ class GuestSupervisor:
 
     async def _request_checkpoint(self, guest: _Guest) -> _Pending | None:
         """The checkpoint request in flight, sending a new one if none is; None if the guest is gone."""
+        if guest.channel is None:
+            return None  # still starting: nothing to ask yet
         if guest.pending is None:
             pending = guest.pending = _Pending(next(self._request_ids), time.monotonic())
-            assert guest.channel is not None
             try:
                 await guest.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
             except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -89,7 +89,10 @@ Outcome = Completed | Failed | Evicted
 
 @dataclass(frozen=True)
 class GuestEvent:
-    """A line for the event log: kind is start, guest-log, checkpoint, pause, resume, evict, completed, failed or error."""
+    """A line for the event log.
+
+    `kind` is one of start, guest-log, checkpoint, pause, resume, evict, completed, failed, error.
+    """
 
     task_id: str
     kind: str

@@ -33,11 +33,12 @@ def parse_pressure(text: str) -> Pressure:
             figures[kind] = {key: float(value) for key, value in (item.split("=") for item in rest.split())}
         except ValueError as error:
             raise ValueError(f"unreadable pressure line {line!r}") from error
-    if "some" not in figures:
-        raise ValueError("pressure file without a 'some' line")
-    full = figures.get("full")
-    return Pressure(figures["some"]["avg10"], figures["some"]["avg60"],
-                    full["avg10"] if full else None, full["avg60"] if full else None)
+    some, full = figures.get("some"), figures.get("full")
+    if some is None or not {"avg10", "avg60"} <= some.keys():
+        raise ValueError("pressure file without a complete 'some' line")
+    if full is not None and not {"avg10", "avg60"} <= full.keys():
+        raise ValueError("pressure file with an incomplete 'full' line")
+    return Pressure(some["avg10"], some["avg60"], full["avg10"] if full else None, full["avg60"] if full else None)
 
 
 def read_pressure(resource: str, root: Path = PRESSURE_DIR) -> Pressure | None:

@@ -54,7 +54,7 @@ class Discovery:
     def on_announce(self, address: Address, announce: Announce) -> None:
         node = self.node
         now = trio.current_time()
-        known = node.table.get(announce.node.node_id)
+        known = node.table.get(announce.node[0])  # position 0 of an entry is the node id
         newcomer = node.absorb_one(announce.node, first_hand=True)
         if newcomer is not None and announce.known > 1:
             if len(self._settled) > 4096:

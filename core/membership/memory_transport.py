@@ -15,23 +15,16 @@ import trio
 from frost_core.errors import ProtocolError
 from frost_core.membership.records import Address
 from frost_core.membership.transport_protocol import ExchangeHandler
+from frost_core.membership.wire_cost import ABORT, DATAGRAM_OVERHEAD, ChannelPools, stream_message
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, decode_message, encode_message
-
-DATAGRAM_OVERHEAD = 28 + 40
-"""Bytes a real datagram adds to its body: IPv4 + UDP headers, plus sealing (nonce, tag, header)."""
-FRAME_OVERHEAD = 8 + 16
-"""Bytes a real stream frame adds to its body: frame header plus AEAD tag."""
-EXCHANGE_OVERHEAD = 2 * 40 * 5 + 400
-"""Bytes a real exchange adds beyond its frames if it opens a fresh TCP connection: about ten
-segments of TCP/IP headers (handshake, data, acks, close) and the keyed HELLO/HELLO_ACK."""
 
 INBOX_CAPACITY = 4096
 
 
 @dataclass
 class TrafficCounter:
-    """Bytes and messages one node sent and received, bodies and estimated on-wire totals."""
+    """Bytes and messages one node sent and received: bodies, and on-wire totals (see wire_cost)."""
 
     sent_bytes: int = 0
     received_bytes: int = 0
@@ -39,6 +32,7 @@ class TrafficCounter:
     received_wire_bytes: int = 0
     datagrams_sent: int = 0
     exchanges_opened: int = 0
+    connections_opened: int = 0
 
 
 class MemoryNetwork:
@@ -59,6 +53,9 @@ class MemoryNetwork:
         self._wake = trio.Event()
         self.traffic: dict[Address, TrafficCounter] = {}
         self.bytes_by_message: dict[str, int] = {}
+        self.wire_by_kind: dict[str, int] = {}
+        """Bytes sent on the wire beyond bodies: datagram headers, stream framing, connections."""
+        self.pools = ChannelPools()
 
     def attach(self, address: Address) -> MemoryTransport:
         """A transport for a new host at `address` (a restarted node may reuse an address)."""
@@ -95,7 +92,8 @@ class MemoryNetwork:
 
     def post(self, source: Address, target: Address, message: Message) -> None:
         body = encode_message(message)
-        self._count(source, target, len(body), DATAGRAM_OVERHEAD, message)
+        self._count(source, target, len(body), message)
+        self._count_wire(source, target, DATAGRAM_OVERHEAD, 0, "datagram headers")
         self.traffic[source].datagrams_sent += 1
         if self.reachable(source, target) is None or self.lost():
             return
@@ -107,6 +105,8 @@ class MemoryNetwork:
         """One datagram leaves the sender; every other host on the segment receives a copy."""
         sent = self.traffic[source]
         before = (sent.sent_bytes, sent.sent_wire_bytes, sent.datagrams_sent)
+        name = type(message).__name__
+        by_message = (self.bytes_by_message.get(name, 0), self.wire_by_kind.get("datagram headers", 0))
         targets = [address for address in self._hosts if address != source]
         for address in targets:
             self.post(source, address, message)
@@ -116,16 +116,28 @@ class MemoryNetwork:
             sent.sent_bytes += size
             sent.sent_wire_bytes += size + DATAGRAM_OVERHEAD
             sent.datagrams_sent += 1
+            self.bytes_by_message[name] = by_message[0] + size
+            self.wire_by_kind["datagram headers"] = by_message[1] + DATAGRAM_OVERHEAD
 
-    def _count(self, source: Address, target: Address, size: int, overhead: int, message: Message) -> None:
+    def _count(self, source: Address, target: Address, size: int, message: Message) -> None:
+        """A body sent from `source` to `target` (its framing is counted by _count_wire)."""
         name = type(message).__name__
         self.bytes_by_message[name] = self.bytes_by_message.get(name, 0) + size
         sent = self.traffic[source]
         sent.sent_bytes += size
-        sent.sent_wire_bytes += size + overhead
+        sent.sent_wire_bytes += size
         received = self.traffic.setdefault(target, TrafficCounter())
         received.received_bytes += size
-        received.received_wire_bytes += size + overhead
+        received.received_wire_bytes += size
+
+    def _count_wire(self, a: Address, b: Address, a_sends: int, b_sends: int, kind: str) -> None:
+        """Bytes beyond bodies that `a` sends to `b` and `b` sends back."""
+        self.wire_by_kind[kind] = self.wire_by_kind.get(kind, 0) + a_sends + b_sends
+        first, second = self.traffic[a], self.traffic.setdefault(b, TrafficCounter())
+        first.sent_wire_bytes += a_sends
+        second.received_wire_bytes += a_sends
+        second.sent_wire_bytes += b_sends
+        first.received_wire_bytes += b_sends
 
     async def run(self) -> None:
         """Deliver queued datagrams when they are due; held for stalled hosts until they wake."""
@@ -145,32 +157,47 @@ class MemoryNetwork:
                 await self._wake.wait()
 
     async def carry(self, source: MemoryTransport, target: Address, message: Message, timeout: float) -> Message:
-        """One exchange: request, the target's handler, reply; each leg can be lost or delayed."""
-        self.traffic[source.local_address].exchanges_opened += 1
-        with trio.fail_after(timeout):
-            await source.wait_runnable()
-            request = encode_message(message)
-            self._count(source.local_address, target, len(request), FRAME_OVERHEAD + EXCHANGE_OVERHEAD, message)
-            host = self.reachable(source.local_address, target)
-            if host is None or self.lost():
-                await trio.sleep_forever()
-            await trio.sleep(self.latency)
-            await host.wait_runnable()
-            if host.crashed:
-                await trio.sleep_forever()
-            handler = host.handlers.get(message.CODE)
-            if handler is None:
-                raise ConnectionResetError(f"{target} does not serve {message.CODE.name}")
-            try:
-                reply = await handler(source.local_address, decode_message(int(message.CODE), request))
-            except ProtocolError as exc:
-                raise ConnectionResetError(f"{target} dropped the connection: {exc.message}") from None
-            body = encode_message(reply)
-            self._count(target, source.local_address, len(body), FRAME_OVERHEAD, reply)
-            if self.lost():
-                await trio.sleep_forever()
-            await trio.sleep(self.latency)
-            return decode_message(int(reply.CODE), body)
+        """One exchange: request, the target's handler, reply; each leg can be lost or delayed.
+
+        Connections are pooled as NetworkTransport pools them, so a handshake is paid only when
+        no idle channel to `target` is left open (wire_cost.ChannelPools).
+        """
+        client = source.local_address
+        self.traffic[client].exchanges_opened += 1
+        try:
+            with trio.fail_after(timeout):
+                await source.wait_runnable()
+                request = encode_message(message)
+                setup_client, setup_server, fresh = self.pools.take(client, target, trio.current_time(), len(request))
+                self.traffic[client].connections_opened += fresh
+                self._count_wire(client, target, setup_client, setup_server, "connections")
+                self._count(client, target, len(request), message)
+                self._count_wire(client, target, *stream_message(len(request), acked_by_reply=True), "stream framing")
+                host = self.reachable(client, target)
+                if host is None or self.lost():
+                    await trio.sleep_forever()
+                await trio.sleep(self.latency)
+                await host.wait_runnable()
+                if host.crashed:
+                    await trio.sleep_forever()
+                handler = host.handlers.get(message.CODE)
+                if handler is None:
+                    raise ConnectionResetError(f"{target} does not serve {message.CODE.name}")
+                try:
+                    reply = await handler(client, decode_message(int(message.CODE), request))
+                except ProtocolError as exc:
+                    raise ConnectionResetError(f"{target} dropped the connection: {exc.message}") from None
+                body = encode_message(reply)
+                self._count(target, client, len(body), reply)
+                self._count_wire(target, client, *stream_message(len(body), acked_by_reply=False), "stream framing")
+                if self.lost():
+                    await trio.sleep_forever()
+                await trio.sleep(self.latency)
+        except BaseException:
+            self._count_wire(client, target, *ABORT, "connections")
+            raise
+        self._count_wire(client, target, *self.pools.park(client, target, trio.current_time()), "connections")
+        return decode_message(int(reply.CODE), body)
 
 
 class MemoryTransport:

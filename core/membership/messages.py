@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 from frost_core.errors import ProtocolError
-from frost_core.membership.records import MAX_SUSPECTORS, MemberState, NodeRecord, ResourceFigures
+from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberState, NodeRecord, ResourceFigures
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 
@@ -15,26 +14,22 @@ MAX_ID = 64
 MAX_NAME = 128
 MAX_HOST = 255
 MAX_MODE = 32
-MAX_COUNTER = 2**32 - 1
-MAX_STATE_AGE = 86400.0
+MAX_STATE_AGE = 864000
+"""Deciseconds (a day): an older state travels as this age."""
+MAX_MILLI = 10**15
+"""Largest figure in thousandths; far beyond any machine, well inside a float's exact range."""
+MAX_MIB = 2**43
+"""Largest free memory in MiB (2**63 bytes)."""
 
+Figures = tuple[int, int, int, int, int, int, str]
+"""ResourceFigures on the wire: available, idle_extremity and heavy_extremity in thousandths,
+cpus, free_memory in MiB (rounded down), guests, mode."""
 
-@dataclass(frozen=True)
-class MemberEntry:
-    """One record on the wire. `state_age` replaces the local `state_since` (clocks differ)."""
-
-    node_id: str
-    name: str
-    host: str
-    port: int
-    protocol_version: int
-    incarnation: int
-    state: int
-    figures: ResourceFigures
-    figures_version: int
-    suspectors: tuple[str, ...] = ()
-    state_age: float = 0.0
-
+MemberEntry = tuple[str, str, str, int, int, int, int, int, int, Figures, tuple[str, ...]]
+"""One record on the wire, positional to keep it small (a map would repeat every field name):
+node_id, name, host, port, protocol_version, incarnation, state, figures_version,
+state_age in deciseconds (it replaces the local `state_since`: clocks differ), figures,
+suspectors. The codec checks every position's type; `record_from_entry` checks every range."""
 
 @register
 @dataclass(frozen=True)
@@ -153,62 +148,85 @@ class ResourceUpdate(Message):
 
 
 def entry_from_record(record: NodeRecord, now: float) -> MemberEntry:
-    return MemberEntry(
-        node_id=record.node_id,
-        name=record.name,
-        host=record.address[0],
-        port=record.address[1],
-        protocol_version=record.protocol_version,
-        incarnation=record.incarnation,
-        state=int(record.state),
-        figures=record.figures,
-        figures_version=record.figures_version,
-        suspectors=record.suspectors if record.state == MemberState.SUSPECT else (),
-        state_age=min(MAX_STATE_AGE, max(0.0, now - record.state_since)),
+    figures = record.figures
+    return (
+        record.node_id,
+        record.name,
+        record.address[0],
+        record.address[1],
+        record.protocol_version,
+        record.incarnation,
+        int(record.state),
+        record.figures_version,
+        min(MAX_STATE_AGE, max(0, round((now - record.state_since) * 10))),
+        (
+            _to_milli(figures.available),
+            _to_milli(figures.idle_extremity),
+            _to_milli(figures.heavy_extremity),
+            figures.cpus,
+            max(0, figures.free_memory) >> 20,
+            figures.guests,
+            figures.mode,
+        ),
+        record.suspectors if record.state == MemberState.SUSPECT else (),
     )
 
 
 def record_from_entry(entry: MemberEntry, now: float) -> NodeRecord:
     """Check every field a peer sent; a bad one raises ProtocolError naming it."""
-    _check_text("node_id", entry.node_id, MAX_ID, allow_empty=False)
-    _check_text("name", entry.name, MAX_NAME)
-    _check_text("host", entry.host, MAX_HOST, allow_empty=False)
-    _check_range("port", entry.port, 1, 65535)
-    _check_range("protocol_version", entry.protocol_version, 0, MAX_COUNTER)
-    _check_range("incarnation", entry.incarnation, 0, MAX_COUNTER)
-    _check_range("figures_version", entry.figures_version, 0, MAX_COUNTER)
-    _check_range("state", entry.state, 0, max(MemberState))
-    if len(entry.suspectors) > MAX_SUSPECTORS:
-        raise ProtocolError(f"entry for {entry.node_id!r} lists {len(entry.suspectors)} suspectors")
-    for suspector in entry.suspectors:
+    node_id, name, host, port, protocol_version, incarnation, state, figures_version, age, figures, suspectors = entry
+    _check_text("node_id", node_id, MAX_ID, allow_empty=False)
+    _check_text("name", name, MAX_NAME)
+    _check_text("host", host, MAX_HOST, allow_empty=False)
+    _check_range("port", port, 1, 65535)
+    _check_range("protocol_version", protocol_version, 0, MAX_COUNTER)
+    _check_range("incarnation", incarnation, 0, MAX_COUNTER)
+    _check_range("figures_version", figures_version, 0, MAX_COUNTER)
+    _check_range("state", state, 0, max(MemberState))
+    _check_range("state_age", age, 0, MAX_STATE_AGE)
+    if len(suspectors) > MAX_SUSPECTORS:
+        raise ProtocolError(f"entry for {node_id!r} lists {len(suspectors)} suspectors")
+    for suspector in suspectors:
         _check_text("suspector", suspector, MAX_ID, allow_empty=False)
-    if not (math.isfinite(entry.state_age) and entry.state_age >= 0):
-        raise ProtocolError(f"entry for {entry.node_id!r} has a bad state_age {entry.state_age!r}")
-    _check_figures(entry.figures)
-    state = MemberState(entry.state)
+    member_state = MemberState(state)
     return NodeRecord(
-        node_id=entry.node_id,
-        name=entry.name,
-        address=(entry.host, entry.port),
-        protocol_version=entry.protocol_version,
-        incarnation=entry.incarnation,
-        state=state,
-        figures=entry.figures,
-        figures_version=entry.figures_version,
-        suspectors=tuple(sorted(set(entry.suspectors))) if state == MemberState.SUSPECT else (),
-        state_since=now - min(entry.state_age, MAX_STATE_AGE),
+        node_id=node_id,
+        name=name,
+        address=(host, port),
+        protocol_version=protocol_version,
+        incarnation=incarnation,
+        state=member_state,
+        figures=_figures_from_wire(figures),
+        figures_version=figures_version,
+        suspectors=tuple(sorted(set(suspectors))) if member_state == MemberState.SUSPECT else (),
+        state_since=now - age / 10,
         updated_at=now,
     )
 
 
-def _check_figures(figures: ResourceFigures) -> None:
-    for field in dataclasses.fields(figures):
-        value = getattr(figures, field.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ProtocolError(f"figure {field.name} is not a finite number")
-        if isinstance(value, int) and not 0 <= value <= 2**63:
-            raise ProtocolError(f"figure {field.name} is out of range: {value}")
-    _check_text("mode", figures.mode, MAX_MODE)
+def _to_milli(value: float) -> int:
+    """Thousandths are finer than any decision made on these figures, and three bytes instead of nine."""
+    return max(-MAX_MILLI, min(MAX_MILLI, round(value * 1000))) if math.isfinite(value) else 0
+
+
+def _figures_from_wire(figures: Figures) -> ResourceFigures:
+    available, idle_extremity, heavy_extremity, cpus, free_mib, guests, mode = figures
+    _check_range("available", available, -MAX_MILLI, MAX_MILLI)
+    _check_range("idle_extremity", idle_extremity, -MAX_MILLI, MAX_MILLI)
+    _check_range("heavy_extremity", heavy_extremity, -MAX_MILLI, MAX_MILLI)
+    _check_range("cpus", cpus, 0, MAX_COUNTER)
+    _check_range("free_memory", free_mib, 0, MAX_MIB)
+    _check_range("guests", guests, 0, MAX_COUNTER)
+    _check_text("mode", mode, MAX_MODE)
+    return ResourceFigures(
+        available=available / 1000,
+        idle_extremity=idle_extremity / 1000,
+        heavy_extremity=heavy_extremity / 1000,
+        cpus=cpus,
+        free_memory=free_mib << 20,
+        guests=guests,
+        mode=mode,
+    )
 
 
 def _check_text(name: str, value: str, limit: int, *, allow_empty: bool = True) -> None:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 Address = tuple[str, int]
 """(host, port); UDP and TCP share the port number."""
 
+MAX_COUNTER = 2**32 - 1
+"""Incarnations and figure versions are 32-bit counters on the wire."""
 MAX_SUSPECTORS = 8
 """Independent suspicions kept per record: enough to count Lifeguard confirmations, small on the wire."""
 

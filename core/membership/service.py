@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -109,6 +110,24 @@ class Membership:
 
     def member(self, node_id: str) -> NodeRecord | None:
         return self.table.get(node_id)
+
+    def rtt_ms(self, node_id: str) -> float | None:
+        """Smoothed round-trip time of direct probes to `node_id` in ms; None if never measured."""
+        rtt = self.prober.rtt.get(node_id)
+        return None if rtt is None else rtt * 1000.0
+
+    def last_heard(self, node_id: str) -> float:
+        """Wall-clock time (time.time()) we last heard from or about `node_id`, directly or by gossip.
+
+        Records keep trio's clock, which need not be the wall clock; the age converts at read time.
+        Raises KeyError for a node not in the table.
+        """
+        record = self.table.get(node_id)
+        if record is None:
+            raise KeyError(f"no member {node_id!r}")
+        if node_id == self.node_id:
+            return time.time()
+        return time.time() - (trio.current_time() - max(record.heard_at, record.updated_at))
 
     def set_local_figures(self, figures: ResourceFigures) -> None:
         """Publish new figures: always by the next push-pull, at once if `available` moved >= 5 %."""

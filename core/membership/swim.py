@@ -24,6 +24,7 @@ class _Pending:
     """A probe waiting for its ack; nacks prove that our helpers (and we) still work."""
 
     acked: trio.Event = field(default_factory=trio.Event)
+    acked_at: float = 0.0
     nacks: int = 0
 
 
@@ -41,6 +42,8 @@ class Prober:
         self._pending: dict[int, _Pending] = {}
         self._order: list[str] = []
         self._checking: set[str] = set()
+        self.rtt: dict[str, float] = {}
+        """Smoothed round-trip time in seconds per member, from direct probes only."""
 
     async def run(self) -> None:
         node = self.node
@@ -82,6 +85,7 @@ class Prober:
             with trio.move_on_after(timeout):
                 await pending.acked.wait()
             if pending.acked.is_set():
+                self._note_rtt(target.node_id, pending.acked_at - started)
                 return self._answered(target)
             helpers = node.table.random_peers(node.config.indirect_probes, node.rng, exclude=(target.node_id,))
             request = PingReq(seq=seq, target_id=target.node_id, target_host=target.address[0], target_port=target.address[1])
@@ -100,6 +104,11 @@ class Prober:
             return False
         finally:
             del self._pending[seq]
+
+    def _note_rtt(self, node_id: str, sample: float) -> None:
+        """TCP's smoothing (RFC 6298, gain 1/8): steady enough to show, quick enough to follow a change."""
+        previous = self.rtt.get(node_id)
+        self.rtt[node_id] = sample if previous is None else previous + (sample - previous) / 8
 
     def _answered(self, target: NodeRecord) -> bool:
         self.node.awareness.apply(-1)
@@ -134,7 +143,8 @@ class Prober:
                 if now >= record.state_since + suspicion_timeout(size, confirmations, node.config):
                     self._checking.add(record.node_id)
                     node.nursery.start_soon(self._last_chance, record)
-            node.table.forget(now - node.config.dead_retention)
+            for gone in node.table.forget(now - node.config.dead_retention):
+                self.rtt.pop(gone.node_id, None)
 
     async def _last_chance(self, record: NodeRecord) -> None:
         node = self.node
@@ -173,7 +183,8 @@ class Prober:
 
     def on_ack(self, ack: Ack) -> None:
         pending = self._pending.get(ack.seq)
-        if pending is not None:
+        if pending is not None and not pending.acked.is_set():
+            pending.acked_at = trio.current_time()
             pending.acked.set()
 
     def on_nack(self, nack: Nack) -> None:

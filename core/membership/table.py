@@ -4,22 +4,40 @@ from __future__ import annotations
 
 import hashlib
 import random
-import struct
 from dataclasses import replace
 from collections.abc import Iterable
 
 from frost_core.errors import ProtocolError
-from frost_core.membership.records import MemberState, NodeRecord, merge_records
+from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberState, NodeRecord, merge_records
 
-_DIGEST_ITEM = struct.Struct(">8sIBBI")
-"""Per record: 8-byte key of the node id, incarnation, state, suspector count, figures version."""
-_KEY_SIZE = 8
+KEY_SIZE = 6
+"""Bytes of a digest key: two of 1000 nodes collide with odds of about 2e-9."""
 MAX_DIGEST_ITEMS = 65536
+_MAX_VARINT = 5
+"""Bytes of the longest varint a 32-bit counter needs."""
 
 
 def digest_key(node_id: str) -> bytes:
-    """A short fixed-size key for a node id, so digests cost 18 bytes a member whatever ids look like."""
-    return hashlib.blake2b(node_id.encode(), digest_size=_KEY_SIZE).digest()
+    """A short fixed-size key for a node id, so a digest costs about 10 bytes a member whatever ids look like."""
+    return hashlib.blake2b(node_id.encode(), digest_size=KEY_SIZE).digest()
+
+
+def pack_digest_item(key: bytes, incarnation: int, state: int, suspectors: int, figures_version: int) -> bytes:
+    """Key, varint incarnation, one byte of state (high nibble) and suspector count, varint figures version.
+
+    Incarnations stay near zero and figure versions grow by one every few seconds, so an item
+    is about 10 bytes where fixed-width fields took 18.
+    """
+    return key + _varint(incarnation) + bytes(((state << 4) | suspectors,)) + _varint(figures_version)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class MemberTable:
@@ -101,7 +119,7 @@ class MemberTable:
 
     def digest(self) -> bytes:
         if self._digest is None:
-            pack = _DIGEST_ITEM.pack
+            pack = pack_digest_item
             key_of = self._key_of
             self._digest = b"".join(
                 pack(key_of[r.node_id], r.incarnation, r.state, len(r.suspectors), r.figures_version)
@@ -127,11 +145,11 @@ class MemberTable:
 
     def wanted(self, wants: bytes) -> list[NodeRecord]:
         """Records named by a peer's want list (unknown keys are ignored)."""
-        if len(wants) % _KEY_SIZE or len(wants) > MAX_DIGEST_ITEMS * _KEY_SIZE:
+        if len(wants) % KEY_SIZE or len(wants) > MAX_DIGEST_ITEMS * KEY_SIZE:
             raise ProtocolError(f"want list of {len(wants)} bytes is not a whole number of keys")
         found = []
-        for start in range(0, len(wants), _KEY_SIZE):
-            node_id = self._keys.get(wants[start : start + _KEY_SIZE])
+        for start in range(0, len(wants), KEY_SIZE):
+            node_id = self._keys.get(wants[start : start + KEY_SIZE])
             if node_id is not None:
                 found.append(self._records[node_id])
         return found
@@ -141,12 +159,40 @@ _Version = tuple[int, int, int, int]
 
 
 def parse_digest(digest: bytes) -> dict[bytes, _Version]:
-    if len(digest) % _DIGEST_ITEM.size or len(digest) > MAX_DIGEST_ITEMS * _DIGEST_ITEM.size:
-        raise ProtocolError(f"digest of {len(digest)} bytes is not a whole number of items")
-    return {
-        key: (incarnation, state, suspectors, figures_version)
-        for key, incarnation, state, suspectors, figures_version in _DIGEST_ITEM.iter_unpack(digest)
-    }
+    """Read a peer's digest, checking every item: a torn or out-of-range one is a ProtocolError."""
+    items: dict[bytes, _Version] = {}
+    size = len(digest)
+    at = 0
+    while at < size:
+        if len(items) >= MAX_DIGEST_ITEMS:
+            raise ProtocolError(f"digest lists more than {MAX_DIGEST_ITEMS} members")
+        key = digest[at : at + KEY_SIZE]
+        incarnation, at = _read_varint(digest, at + KEY_SIZE)
+        if at >= size:
+            raise ProtocolError(f"digest of {size} bytes ends inside an item")
+        state, suspectors = digest[at] >> 4, digest[at] & 0x0F
+        if state > max(MemberState) or suspectors > MAX_SUSPECTORS:
+            raise ProtocolError(f"digest item has a bad state byte {digest[at]:#04x}")
+        figures_version, at = _read_varint(digest, at + 1)
+        if key in items:
+            raise ProtocolError("digest lists a member twice")
+        items[key] = (incarnation, state, suspectors, figures_version)
+    return items
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    for offset in range(_MAX_VARINT):
+        if at + offset >= len(data):
+            raise ProtocolError(f"digest of {len(data)} bytes ends inside an item")
+        byte = data[at + offset]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if value > MAX_COUNTER or (byte == 0 and offset > 0):
+                raise ProtocolError(f"digest counter {value} is out of range or not minimally encoded")
+            return value, at + offset + 1
+        shift += 7
+    raise ProtocolError(f"digest counter runs over {_MAX_VARINT} bytes")
 
 
 def _version(record: NodeRecord) -> _Version:

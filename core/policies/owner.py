@@ -33,10 +33,13 @@ class OwnerSettings:
     evict_after: float = 120.0          # seconds of activity before suspended guests leave
     resume_after: float = 30.0          # quiet seconds before suspended guests continue
     evict_hold: float = 300.0           # seconds after an eviction with no new guests
+    evict_window: float = 600.0         # activity adds up over this many seconds: an owner who keeps
+                                        # coming back (spikes) counts like one who stays
     max_backoff: int = 8                # the quiet period grows up to this many times resume_after
 
     def __post_init__(self) -> None:
-        for name in ("busy_cpu_percent", "input_idle", "memory_pressure", "evict_after", "resume_after", "evict_hold"):
+        for name in ("busy_cpu_percent", "input_idle", "memory_pressure", "evict_after", "resume_after", "evict_hold",
+                     "evict_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"owner setting {name} cannot be negative")
         if not 0 < self.quiet_ratio <= 1:
@@ -67,6 +70,7 @@ class OwnerState:
     resumed_at: float = float("-inf")
     evicted_at: float = float("-inf")
     backoff: int = 1
+    history: tuple[tuple[float, float], ...] = ()   # past (start, end) of activity within evict_window
 
 
 @dataclass(frozen=True)
@@ -110,10 +114,16 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
                                     "owner not active", None)
         flapping = now - state.resumed_at < _flap_window(settings, state.backoff)
         backoff = min(state.backoff * 2, settings.max_backoff) if flapping else state.backoff
+        history = tuple(h for h in state.history if h[1] > now - settings.evict_window)
         state = OwnerState(Phase.SUSPENDED, active_since=now, resumed_at=state.resumed_at,
-                           evicted_at=state.evicted_at, backoff=backoff)
+                           evicted_at=state.evicted_at, backoff=backoff, history=history)
+        if active_seconds(state, now, settings) >= settings.evict_after - _TOLERANCE:
+            state = replace(state, phase=Phase.EVICTING, evicted_at=now)
+            return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
+                                    f"{active}, again: active {active_seconds(state, now, settings):.0f} s "
+                                    f"of the last {settings.evict_window:.0f} s", None)
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                now + settings.evict_after)
+                                now + settings.evict_after - active_seconds(state, now, settings))
     # Suspended or evicting.
     if not quiet:
         state = replace(state, quiet_since=None)
@@ -121,24 +131,45 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
             action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
             return state, _decision(state, view, now, settings, action, "hold",
                                     "owner between the busy and quiet thresholds", None)
-        assert state.active_since is not None
-        if state.phase is Phase.EVICTING or now - state.active_since >= settings.evict_after - _TOLERANCE:
+        total = active_seconds(state, now, settings)
+        if state.phase is Phase.EVICTING or total >= settings.evict_after - _TOLERANCE:
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
-                                    f"{active} for {now - state.active_since:.0f} s", None)
+                                    f"{active}; active {total:.0f} s of the last {settings.evict_window:.0f} s",
+                                    None)
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                state.active_since + settings.evict_after)
+                                now + settings.evict_after - total)
     quiet_since = state.quiet_since if state.quiet_since is not None else now
     needed = settings.resume_after * state.backoff
     if now - quiet_since >= needed - _TOLERANCE:
-        state = OwnerState(Phase.RUNNING, resumed_at=now, evicted_at=state.evicted_at, backoff=state.backoff)
+        assert state.active_since is not None
+        history = state.history + ((state.active_since, quiet_since),)
+        state = OwnerState(Phase.RUNNING, resumed_at=now, evicted_at=state.evicted_at, backoff=state.backoff,
+                           history=history)
         return state, _decision(state, view, now, settings, GuestAction.RUN, "continue",
                                 f"owner quiet for {now - quiet_since:.0f} s (>= {needed:.0f} s)", None)
     state = replace(state, quiet_since=quiet_since)
     action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
     return state, _decision(state, view, now, settings, action, "wait-quiet",
                             f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed)
+
+
+def active_seconds(state: OwnerState, now: float, settings: OwnerSettings) -> float:
+    """Seconds the owner was active within the last `evict_window`, the current spell included."""
+    start = now - settings.evict_window
+    total = sum(max(0.0, min(end, now) - max(begin, start)) for begin, end in state.history)
+    if state.active_since is not None and state.phase is not Phase.RUNNING:
+        total += now - max(state.active_since, start) if state.quiet_since is None else \
+            max(0.0, state.quiet_since - max(state.active_since, start))
+    return total
+
+
+def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:
+    """May this node take new guests? Not while suspended, during the eviction hold, or while
+    its owner has used up the eviction budget (a new guest would be sent away again)."""
+    return (state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
+            and active_seconds(state, now, settings) < settings.evict_after)
 
 
 def _flap_window(settings: OwnerSettings, backoff: int) -> float:
@@ -153,11 +184,11 @@ def _decision(state: OwnerState, view: OwnerView, now: float, settings: OwnerSet
         value = getattr(view, name)
         if value is not None:
             figures.append((name, value))
-    if state.active_since is not None:
-        figures.append(("active_seconds", now - state.active_since))
+    if state.phase is not Phase.RUNNING:
+        figures.append(("active_seconds", active_seconds(state, now, settings)))
     if state.backoff > 1:
         figures.append(("quiet_needed", settings.resume_after * state.backoff))
-    accepting = state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
+    accepting = accepts_guests(state, now, settings)
     return OwnerDecision(action, rule, reason, accepting, recheck_at, tuple(figures))
 
 
@@ -172,6 +203,9 @@ class OwnerPolicy:
     def decide(self, view: OwnerView, now: float) -> OwnerDecision:
         self.state, self.last = decide_owner(self.state, view, now, self.settings)
         return self.last
+
+    def accepting(self, now: float) -> bool:
+        return accepts_guests(self.state, now, self.settings)
 
     def explain(self) -> str:
         """Why guests run, are suspended or leave ("why is this guest suspended?")."""

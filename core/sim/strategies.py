@@ -180,7 +180,9 @@ class OursStrategy(Strategy):
         return NodeView(str(node.index), available, guests, 1, node.speed, 0.0,
                         free_memory=self.memory_pool - used,
                         owner_active=node.policy.owner.state.phase is not Phase.RUNNING,
-                        accepting=node.policy.decision is GuestAction.RUN)
+                        accepting=node.policy.owner.accepting(self.now))
+
+    now = 0.0
 
     def _fresh(self, node: Node) -> NodeView:
         """What a node answers when asked just before a move: its own current figures."""
@@ -198,6 +200,7 @@ class OursStrategy(Strategy):
                         restore_seconds=restore_seconds(unit.spec.state_bytes), arrived_at=unit.arrived_at)
 
     def on_tick(self, sim: Simulation) -> None:
+        self.now = sim.now
         while self.news and self.news[0][0] <= sim.now:
             _, index, available, guests = self.news.popleft()
             self.visible_available[index] = available
@@ -305,6 +308,7 @@ class OursStrategy(Strategy):
         sim.push(sim.now + self.detect_delay, CHECK, node, "owner")
 
     def on_check(self, sim: Simulation, node: Node, tag: object) -> None:
+        self.now = sim.now
         state: OurNode = node.policy
         decision = state.owner.decide(OwnerView(owner_cpu_percent=100.0 * node.load), sim.now)
         state.decision = decision.action

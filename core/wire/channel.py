@@ -51,8 +51,8 @@ __all__ = [
 class Channel:
     """Messages and bulk data over a stream; encrypted once a handshake has set `session`.
 
-    Sends are serialised by a lock (frame order must match the AEAD counter), and a bulk
-    transfer holds it throughout so no other frame can interleave with its chunks. Receiving is
+    Sends take turns (frame order must match the AEAD counter), and a bulk transfer keeps
+    its turn throughout so no other frame can interleave with its chunks. Receiving is
     for one task at a time. `receive` raises `trio.EndOfChannel` when the peer closed cleanly
     between frames and ProtocolError for anything malformed.
     """
@@ -75,7 +75,8 @@ class Channel:
         self._reader = FrameReader()
         self._socket = receive_stream.socket if isinstance(receive_stream, trio.SocketStream) else None
         self._direct_buffer = bytearray()
-        self._send_lock = trio.Lock()
+        self._sending = False
+        self._send_waiters = trio.lowlevel.ParkingLot()
         self._session: StreamSession | None = None
         self.peer_node_id = peer_node_id
         self.peer_address = peer_address
@@ -103,14 +104,32 @@ class Channel:
 
     async def send(self, message: Message) -> None:
         body = encode_message(message)
-        if self._send_lock.locked():
-            await self._send_lock.acquire()
-        else:
-            self._send_lock.acquire_nowait()  # skip a scheduler round trip; send_all checkpoints anyway
+        await self._take_send_turn()
         try:
-            await self._send_frame(message.CODE, body)
+            if self._session is not None:
+                await self._send_stream.send_all(self._session.seal_frame(message.CODE, body))
+            else:
+                await self._send_frame(message.CODE, body)
         finally:
-            self._send_lock.release()
+            self._pass_send_turn()
+
+    async def _take_send_turn(self) -> None:
+        """Wait until no other task is sending (frame order must match the AEAD counter).
+
+        A flag plus a parking lot rather than a `trio.Lock`: the uncontended case, which is
+        nearly every send, is one attribute test instead of the lock's task bookkeeping. The
+        turn is handed to the first waiter directly, so waiters are served in order.
+        """
+        if self._sending:
+            await self._send_waiters.park()
+        else:
+            self._sending = True
+
+    def _pass_send_turn(self) -> None:
+        if self._send_waiters:
+            self._send_waiters.unpark()
+        else:
+            self._sending = False
 
     async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes]) -> None:
         """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END.
@@ -118,7 +137,8 @@ class Channel:
         An async generator passed as `data` is consumed and closed, even on cancellation.
         """
         header_body = encode_message(header)
-        async with self._send_lock:
+        await self._take_send_turn()
+        try:
             await self._send_frame(header.CODE, header_body)
             if isinstance(data, bytes | bytearray | memoryview):
                 view = memoryview(data)
@@ -140,6 +160,8 @@ class Channel:
                     if isinstance(data, AsyncGenerator):
                         await data.aclose()  # an abandoned generator would be finalised by the GC
             await self._send_frame(MessageCode.BULK_END, encode_message(BulkEnd(size)))
+        finally:
+            self._pass_send_turn()
 
     # --- receiving ---------------------------------------------------------------------------
 
@@ -167,29 +189,34 @@ class Channel:
         return frame
 
     async def _receive_direct(self) -> Frame:
-        """Receive the rest of a large pending frame straight into one reused buffer.
+        """Receive the rest of a large pending frame straight into one buffer.
 
         Saves the per-read allocation of a large bytes object and the copy that joins the
-        pieces. The returned body is a view into that buffer, valid until the next frame.
+        pieces. The returned body is a view into a buffer reused for the next frame. If the
+        receive is cancelled or fails, the part already in is handed back to the reader.
         """
         assert self._socket is not None
         reader = self._reader
-        view = self._direct_view(reader.buffered + reader.missing)
+        length = reader.buffered + reader.missing
+        if length <= RECEIVE_SIZE:  # keep at most one bulk chunk's worth per channel
+            if len(self._direct_buffer) < length:
+                self._direct_buffer = bytearray(length)
+            view = memoryview(self._direct_buffer)[:length]
+        else:
+            view = memoryview(bytearray(length))
         code, length, have = reader.drain_into(view)
-        while have < length:
-            try:
+        try:
+            while have < length:
                 count = await self._socket.recv_into(view[have:])
-            except OSError as exc:
-                raise ProtocolError(f"connection broke: {exc}") from exc
-            if not count:
-                raise ProtocolError("connection closed in the middle of a frame")
-            have += count
+                if not count:
+                    raise ProtocolError("connection closed in the middle of a frame")
+                have += count
+        except OSError as exc:
+            raise ProtocolError(f"connection broke: {exc}") from exc
+        except BaseException:
+            reader.put_back(code, length, bytes(view[:have]))
+            raise
         return Frame(code, view)  # type: ignore[arg-type]
-
-    def _direct_view(self, size: int) -> memoryview:
-        if len(self._direct_buffer) < size:
-            self._direct_buffer = bytearray(size)
-        return memoryview(self._direct_buffer)[:size]
 
     async def receive(self) -> Message:
         frame = await self._receive_frame()

@@ -167,9 +167,12 @@ def decode_strict(data: bytes | bytearray | memoryview, *, max_depth: int = DEFA
     non-(str|int) map keys, invalid UTF-8, nesting deeper than `max_depth`, truncated input and
     trailing bytes. Arrays come back as lists, maps as dicts.
     """
-    raw = data if isinstance(data, bytes) else bytes(data)
+    raw = data if type(data) is bytes else bytes(data)
     try:
-        value, pos = _item(raw, 0, max_depth)
+        if raw and 0xA0 <= raw[0] < 0xB8 and max_depth > 0:  # a message body: a small map
+            value, pos = _map(raw, 1, raw[0] - 0xA0, max_depth - 1)
+        else:
+            value, pos = _item(raw, 0, max_depth)
     except _TooDeep:
         raise ProtocolError(f"nesting deeper than {max_depth} levels") from None
     if pos != len(raw):
@@ -270,45 +273,48 @@ def _map(data: bytes, pos: int, count: int, depth_left: int) -> tuple[dict, int]
     if 2 * count > end - pos:  # every key and value takes at least one byte
         raise _truncated("map", 2 * count, end - pos)
     result: dict = {}
-    for _ in range(count):
-        if pos >= end:
-            raise ProtocolError("truncated: expected a CBOR item, found the end of the data")
-        initial = data[pos]
-        if 0x60 <= initial < 0x78:  # a text key shorter than 24 bytes
-            stop = pos + initial - 0x5F
-            if stop > end:
-                raise _truncated("text string", initial - 0x60, end - pos - 1)
-            key: Any = _text(data, pos + 1, stop)
-            pos = stop
-        else:
-            key_at = pos
-            key, pos = _item(data, pos, depth_left)
-            if type(key) is not str and type(key) is not int:
-                raise ProtocolError(f"map key at byte {key_at} is a {type(key).__name__}; only str or int")
-        if key in result:
-            raise ProtocolError(f"duplicate map key {key!r}")
-        if pos < end:
+    try:
+        for _ in range(count):
+            if pos >= end:
+                raise ProtocolError("truncated: expected a CBOR item, found the end of the data")
             initial = data[pos]
-            if initial < 0x18:
-                result[key] = initial
-                pos += 1
-                continue
-            major = initial >> 5
-            if (major == 2 or major == 3) and (initial & 0x1F) <= 24:
-                if initial & 0x1F == 24:
-                    if pos + 2 > end:
-                        raise _truncated(_WHAT[major], 1, end - pos - 1)
-                    start = pos + 2
-                    stop = start + data[pos + 1]
-                else:
-                    start = pos + 1
-                    stop = start + (initial & 0x1F)
+            if 0x60 <= initial < 0x78:  # a text key shorter than 24 bytes
+                stop = pos + initial - 0x5F
                 if stop > end:
-                    raise _truncated(_WHAT[major], stop - start, end - start)
-                result[key] = data[start:stop] if major == 2 else _text(data, start, stop)
+                    raise _truncated("text string", initial - 0x60, end - pos - 1)
+                key: Any = data[pos + 1 : stop].decode()
                 pos = stop
-                continue
-        result[key], pos = _item(data, pos, depth_left)
+            else:
+                key_at = pos
+                key, pos = _item(data, pos, depth_left)
+                if type(key) is not str and type(key) is not int:
+                    raise ProtocolError(f"map key at byte {key_at} is a {type(key).__name__}; only str or int")
+            if key in result:
+                raise ProtocolError(f"duplicate map key {key!r}")
+            if pos < end:
+                initial = data[pos]
+                if initial < 0x18:
+                    result[key] = initial
+                    pos += 1
+                    continue
+                major = initial >> 5
+                if (major == 2 or major == 3) and (initial & 0x1F) <= 24:
+                    if initial & 0x1F == 24:
+                        if pos + 2 > end:
+                            raise _truncated(_WHAT[major], 1, end - pos - 1)
+                        start = pos + 2
+                        stop = start + data[pos + 1]
+                    else:
+                        start = pos + 1
+                        stop = start + (initial & 0x1F)
+                    if stop > end:
+                        raise _truncated(_WHAT[major], stop - start, end - start)
+                    result[key] = data[start:stop] if major == 2 else data[start:stop].decode()
+                    pos = stop
+                    continue
+            result[key], pos = _item(data, pos, depth_left)
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"text string is not valid UTF-8: {exc.reason}") from None
     return result, pos
 
 

@@ -109,6 +109,12 @@ class FrameReader:
         self._want = None
         return code, length, have
 
+    def put_back(self, code: int, length: int, partial: bytes) -> None:
+        """Undo `drain_into` when the caller could not finish the frame (e.g. it was cancelled)."""
+        assert self._want is None and not self._pieces
+        self._want = (code, length)
+        self.append(partial)
+
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""
         if self._want is None:

@@ -13,7 +13,7 @@ from frost_core.snapshot import AssignmentView, NodeSnapshot, UnitView
 
 from ..widgets.format import format_duration, progress_bar, styled_state
 from ..widgets.image_preview import ImagePreview
-from ..widgets.table_sync import selected_key, sync_table
+from ..widgets.table_sync import selected_key, sync_table, update_static
 from .pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
@@ -75,10 +75,12 @@ class AssignmentsPane(Pane):
         result = self.query_one("#assignment-result", Static)
         preview = self.query_one(ImagePreview)
         if assignment is None:
-            result.update("No assignments yet: press s to submit one.")
+            update_static(result, None, lambda: "No assignments yet: press s to submit one.")
             preview.path = None
             return
-        result.update(describe_result(assignment))
+        key = (repr(assignment.params),
+               assignment.state, assignment.error, assignment.result_filename, assignment.result_media_type)
+        update_static(result, key, lambda: describe_result(assignment))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_filename) if is_image and assignment.result_filename else None
 

@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 from frost_core.snapshot import GuestView, NodeSnapshot
 
 from ..widgets.format import format_bytes, format_duration, progress_bar, styled_state
-from ..widgets.table_sync import selected_key, sync_table
+from ..widgets.table_sync import selected_key, sync_table, update_static
 from .pane import Pane
 
 COLUMNS = ("Task", "Assignment", "Plugin", "Origin", "Progress", "CPU time", "At risk", "Memory", "State")
@@ -33,10 +33,7 @@ class GuestsPane(Pane):
         self._guests = {g.task_id: g for g in snapshot.guests}
         table = self.query_one(DataTable)
         sync_table(table, [(g.task_id, guest_row(g)) for g in snapshot.guests])
-        if not snapshot.guests:
-            self.query_one("#guest-detail", Static).update("No guests: this machine is not running anyone's work.")
-        else:
-            self._show_detail()
+        self._show_detail()
 
     def selected_guest(self) -> GuestView | None:
         key = selected_key(self.query_one(DataTable))
@@ -47,8 +44,13 @@ class GuestsPane(Pane):
 
     def _show_detail(self) -> None:
         guest = self.selected_guest()
-        detail = self.query_one("#guest-detail", Static)
-        detail.update(describe_guest(guest) if guest else "No guest selected.")
+        if guest is not None:
+            text = lambda: describe_guest(guest)  # noqa: E731
+        elif self._guests:
+            text = lambda: "No guest selected."  # noqa: E731
+        else:
+            text = lambda: "No guests: this machine is not running anyone's work."  # noqa: E731
+        update_static(self.query_one("#guest-detail", Static), (guest, bool(self._guests)), text, layout=False)
 
 
 def guest_row(guest: GuestView) -> tuple:

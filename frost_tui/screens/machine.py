@@ -19,6 +19,8 @@ from .pane import Pane
 class MachinePane(Pane):
     """What this desk is doing for the cluster, readable at a glance like htop's header."""
 
+    _facts_key: tuple | None = None
+
     def compose(self) -> ComposeResult:
         yield StateBanner(id="state-banner")
         with Horizontal(id="machine-body"):
@@ -53,7 +55,11 @@ class MachinePane(Pane):
             chart = self.query_one(chart_id, Chart)
             if chart.data != data:
                 chart.data = data
-        self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot))
+        alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+        facts_key = (snapshot.hosting, len(snapshot.guests), alive, snapshot.name, snapshot.address)
+        if facts_key != self._facts_key:
+            self._facts_key = facts_key
+            self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
 
 
 def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:

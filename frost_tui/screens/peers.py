@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, Static
 from frost_core.snapshot import NodeSnapshot, PeerView
 
 from ..widgets.format import format_ago, format_bytes, format_clock, styled_state
-from ..widgets.table_sync import selected_key, sync_table
+from ..widgets.table_sync import selected_key, sync_table, update_static
 from .pane import Pane
 
 COLUMNS = ("Name", "Address", "State", "Available", "CPUs", "Free memory", "Guests", "Mode", "Last heard", "RTT")
@@ -90,7 +90,9 @@ class PeersPane(Pane):
 
     def _show_detail(self) -> None:
         peer = self.selected_peer()
-        self.query_one("#peer-detail", Static).update(describe_peer(peer, self._now) if peer else "No peer selected.")
+        now = int(self._now)
+        update_static(self.query_one("#peer-detail", Static), (peer, now),
+                      lambda: describe_peer(peer, now) if peer else "No peer selected.", layout=False)
 
 
 def matches(peer: PeerView, needle: str) -> bool:

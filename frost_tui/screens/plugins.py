@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 
 from frost_core.snapshot import NodeSnapshot, PluginView
 
-from ..widgets.table_sync import selected_key, sync_table
+from ..widgets.table_sync import selected_key, sync_table, update_static
 from .pane import Pane
 
 COLUMNS = ("Name", "Source", "Version", "Hash", "Status")
@@ -40,8 +40,8 @@ class PluginsPane(Pane):
     def _show_detail(self) -> None:
         key = selected_key(self.query_one(DataTable))
         plugin = self._plugins.get(key) if key else None
-        detail = self.query_one("#plugin-detail", Static)
-        detail.update(describe_plugin(plugin) if plugin else "No plugins found: press l to load one from a file.")
+        update_static(self.query_one("#plugin-detail", Static), plugin,
+                      lambda: describe_plugin(plugin) if plugin else "No plugins found: press l to load one from a file.")
 
 
 def plugin_key(plugin: PluginView) -> str:

@@ -41,7 +41,13 @@ class Chart(Widget):
     data: reactive[ChartData | None] = reactive(None)
 
     def render(self) -> Text:
-        return render_chart(self.data, self.size.width, self.size.height)
+        key = (self.data, self.size.width, self.size.height)
+        if key != self._cached_key:
+            self._cached_key, self._cached = key, render_chart(*key)
+        return self._cached
+
+    _cached_key: tuple | None = None
+    _cached: Text = Text()
 
 
 def render_chart(data: ChartData | None, width: int, height: int) -> Text:
@@ -84,9 +90,18 @@ def render_chart(data: ChartData | None, width: int, height: int) -> Text:
         elif row == plot_height - 1:
             label = _axis_label(0, data.unit)
         out.append(label.rjust(_AXIS_WIDTH - 1) + "┤", style="bright_black")
-        for col in range(plot_width):
+        run: list[str] = []
+        run_color: str | None = None
+        for col in range(plot_width):  # one append per run of one colour: a chart is redrawn often
             bits = cells[row][col]
-            out.append(chr(0x2800 + bits) if bits else " ", style=colors[row][col] or "")
+            color = colors[row][col] if bits else None
+            if color != run_color and run:
+                out.append("".join(run), style=run_color or "")
+                run = []
+            run_color = color
+            run.append(chr(0x2800 + bits) if bits else " ")
+        if run:
+            out.append("".join(run), style=run_color or "")
         out.append("\n")
     minutes = data.span_seconds / 60
     left = f"-{minutes:.0f} min" if minutes >= 1 else f"-{data.span_seconds:.0f} s"

@@ -167,6 +167,19 @@ AUTOGROUP_CLIMBER = broken(
         return 0.0
     """
 )
+SCRIBBLER = broken(
+    """
+    def start(self, unit):
+        return {"i": 0}
+    def step(self, state):
+        import sys
+        fd = int(sys.argv[sys.argv.index("--write-fd") + 1])
+        os.write(fd, b"\\xff" * 64)  # garbage on the node's private pipe
+        return state
+    def progress(self, state):
+        return 0.0
+    """
+)
 SYNTAX_ERROR = "def broken(:\n"
 
 
@@ -241,8 +254,10 @@ def supervisor(tmp_path) -> tuple[GuestSupervisor, Recorder]:
         (GREEDY, {"mode": "at-once"}, 8 * MIB, "memory: the guest ran out of its"),
         (GREEDY, {"mode": "creeping"}, 8 * MIB, "memory: the guest uses"),
         (SYNTAX_ERROR, {}, 8 * MIB, "syntax error"),
+        (SCRIBBLER, {}, 8 * MIB, "protocol: the guest broke the pipe protocol: unknown message code"),
     ],
-    ids=["not-cbor", "huge-state", "infinite-loop", "raises", "memory-at-once", "memory-creeping", "syntax-error"],
+    ids=["not-cbor", "huge-state", "infinite-loop", "raises", "memory-at-once", "memory-creeping", "syntax-error",
+         "scribbles-on-the-pipe"],
 )
 async def test_a_broken_plugin_fails_clearly_and_the_supervisor_stays_healthy(
     tmp_path, supervisor, source, data, memory, reason

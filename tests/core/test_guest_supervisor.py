@@ -56,9 +56,11 @@ async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_p
     assert isinstance(outcome, Completed)
     assert outcome.value() == counter_result(path, LONG)
     live = seen[0]
-    assert (live.task_id, live.assignment_id, live.plugin, live.origin) == (task.task_id, "n0de0001-1", "counter", "n0de0001")
+    identity = (live.task_id, live.assignment_id, live.plugin, live.origin)
+    assert identity == (task.task_id, "n0de0001-1", "counter", "n0de0001")
     assert live.state in ("running", "checkpointing")
     assert 0 < live.progress < 1 and live.cpu_seconds > 0 and live.memory_bytes > 0 and live.checkpoint_bytes > 0
+    assert 0 <= live.cpu_percent <= 100 * 1.5  # one busy thread: at most a core, plus sampling jitter
     assert recorder.messages("checkpoint")
     assert guests.figures() == ()
     assert guest_processes() == []
@@ -168,3 +170,21 @@ async def test_a_checkpoint_from_a_newer_ownership_epoch_is_not_resumed(tmp_path
     outcome = await guests.run(make_task(path, LONG, epoch=4))
     assert isinstance(outcome, Failed) and not outcome.retryable
     assert "ownership epoch 5" in outcome.reason
+
+
+async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoints(tmp_path):
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+    task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
+    outcome_box = []
+    async with trio.open_nursery() as nursery:
+
+        async def run():
+            outcome_box.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
+        assert await guests.cancel_assignment(task.assignment_id) == (task.task_id,)
+        assert guest_processes() == []
+    outcome = outcome_box[0]
+    assert isinstance(outcome, Failed) and not outcome.retryable and outcome.reason.startswith("cancelled")
+    assert guests.store.latest(task.task_id) is None

@@ -1,5 +1,6 @@
 """Every membership handler survives arbitrary field values: bad input costs a log line, never the node."""
 
+import contextlib
 import random
 
 import trio
@@ -59,13 +60,11 @@ def test_arbitrary_messages_never_break_a_node(datagrams, requests, rng: random.
 
 @settings(max_examples=200, deadline=None)
 @given(st.from_type(MemberEntry), st.binary(max_size=64))
-def test_digests_and_entries_from_a_peer_are_checked(entry: MemberEntry, digest: bytes):
+def test_digests_and_entries_from_a_peer_are_checked(entry, digest: bytes):
     async def scenario() -> None:
         async with open_sim_cluster(1) as cluster:
             a = await cluster.start_node()
-            try:
+            with contextlib.suppress(ProtocolError):  # refused with a reason: the transport drops the link
                 await a.membership.gossip.answer_push_pull(("10.1.1.1", 1), PushPull(sender=entry, digest=digest))
-            except ProtocolError:
-                pass  # refused with a reason: the transport drops the connection
 
     run_mock(scenario)

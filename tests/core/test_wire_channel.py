@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from frost_core.errors import ProtocolError
+from frost_core.membership.messages import PushPullReply
 from frost_core.wire.channel import Channel, accept_channel, open_channel
 from frost_core.wire.framing import MAX_CHUNK_SIZE
 from frost_core.wire.messages import BulkEnd, Hello
@@ -52,6 +53,52 @@ async def test_bulk_over_tcp_arrives_whole_in_bounded_chunks() -> None:
         await server.send(BulkEnd(1))
         assert await client.receive() == BulkEnd(1)
         await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_concurrent_senders_take_turns_and_a_bulk_transfer_is_never_interleaved() -> None:
+    data = os.urandom(2 * MAX_CHUNK_SIZE + 5)
+    async with trio.open_nursery() as nursery:
+        client, server = await _tcp_pair(nursery)
+
+        async def sender(n: int) -> None:
+            for i in range(20):
+                await client.send(BulkEnd(n * 100 + i))
+
+        received: list[int] = []
+        async with trio.open_nursery() as senders:
+            for n in range(5):
+                senders.start_soon(sender, n)
+            senders.start_soon(client.send_bulk, HEADER, data)
+            for _ in range(101):
+                message = await server.receive()
+                if message == HEADER:
+                    assert await server.receive_bulk_data(max_size=len(data)) == data
+                else:
+                    received.append(message.size)  # type: ignore[attr-defined]
+        for n in range(5):
+            assert [size for size in received if size // 100 == n] == list(range(n * 100, n * 100 + 20))
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_receive_cancelled_inside_a_large_frame_resumes_where_it_stopped() -> None:
+    big = PushPullReply(wants=os.urandom(300_000))
+    async with trio.open_nursery() as nursery:
+        client, server = await _tcp_pair(nursery)
+        wire_stream, recorder = client._send_stream, trio.testing.MemorySendStream()
+        client._send_stream = recorder  # capture the encrypted frames, then deliver them in parts
+        await client.send(big)
+        await client.send(BulkEnd(3))
+        wire = recorder.get_data_nowait()
+        await wire_stream.send_all(wire[:100_000])
+        with trio.move_on_after(0.2) as waited:
+            await server.receive()
+        assert waited.cancelled_caught
+        await wire_stream.send_all(wire[100_000:])
+        assert await server.receive() == big
+        assert await server.receive() == BulkEnd(3)
+        await wire_stream.aclose()
         nursery.cancel_scope.cancel()
 
 

@@ -136,3 +136,20 @@ def test_fuzz_mutated_valid_items(value: object, position: int, byte: int) -> No
         decode_strict(bytes(data))
     except ProtocolError:
         pass
+
+
+MAPS = st.dictionaries(st.text(max_size=30), PLAIN, min_size=1, max_size=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(MAPS, st.integers(0, 400), st.integers(0, 255))
+def test_what_the_fast_map_path_accepts_cbor2_reads_alike(value: dict, position: int, byte: int) -> None:
+    # Message bodies are flat maps, decoded by an inlined loop; a damaged one is either refused
+    # or means exactly what a general CBOR decoder says it means.
+    data = bytearray(encode(value))
+    data[position % len(data)] = byte
+    try:
+        decoded = decode_strict(bytes(data))
+    except ProtocolError:
+        return
+    assert encode(decoded) == encode(cbor2.loads(bytes(data)))

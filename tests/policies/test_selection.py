@@ -27,10 +27,11 @@ def test_time_saved_is_equation_5_1_as_a_difference():
 def test_select_guest_prefers_the_biggest_saving_and_skips_finishing_units():
     settings = PolicySettings(min_stay=300)
     units = [
-        UnitView("almost-done", remaining_work=10, state_bytes=0, restore_seconds=1),
+        # stay 10/0.5 = 20 s; go 15 s restore + 10 = 25 s -> loses 5 s, never chosen
+        UnitView("almost-done", remaining_work=10, state_bytes=0, restore_seconds=15),
         # stay 1000/0.5 = 2000 s; go 100 MB/10 MB/s + 1 = 11 s + 1000 = 1011 s -> saves 989 s
         UnitView("big-state", remaining_work=1000, state_bytes=100_000_000, restore_seconds=1),
-        # stay 2000 s; go 0.1 + 1 + 1000 -> saves 898.9 s... plus 100 s since checkpoint -> 898.9 - 100
+        # stay 2000 s; go 0.1 + 1 + 100 lost + 1000 = 1101.1 s -> saves 898.9 s
         UnitView("old-checkpoint", remaining_work=1000, state_bytes=1_000_000, since_checkpoint=100,
                  restore_seconds=1),
         UnitView("just-arrived", remaining_work=5000, arrived_at=950.0),

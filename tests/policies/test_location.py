@@ -1,0 +1,75 @@
+"""Location: ranked destinations with prediction, the fresh re-check, constraints and receivers."""
+
+import pytest
+
+from frost_core.policies import (
+    NodeView,
+    PolicySettings,
+    UnitView,
+    admits,
+    choose_destination,
+    choose_source,
+    confirm_destination,
+    rank_destinations,
+)
+
+SETTINGS = PolicySettings(band=0.25, default_bandwidth=10e6)
+UNIT = UnitView("t1", assignment_id="a", plugin="pi", memory=100, state_bytes=1_000_000,
+                remaining_work=1000, restore_seconds=1)
+
+
+def test_sender_picks_the_target_where_the_unit_finishes_first():
+    source = NodeView("src", available=0.6, guests=3)          # R = 0.2
+    table = [
+        source,
+        NodeView("half", available=1.0, guests=1),             # R_B* = 0.5: 0.2 s + 2000 s
+        NodeView("empty", available=1.0, guests=0),            # R_B* = 1.0: 0.2 s + 1000 s
+        NodeView("fast-busy", available=2.0, guests=3),        # R_B* = 0.5
+    ]
+    # average of per-guest figures: (0.2 + 1.0 + 1.0 + 0.667) / 4 = 0.717, lower 0.54
+    ranked = rank_destinations(source, UNIT, table, average=0.717, lower=0.54, bandwidths={}, settings=SETTINGS)
+    assert [d.node_id for d in ranked] == ["empty"]   # the others would sink below the lower threshold
+    best = choose_destination(source, UNIT, table, 0.717, 0.54, {}, SETTINGS)
+    assert best is not None and best.finish == pytest.approx(1_000_000 / 10e6 + 1 + 1000)
+    assert "to empty" in best.explain()
+
+
+def test_constraints_exclude_targets():
+    assert admits(NodeView("n", 1.0, 0, free_memory=50), UNIT) == "needs 100 bytes, 50 free"
+    assert admits(NodeView("n", 1.0, 0, plugins=frozenset({"ray"})), UNIT) == "plugin pi not allowed"
+    assert admits(NodeView("n", 1.0, 0, owner_active=True), UNIT) == "its owner is active"
+    assert admits(NodeView("n", 1.0, 0, accepting=False), UNIT) == "not accepting guests"
+    assert admits(NodeView("n", 1.0, 0, plugins=frozenset({"pi"})), UNIT) is None
+
+
+def test_fresh_query_rejects_a_target_that_got_busier():
+    source = NodeView("src", available=0.6, guests=3)
+    stale = NodeView("empty", available=1.0, guests=0)
+    chosen = choose_destination(source, UNIT, [source, stale], 0.6, 0.45, {}, SETTINGS)
+    assert chosen is not None
+    # still empty: confirmed
+    assert confirm_destination(source, stale, UNIT, 0.6, 0.45, 10e6, SETTINGS, expected=chosen) is not None
+    # two others sent it work meanwhile: R_B* = 1/3 < 1.0 × (1 − 0.25)
+    crowded = NodeView("empty", available=1.0, guests=2)
+    assert confirm_destination(source, crowded, UNIT, 0.6, 0.45, 10e6, SETTINGS, expected=chosen) is None
+    # its owner came back
+    owner = NodeView("empty", available=1.0, guests=0, owner_active=True)
+    assert confirm_destination(source, owner, UNIT, 0.6, 0.45, 10e6, SETTINGS) is None
+
+
+def test_owner_forced_move_goes_anywhere_that_gives_something():
+    source = NodeView("src", available=0.0, guests=1)          # owner took everything
+    table = [source, NodeView("slow", available=0.3, guests=1)]   # R_B* = 0.15
+    # a balance move would be refused: 0.15 is below lower = 0.4
+    assert choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS) is None
+    forced = choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS, owner_forced=True)
+    assert forced is not None and forced.node_id == "slow"
+
+
+def test_receiver_asks_the_most_loaded_node():
+    me = NodeView("me", available=1.0, guests=0)
+    table = [me, NodeView("a", 0.6, 2), NodeView("b", 0.6, 3), NodeView("idle", 1.0, 0)]
+    # per-guest: a 0.3, b 0.2; average (1 + 0.3 + 0.2 + 1) / 4 = 0.625
+    source = choose_source(me, table, 0.625)
+    assert source is not None and source.node_id == "b"
+    assert choose_source(me, [me, NodeView("idle", 1.0, 0)], 1.0) is None

@@ -1,0 +1,97 @@
+"""The owner policy: suspend at once, evict after a while, resume after quiet, never flap."""
+
+import pytest
+
+from frost_core.policies import GuestAction, OwnerPolicy, OwnerSettings, OwnerView
+
+SETTINGS = OwnerSettings(busy_cpu_percent=25, quiet_ratio=0.5, input_idle=60, evict_after=120, resume_after=30,
+                         evict_hold=300)
+
+
+def owner(cpu, **kw):
+    return OwnerView(owner_cpu_percent=cpu, **kw)
+
+
+def test_suspends_at_once_evicts_after_a_while_and_resumes_after_quiet():
+    policy = OwnerPolicy(SETTINGS)
+    assert policy.decide(owner(3), 0).action is GuestAction.RUN
+    d = policy.decide(owner(90), 1)
+    assert (d.action, d.rule, d.recheck_at) == (GuestAction.SUSPEND, "suspend", 121)
+    assert not d.accepting
+    assert policy.decide(owner(90), 60).action is GuestAction.SUSPEND
+    d = policy.decide(owner(90), 121)
+    assert (d.action, d.rule) == (GuestAction.EVICT, "evict")
+    assert "owner CPU 90% >= 25%" in policy.explain()
+    # quiet, but not for long enough yet: guests stay away (evicting)
+    d = policy.decide(owner(2), 130)
+    assert (d.action, d.rule, d.recheck_at) == (GuestAction.EVICT, "wait-quiet", 160)
+    d = policy.decide(owner(2), 160)
+    assert (d.action, d.rule) == (GuestAction.RUN, "continue")
+    # no new guests during the eviction hold (300 s from 121), nor while the owner's 129 s of
+    # activity (1..130) still count in the 600 s window: they would be sent away again
+    assert not d.accepting
+    assert not policy.decide(owner(2), 421).accepting
+    assert policy.decide(owner(2), 731).accepting
+
+
+def test_between_the_thresholds_nothing_changes():
+    policy = OwnerPolicy(SETTINGS)
+    # 20 % is below busy (25 %) but above quiet (12.5 %): a running node keeps running ...
+    assert policy.decide(owner(20), 0).action is GuestAction.RUN
+    policy.decide(owner(80), 1)
+    # ... and a suspended one stays suspended, with its quiet clock reset
+    d = policy.decide(owner(20), 10)
+    assert (d.action, d.rule) == (GuestAction.SUSPEND, "hold")
+    assert policy.decide(owner(5), 11).rule == "wait-quiet"
+    assert policy.decide(owner(20), 30).rule == "hold"
+    assert policy.decide(owner(5), 31).action is GuestAction.SUSPEND
+    assert policy.decide(owner(5), 61).action is GuestAction.RUN
+
+
+def test_input_and_memory_pressure_count_as_activity():
+    policy = OwnerPolicy(SETTINGS)
+    d = policy.decide(owner(0, input_idle=5), 0)
+    assert d.action is GuestAction.SUSPEND and "input 5 s ago" in d.reason
+    policy = OwnerPolicy(SETTINGS)
+    d = policy.decide(owner(0, memory_pressure=40.0, cpu_pressure=3.0), 0)
+    assert d.action is GuestAction.SUSPEND and "memory pressure" in d.reason
+    assert ("cpu_pressure", 3.0) in d.figures
+
+
+def test_quiet_period_doubles_when_the_owner_returns_soon_after_a_resume():
+    policy = OwnerPolicy(SETTINGS)
+    t = 0.0
+    resumes = []
+    # an owner who is busy 5 s out of every 35 s: exactly long enough to resume each time
+    for _ in range(6):
+        policy.decide(owner(90), t)
+        policy.decide(owner(0), t + 5)
+        for step in range(1, 400):
+            if policy.decide(owner(0), t + 5 + step).action is GuestAction.RUN:
+                resumes.append(step)
+                t = t + 5 + step + 1
+                break
+    # 30 s, then 60, 120, 240 (capped at 8 × 30): never flapping at the base rate
+    assert resumes[:4] == [30, 60, 120, 240]
+    assert max(resumes) == 240
+
+
+def test_backoff_relaxes_after_a_calm_spell():
+    policy = OwnerPolicy(SETTINGS)
+    policy.decide(owner(90), 0)
+    policy.decide(owner(0), 1)
+    policy.decide(owner(0), 31)            # resumed
+    policy.decide(owner(90), 40)           # back within 2 × 30 s: quiet period doubles
+    policy.decide(owner(0), 41)
+    assert policy.decide(owner(0), 101).action is GuestAction.RUN    # needed 60 s
+    policy.decide(owner(0), 1000)          # long calm: back to the base period
+    policy.decide(owner(90), 1001)
+    policy.decide(owner(0), 1002)
+    assert policy.decide(owner(0), 1032).action is GuestAction.RUN
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="evict_after"):
+        OwnerSettings(evict_after=-1)
+    with pytest.raises(ValueError, match="quiet_ratio"):
+        OwnerSettings(quiet_ratio=0)
