@@ -30,7 +30,7 @@ import cbor2
 
 from .errors import CheckpointError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("frost.checkpoints")
 
 MAGIC = b"FROSTCK\x01"
 HEADER_CAP = 4096

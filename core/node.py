@@ -90,7 +90,12 @@ class Node:
     # -- the API the UI and the control socket use ---------------------------------------
 
     def snapshot(self) -> NodeSnapshot:
+        """The latest published snapshot (at most PUBLISH_INTERVAL old)."""
         return self._snapshot
+
+    def fresh_snapshot(self) -> NodeSnapshot:
+        """A snapshot built now, for a caller that must see the effect of a command it just ran."""
+        return self._build_snapshot()
 
     def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
         self._listener = callback

@@ -38,7 +38,7 @@ def _text(args: dict[str, Any], key: str, *, optional: bool = False) -> str | No
 
 
 async def _status(node: Node, args: dict[str, Any]) -> dict[str, Any]:
-    snapshot = node.snapshot()
+    snapshot = node.fresh_snapshot()
     return {
         "node_id": snapshot.node_id, "name": snapshot.name, "address": snapshot.address,
         "state": snapshot.hosting.state, "hosting": dataclasses.asdict(snapshot.hosting),
@@ -50,7 +50,7 @@ async def _status(node: Node, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _peers(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(p) for p in node.snapshot().peers]
+    return [dataclasses.asdict(p) for p in node.fresh_snapshot().peers]
 
 
 async def _plugins(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:

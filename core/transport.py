@@ -27,7 +27,7 @@ from frost_core.wire.security import (
     RefusalLog,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("frost.transport")
 
 ExchangeHandler = Callable[[Address, Message], Awaitable[Message]]
 StreamHandler = Callable[[Channel, Message], Awaitable[None]]

@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from frost_core.config import Paths
 from frost_core.control import call_node
@@ -30,6 +30,7 @@ suspicion_min = 3
 class NodeProcess:
     data_dir: Path
     process: subprocess.Popen
+    output: IO[str]
     command: list[str] = field(default_factory=list)
 
     @property
@@ -63,10 +64,12 @@ class NodeProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.output.close()
 
     def kill(self) -> None:
         self.process.kill()
         self.process.wait()
+        self.output.close()
 
 
 def start_node(
@@ -86,10 +89,10 @@ def start_node(
         command += ["--seed", seed]
     if netns:
         command = ["ip", "netns", "exec", netns, *command]
-    log = open(data_dir / "stdout.log", "w")  # noqa: SIM115 - lives as long as the process
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+    output = open(data_dir / "stdout.log", "a")  # noqa: SIM115 - closed by stop() or kill()
+    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                                start_new_session=True)
-    node = NodeProcess(data_dir=data_dir, process=process, command=command)
+    node = NodeProcess(data_dir=data_dir, process=process, output=output, command=command)
     deadline = time.monotonic() + 30
     while True:
         try:

@@ -40,15 +40,18 @@ class MemoryNetwork:
 
     `loss` applies independently to each datagram and to each direction of an exchange; a lost
     exchange leg looks like a TCP connection that never answers (the caller's timeout fires).
+    With `codec` off, messages travel as the frozen objects they are, neither encoded nor
+    counted: for long timing runs, once the wire format is covered by runs with it on.
     """
 
-    def __init__(self, rng: random.Random, *, loss: float, latency: float) -> None:
+    def __init__(self, rng: random.Random, *, loss: float, latency: float, codec: bool = True) -> None:
         self.rng = rng
         self.loss = loss
         self.latency = latency
+        self.codec = codec
         self._hosts: dict[Address, MemoryTransport] = {}
         self._groups: dict[Address, int] | None = None
-        self._queue: list[tuple[float, int, Address, Address, int, bytes]] = []
+        self._queue: list[tuple[float, int, Address, Address, int, bytes | Message]] = []
         self._order = itertools.count()
         self._wake = trio.Event()
         self.traffic: dict[Address, TrafficCounter] = {}
@@ -91,15 +94,23 @@ class MemoryNetwork:
         return self.loss > 0 and self.rng.random() < self.loss
 
     def post(self, source: Address, target: Address, message: Message) -> None:
-        body = encode_message(message)
-        self._count(source, target, len(body), message)
-        self._count_wire(source, target, DATAGRAM_OVERHEAD, 0, "datagram headers")
+        if self.codec:
+            body: bytes | Message = encode_message(message)
+            self._count(source, target, len(body), message)
+            self._count_wire(source, target, DATAGRAM_OVERHEAD, 0, "datagram headers")
+        else:
+            body = message
         self.traffic[source].datagrams_sent += 1
-        if self.reachable(source, target) is None or self.lost():
+        host = self.reachable(source, target)
+        if host is None or self.lost():
             return
+        if self.latency == 0 and host.stalled_until <= trio.current_time():
+            host.deliver(source, decode_message(int(message.CODE), body) if self.codec else message)
+            return
+        if not self._queue:
+            self._wake.set()  # later posts are due no sooner than the head: the runner's sleep holds
         deliver_at = trio.current_time() + self.latency
         heapq.heappush(self._queue, (deliver_at, next(self._order), source, target, int(message.CODE), body))
-        self._wake.set()
 
     def post_broadcast(self, source: Address, message: Message) -> None:
         """One datagram leaves the sender; every other host on the segment receives a copy."""
@@ -151,9 +162,11 @@ class MemoryNetwork:
                 if host.stalled_until > now:
                     heapq.heappush(self._queue, (host.stalled_until, next(self._order), source, target, code, body))
                     continue
-                host.deliver(source, decode_message(code, body))
-            self._wake = trio.Event()
-            with trio.move_on_at(self._queue[0][0] if self._queue else math.inf):
+                host.deliver(source, decode_message(code, body) if self.codec else body)
+            if self._queue:
+                await trio.sleep_until(self._queue[0][0])
+            else:
+                self._wake = trio.Event()
                 await self._wake.wait()
 
     async def carry(self, source: MemoryTransport, target: Address, message: Message, timeout: float) -> Message:
@@ -167,16 +180,18 @@ class MemoryNetwork:
         try:
             with trio.fail_after(timeout):
                 await source.wait_runnable()
-                request = encode_message(message)
-                setup_client, setup_server, fresh = self.pools.take(client, target, trio.current_time(), len(request))
-                self.traffic[client].connections_opened += fresh
-                self._count_wire(client, target, setup_client, setup_server, "connections")
-                self._count(client, target, len(request), message)
-                self._count_wire(client, target, *stream_message(len(request), acked_by_reply=True), "stream framing")
+                if self.codec:
+                    request = encode_message(message)
+                    setup_client, setup_server, fresh = self.pools.take(client, target, trio.current_time(), len(request))
+                    self.traffic[client].connections_opened += fresh
+                    self._count_wire(client, target, setup_client, setup_server, "connections")
+                    self._count(client, target, len(request), message)
+                    self._count_wire(client, target, *stream_message(len(request), acked_by_reply=True), "stream framing")
                 host = self.reachable(client, target)
                 if host is None or self.lost():
                     await trio.sleep_forever()
-                await trio.sleep(self.latency)
+                if self.latency:
+                    await trio.sleep(self.latency)
                 await host.wait_runnable()
                 if host.crashed:
                     await trio.sleep_forever()
@@ -184,18 +199,23 @@ class MemoryNetwork:
                 if handler is None:
                     raise ConnectionResetError(f"{target} does not serve {message.CODE.name}")
                 try:
-                    reply = await handler(client, decode_message(int(message.CODE), request))
+                    reply = await handler(client, decode_message(int(message.CODE), request) if self.codec else message)
                 except ProtocolError as exc:
                     raise ConnectionResetError(f"{target} dropped the connection: {exc.message}") from None
-                body = encode_message(reply)
-                self._count(target, client, len(body), reply)
-                self._count_wire(target, client, *stream_message(len(body), acked_by_reply=False), "stream framing")
+                if self.codec:
+                    body = encode_message(reply)
+                    self._count(target, client, len(body), reply)
+                    self._count_wire(target, client, *stream_message(len(body), acked_by_reply=False), "stream framing")
                 if self.lost():
                     await trio.sleep_forever()
-                await trio.sleep(self.latency)
+                if self.latency:
+                    await trio.sleep(self.latency)
         except BaseException:
-            self._count_wire(client, target, *ABORT, "connections")
+            if self.codec:
+                self._count_wire(client, target, *ABORT, "connections")
             raise
+        if not self.codec:
+            return reply
         self._count_wire(client, target, *self.pools.park(client, target, trio.current_time()), "connections")
         return decode_message(int(reply.CODE), body)
 
@@ -246,11 +266,11 @@ class MemoryTransport:
 
 @asynccontextmanager
 async def open_memory_network(
-    rng: random.Random, *, loss: float = 0.0, latency: float = 0.0005
+    rng: random.Random, *, loss: float = 0.0, latency: float = 0.0005, codec: bool = True
 ) -> AsyncIterator[MemoryNetwork]:
     """A running MemoryNetwork; leaving the block stops delivery."""
     async with trio.open_nursery() as nursery:
-        network = MemoryNetwork(rng, loss=loss, latency=latency)
+        network = MemoryNetwork(rng, loss=loss, latency=latency, codec=codec)
         nursery.start_soon(network.run)
         yield network
         nursery.cancel_scope.cancel()

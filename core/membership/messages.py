@@ -14,6 +14,7 @@ MAX_ID = 64
 MAX_NAME = 128
 MAX_HOST = 255
 MAX_MODE = 32
+_MAX_STATE = int(max(MemberState))
 MAX_STATE_AGE = 864000
 """Deciseconds (a day): an older state travels as this age."""
 MAX_MILLI = 10**15
@@ -182,7 +183,7 @@ def record_from_entry(entry: MemberEntry, now: float) -> NodeRecord:
     _check_range("protocol_version", protocol_version, 0, MAX_COUNTER)
     _check_range("incarnation", incarnation, 0, MAX_COUNTER)
     _check_range("figures_version", figures_version, 0, MAX_COUNTER)
-    _check_range("state", state, 0, max(MemberState))
+    _check_range("state", state, 0, _MAX_STATE)
     _check_range("state_age", age, 0, MAX_STATE_AGE)
     if len(suspectors) > MAX_SUSPECTORS:
         raise ProtocolError(f"entry for {node_id!r} lists {len(suspectors)} suspectors")

@@ -234,6 +234,8 @@ class Membership:
         self.nursery.start_soon(self.gossip.push, [refuted], self.table.active_peers())
 
     def _report(self, before: NodeRecord | None, after: NodeRecord) -> None:
+        if after.state == MemberState.SUSPECT:
+            self.prober.note_suspect()
         if self.on_event is None:
             return
         if before is None:

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("frost.membership")
 
+_IDLE_SWEEP_INTERVAL = 60.0
+"""Seconds between sweeps while nobody is suspect: only forgetting old dead members is left to do."""
+
 
 @dataclass
 class _Pending:
@@ -42,6 +45,7 @@ class Prober:
         self._pending: dict[int, _Pending] = {}
         self._order: list[str] = []
         self._checking: set[str] = set()
+        self._new_suspect = trio.Event()
         self.rtt: dict[str, float] = {}
         """Smoothed round-trip time in seconds per member, from direct probes only."""
 
@@ -130,21 +134,35 @@ class Prober:
         node.nursery.start_soon(node.gossip.push, [updated], [updated, *peers])
 
     async def sweep_suspicions(self) -> None:
-        """Declare dead the suspects whose time is up, after one last probe of our own."""
+        """Declare dead the suspects whose time is up, after one last probe of our own.
+
+        With no suspect in the table the sweeper sleeps until one appears (`note_suspect`), so
+        a quiet cluster costs no wake-ups here; it still forgets old dead members now and then.
+        """
         node = self.node
         while True:
-            await trio.sleep(node.config.probe_interval)
+            if node.table.suspects:
+                await trio.sleep(node.config.probe_interval)
+            else:
+                with trio.move_on_after(_IDLE_SWEEP_INTERVAL):
+                    await self._new_suspect.wait()
+                self._new_suspect = trio.Event()
             now = trio.current_time()
             size = node.table.active_count()
-            for record in node.table.active_peers():
-                if record.state != MemberState.SUSPECT or record.node_id in self._checking:
+            for node_id in list(node.table.suspects):
+                record = node.table.get(node_id)
+                if record is None or node_id in self._checking:
                     continue
                 confirmations = max(0, len(record.suspectors) - 1)
                 if now >= record.state_since + suspicion_timeout(size, confirmations, node.config):
-                    self._checking.add(record.node_id)
+                    self._checking.add(node_id)
                     node.nursery.start_soon(self._last_chance, record)
             for gone in node.table.forget(now - node.config.dead_retention):
                 self.rtt.pop(gone.node_id, None)
+
+    def note_suspect(self) -> None:
+        """A record turned suspect (our decision or news): wake the sweeper if it sleeps."""
+        self._new_suspect.set()
 
     async def _last_chance(self, record: NodeRecord) -> None:
         node = self.node

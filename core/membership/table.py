@@ -13,6 +13,7 @@ from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberSta
 KEY_SIZE = 6
 """Bytes of a digest key: two of 1000 nodes collide with odds of about 2e-9."""
 MAX_DIGEST_ITEMS = 65536
+_MAX_STATE = int(max(MemberState))
 _MAX_VARINT = 5
 """Bytes of the longest varint a 32-bit counter needs."""
 
@@ -53,6 +54,8 @@ class MemberTable:
         self._keys: dict[bytes, str] = {}
         self._key_of: dict[str, bytes] = {}
         self._digest: bytes | None = None
+        self.suspects: set[str] = set()
+        """Ids of suspect members: the only records the suspicion sweeper needs to look at."""
         self.put(own)
 
     def __len__(self) -> int:
@@ -88,6 +91,10 @@ class MemberTable:
             self._keys[key] = record.node_id
         self._records[record.node_id] = record
         self._digest = None
+        if record.state == MemberState.SUSPECT:
+            self.suspects.add(record.node_id)
+        else:
+            self.suspects.discard(record.node_id)
 
     def merge(self, remote: NodeRecord, now: float) -> tuple[NodeRecord | None, NodeRecord] | None:
         """Merge news about another node; returns (before, after) if the table changed."""
@@ -113,6 +120,7 @@ class MemberTable:
         ]
         for record in gone:
             del self._records[record.node_id]
+            self.suspects.discard(record.node_id)
             del self._keys[self._key_of.pop(record.node_id)]
             self._digest = None
         return gone
@@ -171,7 +179,7 @@ def parse_digest(digest: bytes) -> dict[bytes, _Version]:
         if at >= size:
             raise ProtocolError(f"digest of {size} bytes ends inside an item")
         state, suspectors = digest[at] >> 4, digest[at] & 0x0F
-        if state > max(MemberState) or suspectors > MAX_SUSPECTORS:
+        if state > _MAX_STATE or suspectors > MAX_SUSPECTORS:
             raise ProtocolError(f"digest item has a bad state byte {digest[at]:#04x}")
         figures_version, at = _read_varint(digest, at + 1)
         if key in items:

@@ -90,9 +90,14 @@ class SimCluster:
 
 @asynccontextmanager
 async def open_sim_cluster(
-    seed: int, *, loss: float = 0.0, latency: float = 0.0005, config: MembershipConfig = MembershipConfig()
+    seed: int,
+    *,
+    loss: float = 0.0,
+    latency: float = 0.0005,
+    config: MembershipConfig = MembershipConfig(),
+    codec: bool = True,
 ) -> AsyncIterator[SimCluster]:
-    async with open_memory_network(random.Random(seed), loss=loss, latency=latency) as network:
+    async with open_memory_network(random.Random(seed), loss=loss, latency=latency, codec=codec) as network:
         async with trio.open_nursery() as nursery:
             yield SimCluster(network, nursery, seed, config)
             nursery.cancel_scope.cancel()

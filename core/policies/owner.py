@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 
+HOST_BUDGET = 1.0
 _TOLERANCE = 1e-6   # seconds: a timer set for t fires at t despite float rounding
 
 
@@ -169,7 +170,7 @@ def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bo
     """May this node take new guests? Not while suspended, during the eviction hold, or while
     its owner has used up the eviction budget (a new guest would be sent away again)."""
     return (state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
-            and active_seconds(state, now, settings) < settings.evict_after)
+            and active_seconds(state, now, settings) < settings.evict_after * HOST_BUDGET)
 
 
 def _flap_window(settings: OwnerSettings, backoff: int) -> float:
