@@ -85,7 +85,7 @@ def main() -> None:
     logging.getLogger("frost_core.checkpoint_store").setLevel(logging.ERROR)  # skipped files are counted instead
     rng = random.Random(2024)
     rows, figures = [], {}
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", Path(__file__).resolve().parent)) as tmp:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         for name, naive in (("CheckpointStore", False), ("naive writer (baseline)", True)):
             trials = TRIALS if not naive else max(TRIALS // 5, 50)
             began = time.perf_counter()

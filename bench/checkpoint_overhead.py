@@ -106,7 +106,7 @@ async def measure(tmp: Path) -> dict:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", Path(__file__).resolve().parent)) as tmp:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         figures = trio.run(measure, Path(tmp))
     rows = [
         [name, f["checkpoints"], f["guest_encode_per_checkpoint"] * 1000, f["cpu_difference_per_checkpoint"] * 1000,

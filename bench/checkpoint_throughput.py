@@ -62,7 +62,7 @@ def raw_once(folder: Path, data: bytes) -> float:
 
 def main() -> None:
     rows, figures = [], {}
-    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", Path(__file__).resolve().parent)) as tmp:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         folder = Path(tmp)
         store = CheckpointStore(folder / "store")
         seq = 0

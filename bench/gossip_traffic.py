@@ -26,8 +26,9 @@ from frost_core.membership.testing import open_sim_cluster
 from frost_core.wire.messages import encode_message
 
 N = 100
-WARMUP = 20.0
-MEASURE = 20.0
+WARMUP = 70.0
+"""Longer than the 60 s idle timeout, so pooled channels have started to expire: the steady state."""
+MEASURE = 30.0
 GOAL_KBIT = 50.0
 
 

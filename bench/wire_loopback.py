@@ -31,7 +31,7 @@ from frost_core.wire.security import ClusterKey  # noqa: E402
 ROUND_TRIPS = 2000
 WARMUP = 200
 BULK_BYTES = 64 * 1024 * 1024
-TRIALS = 7
+TRIALS = 9
 SMALL = Hello(1, "a-node-id-of-typical-length-0123", b"n" * 32, 40000)
 FRAME_SIZE = 6 + len(encode_message(SMALL)) + 16
 """Bytes of one small message on the wire; the raw baseline echoes exactly this many."""
@@ -61,12 +61,15 @@ async def _serve_raw(stream: trio.SocketStream) -> None:
         if mode == _ECHO:
             while True:
                 await stream.send_all(await _receive_exactly(stream, FRAME_SIZE))
+        # recv_into one reused buffer, the cheapest way a trio socket can take bulk data in (the
+        # channel does the same for its large frames), so the baseline is not handicapped.
+        buffer = memoryview(bytearray(MAX_CHUNK_SIZE + 4096))
         received = 0
         while received < BULK_BYTES:
-            data = await stream.receive_some(MAX_CHUNK_SIZE + 4096)
-            if not data:
+            count = await stream.socket.recv_into(buffer)
+            if not count:
                 raise EOFError
-            received += len(data)
+            received += count
         await stream.send_all(b"k")
     except (EOFError, trio.BrokenResourceError):
         pass

@@ -71,6 +71,7 @@ class Node:
         self.supervisor = GuestSupervisor(
             data_dir=self.paths.data_dir, settings=GuestSettings.from_config(self.config), on_event=self._on_guest_event
         )
+        self.results_dir = self.paths.data_dir / "results"
         self.membership: Membership | None = None
         self.address = ""
         self._intents = Intents.load(self.store)
@@ -82,7 +83,7 @@ class Node:
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._scheduler = LocalScheduler(
             node_id=self.node_id, store=self.store, registry=self.registry, supervisor=self.supervisor,
-            events=self.events, capacity=self._capacity, max_retries=lambda: self.config.get("guests.max_retries"),
+            events=self.events, results_dir=self.results_dir, capacity=self._capacity, max_retries=lambda: self.config.get("guests.max_retries"),
             on_change=self.mark_changed,
         )
         self._snapshot = self._build_snapshot()

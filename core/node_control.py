@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,8 @@ from .commands import (
 )
 from .errors import FrostError, ProtocolError
 from .hosting import parse_until
-from .node_views import assignment_view, plugin_view
+from .master.results import write_atomically
+from .node_views import assignment_view
 
 if TYPE_CHECKING:
     from .node import Node
@@ -55,17 +55,11 @@ async def _peers(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def _plugins(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
     await node.registry.scan_async()
-    return [_plugin_json(info) for info in node.registry.plugins()]
+    return [info.to_plain() for info in node.registry.plugins()]
 
 
 async def _add_plugin(node: Node, args: dict[str, Any]) -> dict[str, Any]:
-    return _plugin_json(await node.execute(AddPlugin(path=_text(args, "path"))))
-
-
-def _plugin_json(info) -> dict[str, Any]:
-    view = dataclasses.asdict(plugin_view(info))
-    view["params"] = [{**p, "choices": list(p["choices"])} for p in view["params"]]
-    return view
+    return (await node.execute(AddPlugin(path=_text(args, "path")))).to_plain()
 
 
 async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
@@ -77,11 +71,12 @@ async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
 
 async def _assignments(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
     now = time.time()
-    return [_assignment_json(assignment_view(r, now=now)) for r in node.store.assignments()]
+    return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir)) for r in node.store.assignments()]
 
 
 async def _assignment(node: Node, args: dict[str, Any]) -> dict[str, Any]:
-    return _assignment_json(assignment_view(node.store.assignment(_text(args, "assignment")), now=time.time()))
+    record = node.store.assignment(_text(args, "assignment"))
+    return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir))
 
 
 def _assignment_json(view) -> dict[str, Any]:
@@ -94,24 +89,8 @@ def _assignment_json(view) -> dict[str, Any]:
 async def _result(node: Node, args: dict[str, Any]) -> dict[str, Any]:
     data, media_type, _filename = node.store.result(_text(args, "assignment"))
     path = Path(_text(args, "output"))
-    await trio.to_thread.run_sync(_write_atomically, path, data)
+    await trio.to_thread.run_sync(write_atomically, path, data)
     return {"path": str(path), "bytes": len(data), "media_type": media_type}
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Never leave half a result file behind: write a sibling, fsync, then rename over."""
-    if path.is_dir():
-        raise FrostError(f"{path} is a directory; give a file name", title="Cannot save result")
-    temporary = path.with_name(f".{path.name}.partial")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise FrostError(f"cannot write {path}: {error.strerror}", title="Cannot save result") from error
 
 
 async def _cancel(node: Node, args: dict[str, Any]) -> str:

@@ -6,9 +6,11 @@ Kept apart from node.py so the node wires and decides, and this module only desc
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .hosting import HostingState
+from .master.results import exported_path
 from .master.store import AssignmentRecord
 from .snapshot import (
     AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
@@ -48,7 +50,8 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             )
             for g in guests
         ),
-        assignments=tuple(assignment_view(record, now=now) for record in node.store.assignments()),
+        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir)
+                          for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
@@ -73,7 +76,7 @@ def peer_views(node: Node) -> tuple[PeerView, ...]:
     return tuple(sorted(views, key=lambda view: (not view.is_self, view.name)))
 
 
-def assignment_view(record: AssignmentRecord, *, now: float) -> AssignmentView:
+def assignment_view(record: AssignmentRecord, *, now: float, results_dir: Path) -> AssignmentView:
     progress = record.progress
     eta = None
     if record.state == "running" and 0 < progress < 1:
@@ -87,7 +90,10 @@ def assignment_view(record: AssignmentRecord, *, now: float) -> AssignmentView:
                      moves=u.moves, failures=u.failures, error=u.error)
             for u in record.units
         ),
-        result_media_type=record.result_media_type, result_filename=record.result_filename, error=record.error,
+        result_media_type=record.result_media_type, result_filename=record.result_filename,
+        result_path=str(exported_path(results_dir, record.id, record.result_filename))
+        if record.state == "done" and record.result_filename else None,
+        error=record.error,
     )
 
 

@@ -82,7 +82,8 @@ class AssignmentView:
     params: dict[str, Any]
     units: tuple[UnitView, ...]
     result_media_type: str | None
-    result_filename: str | None
+    result_filename: str | None   # the name the plugin suggests for the result
+    result_path: str | None       # a readable copy of the result on this machine, once done
     error: str | None
 
 

@@ -304,17 +304,17 @@ class FrostApp(App[int]):
 
     def action_save_result(self) -> None:
         assignment = self.query_one(AssignmentsPane).selected_assignment()
-        if assignment is None or assignment.state != "done" or not assignment.result_filename:
+        if assignment is None or assignment.state != "done" or not assignment.result_path:
             self.notify("Select a finished assignment on the Assignments tab (4).", title="No result", severity="warning")
             return
-        source = Path(assignment.result_filename)
+        source = Path(assignment.result_path)
 
         def save(target: Path | None) -> None:
             if target is not None:
                 self.run_worker(lambda: self._copy_result(source, target), thread=True, group="save")
 
         self.push_screen(
-            PathDialog("Save the result", f"Copy {source.name} to:", value=str(Path.cwd() / source.name), must_exist=False),
+            PathDialog("Save the result", f"Copy {source.name} to:", value=str(Path.cwd() / (assignment.result_filename or source.name)), must_exist=False),
             save,
         )
 

@@ -176,12 +176,7 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
         reply = call_node(paths, "peers")
         print(json.dumps(reply, indent=2) if args.json else tables.peers(reply))
     elif verb == "plugins":
-        if args.plugin_verb == "add":
-            info = call_node(paths, "add-plugin", path=str(args.path.resolve()))
-            print(tables.plugins([info]))
-            return 0 if info["ok"] else 1
-        reply = call_node(paths, "plugins")
-        print(json.dumps(reply, indent=2) if args.json else tables.plugins(reply))
+        return _plugins(args, paths)
     elif verb == "submit":
         return _submit(args, paths)
     elif verb == "assignments":
@@ -201,6 +196,26 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
     elif verb == "evict":
         print(call_node(paths, "evict", task=args.task)["message"])
     return 0
+
+
+def _plugins(args: argparse.Namespace, paths: Paths) -> int:
+    """Through the running node when there is one (it then knows at once), else on the data dir directly."""
+    from frost_core.control import call_node
+    from frost_core.errors import NodeUnavailableError
+    from frost_core.plugin_registry import PluginRegistry
+
+    adding = args.plugin_verb == "add"
+    try:
+        if adding:
+            reply = [call_node(paths, "add-plugin", path=str(args.path.resolve()))]
+        else:
+            reply = call_node(paths, "plugins")
+    except NodeUnavailableError:
+        registry = PluginRegistry(paths.data_dir)
+        infos = [registry.add(args.path.resolve())] if adding else registry.scan()
+        reply = [info.to_plain() for info in infos]
+    print(json.dumps(reply, indent=2) if getattr(args, "json", False) else tables.plugins(reply))
+    return 0 if all(info["ok"] for info in reply) or not adding else 1
 
 
 def _submit(args: argparse.Namespace, paths: Paths) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 
@@ -19,6 +20,7 @@ from ..guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, Gues
 from ..plugin_api import WorkUnit
 from ..plugin_calls import combine_output
 from ..plugin_registry import PluginRegistry
+from .results import export_result
 from .store import MasterStore, UnitRecord
 
 log = logging.getLogger("frost.master")
@@ -36,7 +38,7 @@ class Capacity:
 class LocalScheduler:
     def __init__(
         self, *, node_id: str, store: MasterStore, registry: PluginRegistry, supervisor: GuestSupervisor,
-        events: EventLog, capacity: Callable[[], Capacity], max_retries: Callable[[], int],
+        events: EventLog, results_dir: Path, capacity: Callable[[], Capacity], max_retries: Callable[[], int],
         on_change: Callable[[], None],
     ) -> None:
         self._node_id = node_id
@@ -44,6 +46,7 @@ class LocalScheduler:
         self._registry = registry
         self._supervisor = supervisor
         self._events = events
+        self._results_dir = results_dir
         self._capacity = capacity
         self._max_retries = max_retries
         self._on_change = on_change
@@ -60,6 +63,9 @@ class LocalScheduler:
         self._wake.set()
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        for record in self._store.assignments():
+            if record.state == "done":
+                await trio.to_thread.run_sync(export_result, self._store, self._results_dir, record.id)
         requeued = self._store.requeue_running()
         if requeued:
             self._events.add("assignment", f"{requeued} unit(s) interrupted by the last shutdown are queued again")
@@ -156,6 +162,7 @@ class LocalScheduler:
             self._store.finish_assignment(
                 assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
             )
+            await trio.to_thread.run_sync(export_result, self._store, self._results_dir, assignment_id)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}")
         finally:
             self._combining.discard(assignment_id)

@@ -52,6 +52,7 @@ class MemoryNetwork:
         self._hosts: dict[Address, MemoryTransport] = {}
         self._groups: dict[Address, int] | None = None
         self._queue: list[tuple[float, int, Address, Address, int, bytes | Message]] = []
+        self._held: list[tuple[float, int, Address, Address, int, bytes | Message]] = []
         self._order = itertools.count()
         self._wake = trio.Event()
         self.traffic: dict[Address, TrafficCounter] = {}
@@ -108,7 +109,7 @@ class MemoryNetwork:
             host.deliver(source, decode_message(int(message.CODE), body) if self.codec else message)
             return
         if not self._queue:
-            self._wake.set()  # later posts are due no sooner than the head: the runner's sleep holds
+            self._wake.set()
         deliver_at = trio.current_time() + self.latency
         heapq.heappush(self._queue, (deliver_at, next(self._order), source, target, int(message.CODE), body))
 
@@ -151,23 +152,30 @@ class MemoryNetwork:
         first.received_wire_bytes += b_sends
 
     async def run(self) -> None:
-        """Deliver queued datagrams when they are due; held for stalled hosts until they wake."""
+        """Deliver queued datagrams when they are due; held for stalled hosts until they wake.
+
+        Datagrams in flight are due in the order they were posted (the latency is fixed), so the
+        runner sleeps until the head without being woken by later posts; only held datagrams,
+        due when their host wakes, need a wake-up that can be cut short.
+        """
         while True:
             now = trio.current_time()
-            while self._queue and self._queue[0][0] <= now:
-                _, _, source, target, code, body = heapq.heappop(self._queue)
-                host = self.reachable(source, target)
-                if host is None:
-                    continue
-                if host.stalled_until > now:
-                    heapq.heappush(self._queue, (host.stalled_until, next(self._order), source, target, code, body))
-                    continue
-                host.deliver(source, decode_message(code, body) if self.codec else body)
+            for queue in (self._queue, self._held):
+                while queue and queue[0][0] <= now:
+                    _, _, source, target, code, body = heapq.heappop(queue)
+                    host = self.reachable(source, target)
+                    if host is None:
+                        continue
+                    if host.stalled_until > now:
+                        heapq.heappush(self._held, (host.stalled_until, next(self._order), source, target, code, body))
+                        continue
+                    host.deliver(source, decode_message(code, body) if self.codec else body)
             if self._queue:
                 await trio.sleep_until(self._queue[0][0])
             else:
                 self._wake = trio.Event()
-                await self._wake.wait()
+                with trio.move_on_at(self._held[0][0] if self._held else math.inf):
+                    await self._wake.wait()
 
     async def carry(self, source: MemoryTransport, target: Address, message: Message, timeout: float) -> Message:
         """One exchange: request, the target's handler, reply; each leg can be lost or delayed.

@@ -43,8 +43,10 @@ class NodeRecord:
 
     `incarnation` is owned by the node itself (it bumps it to refute a suspicion); the state is
     the cluster's opinion of it. `figures_version` orders the node's own figure updates within an
-    incarnation. The last three fields are local to the table holding the record: they never go
-    on the wire as absolute times (clocks differ); `state_since` travels as an age.
+    incarnation. The last four fields are local to the table holding the record: they never go
+    on the wire as absolute times (clocks differ); `state_since` travels as an age. `heard_at`
+    is direct evidence (it answered or wrote to us); `news_at` is when news the node itself
+    made (new figures, a new incarnation) last reached us, first or second hand.
     """
 
     node_id: str
@@ -59,6 +61,7 @@ class NodeRecord:
     state_since: float = 0.0
     updated_at: float = 0.0
     heard_at: float = 0.0
+    news_at: float = 0.0
 
     @property
     def is_active(self) -> bool:
@@ -75,11 +78,11 @@ def merge_records(local: NodeRecord | None, remote: NodeRecord, now: float) -> N
     the earlier of the two, so every node's suspicion timer runs from the first suspicion.
     """
     if local is None:
-        return dataclasses.replace(remote, updated_at=now, heard_at=0.0)
+        return dataclasses.replace(remote, updated_at=now, heard_at=0.0, news_at=now)
     if remote.incarnation < local.incarnation:
         return None
     if remote.incarnation > local.incarnation:
-        return dataclasses.replace(remote, updated_at=now, heard_at=local.heard_at)
+        return dataclasses.replace(remote, updated_at=now, heard_at=local.heard_at, news_at=now)
     merged = local
     if remote.figures_version > local.figures_version:
         merged = dataclasses.replace(
@@ -89,6 +92,7 @@ def merge_records(local: NodeRecord | None, remote: NodeRecord, now: float) -> N
             protocol_version=remote.protocol_version,
             figures=remote.figures,
             figures_version=remote.figures_version,
+            news_at=now,
         )
     if remote.state > local.state:
         merged = dataclasses.replace(

@@ -117,17 +117,18 @@ class Membership:
         return None if rtt is None else rtt * 1000.0
 
     def last_heard(self, node_id: str) -> float:
-        """Wall-clock time (time.time()) we last heard from or about `node_id`, directly or by gossip.
+        """Wall-clock time (time.time()) we last heard from `node_id`, directly or through gossip.
 
-        Records keep trio's clock, which need not be the wall clock; the age converts at read time.
-        Raises KeyError for a node not in the table.
+        Through gossip counts only news the node itself made (figures, a refutation), not
+        others' rumours of its death. Records keep trio's clock, which need not be the wall
+        clock; the age converts at read time. Raises KeyError for a node not in the table.
         """
         record = self.table.get(node_id)
         if record is None:
             raise KeyError(f"no member {node_id!r}")
         if node_id == self.node_id:
             return time.time()
-        return time.time() - (trio.current_time() - max(record.heard_at, record.updated_at))
+        return time.time() - (trio.current_time() - max(record.heard_at, record.news_at))
 
     def set_local_figures(self, figures: ResourceFigures) -> None:
         """Publish new figures: always by the next push-pull, at once if `available` moved >= 5 %."""

@@ -56,6 +56,8 @@ class MemberTable:
         self._digest: bytes | None = None
         self.suspects: set[str] = set()
         """Ids of suspect members: the only records the suspicion sweeper needs to look at."""
+        self._active: dict[str, None] = {}
+        """Ids of active peers, kept as records change: probes and gossip ask for them many times a second."""
         self.put(own)
 
     def __len__(self) -> int:
@@ -73,10 +75,11 @@ class MemberTable:
 
     def active_peers(self) -> list[NodeRecord]:
         """Alive and suspect members other than ourselves: those we probe and gossip with."""
-        return [r for r in self._records.values() if r.is_active and r.node_id != self.own_id]
+        records = self._records
+        return [records[node_id] for node_id in self._active]
 
     def active_count(self) -> int:
-        return sum(1 for r in self._records.values() if r.is_active)
+        return len(self._active) + (1 if self.own.is_active else 0)
 
     def random_peers(self, count: int, rng: random.Random, *, exclude: Iterable[str] = ()) -> list[NodeRecord]:
         excluded = set(exclude)
@@ -89,12 +92,17 @@ class MemberTable:
             key = digest_key(record.node_id)
             self._key_of[record.node_id] = key
             self._keys[key] = record.node_id
-        self._records[record.node_id] = record
+        node_id = record.node_id
+        self._records[node_id] = record
         self._digest = None
         if record.state == MemberState.SUSPECT:
-            self.suspects.add(record.node_id)
+            self.suspects.add(node_id)
         else:
-            self.suspects.discard(record.node_id)
+            self.suspects.discard(node_id)
+        if record.is_active and node_id != self.own_id:
+            self._active[node_id] = None
+        else:
+            self._active.pop(node_id, None)
 
     def merge(self, remote: NodeRecord, now: float) -> tuple[NodeRecord | None, NodeRecord] | None:
         """Merge news about another node; returns (before, after) if the table changed."""
@@ -121,6 +129,7 @@ class MemberTable:
         for record in gone:
             del self._records[record.node_id]
             self.suspects.discard(record.node_id)
+            self._active.pop(record.node_id, None)
             del self._keys[self._key_of.pop(record.node_id)]
             self._digest = None
         return gone
@@ -137,6 +146,8 @@ class MemberTable:
 
     def compare(self, peer_digest: bytes) -> tuple[list[NodeRecord], bytes]:
         """Given a peer's digest: the records it would learn from, and the keys we would learn from."""
+        if peer_digest == self.digest():
+            return [], b""
         theirs = parse_digest(peer_digest)
         send = []
         wants = []
@@ -144,6 +155,8 @@ class MemberTable:
             key = self._key_of[record.node_id]
             other = theirs.pop(key, None)
             mine = _version(record)
+            if other == mine:
+                continue
             if other is None or _teaches(mine, other):
                 send.append(record)
             if other is not None and _teaches(other, mine):
@@ -175,7 +188,12 @@ def parse_digest(digest: bytes) -> dict[bytes, _Version]:
         if len(items) >= MAX_DIGEST_ITEMS:
             raise ProtocolError(f"digest lists more than {MAX_DIGEST_ITEMS} members")
         key = digest[at : at + KEY_SIZE]
-        incarnation, at = _read_varint(digest, at + KEY_SIZE)
+        at += KEY_SIZE
+        if at + 2 < size and digest[at] < 0x80:  # the usual one-byte incarnation, inline for speed
+            incarnation = digest[at]
+            at += 1
+        else:
+            incarnation, at = _read_varint(digest, at)
         if at >= size:
             raise ProtocolError(f"digest of {size} bytes ends inside an item")
         state, suspectors = digest[at] >> 4, digest[at] & 0x0F

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .information import fits_memory
-from .prediction import Prediction, predict_destination, predict_move
+from .prediction import Prediction, predict_move
 from .selection import migration_cost, time_saved
 from .views import NodeView, PolicySettings, UnitView
 
@@ -42,7 +42,8 @@ def judge_destination(source: NodeView, candidate: NodeView, unit: UnitView, ave
                       bandwidth: float, settings: PolicySettings, owner_forced: bool) -> Destination | None:
     """Apply 5.1 and 5.3-5.6 to one candidate; None if the move is not worth it.
 
-    Besides 5.6 the destination must stay above the lower threshold once the unit arrived
+    The unit runs at the source's per-guest share now and would get the destination's
+    offer. Besides 5.6 the destination must stay above the lower threshold once it arrived
     (FROST states this for R_A*, which can only rise; the node that may sink is B). A
     guest forced out by its owner skips 5.6: it gets nothing where it is.
     """
@@ -50,13 +51,13 @@ def judge_destination(source: NodeView, candidate: NodeView, unit: UnitView, ave
         return None
     prediction = predict_move(source, candidate, average)
     cost = migration_cost(unit.state_bytes, bandwidth, unit.restore_seconds, unit.since_checkpoint)
-    here = 0.0 if owner_forced else prediction.r_source
-    gain = time_saved(unit.remaining_work, here, prediction.r_destination_after, cost)
+    here = 0.0 if owner_forced else source.per_guest
+    gain = time_saved(unit.remaining_work, here, prediction.r_destination, cost)
     if gain <= settings.min_gain:
         return None
     if not owner_forced and (not prediction.improves or prediction.r_destination_after < lower):
         return None
-    finish = cost + unit.remaining_work / prediction.r_destination_after
+    finish = cost + unit.remaining_work / prediction.r_destination
     return Destination(candidate.node_id, gain, cost, finish, prediction)
 
 
@@ -74,7 +75,7 @@ def rank_destinations(source: NodeView, unit: UnitView, table: Sequence[NodeView
         judged = judge_destination(source, candidate, unit, average, lower, bandwidth, settings, owner_forced)
         if judged is not None:
             found.append(judged)
-    found.sort(key=lambda d: (d.finish, -d.prediction.r_destination_after, d.node_id))
+    found.sort(key=lambda d: (d.finish, -d.prediction.r_destination, d.node_id))
     return tuple(found[: settings.candidates])
 
 
@@ -97,23 +98,22 @@ def confirm_destination(source: NodeView, fresh: NodeView, unit: UnitView, avera
     judged = judge_destination(source, fresh, unit, average, lower, bandwidth, settings, owner_forced)
     if judged is None or expected is None:
         return judged
-    floor = expected.prediction.r_destination_after * (1 - settings.band)
-    return judged if judged.prediction.r_destination_after >= floor else None
+    floor = expected.prediction.r_destination * (1 - settings.band)
+    return judged if judged.prediction.r_destination >= floor else None
 
 
 def choose_source(requester: NodeView, table: Sequence[NodeView], average: float) -> NodeView | None:
     """Algorithm 4: a receiver asks the most loaded node with guests, if taking one would help.
 
-    "Most loaded" is the lowest per-guest figure; the move must pass 5.6 from its side too.
+    "Most loaded" is the lowest offer; the move must pass 5.6, and the unit must get more
+    here than it gets there.
     """
     best: NodeView | None = None
     for node in table:
         if node.node_id == requester.node_id or node.guests == 0:
             continue
-        if not predict_move(node, requester, average).improves:
+        if not predict_move(node, requester, average).improves or requester.offer <= node.per_guest:
             continue
-        if predict_destination(requester) <= node.per_guest:
-            continue
-        if best is None or (node.per_guest, node.node_id) < (best.per_guest, best.node_id):
+        if best is None or (node.offer, node.node_id) < (best.offer, best.node_id):
             best = node
     return best

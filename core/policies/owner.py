@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 
-HOST_BUDGET = 1.0
 _TOLERANCE = 1e-6   # seconds: a timer set for t fires at t despite float rounding
 
 
@@ -167,10 +166,8 @@ def active_seconds(state: OwnerState, now: float, settings: OwnerSettings) -> fl
 
 
 def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:
-    """May this node take new guests? Not while suspended, during the eviction hold, or while
-    its owner has used up the eviction budget (a new guest would be sent away again)."""
-    return (state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
-            and active_seconds(state, now, settings) < settings.evict_after * HOST_BUDGET)
+    """May this node take new guests? Not while its guests are held, nor during the eviction hold."""
+    return state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
 
 
 def _flap_window(settings: OwnerSettings, backoff: int) -> float:

@@ -8,11 +8,9 @@ from .views import NodeView
 
 
 def resources_per_guest(available: float, guests: int, cpus: int = 1, idle_extremity: float | None = None) -> float:
-    """What one more or one of `guests` gets: the per-process R of equations 5.3-5.6.
+    """What each of `guests` guests gets from `available`, one idle CPU's worth at most.
 
-    FROST measured R with a thread competing at guest priority, so R = capacity / guests.
-    With no guest, R is what a single guest would get (the probe's figure), not a division
-    by zero; on several CPUs one guest cannot use more than one idle CPU's worth.
+    With no guest this is what a single guest would get (the probe's figure), never 1/0.
     """
     share = max(available, 0.0) / max(guests, 1)
     if idle_extremity is not None and cpus > 0:
@@ -21,19 +19,19 @@ def resources_per_guest(available: float, guests: int, cpus: int = 1, idle_extre
 
 
 def predict_source(source: NodeView) -> float:
-    """Equation 5.3, R_A* = R_A·N_A/(N_A−1): each remaining guest's share after one leaves.
+    """Equation 5.3, R_A* = R_A·N_A/(N_A−1), for R = the offer (what one more guest would get).
 
-    Written on capacity (R_A·N_A = available) so that N_A = 1 gives the free machine's figure.
+    Written on capacity: after one guest leaves, a newcomer would share with N_A − 1 others.
     """
-    return resources_per_guest(source.available, source.guests - 1, source.cpus, source.idle_extremity)
+    return resources_per_guest(source.available, source.guests, source.cpus, source.idle_extremity)
 
 
 def predict_destination(destination: NodeView) -> float:
-    """Equation 5.4, R_B* = R_B·N_B/(N_B+1): the share each guest gets once one more arrives.
+    """Equation 5.4, R_B* = R_B·N_B/(N_B+1): B's offer once the unit has arrived.
 
-    This is also BSPlib's anti-thrash rule: add the job's own load to the candidate first.
+    Adding the unit's own load before comparing is also BSPlib's anti-thrash rule.
     """
-    return resources_per_guest(destination.available, destination.guests + 1, destination.cpus,
+    return resources_per_guest(destination.available, destination.guests + 2, destination.cpus,
                                destination.idle_extremity)
 
 
@@ -79,8 +77,8 @@ def predict_move(source: NodeView, destination: NodeView, average: float) -> Pre
         source=source.node_id,
         destination=destination.node_id,
         average=average,
-        r_source=source.per_guest,
-        r_destination=destination.per_guest,
+        r_source=source.offer,
+        r_destination=destination.offer,
         r_source_after=predict_source(source),
         r_destination_after=predict_destination(destination),
     )

@@ -42,7 +42,7 @@ class TransferDecision:
 
 @dataclass(frozen=True)
 class SystemView:
-    """The table boiled down once: the average per-guest figure and the average extremities."""
+    """The table boiled down once: the average offer and the average extremities."""
 
     average: float
     idle: float
@@ -51,14 +51,14 @@ class SystemView:
 
 
 def system_average(table: Sequence[NodeView]) -> float:
-    """S_avg: the mean per-guest figure over every known node, own one included (FROST 5.1.3)."""
+    """S_avg: the mean offer over every known node, own one included (FROST 5.1.3)."""
     if not table:
         raise ValueError("the resource table is empty")
-    return sum(node.per_guest for node in table) / len(table)
+    return sum(node.offer for node in table) / len(table)
 
 
 def summarize(table: Sequence[NodeView]) -> SystemView:
-    """Average figure and average extremities (per CPU, so big machines do not drag them)."""
+    """Average offer and average extremities (per CPU, so big machines do not drag them)."""
     average = system_average(table)
     idle = sum(node.idle_extremity / max(node.cpus, 1) for node in table) / len(table)
     heavy = sum(node.heavy_extremity / max(node.cpus, 1) for node in table) / len(table)
@@ -87,7 +87,7 @@ def decide_transfer(reading: float, previous: float | None, guests: int, system:
                     settings: PolicySettings = PolicySettings()) -> TransferDecision:
     """Algorithm 2, lines 13-31: act only when two readings in a row lie beyond the same threshold.
 
-    `reading` and `previous` are this node's smoothed per-guest figures; a node without
+    `reading` and `previous` are this node's smoothed offers (`NodeView.offer`); a node without
     guests never sends, and in sender mode nobody asks for work (and vice versa).
     """
     lower, upper = thresholds(system.average, settings.band)

@@ -12,6 +12,7 @@ class NodeView:
     `available` is what guests together could get here (FROST 5.1: measured at guest
     priority); `guests` counts guests running or on their way in; `idle_extremity` is
     `available` of this machine when idle, which also caps what one guest can get per CPU.
+    `offer` (what one more guest would get) is the figure the policies compare.
     """
 
     node_id: str
@@ -27,10 +28,21 @@ class NodeView:
 
     @property
     def per_guest(self) -> float:
-        """What one guest gets here now: the R of FROST's equations 5.3-5.6."""
+        """What each guest here gets now (a unit's current speed)."""
         from .prediction import resources_per_guest
 
         return resources_per_guest(self.available, self.guests, self.cpus, self.idle_extremity)
+
+    @property
+    def offer(self) -> float:
+        """What one more guest would get here: the R of FROST's equations 5.3-5.6.
+
+        FROST's R is measured by a probe competing with the guests, i.e. as a newcomer; so an
+        empty idle machine offers all of it, one with a guest half (BSPlib's anticipated load).
+        """
+        from .prediction import resources_per_guest
+
+        return resources_per_guest(self.available, self.guests + 1, self.cpus, self.idle_extremity)
 
 
 @dataclass(frozen=True)

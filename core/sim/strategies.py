@@ -18,7 +18,6 @@ from ..policies import (
     confirm_destination,
     decide_transfer,
     estimate_bandwidth,
-    predict_destination,
     rank_destinations,
     resources_per_guest,
     select_guest,
@@ -154,7 +153,7 @@ class OursStrategy(Strategy):
 
     def __init__(self, settings: PolicySettings | None = None, owner: OwnerSettings | None = None, window: int = 3):
         self.settings = settings or PolicySettings()
-        self.owner_settings = owner or OwnerSettings(evict_after=15.0, resume_after=3.0, input_idle=0.0)
+        self.owner_settings = owner or OwnerSettings(evict_after=15.0, resume_after=3.0, input_idle=0.0, evict_hold=60)
         self.window = window
 
     def start(self, sim: Simulation) -> None:
@@ -215,15 +214,12 @@ class OursStrategy(Strategy):
                     or worth_publishing(state.published[0], available, self.settings.broadcast_change)):
                 state.published = (available, guests)
                 self.news.append((sim.now + delay, node.index, available, guests))
-            readings.append(resources_per_guest(available, guests, 1, node.speed))
-        per_guest = [resources_per_guest(a, g, 1, n.speed)
-                     for a, g, n in zip(self.visible_available, self.visible_guests, sim.nodes)]
-        system = SystemView(sum(per_guest) / len(per_guest), sum(n.speed for n in sim.nodes) / len(sim.nodes),
-                            0.0, len(sim.nodes))
+            readings.append((available, resources_per_guest(available, guests + 1, 1, node.speed)))
+        system = SystemView(self._average(sim), sum(n.speed for n in sim.nodes) / len(sim.nodes), 0.0, len(sim.nodes))
         lower, upper = thresholds(system.average, self.settings.band)
         self._targets: list[NodeView] | None = None
         self._sources: list[NodeView] | None = None
-        for node, reading in zip(sim.nodes, readings):
+        for node, (available, reading) in zip(sim.nodes, readings):
             state = node.policy
             previous, state.previous = state.previous, reading
             if state.decision is GuestAction.EVICT and node.guests:
@@ -233,9 +229,16 @@ class OursStrategy(Strategy):
                 continue   # decide_transfer would say STAY: skip building its inputs
             decision = decide_transfer(reading, previous, len(node.guests), system, self.settings)
             if decision.action is Action.SEND:
-                self._send(sim, node, reading, system, lower)
+                self._send(sim, node, resources_per_guest(available, len(node.guests), 1, node.speed), system,
+                           lower)
             elif decision.action is Action.REQUEST:
                 self._request(sim, node, system, lower)
+
+    def _average(self, sim: Simulation) -> float:
+        """S_avg over the gossip-stale table: the mean offer (what one more guest would get)."""
+        offers = [resources_per_guest(a, g + 1, 1, n.speed)
+                  for a, g, n in zip(self.visible_available, self.visible_guests, sim.nodes)]
+        return sum(offers) / len(offers)
 
     # -- sender and receiver initiated moves ----------------------------------------------------
     def _candidates(self, sim: Simulation) -> list[NodeView]:
@@ -265,11 +268,11 @@ class OursStrategy(Strategy):
                 return sim.move(unit, node, "owner" if owner_forced else "balance")
         return False
 
-    def _send(self, sim: Simulation, node: Node, reading: float, system: SystemView, lower: float) -> None:
+    def _send(self, sim: Simulation, node: Node, here: float, system: SystemView, lower: float) -> None:
         targets = self._candidates(sim)
-        there = max((predict_destination(t) for t in targets), default=0.0)
+        there = max((t.offer for t in targets), default=0.0)
         bandwidth = self.settings.default_bandwidth
-        choice = select_guest([self._unit(u) for u in node.guests if not u.pinned], reading, there, bandwidth,
+        choice = select_guest([self._unit(u) for u in node.guests if not u.pinned], here, there, bandwidth,
                               sim.now, self.settings)
         if choice is not None:
             self._place(sim, node, sim.units[int(choice.unit.task_id)], system, lower, owner_forced=False)
@@ -278,7 +281,7 @@ class OursStrategy(Strategy):
         if self._sources is None:
             loaded = [n for n in sim.nodes if self.visible_guests[n.index] > 0]
             worst = heapq.nsmallest(3 * self.settings.candidates, loaded, key=lambda n: resources_per_guest(
-                self.visible_available[n.index], self.visible_guests[n.index], 1, n.speed))
+                self.visible_available[n.index], self.visible_guests[n.index] + 1, 1, n.speed))
             self._sources = [self._stale(n) for n in worst]
         me = self._fresh(node)
         if not me.accepting:
@@ -292,7 +295,7 @@ class OursStrategy(Strategy):
             return
         bandwidth = self.bandwidths.get((source.index, node.index), self.settings.default_bandwidth)
         choice = select_guest([self._unit(u) for u in source.guests if not u.pinned], fresh.per_guest,
-                              predict_destination(me), bandwidth, sim.now, self.settings)
+                              me.offer, bandwidth, sim.now, self.settings)
         if choice is None:
             return
         if confirm_destination(fresh, me, choice.unit, system.average, lower, bandwidth, self.settings):
@@ -317,9 +320,7 @@ class OursStrategy(Strategy):
             sim.push(decision.recheck_at, CHECK, node, "timer")
         if decision.action is GuestAction.EVICT and node.guests:
             self._targets = None
-            per_guest = [resources_per_guest(a, g, 1, n.speed)
-                         for a, g, n in zip(self.visible_available, self.visible_guests, sim.nodes)]
-            average = sum(per_guest) / len(per_guest)
+            average = self._average(sim)
             system = SystemView(average, 0.0, 0.0, len(sim.nodes))
             self._evict(sim, node, system, thresholds(average, self.settings.band)[0])
 

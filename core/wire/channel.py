@@ -29,6 +29,7 @@ Address = tuple[str, int]
 RECEIVE_SIZE = MAX_CHUNK_SIZE + 4096
 _RECEIVE_SMALL = 64 * 1024
 """Read size while no large frame is pending: big reads of small data cost an mmap each."""
+_BULK_CHUNK = int(MessageCode.BULK_CHUNK)
 _DIRECT_FROM = 64 * 1024
 """A pending frame body at least this large is received straight into a reused buffer."""
 _COALESCE_LIMIT = 64 * 1024
@@ -104,7 +105,10 @@ class Channel:
 
     async def send(self, message: Message) -> None:
         body = encode_message(message)
-        await self._take_send_turn()
+        if self._sending:  # `_take_send_turn`, inlined: this is the hot path of every message
+            await self._send_waiters.park()
+        else:
+            self._sending = True
         try:
             if self._session is not None:
                 await self._send_stream.send_all(self._session.seal_frame(message.CODE, body))
@@ -181,11 +185,11 @@ class Channel:
                     raise ProtocolError("connection closed in the middle of a frame")
                 raise trio.EndOfChannel("peer closed the connection")
             reader.append(data)
+        code, body = frame
         if self._session is not None:
-            header = HEADER.pack(len(frame.body), frame.code)
-            return Frame(frame.code, self._session.open(header, frame.body))
-        if type(frame.body) is not bytes:
-            return Frame(frame.code, bytes(frame.body))
+            return Frame(code, self._session.open(HEADER.pack(len(body), code), body))
+        if type(body) is not bytes:
+            return Frame(code, bytes(body))
         return frame
 
     async def _receive_direct(self) -> Frame:
@@ -219,10 +223,10 @@ class Channel:
         return Frame(code, view)  # type: ignore[arg-type]
 
     async def receive(self) -> Message:
-        frame = await self._receive_frame()
-        if frame.code == MessageCode.BULK_CHUNK:
+        code, body = await self._receive_frame()
+        if code == _BULK_CHUNK:
             raise ProtocolError("bulk chunk outside a bulk transfer")
-        return decode_message(frame.code, frame.body)
+        return decode_message(code, body)
 
     async def receive_bulk(self, *, max_size: int) -> tuple[Message, bytes]:
         """Receive a header message and the bulk data after it (refused beyond `max_size` bytes)."""

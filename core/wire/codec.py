@@ -56,6 +56,13 @@ def encode_into(out: bytearray, obj: object) -> None:
         else:
             out += _head(3, size)
         out += raw
+    elif cls is bytes:
+        size = len(obj)  # type: ignore[arg-type]
+        if size < 24:
+            out.append(0x40 | size)
+        else:
+            out += _head(2, size)
+        out += obj  # type: ignore[operator]
     elif cls is int and 0 <= obj < 24:  # type: ignore[operator]
         out.append(obj)  # type: ignore[arg-type]
     else:

@@ -79,10 +79,10 @@ class AssignmentsPane(Pane):
             preview.path = None
             return
         key = (repr(assignment.params),
-               assignment.state, assignment.error, assignment.result_filename, assignment.result_media_type)
+               assignment.state, assignment.error, assignment.result_path, assignment.result_media_type)
         update_static(result, key, lambda: describe_result(assignment))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
-        preview.path = Path(assignment.result_filename) if is_image and assignment.result_filename else None
+        preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
 
 
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
@@ -118,7 +118,7 @@ def describe_result(assignment: AssignmentView) -> Group:
     lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
     if assignment.error:
         lines.append(Text.assemble(("Error  ", "bold red"), assignment.error))
-    elif assignment.state == "done" and assignment.result_filename:
+    elif assignment.state == "done" and assignment.result_path:
         lines.append(
             Text.assemble(
                 ("Result  ", "bold"),

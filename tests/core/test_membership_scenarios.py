@@ -1,7 +1,9 @@
 """Membership scenarios on an in-memory network under trio's MockClock: joins, crashes, stalls, leaves."""
 
 import math
+import time
 
+import pytest
 import trio
 
 from frost_core.membership import MembershipConfig, MemberState, ResourceFigures
@@ -132,3 +134,22 @@ async def test_a_healed_partition_merges_back_into_one_cluster(autojump_clock):
         cluster.network.heal()
         # the periodic announcements find the other side again; refutations revive everyone
         await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=60)
+
+
+async def test_the_peers_table_reads_round_trip_time_and_last_heard_in_wall_clock(autojump_clock):
+    async with open_sim_cluster(9, latency=0.002) as cluster:
+        nodes = [await cluster.start_node() for _ in range(4)]
+        await wait_for(lambda: active_counts(nodes) == [4] * 4, limit=30)
+        await trio.sleep(10)
+        reader, peer = nodes[0].membership, nodes[2]
+        # a ping and its ack each cross the network once: 2 × 2 ms, whatever the smoothing
+        assert reader.rtt_ms(peer.node_id) == pytest.approx(4.0)
+        assert reader.rtt_ms(reader.node_id) is None  # nobody probes itself
+        heard = reader.last_heard(peer.node_id)
+        assert time.time() - 3 < heard <= time.time()  # heard within the last probe rounds
+        cluster.crash(peer)
+        await trio.sleep(30)
+        silent_for = time.time() - reader.last_heard(peer.node_id)
+        assert 29 < silent_for < 33  # thirty mock seconds of silence (its death is no news from it)
+        with pytest.raises(KeyError):
+            reader.last_heard("0" * 32)

@@ -91,11 +91,18 @@ async def test_receive_cancelled_inside_a_large_frame_resumes_where_it_stopped()
         await client.send(big)
         await client.send(BulkEnd(3))
         wire = recorder.get_data_nowait()
-        await wire_stream.send_all(wire[:100_000])
+        rest = trio.Event()
+
+        async def deliver() -> None:  # in the background: the socket buffers may not hold it all
+            await wire_stream.send_all(wire[:100_000])
+            await rest.wait()
+            await wire_stream.send_all(wire[100_000:])
+
+        nursery.start_soon(deliver)
         with trio.move_on_after(0.2) as waited:
             await server.receive()
         assert waited.cancelled_caught
-        await wire_stream.send_all(wire[100_000:])
+        rest.set()
         assert await server.receive() == big
         assert await server.receive() == BulkEnd(3)
         await wire_stream.aclose()

@@ -19,18 +19,23 @@ UNIT = UnitView("t1", assignment_id="a", plugin="pi", memory=100, state_bytes=1_
 
 
 def test_sender_picks_the_target_where_the_unit_finishes_first():
-    source = NodeView("src", available=0.6, guests=3)          # R = 0.2
+    source = NodeView("src", available=0.6, guests=3)          # each guest gets 0.2; offer 0.15 -> 0.2
     table = [
         source,
-        NodeView("half", available=1.0, guests=1),             # R_B* = 0.5: 0.2 s + 2000 s
-        NodeView("empty", available=1.0, guests=0),            # R_B* = 1.0: 0.2 s + 1000 s
-        NodeView("fast-busy", available=2.0, guests=3),        # R_B* = 0.5
+        NodeView("half", available=1.0, guests=1),             # offer 0.5 -> 0.333
+        NodeView("empty", available=1.0, guests=0),            # offer 1.0 -> 0.5
+        NodeView("fast-busy", available=2.0, guests=3),        # offer 0.5 -> 0.4
     ]
-    # average of per-guest figures: (0.2 + 1.0 + 1.0 + 0.667) / 4 = 0.717, lower 0.54
-    ranked = rank_destinations(source, UNIT, table, average=0.717, lower=0.54, bandwidths={}, settings=SETTINGS)
-    assert [d.node_id for d in ranked] == ["empty"]   # the others would sink below the lower threshold
-    best = choose_destination(source, UNIT, table, 0.717, 0.54, {}, SETTINGS)
-    assert best is not None and best.finish == pytest.approx(1_000_000 / 10e6 + 1 + 1000)
+    # average offer (0.15 + 0.5 + 1.0 + 0.5) / 4 = 0.5375, lower 0.403; before-distances: src 0.3875
+    # half: 0.3875 + 0.0375 = 0.425 -> 0.3375 + 0.2042 = 0.542, worse
+    # empty: 0.3875 + 0.4625 = 0.85 -> 0.3375 + 0.0375 = 0.375, better
+    # fast-busy: 0.425 -> 0.3375 + 0.1375 = 0.475, worse
+    ranked = rank_destinations(source, UNIT, table, average=0.5375, lower=0.403, bandwidths={}, settings=SETTINGS)
+    assert [d.node_id for d in ranked] == ["empty"]
+    best = choose_destination(source, UNIT, table, 0.5375, 0.403, {}, SETTINGS)
+    # there: 1 MB / 10 MB/s + 1 s restore + 1000 work at 1.0 = 1001.1 s (staying: 1000 / 0.2 = 5000 s)
+    assert best is not None and best.finish == pytest.approx(1001.1)
+    assert best.gain == pytest.approx(5000 - 1001.1)
     assert "to empty" in best.explain()
 
 
@@ -49,7 +54,7 @@ def test_fresh_query_rejects_a_target_that_got_busier():
     assert chosen is not None
     # still empty: confirmed
     assert confirm_destination(source, stale, UNIT, 0.6, 0.45, 10e6, SETTINGS, expected=chosen) is not None
-    # two others sent it work meanwhile: R_B* = 1/3 < 1.0 × (1 − 0.25)
+    # two others sent it work meanwhile: its offer is 1/3 < 1.0 × (1 − 0.25)
     crowded = NodeView("empty", available=1.0, guests=2)
     assert confirm_destination(source, crowded, UNIT, 0.6, 0.45, 10e6, SETTINGS, expected=chosen) is None
     # its owner came back
@@ -59,8 +64,8 @@ def test_fresh_query_rejects_a_target_that_got_busier():
 
 def test_owner_forced_move_goes_anywhere_that_gives_something():
     source = NodeView("src", available=0.0, guests=1)          # owner took everything
-    table = [source, NodeView("slow", available=0.3, guests=1)]   # R_B* = 0.15
-    # a balance move would be refused: 0.15 is below lower = 0.4
+    table = [source, NodeView("slow", available=0.3, guests=1)]   # offer 0.15 -> 0.1
+    # a balance move would be refused: distances 0.5 + 0.35 = 0.85 -> 0.5 + 0.4 = 0.9
     assert choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS) is None
     forced = choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS, owner_forced=True)
     assert forced is not None and forced.node_id == "slow"
@@ -69,7 +74,7 @@ def test_owner_forced_move_goes_anywhere_that_gives_something():
 def test_receiver_asks_the_most_loaded_node():
     me = NodeView("me", available=1.0, guests=0)
     table = [me, NodeView("a", 0.6, 2), NodeView("b", 0.6, 3), NodeView("idle", 1.0, 0)]
-    # per-guest: a 0.3, b 0.2; average (1 + 0.3 + 0.2 + 1) / 4 = 0.625
-    source = choose_source(me, table, 0.625)
+    # offers: me 1.0, a 0.2, b 0.15, idle 1.0; average 0.5875; b is the most loaded
+    source = choose_source(me, table, 0.5875)
     assert source is not None and source.node_id == "b"
     assert choose_source(me, [me, NodeView("idle", 1.0, 0)], 1.0) is None

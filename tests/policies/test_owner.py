@@ -27,11 +27,26 @@ def test_suspends_at_once_evicts_after_a_while_and_resumes_after_quiet():
     assert (d.action, d.rule, d.recheck_at) == (GuestAction.EVICT, "wait-quiet", 160)
     d = policy.decide(owner(2), 160)
     assert (d.action, d.rule) == (GuestAction.RUN, "continue")
-    # no new guests during the eviction hold (300 s from 121), nor while the owner's 129 s of
-    # activity (1..130) still count in the 600 s window: they would be sent away again
+    # no new guests during the eviction hold: 300 s from the eviction at 121
     assert not d.accepting
-    assert not policy.decide(owner(2), 421).accepting
-    assert policy.decide(owner(2), 731).accepting
+    assert not policy.decide(owner(2), 420).accepting
+    assert policy.decide(owner(2), 421).accepting
+
+
+def test_an_owner_who_keeps_coming_back_counts_like_one_who_stays():
+    settings = OwnerSettings(busy_cpu_percent=25, evict_after=15, resume_after=3, evict_window=600)
+    policy = OwnerPolicy(settings)
+    decisions = []
+    for minute in range(5):          # a 5 s spike every minute, quiet in between
+        t = 60.0 * minute
+        decisions.append(policy.decide(owner(100), t))
+        policy.decide(owner(0), t + 5)
+        policy.decide(owner(0), t + 8)
+    # spikes 1-3 add up to 5 + 5 + 5 = 15 s of activity in the window: the fourth evicts at once
+    assert [d.action for d in decisions[:4]] == [GuestAction.SUSPEND] * 3 + [GuestAction.EVICT]
+    assert "active 15 s of the last 600 s" in decisions[3].explain()
+    # a single spike ten minutes later starts from a clean slate
+    assert policy.decide(owner(100), 1300).action is GuestAction.SUSPEND
 
 
 def test_between_the_thresholds_nothing_changes():

@@ -54,7 +54,7 @@ def test_two_equally_loaded_nodes_never_move_a_unit(capacity, count, unit, now):
     system = summarize(table)
     lower, _ = thresholds(system.average, SETTINGS.band)
     for me, other in ((a, b), (b, a)):
-        reading = me.per_guest
+        reading = me.offer
         assert decide_transfer(reading, reading, me.guests, system, SETTINGS).action is Action.STAY
         assert rank_destinations(me, replace(unit, arrived_at=now - 1e9), table, system.average, lower, {},
                                  SETTINGS) == ()
