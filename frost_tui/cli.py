@@ -93,10 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
     verb("evict", "checkpoint guests and send them away").add_argument("task", nargs="?")
     verb("finish", "take nothing new and pause once the current guests finish")
     verb("config", "show every option, its value and its meaning")
+    shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder")
+    shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
+    verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
+                     add_help=False, prefix_chars="\0")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:
+        from frost_core.sim import main as simulate  # the simulator parses its own options
+
+        return simulate(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -138,6 +147,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _key(args, paths)
     if args.verb == "config":
         return _show_config(paths)
+    if args.verb == "screenshots":
+        from .screenshots import render_screenshots
+
+        for path in render_screenshots(args.out):
+            print(path)
+        return 0
     return _control_verb(args, paths)
 
 

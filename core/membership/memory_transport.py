@@ -79,6 +79,10 @@ class MemoryNetwork:
         transport = self._hosts[address]
         transport.stalled_until = max(transport.stalled_until, trio.current_time() + seconds)
 
+    def is_stalled(self, address: Address) -> bool:
+        transport = self._hosts.get(address)
+        return transport is not None and transport.stalled_until > trio.current_time()
+
     def partition(self, *groups: set[Address]) -> None:
         """Only hosts in the same group can reach each other (hosts in no group form their own)."""
         self._groups = {address: n for n, group in enumerate(groups) for address in group}

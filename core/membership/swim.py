@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -140,23 +141,28 @@ class Prober:
         a quiet cluster costs no wake-ups here; it still forgets old dead members now and then.
         """
         node = self.node
+        next_due = math.inf
         while True:
             if node.table.suspects:
-                await trio.sleep(node.config.probe_interval)
+                await trio.sleep_until(min(next_due, trio.current_time() + node.config.probe_interval))
             else:
                 with trio.move_on_after(_IDLE_SWEEP_INTERVAL):
                     await self._new_suspect.wait()
                 self._new_suspect = trio.Event()
             now = trio.current_time()
             size = node.table.active_count()
+            next_due = math.inf
             for node_id in list(node.table.suspects):
                 record = node.table.get(node_id)
                 if record is None or node_id in self._checking:
                     continue
                 confirmations = max(0, len(record.suspectors) - 1)
-                if now >= record.state_since + suspicion_timeout(size, confirmations, node.config):
+                due = record.state_since + suspicion_timeout(size, confirmations, node.config)
+                if now >= due:
                     self._checking.add(node_id)
                     node.nursery.start_soon(self._last_chance, record)
+                else:
+                    next_due = min(next_due, due)
             for gone in node.table.forget(now - node.config.dead_retention):
                 self.rtt.pop(gone.node_id, None)
 

@@ -100,7 +100,6 @@ class Outcome:
     arrival: dict[int, float]
     size: dict[int, float]
     migrations: list[Migration] = field(default_factory=list)
-    suspensions: int = 0
 
 
 class Simulation:
@@ -221,8 +220,6 @@ class Simulation:
             self.settle(node)
             node.suspended = suspended
             self.reschedule(node)
-            if suspended:
-                self.outcome.suspensions += 1
 
     def transfer_seconds(self, unit: Unit, source: Node, destination: Node) -> float:
         """Migration cost grows with state size: latency + bytes over the slower link + restore."""

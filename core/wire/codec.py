@@ -198,7 +198,11 @@ def _truncated(what: str, count: int, remaining: int) -> ProtocolError:
 _WHAT = ("integer", "integer", "byte string", "text string", "array", "map", "tag", "simple value")
 
 
-_UNPACK_ARGUMENT = {25: struct.Struct(">H").unpack_from, 26: struct.Struct(">I").unpack_from, 27: struct.Struct(">Q").unpack_from}
+_UNPACK_ARGUMENT = {
+    25: struct.Struct(">H").unpack_from,
+    26: struct.Struct(">I").unpack_from,
+    27: struct.Struct(">Q").unpack_from,
+}
 
 
 def _argument(data: bytes, pos: int, info: int, major: int) -> tuple[int, int]:
