@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from .hosting import HostingState
 from .master.results import exported_path
+from .membership import MemberState
 from .master.store import AssignmentRecord
 from .snapshot import (
     AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
@@ -113,7 +114,7 @@ def plugin_view(info) -> PluginView:
 def _system_average(node: Node) -> float:
     if node.membership is None:
         return 0.0
-    alive = [r.figures.available for r in node.membership.members() if str(r.state) == "alive"]
+    alive = [r.figures.available for r in node.membership.members() if r.state == MemberState.ALIVE]
     return sum(alive) / len(alive) if alive else 0.0
 
 

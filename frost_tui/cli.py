@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder")
     shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
     verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
-                     add_help=False, prefix_chars="\0")
+                     add_help=False)
     return parser
 
 

@@ -22,8 +22,11 @@ print(json.dumps({
 
 
 def make_venv(where: Path) -> Path:
-    """A fresh venv that borrows our dependencies through a .pth file, so no download is needed."""
-    venv.create(where, with_pip=True)
+    """A fresh venv that borrows our dependencies (pip and setuptools too) through a .pth file.
+
+    No download is needed, and the build uses the same setuptools as the development venv.
+    """
+    venv.create(where, with_pip=False)
     python = where / "bin" / "python"
     purelib = subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                       text=True).strip()

@@ -205,6 +205,26 @@ def record_from_entry(entry: MemberEntry, now: float) -> NodeRecord:
     )
 
 
+def check_datagram(message: Message) -> None:
+    """Check the scalar fields of a probe, goodbye or announcement (entries are checked on merge).
+
+    Sequence numbers are echoed back in acks: one out of range must be refused here, not fail
+    when we encode the answer.
+    """
+    if isinstance(message, (Ping, PingReq, Ack, Nack)):
+        _check_range("seq", message.seq, 0, MAX_COUNTER)
+    if isinstance(message, (Ping, PingReq)):
+        _check_text("target_id", message.target_id, MAX_ID, allow_empty=False)
+    if isinstance(message, PingReq):
+        _check_text("target_host", message.target_host, MAX_HOST, allow_empty=False)
+        _check_range("target_port", message.target_port, 1, 65535)
+    if isinstance(message, Leave):
+        _check_text("node_id", message.node_id, MAX_ID, allow_empty=False)
+        _check_range("incarnation", message.incarnation, 0, MAX_COUNTER)
+    if isinstance(message, Announce):
+        _check_range("known", message.known, 0, MAX_COUNTER)
+
+
 def _to_milli(value: float) -> int:
     """Thousandths are finer than any decision made on these figures, and three bytes instead of nine."""
     return max(-MAX_MILLI, min(MAX_MILLI, round(value * 1000))) if math.isfinite(value) else 0

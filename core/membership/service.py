@@ -26,6 +26,7 @@ from frost_core.membership.messages import (
     Ping,
     PingReq,
     ResourceUpdate,
+    check_datagram,
     entry_from_record,
     record_from_entry,
 )
@@ -254,6 +255,7 @@ class Membership:
     async def handle_datagram(self, address: Address, message: Message) -> None:
         """Dispatch one datagram; bad content costs one log line, never the node."""
         try:
+            check_datagram(message)
             if isinstance(message, Ping):
                 await self.prober.on_ping(address, message)
             elif isinstance(message, Ack):
@@ -261,8 +263,6 @@ class Membership:
             elif isinstance(message, Nack):
                 self.prober.on_nack(message)
             elif isinstance(message, PingReq):
-                if not 0 < message.target_port < 65536 or not message.target_host:
-                    raise ProtocolError(f"PING_REQ names a bad address {message.target_host!r}:{message.target_port}")
                 self.nursery.start_soon(self.prober.on_ping_req, address, message)
             elif isinstance(message, ResourceUpdate):
                 self.absorb(message.entries)

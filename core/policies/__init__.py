@@ -23,8 +23,9 @@ from .location import (
     rank_destinations,
 )
 from .owner import GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, decide_owner
-from .prediction import Prediction, distance, predict_destination, predict_move, predict_source, resources_per_guest
+from .prediction import Prediction, distance, predict_destination, predict_move, predict_source
 from .selection import Selection, may_leave, migration_cost, pays_off, select_guest, time_saved
+from .share import resources_per_guest
 from .transfer import (
     Action,
     Mode,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .share import resources_per_guest
+
 
 @dataclass(frozen=True)
 class NodeView:
@@ -29,8 +31,6 @@ class NodeView:
     @property
     def per_guest(self) -> float:
         """What each guest here gets now (a unit's current speed)."""
-        from .prediction import resources_per_guest
-
         return resources_per_guest(self.available, self.guests, self.cpus, self.idle_extremity)
 
     @property
@@ -40,8 +40,6 @@ class NodeView:
         FROST's R is measured by a probe competing with the guests, i.e. as a newcomer; so an
         empty idle machine offers all of it, one with a guest half (BSPlib's anticipated load).
         """
-        from .prediction import resources_per_guest
-
         return resources_per_guest(self.available, self.guests + 1, self.cpus, self.idle_extremity)
 
 

@@ -7,6 +7,7 @@ from collections import deque
 
 from ..policies import (
     Action,
+    Mode,
     NodeView,
     OwnerPolicy,
     OwnerSettings,
@@ -23,6 +24,7 @@ from ..policies import (
     select_guest,
     smooth,
     thresholds,
+    transfer_mode,
     worth_publishing,
 )
 from ..policies.owner import GuestAction, Phase
@@ -128,7 +130,7 @@ class IdealStrategy(Strategy):
 class OurNode:
     """A simulated node's policy state: the same objects the live node keeps."""
 
-    __slots__ = ("owner", "window", "previous", "published", "last_integral", "decision")
+    __slots__ = ("owner", "window", "previous", "published", "last_integral", "decision", "retry_at", "backoff")
 
     def __init__(self, settings: OwnerSettings, window: int):
         self.owner = OwnerPolicy(settings)
@@ -137,6 +139,8 @@ class OurNode:
         self.published: tuple[float, int] | None = None
         self.last_integral = 0.0
         self.decision = GuestAction.RUN
+        self.retry_at = 0.0          # after a failed attempt, "skip migration for now" (algorithm 5)
+        self.backoff = 1
 
 
 class OursStrategy(Strategy):
@@ -150,6 +154,7 @@ class OursStrategy(Strategy):
     name = "ours"
     detect_delay = 1.5        # the live sampler reads every second: reaction within ~1.5 s
     memory_pool = 4 << 30
+    now = 0.0                 # time of the event being handled
 
     def __init__(self, settings: PolicySettings | None = None, owner: OwnerSettings | None = None, window: int = 3):
         self.settings = settings or PolicySettings()
@@ -160,9 +165,11 @@ class OursStrategy(Strategy):
         self.visible_available = [node.speed for node in sim.nodes]
         self.visible_guests = [0] * len(sim.nodes)
         self.news: deque[tuple[float, int, float, int]] = deque()
-        self.bandwidths: dict[tuple[int, int], float] = {}
+        self.bandwidths: dict[int, dict[str, float]] = {}   # source -> destination id -> bytes/s
         self._targets: list[NodeView] | None = None
         self._sources: list[NodeView] | None = None
+        self._tick_average: float | None = None
+        self._idle_average = sum(n.speed for n in sim.nodes) / len(sim.nodes)
         for node in sim.nodes:
             node.policy = OurNode(self.owner_settings, self.window)
 
@@ -180,8 +187,6 @@ class OursStrategy(Strategy):
                         free_memory=self.memory_pool - used,
                         owner_active=node.policy.owner.state.phase is not Phase.RUNNING,
                         accepting=node.policy.owner.accepting(self.now))
-
-    now = 0.0
 
     def _fresh(self, node: Node) -> NodeView:
         """What a node answers when asked just before a move: its own current figures."""
@@ -215,8 +220,12 @@ class OursStrategy(Strategy):
                 state.published = (available, guests)
                 self.news.append((sim.now + delay, node.index, available, guests))
             readings.append((available, resources_per_guest(available, guests + 1, 1, node.speed)))
-        system = SystemView(self._average(sim), sum(n.speed for n in sim.nodes) / len(sim.nodes), 0.0, len(sim.nodes))
+        self._tick_average = self._average(sim)
+        system = SystemView(self._tick_average, self._idle_average, 0.0, len(sim.nodes))
         lower, upper = thresholds(system.average, self.settings.band)
+        # Only one side of the symmetric policy is on: skip readings that side ignores.
+        sender = transfer_mode(system) is Mode.SENDER
+        quiet_low, quiet_high = (lower, float("inf")) if sender else (float("-inf"), upper)
         self._targets: list[NodeView] | None = None
         self._sources: list[NodeView] | None = None
         for node, (available, reading) in zip(sim.nodes, readings):
@@ -225,14 +234,23 @@ class OursStrategy(Strategy):
             if state.decision is GuestAction.EVICT and node.guests:
                 self._evict(sim, node, system, lower)
                 continue
-            if state.decision is not GuestAction.RUN or previous is None or lower <= reading <= upper:
-                continue   # decide_transfer would say STAY: skip building its inputs
+            if (state.decision is not GuestAction.RUN or previous is None or quiet_low <= reading <= quiet_high
+                    or sim.now < state.retry_at):
+                continue   # decide_transfer would say STAY, or we wait after a failed attempt
             decision = decide_transfer(reading, previous, len(node.guests), system, self.settings)
+            moved = False
             if decision.action is Action.SEND:
-                self._send(sim, node, resources_per_guest(available, len(node.guests), 1, node.speed), system,
-                           lower)
+                moved = self._send(sim, node, resources_per_guest(available, len(node.guests), 1, node.speed),
+                                   system, lower)
             elif decision.action is Action.REQUEST:
-                self._request(sim, node, system, lower)
+                moved = self._request(sim, node, system, lower)
+            if decision.action is not Action.STAY:
+                self._after_attempt(sim, state, moved)
+
+    def _after_attempt(self, sim: Simulation, state: OurNode, moved: bool) -> None:
+        """A node that found no partner waits 1, 2, 4 ... 8 ticks before asking peers again."""
+        state.backoff = 1 if moved else min(state.backoff * 2, 8)
+        state.retry_at = 0.0 if moved else sim.now + state.backoff * sim.scenario.tick
 
     def _average(self, sim: Simulation) -> float:
         """S_avg over the gossip-stale table: the mean offer (what one more guest would get)."""
@@ -250,7 +268,7 @@ class OursStrategy(Strategy):
         return self._targets
 
     def _bandwidths(self, source: Node) -> dict[str, float]:
-        return {str(dst): bw for (src, dst), bw in self.bandwidths.items() if src == source.index}
+        return self.bandwidths.setdefault(source.index, {})
 
     def _place(self, sim: Simulation, source: Node, unit: Unit, system: SystemView, lower: float,
                owner_forced: bool) -> bool:
@@ -268,16 +286,17 @@ class OursStrategy(Strategy):
                 return sim.move(unit, node, "owner" if owner_forced else "balance")
         return False
 
-    def _send(self, sim: Simulation, node: Node, here: float, system: SystemView, lower: float) -> None:
+    def _send(self, sim: Simulation, node: Node, here: float, system: SystemView, lower: float) -> bool:
         targets = self._candidates(sim)
         there = max((t.offer for t in targets), default=0.0)
         bandwidth = self.settings.default_bandwidth
         choice = select_guest([self._unit(u) for u in node.guests if not u.pinned], here, there, bandwidth,
                               sim.now, self.settings)
-        if choice is not None:
-            self._place(sim, node, sim.units[int(choice.unit.task_id)], system, lower, owner_forced=False)
+        if choice is None:
+            return False
+        return self._place(sim, node, sim.units[int(choice.unit.task_id)], system, lower, owner_forced=False)
 
-    def _request(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> None:
+    def _request(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> bool:
         if self._sources is None:
             loaded = [n for n in sim.nodes if self.visible_guests[n.index] > 0]
             worst = heapq.nsmallest(3 * self.settings.candidates, loaded, key=lambda n: resources_per_guest(
@@ -285,21 +304,21 @@ class OursStrategy(Strategy):
             self._sources = [self._stale(n) for n in worst]
         me = self._fresh(node)
         if not me.accepting:
-            return
+            return False
         stale = choose_source(me, self._sources, system.average)
         if stale is None:
-            return
+            return False
         source = sim.nodes[int(stale.node_id)]
         fresh = self._fresh(source)
         if source.policy.decision is not GuestAction.RUN or not source.guests:
-            return
-        bandwidth = self.bandwidths.get((source.index, node.index), self.settings.default_bandwidth)
+            return False
+        bandwidth = self._bandwidths(source).get(str(node.index), self.settings.default_bandwidth)
         choice = select_guest([self._unit(u) for u in source.guests if not u.pinned], fresh.per_guest,
                               me.offer, bandwidth, sim.now, self.settings)
-        if choice is None:
-            return
-        if confirm_destination(fresh, me, choice.unit, system.average, lower, bandwidth, self.settings):
-            sim.move(sim.units[int(choice.unit.task_id)], node, "balance")
+        if choice is None or not confirm_destination(fresh, me, choice.unit, system.average, lower, bandwidth,
+                                                     self.settings):
+            return False
+        return sim.move(sim.units[int(choice.unit.task_id)], node, "balance")
 
     def _evict(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> None:
         for unit in list(node.guests):
@@ -320,8 +339,8 @@ class OursStrategy(Strategy):
             sim.push(decision.recheck_at, CHECK, node, "timer")
         if decision.action is GuestAction.EVICT and node.guests:
             self._targets = None
-            average = self._average(sim)
-            system = SystemView(average, 0.0, 0.0, len(sim.nodes))
+            average = self._tick_average if self._tick_average is not None else self._average(sim)
+            system = SystemView(average, self._idle_average, 0.0, len(sim.nodes))
             self._evict(sim, node, system, thresholds(average, self.settings.band)[0])
 
     def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None:
@@ -332,8 +351,9 @@ class OursStrategy(Strategy):
                 break
         if migration is not None:
             transfer = max(migration.seconds - restore_seconds(migration.nbytes), 1e-6)
-            key = (migration.source, migration.destination)
-            self.bandwidths[key] = estimate_bandwidth(self.bandwidths.get(key), migration.nbytes, transfer)
+            known = self.bandwidths.setdefault(migration.source, {})
+            key = str(migration.destination)
+            known[key] = estimate_bandwidth(known.get(key), migration.nbytes, transfer)
 
 
 STRATEGIES = {cls.name: cls for cls in (Strategy, RandomStrategy, ThresholdStrategy, OursStrategy, IdealStrategy)}
