@@ -248,6 +248,8 @@ class Node:
         self.mark_changed()
         try:
             evicted = await self.supervisor.evict(task_id)
+            with trio.move_on_after(2.0):
+                await self._scheduler.wait_released(evicted)
         finally:
             self._evicting -= 1
         message = f"evicted {len(evicted)} guest(s)"

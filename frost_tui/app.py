@@ -19,6 +19,7 @@ import outcome
 import trio
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
@@ -192,7 +193,12 @@ class FrostApp(App[int]):
         if topbar != self._topbar:
             self._topbar = topbar
             self.query_one("#topbar", Static).update(topbar, layout=False)
-        self.active_pane().show(snapshot, now)
+        try:
+            self.active_pane().show(snapshot, now)
+        except NoMatches:
+            # The first snapshot can arrive while the pane is still mounting its widgets:
+            # draw it once they are there.
+            self.call_after_refresh(self._redraw)
 
     def _notify_errors(self, snapshot: NodeSnapshot) -> None:
         """Errors reach the owner as a titled notification, each once, never as a traceback."""

@@ -53,10 +53,16 @@ class LocalScheduler:
         self._running: dict[str, UnitRecord] = {}
         self._combining: set[str] = set()
         self._wake = trio.Event()
+        self._released = trio.Event()
 
     @property
     def running_count(self) -> int:
         return len(self._running)
+
+    async def wait_released(self, task_ids: tuple[str, ...]) -> None:
+        """Return once these guests' outcomes are in the store (an evicted unit is queued again)."""
+        while any(task_id in self._running for task_id in task_ids):
+            await self._released.wait()
 
     def wake(self) -> None:
         """Look at the queue again now (a submit, a resume, a settings change)."""
@@ -113,15 +119,18 @@ class LocalScheduler:
         aid, index = task.assignment_id, task.unit.index
         try:
             outcome = await self._supervisor.run(task)
+            if isinstance(outcome, Completed):
+                if self._store.accept_result(aid, index, epoch=task.epoch, result=outcome.result):
+                    self._supervisor.discard_checkpoints(task.task_id)
+            elif isinstance(outcome, Evicted):
+                self._store.requeue_unit(aid, index, epoch=task.epoch)
+            elif isinstance(outcome, Failed):
+                self._handle_failure(task, outcome)
         finally:
+            # Only now is the outcome in the store: whoever waits for this guest may look.
             self._running.pop(task.task_id, None)
-        if isinstance(outcome, Completed):
-            if self._store.accept_result(aid, index, epoch=task.epoch, result=outcome.result):
-                self._supervisor.discard_checkpoints(task.task_id)
-        elif isinstance(outcome, Evicted):
-            self._store.requeue_unit(aid, index, epoch=task.epoch)
-        elif isinstance(outcome, Failed):
-            self._handle_failure(task, outcome)
+            self._released.set()
+            self._released = trio.Event()
         self._on_change()
         self.wake()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psutil
 
-from frost_core.plugin_api import Done
+from frost_core.plugin_api import run_locally
 from frost_core.plugin_loader import load_plugin_file
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
@@ -40,15 +40,6 @@ def guest_cpu_seconds(processes: list[psutil.Process]) -> float:
 
 
 def reference_sha256(plugin_file: str, params: dict) -> str:
-    """Run an assignment in this process, no guests, no checkpoints: the answer a node must match."""
-    from frost_core.plugin_api import parse_params
-
-    plugin = load_plugin_file(PLUGINS / plugin_file)
-    params = parse_params(plugin, params)
-    results = []
-    for unit in plugin.split(params):
-        state = plugin.start(unit)
-        while not isinstance(state, Done):
-            state = plugin.step(state)
-        results.append(state.result)
-    return hashlib.sha256(plugin.combine(params, results).data).hexdigest()
+    """Run an assignment in this process, no guests, no node: the answer a node must match."""
+    output = run_locally(load_plugin_file(PLUGINS / plugin_file), params)
+    return hashlib.sha256(output.data).hexdigest()
