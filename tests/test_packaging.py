@@ -12,7 +12,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CHECK = """
-import importlib.util, json, frost_core.config, frost_plugins, frost_tui.cli
+import importlib, importlib.util, json, pkgutil, frost_core, frost_core.config, frost_plugins, frost_tui, frost_tui.cli
+# Every module must be importable from the install: a folder without __init__.py would be left out.
+for package in (frost_core, frost_tui):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        importlib.import_module(module.name)
 print(json.dumps({
     "bare_core": importlib.util.find_spec("core") is not None,
     "bare_plugins": importlib.util.find_spec("plugins") is not None,
