@@ -139,6 +139,11 @@ class Paths:
     def database(self) -> Path:
         return self.data_dir / "node.sqlite"
 
+    @property
+    def extremities_file(self) -> Path:
+        """The machine's measured idle and heavy extremities: one file per machine, shared by its nodes."""
+        return Path(platformdirs.user_cache_dir(APP_NAME)) / "extremities.json"
+
 
 @dataclass(frozen=True)
 class Config:

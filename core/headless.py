@@ -28,11 +28,18 @@ def run_headless(config: Config) -> int:
         frost_error = find_frost_error(error)
         if frost_error is None:
             log.exception("the node crashed")
-            print(f"frost-tui: the node crashed: {error!r}; the traceback is in {log_path}", file=sys.stderr)
+            print(f"frost-tui: the node crashed: {_first_leaf(error)!r}; the traceback is in {log_path}",
+                  file=sys.stderr)
         else:
             print(f"frost-tui: {frost_error.title}: {frost_error.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 def find_frost_error(error: BaseException) -> FrostError | None:

@@ -32,9 +32,12 @@ from .identity import load_node_id
 from .master.scheduler import Capacity, LocalScheduler
 from .addresses import advertised_host
 from .master.store import MasterStore, NewUnit
-from .membership import MemberEvent, Membership, MembershipConfig, ResourceFigures
+from .membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
 from .node_control import answer_control
-from .placeholder_resources import owner_cpu_percent, placeholder_available
+from .machine import MachineState, MachineWatch
+from .policies.owner import GuestAction
+from .policies.transfer import summarize, thresholds, transfer_mode
+from .policies.views import NodeView, PolicySettings
 from .plugin_api import parse_params
 from .plugin_calls import split_units
 from .plugin_registry import PluginRegistry
@@ -74,7 +77,10 @@ class Node:
         self.results_dir = self.paths.data_dir / "results"
         self.membership: Membership | None = None
         self.address = ""
+        self.machine = MachineWatch(config, self.supervisor.guest_pids)
+        self._machine_state: MachineState | None = None
         self._intents = Intents.load(self.store)
+        self._guests_stopped = False
         self._evicting = 0
         self._history: list[ResourceSample] = []
         self._listener: Callable[[NodeSnapshot], None] | None = None
@@ -140,6 +146,7 @@ class Node:
         """Run the node until cancelled; on the way out, tell peers we leave and keep guests checkpointed."""
         config = self.config
         self._trio_token = trio.lowlevel.current_trio_token()
+        self._sync_guests()  # a pause the owner asked for before a restart holds from the first guest on
         try:
             broadcast = config.get("node.broadcast_address")
             async with open_transport(
@@ -184,12 +191,10 @@ class Node:
         match command:
             case PauseHosting(until=until):
                 self._set_intents(Intents(paused=True, paused_until=until))
-                self.supervisor.pause_all()
                 self.events.add("pause", self._hosting(now).reason)
                 return self._hosting(now).reason
             case ResumeHosting():
                 self._set_intents(Intents())
-                self.supervisor.resume_all()
                 self.events.add("resume", "the owner resumed hosting")
                 self._scheduler.wake()
                 return "hosting resumed"
@@ -218,6 +223,7 @@ class Node:
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
                 save_config(self.config)
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
+                self.machine.update_settings(self.config)
                 self._scheduler.wake()
                 self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
                 return "saved"
@@ -259,35 +265,67 @@ class Node:
     def _set_intents(self, intents: Intents) -> None:
         self._intents = intents
         intents.save(self.store)
+        self._sync_guests()
         self.mark_changed()
+
+    def _sync_guests(self) -> None:
+        """Stop or continue every guest so they run exactly when the owner (intent or activity) lets them."""
+        owner = self._machine_state.decision if self._machine_state else None
+        should_run = not self._intents.paused and (owner is None or owner.action is GuestAction.RUN)
+        if should_run and self._guests_stopped:
+            self.supervisor.resume_all()
+            self._guests_stopped = False
+        elif not should_run and not self._guests_stopped:
+            self.supervisor.pause_all()
+            self._guests_stopped = True
 
     # -- background loops --------------------------------------------------------------------
 
     async def _watch_resources(self) -> None:
-        """Measure this machine every second, keep the history, expire timed intents, gossip figures."""
+        """Every second: measure, let the owner policy decide, expire timed intents, gossip the figures.
+
+        The measurement is scheduled here at normal priority even though it measures what a
+        lowest-priority guest receives: FROST's first runs reacted late because the measuring
+        thread itself ran at guest priority.
+        """
+        await self.machine.start()
         while True:
             now = time.time()
             expired = expire_intents(self._intents, now)
             if expired != self._intents:
                 if self._intents.paused and not expired.paused:
-                    self.supervisor.resume_all()
                     self.events.add("resume", "the timed pause ended")
                 self._set_intents(expired)
                 self._scheduler.wake()
             if self._intents.finishing and self._scheduler.running_count == 0:
                 self._set_intents(Intents(paused=True))
                 self.events.add("pause", "the last guest finished; hosting is paused")
+            state = await self.machine.sample()
+            await self._follow_owner(state)
             figures = self._figures()
-            guest_cpu = sum(f.cpu_percent for f in self.supervisor.figures())
             self._history.append(ResourceSample(
-                at=now, available=figures.available, owner_cpu_percent=owner_cpu_percent(guest_cpu),
-                guest_cpu_percent=guest_cpu,
+                at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent,
+                guest_cpu_percent=state.reading.guest_cpu_percent,
             ))
             del self._history[:-HISTORY_LENGTH]
             if self.membership is not None:
                 self.membership.set_local_figures(figures)
             self.mark_changed()
             await trio.sleep(FIGURES_INTERVAL)
+
+    async def _follow_owner(self, state: MachineState) -> None:
+        """Carry out the owner policy: suspend at once, evict when it lasts, resume after quiet."""
+        before = self._machine_state.decision.action if self._machine_state else GuestAction.RUN
+        self._machine_state = state
+        action = state.decision.action
+        if action is not before:
+            severity = "info" if action is GuestAction.RUN else "warning"
+            self.events.add("owner", state.decision.explain(), severity=severity)
+        self._sync_guests()
+        if action is GuestAction.EVICT and self._scheduler.running_count and not self._evicting:
+            await self._evict(None)
+        if action is GuestAction.RUN and before is not GuestAction.RUN:
+            self._scheduler.wake()
 
     async def _start_hosting(self, nursery: trio.Nursery) -> None:
         """Know the plugins before placing any unit: a queued unit names its plugin by hash."""
@@ -315,8 +353,14 @@ class Node:
     # -- figures and views -----------------------------------------------------------------
 
     def _hosting(self, now: float) -> HostingState:
+        owner = self._machine_state.decision if self._machine_state else None
+        if owner is None:
+            owner_reason = "measuring this machine" if not self.machine.started else None
+        else:
+            owner_reason = None if owner.action is GuestAction.RUN and owner.accepting else owner.reason
         return hosting_state(
-            self._intents, now=now, guests=self._scheduler.running_count, evicting=self._evicting > 0
+            self._intents, now=now, guests=self._scheduler.running_count, evicting=self._evicting > 0,
+            owner_active_reason=owner_reason,
         )
 
     def _capacity(self) -> Capacity:
@@ -326,14 +370,35 @@ class Node:
         )
 
     def _figures(self) -> ResourceFigures:
+        """What this node gossips: the measured availability (zero while it takes no guests)."""
         hosting = self._hosting(time.time())
-        available = placeholder_available(self.config.guest_cpus, self._scheduler.running_count) if hosting.accepts_guests else 0.0
+        state = self._machine_state
+        extremities = self.machine.extremities
+        available = state.reading.available if state is not None and hosting.accepts_guests else 0.0
         memory_used = sum(f.memory_bytes for f in self.supervisor.figures())
         return ResourceFigures(
-            available=available, idle_extremity=float(self.config.guest_cpus), heavy_extremity=0.0,
+            available=round(available, 3),
+            idle_extremity=extremities.idle if extremities else 0.0,
+            heavy_extremity=extremities.heavy if extremities else 0.0,
             cpus=self.config.guest_cpus, free_memory=max(0, self.config.memory_pool_bytes - memory_used),
-            guests=self._scheduler.running_count, mode="neutral",
+            guests=self._scheduler.running_count, mode=self.transfer_view()[0],
         )
+
+    def transfer_view(self) -> tuple[str, float, float, float]:
+        """(transfer mode, system average, lower, upper threshold) from the gossiped table (FROST 5.2)."""
+        if self.membership is None:
+            return "neutral", 0.0, 0.0, 0.0
+        table = [
+            NodeView(node_id=r.node_id, available=r.figures.available, guests=r.figures.guests,
+                     cpus=max(r.figures.cpus, 1), idle_extremity=r.figures.idle_extremity or 1.0,
+                     heavy_extremity=r.figures.heavy_extremity)
+            for r in self.membership.members() if r.state == MemberState.ALIVE
+        ]
+        if not table:
+            return "neutral", 0.0, 0.0, 0.0
+        system = summarize(table)
+        lower, upper = thresholds(system.average, PolicySettings().band)
+        return transfer_mode(system).value, system.average, lower, upper
 
     def _on_guest_event(self, event: GuestEvent) -> None:
         severity = event.level if event.level in ("warning", "error") else "info"

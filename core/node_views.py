@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from .hosting import HostingState
 from .master.results import exported_path
-from .membership import MemberState
 from .master.store import AssignmentRecord
 from .snapshot import (
     AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
@@ -27,6 +26,8 @@ MAX_EVENTS_IN_SNAPSHOT = 500
 def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
     guests = node.supervisor.figures()
     memory_used = sum(g.memory_bytes for g in guests)
+    mode, average, lower, upper = node.transfer_view()
+    explanation = f"{hosting.state}: {hosting.reason}. Owner policy: {node.machine.owner.explain()}"
     return NodeSnapshot(
         node_id=node.node_id,
         name=node.config.node_name,
@@ -35,8 +36,8 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
         taken_at=now,
         hosting=HostingView(
             state=hosting.state, reason=hosting.reason, paused_until=node.intents.paused_until,
-            finishing=node.intents.finishing, transfer_mode="neutral", system_average=_system_average(node),
-            lower_threshold=0.0, upper_threshold=0.0, memory_pool_bytes=node.config.memory_pool_bytes,
+            finishing=node.intents.finishing, transfer_mode=mode, system_average=average,
+            lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
         ),
         history=history,
@@ -47,7 +48,7 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
                 state=g.state, progress=g.progress, cpu_seconds=g.cpu_seconds, wall_seconds=g.wall_seconds,
                 since_checkpoint_seconds=g.since_checkpoint_seconds,
                 cpu_since_checkpoint_seconds=g.cpu_since_checkpoint_seconds, checkpoint_bytes=g.checkpoint_bytes,
-                memory_bytes=g.memory_bytes, explanation=hosting.reason,
+                memory_bytes=g.memory_bytes, explanation=explanation,
             )
             for g in guests
         ),
@@ -109,13 +110,6 @@ def plugin_view(info) -> PluginView:
             for p in info.params
         ),
     )
-
-
-def _system_average(node: Node) -> float:
-    if node.membership is None:
-        return 0.0
-    alive = [r.figures.available for r in node.membership.members() if r.state == MemberState.ALIVE]
-    return sum(alive) / len(alive) if alive else 0.0
 
 
 def _peer_name(node: Node, node_id: str) -> str:

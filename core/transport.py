@@ -98,7 +98,15 @@ class NetworkTransport:
         """Send a request and wait for its reply, reusing an idle channel to `address` if any.
 
         A pooled channel the peer has meanwhile closed is retried once on a fresh connection.
+        Failures keep the Transport contract: trio.TooSlowError, ProtocolError or OSError (a
+        connection the peer broke, e.g. because it was killed mid-handshake, is a ConnectionError).
         """
+        try:
+            return await self._exchange(address, message, timeout=timeout)
+        except trio.BrokenResourceError as error:
+            raise ConnectionResetError(f"{address[0]}:{address[1]} broke the connection: {error}") from error
+
+    async def _exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
         with trio.fail_after(timeout):
             while self._idle[address]:
                 channel = self._idle[address].pop()

@@ -17,12 +17,18 @@ from frost_core.errors import NodeUnavailableError
 
 FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 
-# Timings that keep multi-process tests short; the failure detector scales with them.
+# Timings that keep multi-process tests short; the failure detector scales with them. The owner
+# policy is switched off (the test runner itself would count as a busy owner) except where a test
+# sets it on purpose.
 FAST_CONFIG = """
 [gossip]
 interval = 0.3
 announce_interval = 2
 suspicion_min = 3
+
+[owner]
+busy_cpu_percent = 10000
+input_idle = 0
 """
 
 
@@ -75,11 +81,12 @@ class NodeProcess:
 def start_node(
     data_dir: Path, *, key_file: Path, seeds: tuple[str, ...] = (), port: int = 0, name: str | None = None,
     broadcast: str = "", listen_host: str = "127.0.0.1", extra_config: str = "", netns: str | None = None,
+    base_config: str = FAST_CONFIG,
     env: dict[str, str] | None = None,
 ) -> NodeProcess:
     """Start a headless node and wait until its control socket answers."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "config.toml").write_text(FAST_CONFIG + extra_config)
+    (data_dir / "config.toml").write_text(base_config + extra_config)
     command = [
         FROST_TUI, "--headless", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
         "--listen-host", listen_host, "--port", str(port), "--broadcast-address", broadcast,

@@ -489,6 +489,10 @@ class GuestSupervisor:
 
     # --- the owner's commands ------------------------------------------------------------------
 
+    def guest_pids(self) -> tuple[int, ...]:
+        """Process ids of the running guests: the information policy counts their CPU as the guests'."""
+        return tuple(g.process.pid for g in self._guests.values() if g.process is not None and g.outcome is None)
+
     def pause_all(self) -> None:
         """Stop every guest's process group now (SIGSTOP); new guests start stopped until resume."""
         self._paused = True

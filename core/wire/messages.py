@@ -40,7 +40,8 @@ _Convert = Callable[[Any], Any]
 @dataclasses.dataclass(frozen=True)
 class _Schema:
     cls: type
-    fields: tuple[tuple[str, _Convert, bool], ...]  # name, converter, required
+    build: Callable[[Any], Any]
+    """Decoded CBOR value -> validated instance, or ProtocolError naming the failing field."""
     to_plain: Callable[[Any], Any]
     encode: Callable[[Any], bytes]
 
@@ -95,7 +96,7 @@ def decode_message(code: int, body: bytes | bytearray | memoryview) -> Message:
     if len(body) > cls.MAX_SIZE:
         raise ProtocolError(f"{cls.__name__} body is {len(body)} bytes, over its cap of {cls.MAX_SIZE}")
     try:
-        return _build(_SCHEMAS[cls], decode_strict(body))
+        return _SCHEMAS[cls].build(decode_strict(body))
     except ProtocolError as exc:
         raise ProtocolError(f"bad {cls.__name__}: {exc.message}") from None
 
@@ -104,55 +105,181 @@ def decode_message(code: int, body: bytes | bytearray | memoryview) -> Message:
 # Schemas from type hints
 
 
-def _build(schema: _Schema, value: Any) -> Any:
-    if type(value) is not dict:
-        raise ProtocolError(f"expected a map for {schema.cls.__name__}, got {_kind(value)}")
-    kwargs = {}
-    for name, convert, required in schema.fields:
-        if name in value:
-            try:
-                kwargs[name] = convert(value[name])
-            except ProtocolError as exc:
-                raise ProtocolError(f"field {name!r}: {exc.message}") from None
-        elif required:
-            raise ProtocolError(f"missing field {name!r}")
-    try:
-        return schema.cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(f"{schema.cls.__name__} rejected its fields: {exc}") from None
-
-
 def _schema_for(cls: type) -> _Schema:
     if cls in _SCHEMAS:
         return _SCHEMAS[cls]
     if not (dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen):  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__} must be a frozen dataclass to go on the wire")
     hints = typing.get_type_hints(cls)
-    fields = []
-    plain = []
-    for field in dataclasses.fields(cls):
-        convert, to_plain = _converters(hints[field.name], f"{cls.__name__}.{field.name}")
-        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-        fields.append((field.name, convert, required))
-        plain.append((field.name, to_plain))
+    fields = dataclasses.fields(cls)
+    converters = [_converters(hints[field.name], f"{cls.__name__}.{field.name}") for field in fields]
+    plain = [(field.name, to_plain) for field, (_, to_plain) in zip(fields, converters)]
 
     def dataclass_to_plain(obj: Any) -> dict:
         return {name: to_plain(getattr(obj, name)) for name, to_plain in plain}
 
-    # Field names never change, so their encoded form and canonical order are worked out once.
-    encoded = sorted((encode(name), name, to_plain) for name, to_plain in plain)
-    map_head = encode_head(5, len(encoded))
-
-    def encode_dataclass(obj: Any) -> bytes:
-        out = bytearray(map_head)
-        for key, name, to_plain in encoded:
-            out += key
-            encode_into(out, to_plain(getattr(obj, name)))
-        return bytes(out)
-
-    schema = _Schema(cls, tuple(fields), dataclass_to_plain, encode_dataclass)
+    schema = _Schema(
+        cls,
+        _compile_builder(cls, [(field, hints[field.name], convert) for field, (convert, _) in zip(fields, converters)]),
+        dataclass_to_plain,
+        _compile_encoder([(field.name, hints[field.name], to_plain) for field, (_, to_plain) in zip(fields, converters)]),
+    )
     _SCHEMAS[cls] = schema
     return schema
+
+
+# Every message is decoded and encoded on the hot path of every round trip, so each schema gets
+# its own generated functions: the common field types are checked and encoded inline, and (when
+# nothing else could run in __init__) the frozen instance is built without calling __init__.
+
+_EXACT_NAMES = {bool: "bool", str: "str", bytes: "bytes", int: "int", type(None): "null"}
+
+
+def _wrong(name: str, expected: str, value: Any) -> ProtocolError:
+    return ProtocolError(f"field {name!r}: expected {expected}, got {_kind(value)}")
+
+
+def _in_field(name: str, exc: ProtocolError) -> ProtocolError:
+    return ProtocolError(f"field {name!r}: {exc.message}")
+
+
+def _check_lines(name: str, hint: Any, convert: _Convert, var: str, env: dict[str, Any]) -> list[str]:
+    """Source lines that validate (and convert) `var` in place exactly as `convert` would."""
+    optional = ""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = args[0] if args[1] is type(None) else args[1]
+        if inner in _EXACT_NAMES or inner is float:
+            hint, optional = inner, f"{var} is not None and "
+    if hint is Any:
+        return []
+    if hint in _EXACT_NAMES:
+        env[f"_T_{var}"] = hint
+        return [
+            f"if {optional}type({var}) is not _T_{var}:",
+            f"    raise _wrong({name!r}, {_EXACT_NAMES[hint]!r}, {var})",
+        ]
+    if hint is float:
+        return [
+            f"if {optional}type({var}) is not float:",
+            f"    if type({var}) is not int:",
+            f"        raise _wrong({name!r}, 'float', {var})",
+            f"    {var} = float({var})",
+        ]
+    env[f"_convert_{var}"] = convert
+    return [
+        "try:",
+        f"    {var} = _convert_{var}({var})",
+        "except ProtocolError as exc:",
+        f"    raise _in_field({name!r}, exc) from None",
+    ]
+
+
+def _builds_without_init(cls: type, fields: tuple[dataclasses.Field, ...]) -> bool:
+    """True when the dataclass-generated __init__ would only store the fields, so we can too."""
+    init = getattr(cls.__init__, "__code__", None)
+    return (
+        cls.__dataclass_params__.init  # type: ignore[attr-defined]
+        and init is not None
+        and init.co_filename == "<string>"  # generated by dataclasses, not written by hand
+        and not hasattr(cls, "__post_init__")
+        and cls.__new__ is object.__new__
+        and all(field.init for field in fields)
+        and all("__slots__" not in vars(base) for base in cls.__mro__[:-1])
+        and len(dataclasses.fields(cls)) == len(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    )
+
+
+def _compile_builder(cls: type, fields: list[tuple[dataclasses.Field, Any, _Convert]]) -> Callable[[Any], Any]:
+    env: dict[str, Any] = {
+        "ProtocolError": ProtocolError,
+        "_wrong": _wrong,
+        "_in_field": _in_field,
+        "_kind": _kind,
+        "_cls": cls,
+        "_new": object.__new__,
+        "_set": object.__setattr__,
+    }
+    direct = _builds_without_init(cls, tuple(field for field, _, _ in fields))
+    lines = [
+        "def build(_value):",
+        "    if type(_value) is not dict:",
+        f"        raise ProtocolError(f'expected a map for {cls.__name__}, got {{_kind(_value)}}')",
+    ]
+    if not direct:
+        lines.append("    _kwargs = {}")
+    for index, (field, hint, convert) in enumerate(fields):
+        name, var = field.name, f"_v{index}"
+        check = _check_lines(name, hint, convert, var, env)
+        if direct:
+            # A missing optional field takes its default, exactly as __init__ would give it.
+            if field.default is not dataclasses.MISSING:
+                env[f"_default_{var}"] = field.default
+                missing = f"{var} = _default_{var}"
+            elif field.default_factory is not dataclasses.MISSING:
+                env[f"_factory_{var}"] = field.default_factory
+                missing = f"{var} = _factory_{var}()"
+            else:
+                missing = f"raise ProtocolError({f'missing field {name!r}'!r})"
+            lines += [f"    try:", f"        {var} = _value[{name!r}]", "    except KeyError:", f"        {missing}"]
+            if check:
+                lines.append("    else:")
+                lines += [f"        {line}" for line in check]
+        else:
+            required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+            lines += [f"    if {name!r} in _value:", f"        {var} = _value[{name!r}]"]
+            lines += [f"        {line}" for line in check]
+            lines.append(f"        _kwargs[{name!r}] = {var}")
+            if required:
+                lines += ["    else:", f"        raise ProtocolError({f'missing field {name!r}'!r})"]
+    if direct:
+        # Frozen dataclasses store fields in the instance dict; one assignment replaces __init__.
+        items = ", ".join(f"{field.name!r}: _v{index}" for index, (field, _, _) in enumerate(fields))
+        lines += ["    _obj = _new(_cls)", f"    _set(_obj, '__dict__', {{{items}}})", "    return _obj"]
+    else:
+        lines += [
+            "    try:",
+            "        return _cls(**_kwargs)",
+            "    except (TypeError, ValueError) as exc:",
+            f"        raise ProtocolError(f'{cls.__name__} rejected its fields: {{exc}}') from None",
+        ]
+    return _compile("build", lines, env)
+
+
+def _compile_encoder(fields: list[tuple[str, Any, _Convert]]) -> Callable[[Any], bytes]:
+    """Field names never change, so their encoded keys and canonical order are fixed here."""
+    env: dict[str, Any] = {"_encode_into": encode_into, "_head": encode_head}
+    ordered = sorted((encode(name), name, hint, to_plain) for name, hint, to_plain in fields)
+    lines = ["def encode_dataclass(_obj):", f"    _out = bytearray({encode_head(5, len(ordered))!r})"]
+    for index, (key, name, hint, to_plain) in enumerate(ordered):
+        var = f"_v{index}"
+        lines.append(f"    _out += {key!r}")
+        if to_plain is not _identity:
+            env[f"_plain_{var}"] = to_plain
+            lines.append(f"    _encode_into(_out, _plain_{var}(_obj.{name}))")
+        elif hint is str or hint is bytes:
+            major, method = (3, ".encode()") if hint is str else (2, "")
+            lines += [
+                f"    {var} = _obj.{name}",
+                f"    if type({var}) is {hint.__name__}:",
+                f"        _raw = {var}{method}",
+                "        if len(_raw) < 24:",
+                f"            _out.append({major << 5} | len(_raw))",
+                "        else:",
+                f"            _out += _head({major}, len(_raw))",
+                "        _out += _raw",
+                "    else:",
+                f"        _encode_into(_out, {var})",
+            ]
+        else:
+            lines.append(f"    _encode_into(_out, _obj.{name})")
+    lines.append("    return bytes(_out)")
+    return _compile("encode_dataclass", lines, env)
+
+
+def _compile(name: str, lines: list[str], env: dict[str, Any]) -> Callable[..., Any]:
+    exec("\n".join(lines), env)  # noqa: S102 - our own source, built from field names and constants
+    return env[name]
 
 
 def _kind(value: Any) -> str:
@@ -191,7 +318,7 @@ def _converters(hint: Any, where: str) -> tuple[_Convert, _Convert]:
         return _dict(_converters(key_hint, where), _converters(value_hint, where))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         schema = _schema_for(hint)
-        return (lambda value: _build(schema, value)), schema.to_plain
+        return schema.build, schema.to_plain
     raise TypeError(f"{where}: type {hint!r} cannot go on the wire")
 
 

@@ -142,3 +142,24 @@ async def test_a_restarted_node_is_heard_again() -> None:
         async with node("alice", port=port) as alice_again:
             await alice_again.send_datagram(bob.local_address, BulkEnd(2))
             assert (await _receive(bob))[1] == BulkEnd(2)
+
+
+async def test_exchange_with_a_peer_that_resets_the_connection_raises_a_connection_error() -> None:
+    """A peer killed mid-handshake resets the TCP connection: callers see an OSError, never a crash."""
+    listener = trio.socket.socket()
+    await listener.bind((LOOPBACK, 0))
+    listener.listen(1)
+
+    async def reset_every_connection() -> None:
+        while True:
+            connection, _ = await listener.accept()
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            connection.close()  # linger 0: an RST instead of a FIN
+
+    async with trio.open_nursery() as nursery, node("client") as client:
+        nursery.start_soon(reset_every_connection)
+        for _ in range(5):
+            with pytest.raises((OSError, ProtocolError)):
+                await client.exchange(listener.getsockname(), BulkEnd(size=1), timeout=2)
+        nursery.cancel_scope.cancel()
+    listener.close()

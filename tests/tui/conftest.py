@@ -60,7 +60,8 @@ def make_config(tmp_path, **overrides):
     from frost_core.config import Paths, load_config
 
     paths = Paths.resolve(config_file=tmp_path / "config.toml", data_dir=tmp_path / "data")
-    values = {"node.port": 0, "node.listen_host": "127.0.0.1", "node.broadcast_address": "", "node.name": "desk-a"}
+    values = {"node.port": 0, "node.listen_host": "127.0.0.1", "node.broadcast_address": "", "node.name": "desk-a",
+              "owner.busy_cpu_percent": 10000.0, "owner.input_idle": 0.0}
     values.update(overrides)
     return load_config(paths, values)
 
@@ -76,9 +77,7 @@ async def wait_for(pilot: Pilot, condition: Callable[[], bool], *, timeout: floa
 
 @pytest.fixture
 def real_node(tmp_path):
-    """A real frost_core Node on loopback (skipped while core/node.py cannot be imported yet)."""
-    try:
-        from frost_core.node import Node
-    except ImportError as error:
-        pytest.skip(f"the real node is not importable yet: {error}")
+    """A real frost_core Node on loopback."""
+    from frost_core.node import Node
+
     return Node(make_config(tmp_path))

@@ -1,0 +1,58 @@
+"""This machine as the policies see it: what a guest gets here, and what the owner is doing.
+
+Each interval the node asks for one `MachineState`: the information policy's reading (measured
+at normal priority, FROST 5.1) and the owner policy's decision on it, which the node then
+carries out. The extremities are measured once per machine and kept in the cache directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from .config import Config
+from .measure.calibrate import Extremities, load_or_measure
+from .measure.sampler import ResourceReading, ResourceSampler
+from .policies.owner import OwnerDecision, OwnerPolicy, OwnerSettings
+
+
+@dataclass(frozen=True)
+class MachineState:
+    reading: ResourceReading
+    decision: OwnerDecision
+
+
+def owner_settings(config: Config) -> OwnerSettings:
+    return OwnerSettings(
+        busy_cpu_percent=config.get("owner.busy_cpu_percent"), input_idle=config.get("owner.input_idle"),
+        evict_after=config.get("owner.evict_after"), resume_after=config.get("owner.resume_after"),
+        evict_hold=config.get("owner.evict_hold"),
+    )
+
+
+class MachineWatch:
+    def __init__(self, config: Config, guest_pids) -> None:
+        self._guest_pids = guest_pids
+        self._extremities_file: Path = config.paths.extremities_file
+        self.owner = OwnerPolicy(owner_settings(config))
+        self.extremities: Extremities | None = None
+        self._sampler: ResourceSampler | None = None
+
+    async def start(self) -> None:
+        """Load the extremities, or measure them (a few seconds, in a thread) on this machine's first run."""
+        self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
+        self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids)
+
+    @property
+    def started(self) -> bool:
+        return self._sampler is not None
+
+    def update_settings(self, config: Config) -> None:
+        self.owner.settings = owner_settings(config)
+
+    async def sample(self) -> MachineState:
+        assert self._sampler is not None, "MachineWatch.start() first"
+        reading = await self._sampler.sample()
+        return MachineState(reading=reading, decision=self.owner.decide(reading.owner_view(), reading.at))
