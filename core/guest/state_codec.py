@@ -4,8 +4,8 @@ The bytes are exactly those of `plugin_api.encode_plain` (cbor2's canonical form
 heads, map keys by length then bytewise), so hashes agree whichever encoder made them. The
 difference is speed on big states: cbor2 grows its output buffer as it goes, copying the bulk
 bytes several times, while here large byte strings are placed by reference into a list of
-pieces, joined once or written to disk as they are. On a desk machine every pass over a 100 MB state costs about as much
-as writing it to disk, so this is what keeps a checkpoint close to the disk's own speed.
+pieces that is joined once. On a desk machine every pass over a 100 MB state costs about as
+much as writing it to disk, so this is what keeps a checkpoint close to the disk's own speed.
 """
 
 from __future__ import annotations
@@ -24,22 +24,13 @@ BY_REFERENCE_FROM = 4096
 
 def encode_state(value: Any, what: str = "state", limit: int | None = None) -> bytes:
     """Check that `value` is plain data and encode it canonically; PluginError if not plain or over `limit`."""
-    return b"".join(encode_state_pieces(value, what, limit))
-
-
-def encode_state_pieces(value: Any, what: str = "state", limit: int | None = None) -> list[bytes]:
-    """The same encoding as pieces whose concatenation is the CBOR, bulk byte strings uncopied.
-
-    `CheckpointStore.commit` writes pieces straight to disk and joins them in a second thread,
-    off the path of the write.
-    """
     check_plain(value, what)
     pieces: list[bytes] = []
     _encode_into(value, pieces)
     size = sum(len(piece) for piece in pieces)
     if limit is not None and size > limit:
         raise PluginError(f"{what} is {size} bytes encoded, over the limit of {limit} bytes")
-    return pieces
+    return b"".join(pieces)
 
 
 def _encode_into(value: Any, pieces: list[bytes]) -> None:
