@@ -50,11 +50,18 @@ async def test_joining_through_one_seed_learns_the_whole_cluster(autojump_clock)
 async def test_twenty_nodes_converge_on_one_table_despite_loss(autojump_clock):
     async with open_sim_cluster(2, loss=0.1) as cluster:
         nodes = [await cluster.start_node() for _ in range(20)]
-        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
         ids = {node.node_id for node in nodes}
-        for node in nodes:
-            assert {r.node_id for r in node.membership.members()} == ids
-            assert all(r.state == ALIVE for r in node.membership.members())
+
+        def one_table_all_alive() -> bool:
+            # With 10 % loss a live node can be suspected for a moment (and refutes it), so the
+            # table is judged once it has settled, within the same time limit.
+            return all(
+                {r.node_id for r in node.membership.members()} == ids
+                and all(r.state == ALIVE for r in node.membership.members())
+                for node in nodes
+            )
+
+        await wait_for(one_table_all_alive, limit=30)
 
 
 async def test_a_figure_change_reaches_every_table(autojump_clock):
