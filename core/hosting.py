@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from .errors import ConfigError
+
 
 class IntentStore(Protocol):
     def intent(self, key: str, default=None): ...
@@ -72,8 +74,6 @@ def hosting_state(
 
 def parse_until(text: str, *, now: float) -> float:
     """Turn "HH:MM" into the next such wall-clock moment (today, or tomorrow if it has passed)."""
-    from .errors import ConfigError
-
     hours, sep, minutes = text.partition(":")
     if not (sep and hours.isdigit() and minutes.isdigit() and int(hours) < 24 and int(minutes) < 60):
         raise ConfigError(f"--until wants HH:MM on a 24-hour clock, not {text!r}")
