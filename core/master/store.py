@@ -128,6 +128,8 @@ class MasterStore:
         self._db.executescript(_SCHEMA)
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
+        self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
+        self._listed: tuple[int, list[AssignmentRecord]] | None = None
 
     def close(self) -> None:
         self._db.close()
@@ -141,6 +143,7 @@ class MasterStore:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._version += 1
 
     # -- assignments -------------------------------------------------------------------
 
@@ -179,11 +182,16 @@ class MasterStore:
         return self._assignment_from_row(row)
 
     def assignments(self) -> list[AssignmentRecord]:
+        """Every assignment with its units; read from SQLite only when something was written since."""
+        if self._listed is not None and self._listed[0] == self._version:
+            return list(self._listed[1])
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
             " result_media_type, result_filename, error FROM assignments ORDER BY seq"
         ).fetchall()
-        return [self._assignment_from_row(row) for row in rows]
+        records = [self._assignment_from_row(row) for row in rows]
+        self._listed = (self._version, records)
+        return list(records)
 
     def result(self, assignment_id: str) -> tuple[bytes, str, str]:
         """The combined output: (data, media type, suggested file name)."""
@@ -264,12 +272,6 @@ class MasterStore:
             )
         return epoch
 
-    def record_progress(self, assignment_id: str, index: int, progress: float) -> None:
-        self._db.execute(
-            "UPDATE units SET progress = ? WHERE assignment_id = ? AND idx = ? AND state = 'running'",
-            (progress, assignment_id, index),
-        )
-
     def accept_result(self, assignment_id: str, index: int, *, epoch: int, result: bytes) -> bool:
         """Store a unit's result once: a second result, or one from a stale epoch, is refused.
 
@@ -314,7 +316,8 @@ class MasterStore:
         return pending == 0
 
     def mark_combining(self, assignment_id: str) -> None:
-        self._db.execute("UPDATE assignments SET state = 'combining' WHERE id = ? AND state = 'running'", (assignment_id,))
+        with self._transaction() as db:
+            db.execute("UPDATE assignments SET state = 'combining' WHERE id = ? AND state = 'running'", (assignment_id,))
 
     def combining_assignments(self) -> list[str]:
         """Assignments whose units are all done but whose combined result is not stored yet."""

@@ -98,3 +98,16 @@ def test_kill_9_mid_write_keeps_every_acknowledged_result(tmp_path):
     done = [u.index for u in record.units if u.state == "done"]
     assert done == list(range(len(done))) and len(done) > acknowledged
     assert store.requeue_running() <= 1  # at most the unit that was mid-flight
+
+
+def test_listing_follows_every_write(tmp_path):
+    """assignments() is cached for the snapshot loop; a write must never leave it stale."""
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    assert [u.state for u in store.assignments()[0].units] == ["queued"]
+    epoch = store.place_unit(aid, 0, host="me")
+    assert [u.state for u in store.assignments()[0].units] == ["running"]
+    store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))
+    store.mark_combining(aid)
+    assert store.assignments()[0].state == "combining"
+    assert [u.state for u in store.assignments()[0].units] == ["done"]
