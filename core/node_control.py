@@ -15,7 +15,7 @@ from .commands import (
 from .errors import FrostError, ProtocolError
 from .hosting import parse_until
 from .master.results import write_atomically
-from .node_views import assignment_view
+from .node_views import assignment_view, live_progress
 
 if TYPE_CHECKING:
     from .node import Node
@@ -71,12 +71,15 @@ async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
 
 async def _assignments(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
     now = time.time()
-    return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir)) for r in node.store.assignments()]
+    live = live_progress(node.supervisor.figures())
+    return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir, live=live))
+            for r in node.store.assignments()]
 
 
 async def _assignment(node: Node, args: dict[str, Any]) -> dict[str, Any]:
     record = node.store.assignment(_text(args, "assignment"))
-    return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir))
+    live = live_progress(node.supervisor.figures())
+    return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir, live=live))
 
 
 def _assignment_json(view) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Kept apart from node.py so the node wires and decides, and this module only desc
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
     guests = node.supervisor.figures()
     memory_used = sum(g.memory_bytes for g in guests)
     mode, average, lower, upper = node.transfer_view()
+    live = live_progress(guests)
     explanation = f"{hosting.state}: {hosting.reason}. Owner policy: {node.machine.owner.explain()}"
     return NodeSnapshot(
         node_id=node.node_id,
@@ -52,12 +54,17 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             )
             for g in guests
         ),
-        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir)
+        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live)
                           for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
     )
+
+
+def live_progress(guests) -> dict[str, float]:
+    """Progress of the guests running on this machine, by task id."""
+    return {g.task_id: g.progress for g in guests}
 
 
 def peer_views(node: Node) -> tuple[PeerView, ...]:
@@ -78,8 +85,19 @@ def peer_views(node: Node) -> tuple[PeerView, ...]:
     return tuple(sorted(views, key=lambda view: (not view.is_self, view.name)))
 
 
-def assignment_view(record: AssignmentRecord, *, now: float, results_dir: Path) -> AssignmentView:
-    progress = record.progress
+def assignment_view(
+    record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None
+) -> AssignmentView:
+    """`live` maps task ids of guests running here to their current progress: the store only
+    learns a unit's progress when it completes, the screen should see it move."""
+    live = live or {}
+    units = tuple(
+        UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
+                 progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
+                 moves=u.moves, failures=u.failures, error=u.error)
+        for u in record.units
+    )
+    progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
     eta = None
     if record.state == "running" and 0 < progress < 1:
         elapsed = now - record.created_at
@@ -87,11 +105,7 @@ def assignment_view(record: AssignmentRecord, *, now: float, results_dir: Path) 
     return AssignmentView(
         id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
         finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
-        units=tuple(
-            UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host, progress=u.progress,
-                     moves=u.moves, failures=u.failures, error=u.error)
-            for u in record.units
-        ),
+        units=units,
         result_media_type=record.result_media_type, result_filename=record.result_filename,
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,

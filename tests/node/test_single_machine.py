@@ -128,3 +128,15 @@ def test_finish_takes_nothing_new_and_pauses_when_done(single_node):
     assert states[second] == "running"
     assert all(u["state"] == "queued" for u in node.call("assignment", assignment=second)["units"])
     assert states[first] in ("running", "done")
+
+
+def test_running_units_show_their_live_progress(single_node):
+    node = single_node()
+    assignment_id = node.cli("submit", *ENDLESS).stdout.split()[1].rstrip(":")
+
+    def moving():
+        record = node.call("assignment", assignment=assignment_id)
+        running = [u for u in record["units"] if u["state"] == "running"]
+        return running and all(0 < u["progress"] < 1 for u in running) and 0 < record["progress"] < 1
+
+    wait_for(moving, timeout=30, what="running units reporting progress before they finish")
