@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import print_table, write_results  # noqa: E402
 from frost_tui.app import create_app  # noqa: E402
-from tests.tui.fake_node import FakeNode  # noqa: E402
+from tests.tui.fake_node import live_node  # noqa: E402
 
 WINDOW = 20.0
 WARM_UP = 3.0
@@ -31,7 +31,7 @@ def cpu_seconds() -> float:
 
 def measure_baseline() -> float:
     """The node alone publishing under trio: what any UI must pay on top of."""
-    node = FakeNode(peers=PEERS, guests=GUESTS, tick_hz=HZ)
+    node = live_node(peers=PEERS, guests=GUESTS, tick_hz=HZ)
     node.set_snapshot_listener(lambda snapshot: None)
 
     async def main() -> float:
@@ -48,7 +48,7 @@ def measure_baseline() -> float:
 
 
 def measure_ui(tab: str) -> float:
-    node = FakeNode(peers=PEERS, guests=GUESTS, tick_hz=HZ)
+    node = live_node(peers=PEERS, guests=GUESTS, tick_hz=HZ)
 
     async def main() -> float:
         app = create_app(node)

@@ -22,7 +22,7 @@ from textual import events  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
 from frost_tui.app import create_app  # noqa: E402
-from tests.tui.fake_node import FakeNode  # noqa: E402
+from tests.tui.fake_node import live_node  # noqa: E402
 
 PRESSES = 40
 
@@ -33,7 +33,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 async def measure() -> dict[str, list[float]]:
-    node = FakeNode(peers=100, guests=10, tick_hz=10.0)
+    node = live_node()
     full = node.snapshot()
     app = create_app(node)
     painted: list[float] = []

@@ -44,6 +44,8 @@ class MoveTask:
 class SubmitAssignment:
     plugin: str
     params: dict[str, Any] = field(default_factory=dict)
+    one_per_host: bool = False  # FROST's rule; otherwise one unit per free core of each host
+    inputs: dict[str, str] = field(default_factory=dict)  # input file name -> path on the submitting machine
 
 
 @dataclass(frozen=True)

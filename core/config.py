@@ -61,6 +61,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster", "key_file", str, "", "File holding the cluster key; empty means cluster.key in the data dir."),
     Option("cluster", "allow_cluster_plugins", bool, True,
            "Run plugins whose code arrives from a master in this (keyed) cluster."),
+    Option("cluster", "report_interval", float, 2.0,
+           "Seconds between a host's reports to each master of the units it runs for it (also their heartbeat).",
+           0.1, 600),
+    Option("cluster", "host_timeout", float, 30.0,
+           "Seconds a master waits without a report of a unit before restarting it elsewhere from its last "
+           "replicated checkpoint.", 1, 86400),
+    Option("cluster", "balance_interval", float, 10.0,
+           "Seconds between rounds of the load balancer (send a guest away, or ask a loaded peer for one); "
+           "0 turns it off.", 0, 3600),
+    Option("cluster", "hold_results", float, 86400.0,
+           "Seconds a host keeps finished results for a master it cannot reach before giving up on them.",
+           60, 30 * 86400),
     # [gossip]
     Option("gossip", "interval", float, 2.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
     Option("gossip", "fanout", int, 2, "Random peers contacted each gossip interval, and by an immediate push (k).",
@@ -87,6 +99,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("checkpoints", "max_interval", float, 900.0, "Longest time between periodic checkpoints, seconds.", 1, 86400),
     Option("checkpoints", "owner_interruptions_per_hour", float, 2.0,
            "Expected owner interruptions per hour: the λ of Young's interval sqrt(2C/λ).", 0.01, 3600),
+    Option("checkpoints", "replicate_every", int, 1,
+           "Send every Nth checkpoint of a guest to its assignment's master (0: never); a desk disk is not "
+           "stable storage.", 0, 1000),
+    Option("checkpoints", "replica_peers", int, 0,
+           "Peers besides the master that also keep copies of a unit's replicated checkpoints (k).", 0, 8),
+    Option("checkpoints", "replicate_max_mb", int, 256,
+           "Largest checkpoint, in MiB, replicated to the master; bigger ones stay on this host only.", 0, 1 << 20),
     # [owner]
     Option("owner", "busy_cpu_percent", float, 25.0,
            "CPU use by the owner's own processes (percent of one core) that counts as the owner being active.", 1, 10000),

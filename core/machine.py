@@ -45,6 +45,16 @@ class MachineWatch:
         self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
         self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids)
 
+    async def remeasure(self) -> Extremities:
+        """Measure the extremities again (new hardware, a changed machine) and use them from the next reading.
+
+        The measurement runs in a thread: it keeps every CPU busy for about a second.
+        """
+        self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file, True)
+        if self._sampler is not None:
+            self._sampler.speed = self.extremities.speed
+        return self.extremities
+
     @property
     def started(self) -> bool:
         return self._sampler is not None

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .commands import (
-    AddPlugin, CancelAssignment, EvictGuests, FinishThenPause, PauseHosting, ResumeHosting, SubmitAssignment,
+    AddPlugin, CancelAssignment, EvictGuests, FinishThenPause, MoveTask, PauseHosting, ResumeHosting,
+    SubmitAssignment,
 )
 from .errors import FrostError, ProtocolError
 from .hosting import parse_until
-from .master.results import write_atomically
-from .node_views import assignment_view, live_progress
+from .master.results import save_files, write_atomically
+from .node_views import assignment_view
 
 if TYPE_CHECKING:
     from .node import Node
@@ -66,19 +67,27 @@ async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
     params = args.get("params", {})
     if not isinstance(params, dict):
         raise ProtocolError("control argument 'params' must be a map")
-    return await node.execute(SubmitAssignment(plugin=_text(args, "plugin"), params=params))
+    one_per_host = args.get("one_per_host", False)
+    if not isinstance(one_per_host, bool):
+        raise ProtocolError("control argument 'one_per_host' must be true or false")
+    inputs = args.get("inputs") or {}
+    if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
+        raise ProtocolError("control argument 'inputs' must map input file names to paths")
+    return await node.execute(SubmitAssignment(
+        plugin=_text(args, "plugin"), params=params, one_per_host=one_per_host, inputs=inputs,
+    ))
 
 
 async def _assignments(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
     now = time.time()
-    live = live_progress(node.supervisor.figures())
+    live = node.live_progress()
     return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir, live=live))
             for r in node.store.assignments()]
 
 
 async def _assignment(node: Node, args: dict[str, Any]) -> dict[str, Any]:
     record = node.store.assignment(_text(args, "assignment"))
-    live = live_progress(node.supervisor.figures())
+    live = node.live_progress()
     return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir, live=live))
 
 
@@ -90,10 +99,17 @@ def _assignment_json(view) -> dict[str, Any]:
 
 
 async def _result(node: Node, args: dict[str, Any]) -> dict[str, Any]:
-    data, media_type, _filename = node.store.result(_text(args, "assignment"))
+    """Save the combined result to `output` and, given `files` (a folder), the units' output files there."""
+    assignment_id = _text(args, "assignment")
+    data, media_type, _filename = node.store.result(assignment_id)
     path = Path(_text(args, "output"))
     await trio.to_thread.run_sync(write_atomically, path, data)
-    return {"path": str(path), "bytes": len(data), "media_type": media_type}
+    reply: dict[str, Any] = {"path": str(path), "bytes": len(data), "media_type": media_type}
+    folder = _text(args, "files", optional=True)
+    if folder is not None:
+        reply["files"] = await trio.to_thread.run_sync(save_files, node.store, assignment_id, Path(folder))
+        reply["files_folder"] = folder
+    return reply
 
 
 async def _cancel(node: Node, args: dict[str, Any]) -> str:
@@ -118,8 +134,22 @@ async def _evict(node: Node, args: dict[str, Any]) -> dict[str, str]:
     return {"message": await node.execute(EvictGuests(task_id=_text(args, "task", optional=True)))}
 
 
+async def _events(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """The recent event log (what the Events tab shows), oldest first."""
+    return [dataclasses.asdict(e) for e in node.fresh_snapshot().events]
+
+
+async def _move(node: Node, args: dict[str, Any]) -> dict[str, str]:
+    return {"message": await node.execute(MoveTask(task_id=_text(args, "task"), node=_text(args, "node")))}
+
+
+async def _remeasure(node: Node, args: dict[str, Any]) -> dict[str, Any]:
+    return dataclasses.asdict(await node.machine.remeasure())
+
+
 _VERBS = {
     "status": _status, "peers": _peers, "plugins": _plugins, "add-plugin": _add_plugin, "submit": _submit,
     "assignments": _assignments, "assignment": _assignment, "result": _result, "cancel": _cancel,
-    "pause": _pause, "resume": _resume, "finish": _finish, "evict": _evict,
+    "pause": _pause, "resume": _resume, "finish": _finish, "evict": _evict, "move": _move,
+    "events": _events, "remeasure": _remeasure,
 }

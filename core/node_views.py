@@ -28,7 +28,8 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
     guests = node.supervisor.figures()
     memory_used = sum(g.memory_bytes for g in guests)
     mode, average, lower, upper = node.transfer_view()
-    live = live_progress(guests)
+    live = node.live_progress()
+    names = peer_names(node)
     explanation = f"{hosting.state}: {hosting.reason}. Owner policy: {node.machine.owner.explain()}"
     return NodeSnapshot(
         node_id=node.node_id,
@@ -41,6 +42,7 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             finishing=node.intents.finishing, transfer_mode=mode, system_average=average,
             lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
+            balance=node.balancer.last.why if node.balancer.last else "",
         ),
         history=history,
         peers=peer_views(node),
@@ -54,17 +56,12 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             )
             for g in guests
         ),
-        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live)
+        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names)
                           for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
     )
-
-
-def live_progress(guests) -> dict[str, float]:
-    """Progress of the guests running on this machine, by task id."""
-    return {g.task_id: g.progress for g in guests}
 
 
 def peer_views(node: Node) -> tuple[PeerView, ...]:
@@ -86,15 +83,19 @@ def peer_views(node: Node) -> tuple[PeerView, ...]:
 
 
 def assignment_view(
-    record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None
+    record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
-    learns a unit's progress when it completes, the screen should see it move."""
+    learns a unit's progress when it completes, the screen should see it move. `names` maps
+    node ids to peer names, so the screen says where a unit runs in words."""
     live = live or {}
+    names = names or {}
     units = tuple(
         UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
-                 moves=u.moves, failures=u.failures, error=u.error)
+                 moves=u.moves, failures=u.failures, error=u.error,
+                 host_name=names.get(u.host, u.host[:8]) if u.host else "")
         for u in record.units
     )
     progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
@@ -124,6 +125,14 @@ def plugin_view(info) -> PluginView:
             for p in info.params
         ),
     )
+
+
+def peer_names(node: Node) -> dict[str, str]:
+    """Node id -> peer name for every member this node knows, itself included."""
+    names = {node.node_id: node.config.node_name}
+    if node.membership is not None:
+        names.update((record.node_id, record.name) for record in node.membership.members())
+    return names
 
 
 def _peer_name(node: Node, node_id: str) -> str:

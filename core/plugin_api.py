@@ -9,12 +9,16 @@ crosses a process or a machine is plain CBOR data, checked here with `encode_pla
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import math
 import struct
+import tempfile
 import zlib
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
 
 import cbor2
 
@@ -26,6 +30,7 @@ MAX_STATE_BYTES = 16 * 1024 * 1024
 """A unit's state travels with every checkpoint and migration: keep it small."""
 MAX_RESULT_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_FILE_NAME_BYTES = 255
 _INT_MIN, _INT_MAX = -(2**64), 2**64 - 1  # what CBOR holds without bignum tags
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
@@ -254,21 +259,137 @@ def parse_params(plugin: DeclaresParams, raw: Mapping[str, object]) -> dict:
     return parsed
 
 
-def run_locally(plugin: Plugin, raw: Mapping[str, object] | None = None) -> Output:
+def run_locally(
+    plugin: Plugin, raw: Mapping[str, object] | None = None, *,
+    inputs: Mapping[str, str | Path] | None = None, output_dir: str | Path | None = None,
+) -> Output:
     """Run a whole assignment in this process, for plugin authors and tests.
 
     Each state crosses CBOR at every step, as at a migration point, so a plugin that keeps
-    anything CBOR cannot carry fails here rather than on somebody else's machine.
+    anything CBOR cannot carry fails here rather than on somebody else's machine. `inputs`
+    maps input file names to paths here; each unit writes into a folder of its own, as on a
+    node, and its output files land in `output_dir` when it completes (in unit order, so the
+    higher unit index wins a name two units share, as at the master).
     """
     params = parse_params(plugin, raw or {})
+    local_inputs = {check_file_name(name, "input file"): Path(path) for name, path in (inputs or {}).items()}
     results = []
     for unit in plugin.split(params):
-        state = decode_plain(encode_plain(plugin.start(unit)))
-        while not isinstance(state, Done):
-            after = plugin.step(state)
-            state = after if isinstance(after, Done) else decode_plain(encode_plain(after))
-        results.append(decode_plain(encode_plain(state.result, "result", MAX_RESULT_BYTES), "result"))
+        with tempfile.TemporaryDirectory(prefix="frost-unit-") as scratch, unit_files(LocalFiles(local_inputs, Path(scratch))):
+            state = decode_plain(encode_plain(plugin.start(unit)))
+            while not isinstance(state, Done):
+                after = plugin.step(state)
+                state = after if isinstance(after, Done) else decode_plain(encode_plain(after))
+            results.append(decode_plain(encode_plain(state.result, "result", MAX_RESULT_BYTES), "result"))
+            files = collect_outputs(Path(scratch))
+        if files and output_dir is None:
+            raise PluginError(f"unit {unit.index} wrote output files ({', '.join(files)}): give run_locally an output_dir")
+        for name, data in files.items():
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            Path(output_dir, name).write_bytes(data)
     return plugin.combine(params, results)
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+class UnitFiles(Protocol):
+    """Where a running unit's input files come from and its output files go: the runtime's side."""
+
+    output_dir: Path
+
+    def open_input(self, name: str) -> BinaryIO: ...
+
+
+_UNIT_FILES: ContextVar[UnitFiles | None] = ContextVar("frost_unit_files", default=None)
+
+
+@contextlib.contextmanager
+def unit_files(files: UnitFiles) -> Iterator[None]:
+    """Give `open_input` and `output_path` their meaning while a unit runs (the guest, run_locally)."""
+    token = _UNIT_FILES.set(files)
+    try:
+        yield
+    finally:
+        _UNIT_FILES.reset(token)
+
+
+def open_input(name: str) -> BinaryIO:
+    """Open one of the assignment's input files for reading: binary, read-only, seekable.
+
+    The file stays on the assignment's master; the first open on a host fetches the whole
+    file into that host's cache, later opens are local. Keep your file position in the state
+    and `seek` to it in every step: after a move the unit reopens the file on another host.
+    A name the assignment did not bring raises FileNotFoundError.
+    """
+    return _current_files().open_input(check_file_name(name, "input file"))
+
+
+def output_path(name: str) -> Path:
+    """Where output file `name` lives: in the unit's own folder, not shared with other units.
+
+    Open, write and close it within one step: at each migration point the folder's files are
+    packed into the checkpoint, restored wherever the unit resumes, and written back at the
+    master when the unit completes (at most MAX_STATE_BYTES together).
+    """
+    return _current_files().output_dir / check_file_name(name, "output file")
+
+
+def _current_files() -> UnitFiles:
+    files = _UNIT_FILES.get()
+    if files is None:
+        raise PluginError("open_input and output_path work only while a unit runs (in start or step)")
+    return files
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFiles:
+    """Input files at paths on this machine: what `run_locally` gives a unit."""
+
+    inputs: Mapping[str, Path]
+    output_dir: Path
+
+    def open_input(self, name: str) -> BinaryIO:
+        path = self.inputs.get(name)
+        if path is None:
+            known = ", ".join(sorted(self.inputs)) or "none"
+            raise FileNotFoundError(f"no input file named {name!r} (this assignment has: {known})")
+        return open(path, "rb")
+
+
+def check_file_name(name: object, what: str = "file") -> str:
+    """Return `name` if it is one plain file name, the same on every host; PluginError if not.
+
+    No folders, no leading dot (the runtime's own temporary files start with one), no control
+    characters, at most MAX_FILE_NAME_BYTES bytes of UTF-8.
+    """
+    if (
+        not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name.encode(errors="replace")) > MAX_FILE_NAME_BYTES
+    ):
+        raise PluginError(f"{what} name {name!r} must be a plain file name (no folders, no leading dot, "
+                          f"at most {MAX_FILE_NAME_BYTES} bytes)")
+    return name
+
+
+def collect_outputs(folder: Path, limit: int = MAX_STATE_BYTES) -> dict[str, bytes]:
+    """The files a unit left in its output folder, by name; PluginError for what cannot travel.
+
+    Only plain files with plain names travel, and all of them together must fit `limit`
+    because they ride along with every checkpoint.
+    """
+    files: dict[str, bytes] = {}
+    total = 0
+    for entry in sorted(folder.iterdir()) if folder.exists() else ():
+        check_file_name(entry.name, "output file")
+        if entry.is_symlink() or not entry.is_file():
+            raise PluginError(f"output {entry.name!r} is not a plain file; only plain files travel with a unit")
+        total += entry.stat().st_size
+        if total > limit:
+            raise PluginError(f"the unit's output files are over {limit} bytes; they travel with every checkpoint")
+        files[entry.name] = entry.read_bytes()
+    return files
+
 
 
 def check_plain(value: object, what: str = "value") -> None:

@@ -35,7 +35,7 @@ def content_hash(path: str | Path) -> str:
     if not path.is_dir():
         raise PluginError(f"{path}: no such plugin file or folder")
     digest = hashlib.sha256()
-    for file in sorted(_code_files(path), key=lambda f: f.relative_to(path).as_posix()):
+    for file in sorted(code_files(path), key=lambda f: f.relative_to(path).as_posix()):
         data = file.read_bytes()
         digest.update(f"{file.relative_to(path).as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
@@ -85,7 +85,7 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}{': ' + message if message else ''}{where}"
 
 
-def _code_files(folder: Path) -> list[Path]:
+def code_files(folder: Path) -> list[Path]:
     return [
         f
         for f in folder.rglob("*")

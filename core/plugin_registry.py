@@ -1,5 +1,5 @@
-"""Find plugins (bundled, installed entry points, owner-added), validate each in a throwaway
-subprocess, and remember the verdicts by content hash so a restart is quick.
+"""Find plugins (bundled, installed entry points, owner-added, fetched from the cluster), validate
+each in a throwaway subprocess, and remember the verdicts by content hash so a restart is quick.
 
 The node never imports plugin code: it hashes files, reads package metadata and asks
 `frost_core.plugin_worker` subprocesses. A plugin that fails to import or breaks the API is
@@ -23,6 +23,7 @@ import trio
 
 from frost_core.errors import PluginError
 from frost_core.plugin_api import API_VERSION, Param
+from frost_core.plugin_archive import unpack_plugin
 from frost_core.plugin_calls import ask_worker
 from frost_core.plugin_loader import IGNORED_NAMES, IGNORED_SUFFIXES, content_hash, load_plugin_file
 
@@ -34,6 +35,9 @@ VALIDATE_TIMEOUT = 30.0
 CACHE_FILE = "plugin-validation.json"
 ADDED_DIR = "plugins"
 ADDED_INDEX = "added.json"
+CLUSTER_DIR = "cluster"
+"""Under the added plugins: one folder per content hash holding the code a master sent."""
+_HASH = re.compile(r"[0-9a-f]{64}")
 _PRECEDENCE = {"added": 3, "entry-point": 2, "bundled": 1, "cluster": 0}
 
 
@@ -79,7 +83,8 @@ class _Candidate:
 class PluginRegistry:
     """The plugins this node can run; `scan` (or `scan_async` in the node) refreshes the list.
 
-    `data_dir` holds the validation cache and, under `plugins/`, the owner-added copies.
+    `data_dir` holds the validation cache and, under `plugins/`, the owner-added copies and
+    (under `plugins/cluster/<hash>/`) the code fetched from masters.
     """
 
     def __init__(self, data_dir: Path, *, timeout: float = VALIDATE_TIMEOUT, bundled_dir: Path | None = None) -> None:
@@ -131,6 +136,17 @@ class PluginRegistry:
         copy = await trio.to_thread.run_sync(self._copy_in, source)
         info = await self._check(_Candidate("added", str(copy), _label(copy)))
         await trio.to_thread.run_sync(self._record_added, copy, source, info.ok)
+        await self.scan_async()
+        return info
+
+    async def add_cluster_async(self, archive: bytes, expected_hash: str) -> PluginInfo:
+        """Keep plugin code a peer sent, if it really has the hash we asked for; validate and list it.
+
+        Kept on disk by hash, so a restart finds it and the same code is never fetched twice,
+        and listed even when broken, so the owner sees why a guest could not run.
+        """
+        copy = await trio.to_thread.run_sync(self._unpack_in, archive, expected_hash)
+        info = await self._check(_Candidate("cluster", str(copy), _label(copy)))
         await self.scan_async()
         return info
 
@@ -226,11 +242,56 @@ class PluginRegistry:
             _Candidate("added", str(self._added_dir / entry["copy"]), _label(Path(entry["copy"])))
             for entry in self._read_index()
         ]
-        return bundled + entry_points + added
+        cluster = [
+            _Candidate("cluster", str(plugin), _label(plugin))
+            for home in sorted(self._cluster_dir.glob("*"))
+            if _HASH.fullmatch(home.name)
+            for plugin in sorted(home.iterdir())
+        ]
+        return bundled + entry_points + added + cluster
 
     @property
     def _added_dir(self) -> Path:
         return self.data_dir / ADDED_DIR
+
+    @property
+    def _cluster_dir(self) -> Path:
+        return self._added_dir / CLUSTER_DIR
+
+    def _unpack_in(self, archive: bytes, expected_hash: str) -> Path:
+        """Unpack into a temporary folder and rename it to the hash only once the code matches it,
+        so `cluster/<hash>` either holds exactly that code or does not exist."""
+        if not _HASH.fullmatch(expected_hash):
+            raise PluginError(f"{expected_hash[:80]!r} is not a content hash (64 lowercase hex digits)")
+        home = self._cluster_dir / expected_hash
+        if home.is_dir():  # fetched before, or by a concurrent fetch; but a disk can be meddled with
+            if _cluster_copy_hash(home) == expected_hash:
+                return next(home.iterdir())
+            shutil.rmtree(home, ignore_errors=True)
+        try:
+            self._cluster_dir.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=".arriving-", dir=self._cluster_dir))
+        except OSError as exc:
+            raise PluginError(f"could not store plugin code {expected_hash[:12]}: {exc}") from exc
+        try:
+            plugin = unpack_plugin(archive, staging)
+            actual = content_hash(plugin)
+            if actual != expected_hash:
+                raise PluginError(
+                    f"the plugin code received as {expected_hash[:12]} hashes to {actual[:12]}: "
+                    "damaged or tampered with on the way, so it was thrown away"
+                )
+            staging.chmod(0o755)
+            try:
+                os.rename(staging, home)
+            except OSError:
+                if not home.is_dir():
+                    raise
+        except OSError as exc:
+            raise PluginError(f"could not store plugin code {expected_hash[:12]}: {exc}") from exc
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return next(home.iterdir())
 
     def _copy_in(self, source: Path) -> Path:
         """Copy a plugin under a name that carries its hash; verify the copy hashes the same."""
@@ -308,6 +369,12 @@ def _broken(candidate: _Candidate, code_hash: str, error: str, name: str | None 
         ok=False,
         error=error,
     )
+
+
+def _cluster_copy_hash(home: Path) -> str | None:
+    """The content hash of what `cluster/<hash>` holds, if it holds exactly one plugin."""
+    inside = list(home.iterdir())
+    return content_hash(inside[0]) if len(inside) == 1 else None
 
 
 def _label(path: Path) -> str:

@@ -8,11 +8,14 @@ lets the parent say which call hung.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from frost_core.errors import PluginError
 from frost_core.plugin_api import (
@@ -25,6 +28,7 @@ from frost_core.plugin_api import (
     decode_plain,
     encode_plain,
     parse_params,
+    unit_files,
 )
 from frost_core.plugin_loader import describe_exception, load_plugin_file
 
@@ -58,7 +62,8 @@ def _handle(request: dict) -> dict:
     plugin = _call("import", load_plugin_file, path)
     if op == "validate":
         try:
-            return {"ok": True, **validate(plugin)}
+            with tempfile.TemporaryDirectory(prefix="frost-smoke-") as scratch, unit_files(SmokeFiles(Path(scratch))):
+                return {"ok": True, **validate(plugin)}
         except PluginError as exc:  # the plugin's name lets the list show which plugin is broken
             return {"ok": False, "error": exc.message, "name": plugin.name}
     params = parse_params(plugin, request.get("params") or {})
@@ -100,6 +105,16 @@ def validate(plugin: Plugin) -> dict:
         "description": plugin.description,
         "params": [param.to_plain() for param in plugin.params],
     }
+
+
+class SmokeFiles:
+    """The smoke run has no assignment, so no real input files: every name reads as an empty file."""
+
+    def __init__(self, output_dir: Path) -> None:
+        self.output_dir = output_dir
+
+    def open_input(self, name: str) -> BinaryIO:
+        return io.BytesIO(b"")
 
 
 def check_units(units: object) -> list[WorkUnit]:

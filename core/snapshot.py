@@ -68,6 +68,7 @@ class UnitView:
     moves: int
     failures: int
     error: str | None
+    host_name: str = ""        # the host's peer name as the node knows it ("" while queued)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class HostingView:
     memory_pool_bytes: int
     memory_used_bytes: int
     guest_cpus: int
+    balance: str = ""          # the load balancer's last decision and why ("" before its first round)
 
 
 @dataclass(frozen=True)

@@ -80,19 +80,29 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--param", action="append", default=[], metavar="K=V", help="a plugin parameter (repeatable)")
     submit.add_argument("--wait", action="store_true", help="wait until the assignment finishes")
     submit.add_argument("--output", type=Path, help="with --wait: save the result here")
+    submit.add_argument("--one-per-host", action="store_true",
+                        help="at most one unit of this assignment per host (default: one per free core)")
+    submit.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
+                        help="an input file the plugin opens by NAME; it stays on this machine (repeatable)")
 
     verb("assignments", "my assignments and their units").add_argument("--json", action="store_true")
     result = verb("result", "save an assignment's result")
     result.add_argument("assignment")
     result.add_argument("--output", type=Path, required=True)
+    result.add_argument("--files", type=Path, metavar="DIR", help="also save the units' output files into DIR")
     verb("cancel", "cancel an assignment").add_argument("assignment")
 
     pause = verb("pause", "stop every guest at once and take no new ones")
     pause.add_argument("--until", metavar="HH:MM", help="resume by itself at this time")
     verb("resume", "let guests run again")
     verb("evict", "checkpoint guests and send them away").add_argument("task", nargs="?")
+    move = verb("move", "move a running unit to another peer (a guest here, or a unit of an assignment of this node)")
+    move.add_argument("task", help="the unit's task id, ASSIGNMENT.UNIT")
+    move.add_argument("node", help="the destination: a peer's name, node id or node id prefix")
     verb("finish", "take nothing new and pause once the current guests finish")
     verb("config", "show every option, its value and its meaning")
+    verb("measure", "measure again what a guest gets here on an idle and on a busy machine").add_argument(
+        "--json", action="store_true", help="machine-readable output")
     shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder")
     shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
     verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
@@ -147,6 +157,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _key(args, paths)
     if args.verb == "config":
         return _show_config(paths)
+    if args.verb == "measure":
+        return _measure(args, paths)
     if args.verb == "screenshots":
         from .screenshots import render_screenshots
 
@@ -180,6 +192,30 @@ def _show_config(paths: Paths) -> int:
     return 0
 
 
+def _measure(args: argparse.Namespace, paths: Paths) -> int:
+    """The running node measures (and uses the figures at once); with none running, this process does."""
+    from dataclasses import asdict
+
+    from frost_core.control import call_node
+    from frost_core.errors import NodeUnavailableError
+    from frost_core.measure.calibrate import load_or_measure
+
+    try:
+        figures = call_node(paths, "remeasure")
+        where = "the running node uses them from now on"
+    except NodeUnavailableError:
+        figures = asdict(load_or_measure(paths.extremities_file, remeasure=True))
+        where = "no node is running here; it uses them from its next start"
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"speed {figures['speed']:.3f} per CPU, {figures['cpus']} CPU(s)\n"
+          f"idle machine: guests get {figures['idle']:.3f} speed units\n"
+          f"busy machine: guests get {figures['heavy']:.3f} speed units\n"
+          f"saved to {paths.extremities_file}; {where}")
+    return 0
+
+
 def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
     from frost_core.control import call_node
 
@@ -198,8 +234,11 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
         reply = call_node(paths, "assignments")
         print(json.dumps(reply, indent=2) if args.json else tables.assignments(reply))
     elif verb == "result":
-        reply = call_node(paths, "result", assignment=args.assignment, output=str(args.output.resolve()))
+        reply = call_node(paths, "result", assignment=args.assignment, output=str(args.output.resolve()),
+                          files=str(args.files.resolve()) if args.files else None)
         print(f"Saved {reply['bytes']} bytes ({reply['media_type']}) to {reply['path']}")
+        if args.files:
+            print(f"Saved {len(reply['files'])} output file(s) to {reply['files_folder']}")
     elif verb == "cancel":
         call_node(paths, "cancel", assignment=args.assignment)
         print(f"Cancelled {args.assignment}.")
@@ -210,6 +249,8 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
         print(call_node(paths, verb)["message"])
     elif verb == "evict":
         print(call_node(paths, "evict", task=args.task)["message"])
+    elif verb == "move":
+        print(call_node(paths, "move", task=args.task, node=args.node)["message"])
     return 0
 
 
@@ -244,7 +285,8 @@ def _submit(args: argparse.Namespace, paths: Paths) -> int:
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
-    reply = call_node(paths, "submit", plugin=args.plugin, params=params)
+    reply = call_node(paths, "submit", plugin=args.plugin, params=params, one_per_host=args.one_per_host,
+                      inputs=_input_files(args.input))
     assignment_id = reply["id"]
     print(f"Submitted {assignment_id}: {reply['units']} unit(s) of {args.plugin}.")
     if not args.wait:
@@ -263,6 +305,23 @@ def _submit(args: argparse.Namespace, paths: Paths) -> int:
     else:
         print(f"Assignment {assignment_id} is done.")
     return 0
+
+
+def _input_files(items: list[str]) -> dict[str, str]:
+    """`--input NAME=PATH` options as {name: absolute path}; the node checks the names and copies the files."""
+    inputs: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--input wants NAME=PATH, not {item!r}")
+        if name in inputs:
+            raise ConfigError(f"--input {name} is given twice")
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.is_file():
+            raise ConfigError(f"--input {name}: {path} is not a file" if resolved.exists()
+                              else f"--input {name}: {path} does not exist")
+        inputs[name] = str(resolved)
+    return inputs
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any
 _EXPORTS = {
     "GuestSupervisor": "frost_core.guest.supervisor",
     "GuestTask": "frost_core.guest.views",
+    "InputFile": "frost_core.guest.views",
     "GuestSettings": "frost_core.guest.views",
     "GuestEvent": "frost_core.guest.views",
     "GuestFigures": "frost_core.guest.views",

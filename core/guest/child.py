@@ -14,22 +14,27 @@ import select
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from frost_core.errors import PluginError, ProtocolError
 from frost_core.guest.limits import MIB, apply_memory_limits
+from frost_core.guest import envelope
 from frost_core.guest.priority import enter_guest_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
     GuestFailed,
+    GuestFileReady,
+    GuestFileRefused,
+    GuestFileRequest,
     GuestLog,
     GuestProgress,
     GuestResult,
     GuestStart,
 )
 from frost_core.guest.state_codec import encode_state
-from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, decode_plain
+from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, collect_outputs, decode_plain, unit_files
 from frost_core.plugin_registry import load_plugin_file
 from frost_core.plugin_loader import describe_exception
 from frost_core.wire.channel import read_bulk_data, read_frame, write_bulk, write_frame
@@ -39,8 +44,12 @@ EXIT_PROTOCOL = 2
 MAX_REASON_BYTES = 4000
 
 
-class GuestFailure(Exception):
-    """The unit cannot go on; `kind` tells the node whose fault it was."""
+class GuestFailure(BaseException):
+    """The unit cannot go on; `kind` tells the node whose fault it was.
+
+    A BaseException, like the pipe failure below, because it may be raised inside plugin code
+    (by `open_input`), and a plugin's `except Exception` must not swallow it.
+    """
 
     def __init__(self, kind: str, reason: str) -> None:
         super().__init__(reason)
@@ -48,14 +57,26 @@ class GuestFailure(Exception):
         self.reason = reason
 
 
-class GuestRunner:
-    """Steps one unit and answers the node between steps (each gap is a migration point)."""
+class PipeLost(BaseException):
+    """The node's pipe broke while plugin code waited on it (in `open_input`)."""
 
-    def __init__(self, inbox: BinaryIO, outbox: BinaryIO) -> None:
+
+class GuestRunner:
+    """Steps one unit and answers the node between steps (each gap is a migration point).
+
+    It is also the unit's `plugin_api.UnitFiles`: input files are asked of the node by name,
+    output files live in scratch/out/ and travel inside every checkpoint and the result.
+    """
+
+    def __init__(self, inbox: BinaryIO, outbox: BinaryIO, output_dir: Path) -> None:
         self.inbox = inbox
         self.outbox = outbox
+        self.output_dir = output_dir
         self.steps = 0
         self.max_state_bytes = 0
+        self.input_paths: dict[str, str] = {}
+        self.deferred: list[GuestCheckpointRequest] = []
+        """Checkpoint requests that arrived while a step waited for a file: answered at the next migration point."""
 
     def run(self) -> int:
         start = read_frame(self.inbox)
@@ -68,9 +89,14 @@ class GuestRunner:
             plugin = load_plugin_file(start.plugin_path)
         except PluginError as error:
             raise GuestFailure("plugin", error.message) from error
+        with unit_files(self):
+            return self._run(start, plugin, unit, saved)
+
+    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes) -> int:
         if start.resume:
-            state = self._decode_state(saved)
+            state = self._restore(saved)
         else:
+            self.output_dir.mkdir(exist_ok=True)
             state = self._call("start", plugin.start, unit)
             self._encode_state(state)  # a state that cannot be checkpointed fails now, not later
         self._send_progress(plugin, state)
@@ -81,7 +107,8 @@ class GuestRunner:
             self.steps += 1
             if isinstance(outcome, Done):
                 result = self._encode(outcome.result, "result", MAX_RESULT_BYTES)
-                write_bulk(self.outbox, GuestResult(steps=self.steps), result)
+                packed = self._pack(envelope.RESULT, result, MAX_RESULT_BYTES)
+                write_bulk(self.outbox, GuestResult(steps=self.steps), packed)
                 return 0
             state = outcome
             if time.monotonic() - last_progress >= start.progress_interval:
@@ -89,12 +116,12 @@ class GuestRunner:
                 last_progress = time.monotonic()
 
     def _answer_requests(self, plugin: Plugin, state: Any) -> None:
-        while select.select([self.inbox], [], [], 0)[0]:
-            request = read_frame(self.inbox)
+        while self.deferred or select.select([self.inbox], [], [], 0)[0]:
+            request = self.deferred.pop(0) if self.deferred else read_frame(self.inbox)
             if not isinstance(request, GuestCheckpointRequest):
                 raise ProtocolError(f"unexpected {type(request).__name__} while running")
             began = time.perf_counter()
-            data = self._encode_state(state)
+            data = self._pack(envelope.STATE, self._encode_state(state), self.max_state_bytes)
             header = GuestCheckpoint(
                 request_id=request.request_id,
                 progress=self._progress(plugin, state),
@@ -102,6 +129,50 @@ class GuestRunner:
                 encode_seconds=time.perf_counter() - began,
             )
             write_bulk(self.outbox, header, data)
+
+    # --- files (plugin_api.UnitFiles) -------------------------------------------------------
+
+    def open_input(self, name: str) -> BinaryIO:
+        """Runs inside plugin code: ask the node once per name, then open the local copy."""
+        if name not in self.input_paths:
+            try:
+                write_frame(self.outbox, GuestFileRequest(name=name))
+                answer = self._wait_for_file(name)
+            except (ProtocolError, EOFError, OSError) as error:
+                raise PipeLost(str(error)) from error
+            if isinstance(answer, GuestFileRefused):
+                if answer.retryable:
+                    raise GuestFailure("files", answer.reason)
+                raise FileNotFoundError(answer.reason)
+            self.input_paths[name] = answer.path
+        return open(self.input_paths[name], "rb")
+
+    def _wait_for_file(self, name: str) -> GuestFileReady | GuestFileRefused:
+        while True:
+            message = read_frame(self.inbox)
+            if isinstance(message, GuestCheckpointRequest):
+                self.deferred.append(message)  # mid-step: the state is not whole until the step ends
+            elif isinstance(message, GuestFileReady | GuestFileRefused) and message.name == name:
+                return message
+            else:
+                raise ProtocolError(f"unexpected {type(message).__name__} while waiting for input file {name!r}")
+
+    def _pack(self, kind: str, payload: bytes, limit: int) -> bytes:
+        """The envelope of state or result and the output files, which must fit every checkpoint."""
+        try:
+            return envelope.pack(kind, payload, collect_outputs(self.output_dir, self.max_state_bytes), limit)
+        except PluginError as error:
+            raise GuestFailure("state", error.message) from error
+        except OSError as error:
+            raise GuestFailure("state", f"cannot read the output files: {error}") from error
+
+    def _restore(self, saved: bytes) -> Any:
+        try:
+            state, files = envelope.unpack(envelope.STATE, saved)
+            envelope.restore_outputs(self.output_dir, files)
+        except PluginError as error:
+            raise GuestFailure("state", error.message) from error
+        return self._decode_state(state)
 
     def _send_progress(self, plugin: Plugin, state: Any) -> None:
         write_frame(self.outbox, GuestProgress(progress=self._progress(plugin, state), steps=self.steps))
@@ -155,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, outcome in steps:
         if outcome != "ok":
             write_frame(outbox, GuestLog(level="warning", text=f"guest priority/limit step {name}: {outcome}"))
-    runner = GuestRunner(inbox, outbox)
+    runner = GuestRunner(inbox, outbox, Path.cwd() / "out")  # the node starts us in the unit's scratch folder
     try:
         return runner.run()
     except GuestFailure as failure:
@@ -166,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"the guest ran out of its {args.address_space / MIB:.0f} MiB address-space cap"
         write_frame(outbox, GuestFailed(kind="memory", reason=reason))
         return EXIT_FAILED
-    except (ProtocolError, EOFError, BrokenPipeError) as error:
+    except (ProtocolError, EOFError, BrokenPipeError, PipeLost) as error:
         print(f"guest pipe failed: {error}", file=sys.stderr)
         return EXIT_PROTOCOL
 

@@ -75,7 +75,7 @@ class GuestResult(Message):
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestFailed(Message):
-    """Guest -> node: the plugin broke (kind: plugin, state, memory, protocol), with the reason."""
+    """Guest -> node: the unit cannot go on (kind: plugin, state, memory, protocol, files), with the reason."""
 
     CODE = MessageCode.GUEST_FAILED
     MAX_SIZE = 8192
@@ -92,3 +92,36 @@ class GuestLog(Message):
     MAX_SIZE = 8192
     level: str
     text: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestFileRequest(Message):
+    """Guest -> node: the plugin opens input file `name`; the guest waits for Ready or Refused."""
+
+    CODE = MessageCode.GUEST_FILE_REQUEST
+    MAX_SIZE = 1024
+    name: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestFileReady(Message):
+    """Node -> guest: input file `name` is complete and verified at `path` (read-only, outside the scratch folder)."""
+
+    CODE = MessageCode.GUEST_FILE_READY
+    MAX_SIZE = 8192
+    name: str
+    path: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestFileRefused(Message):
+    """Node -> guest: no input file `name` here. `retryable`: another try (on any host) may succeed."""
+
+    CODE = MessageCode.GUEST_FILE_REFUSED
+    MAX_SIZE = 8192
+    name: str
+    reason: str
+    retryable: bool

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import psutil
@@ -27,13 +27,17 @@ import trio
 
 from frost_core.checkpoint_policy import young_interval
 from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore, check_task_id
-from frost_core.errors import CheckpointError, ProtocolError
+from frost_core.errors import CheckpointError, FrostError, PluginError, ProtocolError
+from frost_core.guest import envelope
 from frost_core.guest.limits import address_space_cap, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
     GuestFailed,
+    GuestFileReady,
+    GuestFileRefused,
+    GuestFileRequest,
     GuestLog,
     GuestProgress,
     GuestResult,
@@ -47,6 +51,7 @@ from frost_core.guest.views import (
     GuestFigures,
     GuestSettings,
     GuestTask,
+    InputFile,
     Outcome,
 )
 from frost_core.plugin_api import MAX_RESULT_BYTES, encode_plain
@@ -88,6 +93,7 @@ class _Guest:
         self.killed = False
         self.paused = False
         self.evicting = False
+        self.fetching = False  # waiting for an input file is not being stuck
         self.pending: _Pending | None = None
         self.started_at = now
         self.progress = 0.0
@@ -118,10 +124,18 @@ class _Guest:
 class GuestSupervisor:
     """Runs guests for this node; see the module docstring. Checkpoints live in data_dir/checkpoints."""
 
-    def __init__(self, *, data_dir: Path, settings: GuestSettings, on_event: Callable[[GuestEvent], None]) -> None:
+    def __init__(
+        self, *, data_dir: Path, settings: GuestSettings, on_event: Callable[[GuestEvent], None],
+        on_checkpoint: Callable[[GuestTask, CheckpointRecord], None] | None = None,
+        open_input: Callable[[GuestTask, InputFile], Awaitable[Path]] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.settings = settings
         self.on_event = on_event
+        self.on_checkpoint = on_checkpoint
+        """Called with every checkpoint once it is durable here (the node replicates it to the master)."""
+        self.open_input = open_input
+        """The local path of a task's input file, fetched from its master if need be (None: no file access)."""
         self.store = CheckpointStore(self.data_dir / "checkpoints")
         self._scratch_root = self.data_dir / "scratch"
         self._guests: dict[str, _Guest] = {}
@@ -130,14 +144,19 @@ class GuestSupervisor:
 
     # --- running ---------------------------------------------------------------------------
 
-    async def run(self, task: GuestTask) -> Outcome:
-        """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint."""
+    async def run(self, task: GuestTask, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> Outcome:
+        """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint.
+
+        With `nursery.start`, returns to the starter once the guest process runs (or failed to start).
+        """
         check_task_id(task.task_id)
         if task.task_id in self._guests:
+            task_status.started()
             return Failed(f"task {task.task_id} is already running on this node", retryable=False)
         newest = await trio.to_thread.run_sync(self.store.latest, task.task_id)
         resume_from = self._usable_checkpoint(task, newest)
         if isinstance(resume_from, Failed):
+            task_status.started()
             return resume_from
         guest = _Guest(task, resume_from, next_seq=(newest.seq + 1) if newest else 1)
         self._guests[task.task_id] = guest
@@ -149,6 +168,7 @@ class GuestSupervisor:
                     await self._spawn(guest, scratch, nursery)
                 except OSError as error:
                     self._finish(guest, Failed(f"start: could not start the guest process: {error}", retryable=True))
+                task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
         finally:
@@ -302,8 +322,23 @@ class GuestSupervisor:
             await self._store_checkpoint(guest, message, data)
         elif isinstance(message, GuestResult):
             data = await guest.channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
+            try:
+                result, files = envelope.unpack(envelope.RESULT, data)
+            except PluginError as error:
+                raise ProtocolError(error.message) from error
             guest.progress = 1.0
-            self._finish(guest, Completed(data))
+            self._finish(guest, Completed(result, files))
+        elif isinstance(message, GuestFileRequest):
+            guest.fetching = True
+            try:
+                reply = await self._find_input(guest.task, message.name)
+            finally:
+                guest.fetching = False
+                guest.asleep_since = None
+            try:
+                await guest.channel.send(reply)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # The guest is gone; the reader reports how it ended.
         elif isinstance(message, GuestFailed):
             failure = Failed(f"{message.kind}: {message.reason}", retryable=message.kind not in _PLUGIN_FAULTS)
             self._finish(guest, failure)
@@ -311,6 +346,24 @@ class GuestSupervisor:
             self._emit(guest.task.task_id, "guest-log", message.text, message.level)
         else:
             raise ProtocolError(f"the guest sent an unexpected {type(message).__name__}")
+
+    async def _find_input(self, task: GuestTask, name: str) -> GuestFileReady | GuestFileRefused:
+        """Answer a guest's open_input; meanwhile the guest waits mid-step, deferring checkpoint requests."""
+        wanted = next((f for f in task.inputs if f.name == name), None)
+        if wanted is None:
+            known = ", ".join(f.name for f in task.inputs) or "none"
+            return GuestFileRefused(name=name, reason=f"no input file named {name!r} (this assignment has: {known})",
+                                    retryable=False)
+        if self.open_input is None:
+            return GuestFileRefused(name=name, reason="this node cannot fetch input files", retryable=True)
+        try:
+            path = await self.open_input(task, wanted)
+        except FrostError as error:
+            self._emit(task.task_id, "error", f"input file {name}: {error.message}", "warning")
+            return GuestFileRefused(name=name, reason=f"input file {name!r} is unavailable: {error.message}",
+                                    retryable=True)
+        self._emit(task.task_id, "guest-log", f"input file {name} ready ({wanted.size} bytes)")
+        return GuestFileReady(name=name, path=str(path))
 
     async def _store_checkpoint(self, guest: _Guest, message: GuestCheckpoint, data: bytes) -> None:
         pending = guest.pending
@@ -337,6 +390,8 @@ class GuestSupervisor:
             guest.checkpoint_cost = guest.checkpoint_at - pending.sent_at
             self._emit(task.task_id, "checkpoint", f"checkpoint {record.seq}: {record.size} bytes in "
                        f"{guest.checkpoint_cost * 1000:.0f} ms (encode {message.encode_seconds * 1000:.0f} ms)")
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(task, record)
         finally:
             guest.pending = None
             pending.done.set()
@@ -406,7 +461,7 @@ class GuestSupervisor:
             await trio.sleep(settings.watch_interval)
 
     def _stuck(self, guest: _Guest, status: str) -> str | None:
-        if guest.paused or guest.evicting:
+        if guest.paused or guest.evicting or guest.fetching:
             return None
         timeout = self.settings.step_timeout
         cpu = guest.cpu - guest.progress_cpu
@@ -524,24 +579,35 @@ class GuestSupervisor:
 
     async def cancel_assignment(self, assignment_id: str) -> tuple[str, ...]:
         """Stop the guests of a cancelled assignment at once and drop their checkpoints."""
-        guests = [g for g in self._guests.values() if g.task.assignment_id == assignment_id and g.outcome is None]
+        tasks = tuple(g.task.task_id for g in self._guests.values() if g.task.assignment_id == assignment_id)
+        return await self.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
+
+    async def stop(self, task_ids: tuple[str, ...], reason: str) -> tuple[str, ...]:
+        """Stop these guests at once and drop their checkpoints: their work is not wanted any more
+        (cancelled, or superseded by a newer copy elsewhere). Their run() returns Failed(reason)."""
+        guests = [g for g in self._guests.values() if g.task.task_id in task_ids and g.outcome is None]
         for guest in guests:
-            self._finish(guest, Failed(f"cancelled: assignment {assignment_id} was cancelled", retryable=False))
+            self._finish(guest, Failed(reason, retryable=False))
         for guest in guests:
             if guest.process is not None:
                 await guest.process.wait()
             await trio.to_thread.run_sync(self.store.discard, guest.task.task_id)
         return tuple(g.task.task_id for g in guests)
 
-    async def evict(self, task_id: str | None = None) -> tuple[str, ...]:
-        """Checkpoint (within `evict_deadline`) and stop one guest or all; their run() returns Evicted."""
+    async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
+        """Checkpoint (within `deadline`, default `evict_deadline`) and stop one guest or all; their
+        run() returns Evicted with the state taken at the migration point, or the last checkpoint."""
         guests = [g for g in self._guests.values() if task_id is None or g.task.task_id == task_id]
         async with trio.open_nursery() as nursery:
             for guest in guests:
-                nursery.start_soon(self._evict_one, guest)
+                nursery.start_soon(self._evict_one, guest, self.settings.evict_deadline if deadline is None else deadline)
         return tuple(g.task.task_id for g in guests)
 
-    async def _evict_one(self, guest: _Guest) -> None:
+    def has_guest(self, task_id: str) -> bool:
+        guest = self._guests.get(task_id)
+        return guest is not None and guest.outcome is None
+
+    async def _evict_one(self, guest: _Guest, deadline: float) -> None:
         if guest.outcome is not None or guest.evicting:
             return
         guest.evicting = True
@@ -550,17 +616,17 @@ class GuestSupervisor:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
             self._signal(guest, signal.SIGCONT)
             guest.paused = False
-        record = await self._checkpoint_then_kill(guest)
+        record = await self._checkpoint_then_kill(guest, deadline)
         self._finish(guest, Evicted(record))
         if guest.process is not None:
             await guest.process.wait()  # gone, not just signalled, when evict() returns
 
-    async def _checkpoint_then_kill(self, guest: _Guest) -> CheckpointRecord | None:
+    async def _checkpoint_then_kill(self, guest: _Guest, deadline: float) -> CheckpointRecord | None:
         pending = await self._request_checkpoint(guest)
         if pending is None:
             self._kill(guest)
             return guest.last_record
-        with trio.move_on_after(self.settings.evict_deadline):
+        with trio.move_on_after(deadline):
             await pending.received.wait()
         self._kill(guest)  # the state is in hand (or late): free the CPU before the disk write
         if pending.received.is_set():

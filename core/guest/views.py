@@ -12,6 +12,15 @@ from frost_core.plugin_api import MAX_STATE_BYTES, WorkUnit, decode_plain
 
 
 @dataclass(frozen=True)
+class InputFile:
+    """An input file of an assignment: the name its plugin opens, and the content hash it is fetched and cached by."""
+
+    name: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
 class GuestTask:
     """One unit to run here. `task_id` ("{assignment_id}.{unit_index}") stays the same wherever it runs."""
 
@@ -24,6 +33,7 @@ class GuestTask:
     plugin_path: str
     unit: WorkUnit
     epoch: int
+    inputs: tuple[InputFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,9 +71,10 @@ class GuestSettings:
 
 @dataclass(frozen=True)
 class Completed:
-    """The unit finished; `result` is its canonical CBOR encoding (decode with `value()`)."""
+    """The unit finished; `result` is its canonical CBOR encoding (decode with `value()`), `files` its output files."""
 
     result: bytes
+    files: dict[str, bytes] = field(default_factory=dict)
 
     def value(self) -> Any:
         return decode_plain(self.result, "result")

@@ -7,6 +7,7 @@ can preview and copy without asking the node, rebuilt from the database whenever
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from ..errors import FrostError
@@ -18,13 +19,53 @@ def exported_path(results_dir: Path, assignment_id: str, filename: str) -> Path:
 
 
 def export_result(store: MasterStore, results_dir: Path, assignment_id: str) -> Path:
-    """Write the assignment's result to data_dir/results/ unless it is already there."""
+    """Write the assignment's result to data_dir/results/ unless it is already there, and its units' output files."""
     data, _media_type, filename = store.result(assignment_id)
     path = exported_path(results_dir, assignment_id, filename)
     if not path.exists():
         results_dir.mkdir(parents=True, exist_ok=True)
         write_atomically(path, data)
+    export_files(store, results_dir, assignment_id)
     return path
+
+
+def exported_files_folder(results_dir: Path, assignment_id: str) -> Path:
+    return results_dir / assignment_id
+
+
+def export_files(store: MasterStore, results_dir: Path, assignment_id: str) -> Path | None:
+    """Write the units' output files to data_dir/results/<assignment>/ unless the folder is there; None if none.
+
+    The folder is filled under a hidden name and renamed, so it is either whole or absent.
+    """
+    folder = exported_files_folder(results_dir, assignment_id)
+    if folder.exists():
+        return folder
+    partial = results_dir / f".{assignment_id}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    if not save_files(store, assignment_id, partial):
+        shutil.rmtree(partial, ignore_errors=True)
+        return None
+    try:
+        os.replace(partial, folder)
+    except OSError as error:
+        raise FrostError(f"cannot write {folder}: {error.strerror}", title="Cannot save result") from error
+    return folder
+
+
+def save_files(store: MasterStore, assignment_id: str, folder: Path) -> list[str]:
+    """Write every unit's output files into `folder`, in unit order; return their names, sorted.
+
+    All units share one folder, so of two units that wrote the same name the higher unit
+    index wins: the last writer, as in GASS, but the same one however the units ran.
+    """
+    names: set[str] = set()
+    for files in store.unit_files(assignment_id):
+        for name, data in files.items():
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(folder / Path(name).name, data)
+            names.add(name)
+    return sorted(names)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -1,154 +1,303 @@
-"""Runs the queued units of this node's assignments as guests on this machine, and combines results.
+"""The master side of this node's assignments: place queued units on hosts, take their outcomes, recover.
 
-The master's own machine is a host like any other: this loop places a queued unit whenever the
-owner's intents allow guests and a CPU and enough of the memory pool are free, hands its result
-to the store exactly once, and combines an assignment when its last unit is done.
+Hosts are every live peer and this machine itself, ranked by `placement.plan` from the gossiped
+resource table. Placing a unit is an offer, then a start under a new ownership epoch that ships
+the unit's newest checkpoint (replicated here by its earlier hosts). After that the master only
+listens: hosts report their units every few seconds, send replicas of checkpoints, deliver
+results (accepted once per unit), give evicted units back, and say when one moved. A unit whose
+host is declared dead, or whose reports stop for `cluster.host_timeout`, is queued again and
+restarts elsewhere from its last replica; if the old host comes back, its older epoch stops it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
-from ..errors import FrostError, PluginError
+from ..checkpoint_store import CheckpointRecord, CheckpointStore
+from ..cluster.links import Links
+from ..cluster.messages import UnitOffer, UnitSpec, UnitStatus
+from ..cluster.replication import replica_holders
+from ..errors import FrostError, NodeUnavailableError, PluginError, ProtocolError
+from ..guest import envelope
 from ..events import EventLog
-from ..guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, GuestTask
-from ..plugin_api import WorkUnit
+from ..plugin_api import WorkUnit, encode_plain
 from ..plugin_calls import combine_output
 from ..plugin_registry import PluginRegistry
+from ..policies.views import NodeView
+from .placement import Need, plan
 from .results import export_result
-from .store import MasterStore, UnitRecord
+from .store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
 
 log = logging.getLogger("frost.master")
 
+OFFER_TIMEOUT = 3.0
+
 
 @dataclass(frozen=True)
-class Capacity:
-    """What this machine offers guests right now."""
+class MasterSettings:
+    max_retries: int = 3
+    host_timeout: float = 30.0
+    replica_peers: int = 0
 
-    accepts_guests: bool
-    cpus: int
-    memory_pool_bytes: int
+    @classmethod
+    def from_config(cls, config) -> MasterSettings:
+        return cls(max_retries=config.get("guests.max_retries"), host_timeout=config.get("cluster.host_timeout"),
+                   replica_peers=config.get("checkpoints.replica_peers"))
 
 
-class LocalScheduler:
+class MasterScheduler:
     def __init__(
-        self, *, node_id: str, store: MasterStore, registry: PluginRegistry, supervisor: GuestSupervisor,
-        events: EventLog, results_dir: Path, capacity: Callable[[], Capacity], max_retries: Callable[[], int],
-        on_change: Callable[[], None],
+        self, *, node_id: str, store: MasterStore, registry: PluginRegistry, links: Links, events: EventLog,
+        results_dir: Path, replicas: CheckpointStore, local_checkpoints: CheckpointStore,
+        hosts: Callable[[], Sequence[NodeView]], settings: Callable[[], MasterSettings],
+        on_change: Callable[[], None], alive: Callable[[], list[str]],
     ) -> None:
         self._node_id = node_id
         self._store = store
         self._registry = registry
-        self._supervisor = supervisor
+        self._links = links
         self._events = events
         self._results_dir = results_dir
-        self._capacity = capacity
-        self._max_retries = max_retries
+        self._replicas = replicas
+        self._local_checkpoints = local_checkpoints
+        self._hosts = hosts
+        self._settings = settings
         self._on_change = on_change
-        self._running: dict[str, UnitRecord] = {}
+        self._alive = alive
+        self._heard: dict[str, float] = {}        # task id -> when its host last reported it
+        self._progress: dict[str, float] = {}     # task id -> progress its host reported
         self._combining: set[str] = set()
         self._wake = trio.Event()
-        self._released = trio.Event()
-
-    @property
-    def running_count(self) -> int:
-        return len(self._running)
-
-    async def wait_released(self, task_ids: tuple[str, ...]) -> None:
-        """Return once these guests' outcomes are in the store (an evicted unit is queued again)."""
-        while any(task_id in self._running for task_id in task_ids):
-            await self._released.wait()
+        self._started_at = time.monotonic()
 
     def wake(self) -> None:
-        """Look at the queue again now (a submit, a resume, a settings change)."""
+        """Look at the queue again now (a submit, a resume, a unit back in the queue)."""
         self._wake.set()
 
-    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    def progress(self) -> dict[str, float]:
+        """Live progress of this node's running units, as their hosts last reported it."""
+        return dict(self._progress)
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for record in self._store.assignments():
             if record.state == "done":
                 await trio.to_thread.run_sync(export_result, self._store, self._results_dir, record.id)
-        requeued = self._store.requeue_running()
+        requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
-            self._events.add("assignment", f"{requeued} unit(s) interrupted by the last shutdown are queued again")
+            self._events.add("assignment", f"{len(requeued)} unit(s) this machine ran when it stopped are queued again")
+        self._started_at = time.monotonic()  # units on other hosts get a full timeout to report after a restart
         async with trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 self._combine_ready(nursery)
-                self._place_queued(nursery)
+                self._recover_silent()
+                await self._place_queued()
                 with trio.move_on_after(1.0):
                     await self._wake.wait()
                 self._wake = trio.Event()
 
-    def _place_queued(self, nursery: trio.Nursery) -> None:
-        capacity = self._capacity()
-        if not capacity.accepts_guests:
+    # -- placement ---------------------------------------------------------------------------------
+
+    async def _place_queued(self) -> None:
+        queued = self._store.queued_units()
+        if not queued:
             return
-        memory_used = sum(unit.memory_bytes for unit in self._running.values())
-        for unit in self._store.queued_units():
-            if len(self._running) >= capacity.cpus:
-                return
-            if memory_used + unit.memory_bytes > capacity.memory_pool_bytes:
-                continue
-            try:
-                info = self._registry.by_hash(self._plugin_hash(unit))
-            except PluginError as error:
-                self._store.fail_assignment(unit.assignment_id, error.message)
-                self._events.error(error)
-                continue
-            epoch = self._store.place_unit(unit.assignment_id, unit.index, host=self._node_id)
-            memory_used += unit.memory_bytes
-            self._running[unit.task_id] = unit
-            task = GuestTask(
-                task_id=unit.task_id, assignment_id=unit.assignment_id, origin=self._node_id,
-                plugin_name=info.name, plugin_version=info.version, plugin_hash=info.hash,
-                plugin_path=info.path, epoch=epoch,
-                unit=WorkUnit(index=unit.index, data=unit.data, memory_bytes=unit.memory_bytes, cost=unit.cost),
-            )
-            nursery.start_soon(self._run_guest, task)
+        records = {r.id: r for r in self._store.assignments() if r.state == "running"}
+        holding: dict[str, set[str]] = {}
+        for record in records.values():
+            holding[record.id] = {u.host for u in record.units if u.state == "running"}
+        needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, records[u.assignment_id].one_per_host)
+                 for u in queued if u.assignment_id in records]
+        by_task = {u.task_id: u for u in queued}
+        for need, candidates in plan(needs, self._hosts(), {a: frozenset(h) for a, h in holding.items()}):
+            for host in candidates:
+                if await self._place(by_task[need.task_id], records[need.assignment_id].plugin_hash, host):
+                    break
         self._on_change()
 
-    def _plugin_hash(self, unit: UnitRecord) -> str:
-        return self._store.assignment(unit.assignment_id).plugin_hash
-
-    async def _run_guest(self, task: GuestTask) -> None:
-        aid, index = task.assignment_id, task.unit.index
+    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str) -> bool:
+        """Offer, then start under a new epoch with the newest checkpoint; False if the host would not."""
+        checkpoint = await trio.to_thread.run_sync(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
+        if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
+            checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
+        offer = UnitOffer(task_id=unit.task_id, plugin_hash=plugin_hash, memory_bytes=unit.memory_bytes,
+                          state_bytes=checkpoint.size if checkpoint else 0)
+        link = self._links.host(host)
         try:
-            outcome = await self._supervisor.run(task)
-            if isinstance(outcome, Completed):
-                if self._store.accept_result(aid, index, epoch=task.epoch, result=outcome.result):
-                    self._supervisor.discard_checkpoints(task.task_id)
-            elif isinstance(outcome, Evicted):
-                self._store.requeue_unit(aid, index, epoch=task.epoch)
-            elif isinstance(outcome, Failed):
-                self._handle_failure(task, outcome)
-        finally:
-            # Only now is the outcome in the store: whoever waits for this guest may look.
-            self._running.pop(task.task_id, None)
-            self._released.set()
-            self._released = trio.Event()
-        self._on_change()
-        self.wake()
+            with trio.fail_after(OFFER_TIMEOUT):
+                reply = await link.offer(self._node_id, offer)
+        except (NodeUnavailableError, trio.TooSlowError):
+            return False
+        if not reply.accepted:
+            log.info("%s refused %s: %s", host[:8], unit.task_id, reply.reason)
+            return False
+        record = self._store.assignment(unit.assignment_id)
+        epoch = self._store.place_unit(unit.assignment_id, unit.index, host=host)
+        spec = UnitSpec(
+            task_id=unit.task_id, assignment_id=unit.assignment_id, master=self._node_id,
+            plugin_name=record.plugin, plugin_version=record.plugin_version, plugin_hash=plugin_hash,
+            unit=encode_plain(WorkUnit(unit.index, unit.data, unit.memory_bytes, unit.cost).to_plain(), "work unit"),
+            memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs,
+        )
+        try:
+            verdict = await link.start(self._node_id, spec, checkpoint)
+        except FrostError as error:
+            verdict_ok, reason = False, error.message
+        else:
+            verdict_ok, reason = verdict.ok, verdict.reason
+        if not verdict_ok:
+            self._store.requeue_unit(unit.assignment_id, unit.index, epoch=epoch)
+            self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
+            return False
+        self._heard[unit.task_id] = time.monotonic()
+        where = "here" if host == self._node_id else f"on {host[:8]}"
+        resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
+        self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
+        return True
 
-    def _handle_failure(self, task: GuestTask, outcome: Failed) -> None:
-        aid, index = task.assignment_id, task.unit.index
-        unit = next(u for u in self._store.assignment(aid).units if u.index == index)
-        retries_left = self._max_retries() - unit.failures
-        if outcome.retryable and retries_left > 0:
-            self._store.requeue_unit(aid, index, epoch=task.epoch, error=outcome.reason)
-            self._events.add(
-                "assignment", f"unit {task.task_id} failed ({outcome.reason}); retrying, {retries_left} retries left",
-                severity="warning",
-            )
-            return
-        self._store.fail_unit(aid, index, epoch=task.epoch, error=outcome.reason)
-        self._store.fail_assignment(aid, f"unit {index} failed: {outcome.reason}")
-        self._events.add("assignment", f"assignment {aid} failed: unit {index}: {outcome.reason}",
-                         severity="error", title="Assignment failed")
+    def _newest_checkpoint(self, task_id: str, plugin_hash: str, index: int) -> CheckpointRecord | None:
+        """The furthest-along checkpoint of the unit held here: a replica, or one taken on this machine."""
+        found = [r for r in (self._replicas.latest(task_id), self._local_checkpoints.latest(task_id))
+                 if r is not None and (r.plugin_hash, r.unit_index) == (plugin_hash, index)]
+        return max(found, key=lambda r: (r.seq, r.epoch), default=None)
+
+    async def _newer_from_holders(self, unit: UnitRecord, plugin_hash: str,
+                                  best: CheckpointRecord | None) -> CheckpointRecord | None:
+        k = self._settings().replica_peers
+        for holder in replica_holders(unit.task_id, self._alive(), self._node_id, k):
+            with trio.move_on_after(OFFER_TIMEOUT):
+                held = await self._links.keeper(holder).fetch(unit.task_id, best.seq if best else 0)
+                if held is not None and (held.plugin_hash, held.unit_index) == (plugin_hash, unit.index):
+                    best = held
+                    self._events.add("assignment", f"{unit.task_id}: peer {holder[:8]} held a newer checkpoint "
+                                     f"({held.seq}) than this master")
+        return best
+
+    # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
+
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]:
+        stop = []
+        now = time.monotonic()
+        for status in units:
+            try:
+                assignment_id, index = split_task_id(status.task_id)
+                current = self._store.confirm_location(assignment_id, index, epoch=status.epoch, host=host)
+            except UnknownAssignmentError:
+                current = False
+            if current:
+                self._heard[status.task_id] = now
+                self._progress[status.task_id] = min(max(status.progress, 0.0), 1.0)
+            else:
+                stop.append(status.task_id)
+        self._on_change()
+        return tuple(stop)
+
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
+        """`result` is the guest's result envelope: the plugin's result and the unit's output files."""
+        assignment_id, index = split_task_id(task_id)
+        try:
+            value, files = envelope.unpack(envelope.RESULT, result)
+        except PluginError as error:
+            raise ProtocolError(f"the result of {task_id} from {host[:8]}: {error.message}") from error
+        accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files)
+        self._forget(task_id)
+        where = "here" if host == self._node_id else f"on {host[:8]}"
+        if accepted:
+            await trio.to_thread.run_sync(self._replicas.discard, task_id)
+            self._events.add("assignment", f"{task_id} result accepted: finished {where} (epoch {epoch})")
+            self.wake()
+        else:
+            self._events.add("assignment", f"{task_id} result refused: it came {where} with epoch {epoch}, "
+                             "and the unit is done or owned by a newer epoch")
+        self._on_change()
+        return accepted
+
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
+        assignment_id, index = split_task_id(task_id)
+        if record is not None:
+            await self._keep_replica(record)
+        requeued = self._store.requeue_unit(assignment_id, index, epoch=epoch)
+        if requeued:
+            self._forget(task_id)
+            self._events.add("assignment", f"{task_id} is back in the queue (evicted from {host[:8]})")
+            self.wake()
+        self._on_change()
+        return requeued
+
+    async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None:
+        assignment_id, index = split_task_id(task_id)
+        self._forget(task_id)
+        unit = self._store.unit(assignment_id, index)
+        retries_left = self._settings().max_retries - unit.failures
+        if retryable and retries_left > 0:
+            if self._store.requeue_unit(assignment_id, index, epoch=epoch, error=reason):
+                self._events.add("assignment", f"unit {task_id} failed on {host[:8]} ({reason}); retrying, "
+                                 f"{retries_left} retries left", severity="warning")
+                self.wake()
+        elif self._store.fail_unit(assignment_id, index, epoch=epoch, error=reason):
+            self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}")
+            self._events.add("assignment", f"assignment {assignment_id} failed: unit {index}: {reason}",
+                             severity="error", title="Assignment failed")
+        self._on_change()
+
+    async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool:
+        assignment_id, index = split_task_id(task_id)
+        current = self._store.confirm_location(assignment_id, index, epoch=epoch, host=destination)
+        if current:
+            self._heard[task_id] = time.monotonic()
+            self._events.add("move", f"{task_id} moved from {host[:8]} to {destination[:8]} (epoch {epoch})")
+        self._on_change()
+        return current
+
+    async def host_replica(self, host: str, record: CheckpointRecord) -> None:
+        assignment_id, index = split_task_id(record.task_id)
+        if not self._store.confirm_location(assignment_id, index, epoch=record.epoch, host=host):
+            raise FrostError(f"{record.task_id} epoch {record.epoch} is not the current copy; replica refused")
+        await self._keep_replica(record)
+
+    async def _keep_replica(self, record: CheckpointRecord) -> None:
+        assignment_id, index = split_task_id(record.task_id)
+        assignment = self._store.assignment(assignment_id)
+        if (record.plugin_hash, record.unit_index) != (assignment.plugin_hash, index):
+            raise FrostError(f"the replica of {record.task_id} was taken with other plugin code")
+        held = await trio.to_thread.run_sync(self._replicas.latest, record.task_id)
+        if held is None or record.seq > held.seq:
+            await trio.to_thread.run_sync(self._replicas.write, record)
+
+    # -- failure recovery ------------------------------------------------------------------------------
+
+    def host_lost(self, host: str) -> None:
+        """A host was declared dead: its units restart elsewhere from their last replicas."""
+        for unit in self._store.running_units():
+            if unit.host == host and unit.host != self._node_id:
+                self._requeue_lost(unit, f"its host {host[:8]} is dead")
+
+    def _recover_silent(self) -> None:
+        timeout = self._settings().host_timeout
+        now = time.monotonic()
+        for unit in self._store.running_units():
+            heard = self._heard.get(unit.task_id, self._started_at)
+            if now - heard > timeout:
+                self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {now - heard:.0f} s")
+
+    def _requeue_lost(self, unit: UnitRecord, why: str) -> None:
+        if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch):
+            self._forget(unit.task_id)
+            self._events.add("assignment", f"{unit.task_id} restarts elsewhere from its last checkpoint: {why}",
+                             severity="warning")
+            self.wake()
+
+    def _forget(self, task_id: str) -> None:
+        self._heard.pop(task_id, None)
+        self._progress.pop(task_id, None)
+
+    # -- combining -------------------------------------------------------------------------------------
 
     def _combine_ready(self, nursery: trio.Nursery) -> None:
         for assignment_id in self._store.combining_assignments():

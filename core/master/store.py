@@ -18,6 +18,7 @@ from typing import Any
 import cbor2
 
 from ..errors import FrostError
+from ..guest.views import InputFile
 
 SCHEMA_VERSION = 1
 
@@ -60,6 +61,13 @@ CREATE TABLE IF NOT EXISTS intents (
 """
 
 
+_ADDED_COLUMNS = (
+    ("assignments", "one_per_host", "INTEGER NOT NULL DEFAULT 0"),
+    ("assignments", "inputs", "BLOB"),  # CBOR list of [name, sha256, size]; NULL: none
+    ("units", "files", "BLOB"),         # CBOR map of a done unit's output files; NULL: none
+)
+
+
 class UnknownAssignmentError(FrostError):
     title = "Unknown assignment"
 
@@ -78,10 +86,19 @@ class UnitRecord:
     moves: int
     progress: float
     error: str | None
+    inputs: tuple[InputFile, ...] = ()  # the assignment's input files
 
     @property
     def task_id(self) -> str:
         return f"{self.assignment_id}.{self.index}"
+
+
+def split_task_id(task_id: str) -> tuple[str, int]:
+    """(assignment id, unit index) of a task id; UnknownAssignmentError if it is not one."""
+    assignment_id, _, index = task_id.rpartition(".")
+    if not assignment_id or not index.isdigit():
+        raise UnknownAssignmentError(f"{task_id!r} is not a task id (ASSIGNMENT.UNIT)")
+    return assignment_id, int(index)
 
 
 @dataclass(frozen=True)
@@ -98,6 +115,9 @@ class AssignmentRecord:
     result_filename: str | None
     error: str | None
     units: tuple[UnitRecord, ...]
+    one_per_host: bool = False
+    """FROST's rule: at most one unit of this assignment per host (otherwise one per free core)."""
+    inputs: tuple[InputFile, ...] = ()
 
     @property
     def progress(self) -> float:
@@ -126,6 +146,7 @@ class MasterStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns()
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
@@ -133,6 +154,13 @@ class MasterStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def _add_missing_columns(self) -> None:
+        """Columns added after a database was created are added to it, with their defaults."""
+        for table, column, declaration in _ADDED_COLUMNS:
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -149,7 +177,8 @@ class MasterStore:
 
     def create_assignment(
         self, *, plugin: str, plugin_version: str, plugin_hash: str,
-        params: dict[str, Any], units: list[NewUnit], now: float | None = None,
+        params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
+        inputs: tuple[InputFile, ...] = (),
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
@@ -161,9 +190,10 @@ class MasterStore:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM assignments").fetchone()
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
-                "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-                (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now),
+                "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
+                " one_per_host, inputs) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
+                 _encode_inputs(inputs)),
             )
             db.executemany(
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state) VALUES (?, ?, ?, ?, ?, 'queued')",
@@ -174,7 +204,7 @@ class MasterStore:
     def assignment(self, assignment_id: str) -> AssignmentRecord:
         row = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error FROM assignments WHERE id = ?",
+            " result_media_type, result_filename, error, one_per_host, inputs FROM assignments WHERE id = ?",
             (assignment_id,),
         ).fetchone()
         if row is None:
@@ -187,7 +217,7 @@ class MasterStore:
             return list(self._listed[1])
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error FROM assignments ORDER BY seq"
+            " result_media_type, result_filename, error, one_per_host, inputs FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._assignment_from_row(row) for row in rows]
         self._listed = (self._version, records)
@@ -209,6 +239,15 @@ class MasterStore:
             "SELECT result FROM units WHERE assignment_id = ? ORDER BY idx", (assignment_id,)
         ).fetchall()
         return [cbor2.loads(result) for (result,) in rows]
+
+    def unit_files(self, assignment_id: str) -> Iterator[dict[str, bytes]]:
+        """Each unit's output files in unit order, decoded one unit at a time (they may be large)."""
+        (count,) = self._db.execute("SELECT COUNT(*) FROM units WHERE assignment_id = ?", (assignment_id,)).fetchone()
+        for index in range(count):
+            (files,) = self._db.execute(
+                "SELECT files FROM units WHERE assignment_id = ? AND idx = ?", (assignment_id, index)
+            ).fetchone()
+            yield {} if files is None else cbor2.loads(files)
 
     def finish_assignment(self, assignment_id: str, *, data: bytes, media_type: str, filename: str) -> None:
         with self._transaction() as db:
@@ -272,19 +311,62 @@ class MasterStore:
             )
         return epoch
 
-    def accept_result(self, assignment_id: str, index: int, *, epoch: int, result: bytes) -> bool:
-        """Store a unit's result once: a second result, or one from a stale epoch, is refused.
+    def accept_result(
+        self, assignment_id: str, index: int, *, epoch: int, result: bytes, files: dict[str, bytes] | None = None,
+    ) -> bool:
+        """Store a unit's result once: a second result, or one from a superseded epoch, is refused.
 
-        Returns True when this call completed the unit. The check and the write are one
-        transaction, so two deliveries racing each other cannot both be accepted.
+        A result from an epoch newer than the stored one is accepted: it comes from a move this
+        master had not heard of yet (its host was out of reach), and the lineage is the unit's.
+        A queued unit still takes the result of its last epoch (a host thought lost came back
+        with the work done). Returns True when this call completed the unit; the check and the
+        write are one transaction, so two deliveries racing each other cannot both be accepted.
         """
         with self._transaction() as db:
             cursor = db.execute(
-                "UPDATE units SET state = 'done', result = ?, progress = 1.0, error = NULL"
-                " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
-                (result, assignment_id, index, epoch),
+                "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL"
+                " WHERE assignment_id = ? AND idx = ? AND epoch <= ? AND state IN ('running', 'queued')"
+                " AND EXISTS (SELECT 1 FROM assignments a WHERE a.id = assignment_id AND a.state = 'running')",
+                (result, cbor2.dumps(files, canonical=True) if files else None, assignment_id, index, epoch),
             )
             return cursor.rowcount == 1
+
+    def grant_move(self, assignment_id: str, index: int, *, epoch: int, host: str) -> int | None:
+        """A running unit moves to `host`: return its next ownership epoch, or None if `epoch` is stale.
+
+        From now on only the copy at `host` with the new epoch counts; the old one stops at its
+        next report and its result would be refused.
+        """
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE units SET epoch = epoch + 1, host = ?, moves = moves + 1"
+                " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
+                (host, assignment_id, index, epoch),
+            )
+            return epoch + 1 if cursor.rowcount == 1 else None
+
+    def confirm_location(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
+        """A host reports it runs the unit at `epoch`: True if that copy is the current one.
+
+        A newer epoch than the stored one is a move this master missed (it adopts it); the same
+        epoch on another host loses to the stored host, so two copies never both go on.
+        """
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT u.epoch, u.host, u.state, a.state FROM units u JOIN assignments a ON a.id = u.assignment_id"
+                " WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index),
+            ).fetchone()
+            if row is None or row[2] not in ("running", "queued") or row[3] != "running":
+                return False
+            stored_epoch, stored_host, state, _ = row
+            if epoch > stored_epoch:
+                db.execute(
+                    "UPDATE units SET epoch = ?, host = ?, state = 'running',"
+                    " moves = moves + (CASE WHEN host != ? THEN 1 ELSE 0 END) WHERE assignment_id = ? AND idx = ?",
+                    (epoch, host, host, assignment_id, index),
+                )
+                return True
+            return epoch == stored_epoch and host == stored_host and state == "running"
 
     def requeue_unit(self, assignment_id: str, index: int, *, epoch: int, error: str | None = None) -> bool:
         """Send a running unit back to the queue: evicted, or (with `error`) failed and worth a retry."""
@@ -304,10 +386,22 @@ class MasterStore:
             )
             return cursor.rowcount == 1
 
-    def requeue_running(self) -> int:
-        """At start-up: units this node was running when it died go back to the queue."""
+    def requeue_hosted_by(self, host: str) -> list[UnitRecord]:
+        """Queue again the running units `host` holds (it died, or this node restarted); return them."""
         with self._transaction() as db:
-            return db.execute("UPDATE units SET state = 'queued' WHERE state = 'running'").rowcount
+            rows = db.execute(
+                f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.state = 'running' AND u.host = ?", (host,)
+            ).fetchall()
+            db.execute("UPDATE units SET state = 'queued' WHERE state = 'running' AND host = ?", (host,))
+        return [_unit_from_row(row) for row in rows]
+
+    def unit(self, assignment_id: str, index: int) -> UnitRecord:
+        row = self._db.execute(
+            f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index)
+        ).fetchone()
+        if row is None:
+            raise UnknownAssignmentError(f"no unit {assignment_id}.{index} on this node")
+        return _unit_from_row(row)
 
     def all_units_done(self, assignment_id: str) -> bool:
         (pending,) = self._db.execute(
@@ -351,12 +445,13 @@ class MasterStore:
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
+            one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]),
         )
 
 
 _UNIT_COLUMNS = (
     "u.assignment_id, u.idx, u.data, u.memory_bytes, u.cost, u.state, u.host, u.epoch, u.failures,"
-    " u.moves, u.progress, u.error"
+    " u.moves, u.progress, u.error, (SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id)"
 )
 
 
@@ -364,4 +459,13 @@ def _unit_from_row(row: tuple) -> UnitRecord:
     return UnitRecord(
         assignment_id=row[0], index=row[1], data=cbor2.loads(row[2]), memory_bytes=row[3], cost=row[4],
         state=row[5], host=row[6], epoch=row[7], failures=row[8], moves=row[9], progress=row[10], error=row[11],
+        inputs=_decode_inputs(row[12]),
     )
+
+
+def _encode_inputs(inputs: tuple[InputFile, ...]) -> bytes | None:
+    return cbor2.dumps([[f.name, f.sha256, f.size] for f in inputs]) if inputs else None
+
+
+def _decode_inputs(blob: bytes | None) -> tuple[InputFile, ...]:
+    return () if blob is None else tuple(InputFile(name, sha256, size) for name, sha256, size in cbor2.loads(blob))

@@ -3,10 +3,10 @@
 Time and randomness come in as arguments; nothing here does I/O or imports trio.
 """
 
+from .bandwidth import Bandwidths, assumed_bandwidth, estimate_bandwidth
 from .information import (
     Tendency,
     available_power,
-    estimate_bandwidth,
     fits_memory,
     guest_available,
     memory_pool,
@@ -40,11 +40,11 @@ from .transfer import (
 from .views import NodeView, PolicySettings, UnitView
 
 __all__ = [
-    "Action", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy", "OwnerSettings",
-    "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Selection", "SystemView", "Tendency", "TransferDecision",
-    "UnitView", "admits", "available_power", "choose_destination", "choose_source", "confirm_destination",
-    "decide_owner", "decide_transfer", "distance", "estimate_bandwidth", "fits_memory", "guest_available",
-    "may_leave", "memory_pool", "migration_cost", "pays_off", "predict_destination", "predict_move",
-    "predict_source", "rank_destinations", "resources_per_guest", "select_guest", "smooth", "summarize", "system_average",
-    "tendency", "thresholds", "time_saved", "transfer_mode", "worth_publishing",
+    "Action", "Bandwidths", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy",
+    "OwnerSettings", "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Selection", "SystemView", "Tendency",
+    "TransferDecision", "UnitView", "admits", "assumed_bandwidth", "available_power", "choose_destination",
+    "choose_source", "confirm_destination", "decide_owner", "decide_transfer", "distance", "estimate_bandwidth",
+    "fits_memory", "guest_available", "may_leave", "memory_pool", "migration_cost", "pays_off", "predict_destination",
+    "predict_move", "predict_source", "rank_destinations", "resources_per_guest", "select_guest", "smooth",
+    "summarize", "system_average", "tendency", "thresholds", "time_saved", "transfer_mode", "worth_publishing",
 ]

@@ -1,4 +1,4 @@
-"""The information policy's arithmetic: comparable figures, smoothing, tendency, bandwidth, memory."""
+"""The information policy's arithmetic: comparable figures, smoothing, tendency, memory."""
 
 from __future__ import annotations
 
@@ -52,20 +52,6 @@ def worth_publishing(published: float | None, current: float, min_change: float 
         return True
     scale = max(abs(published), abs(current), 1e-9)
     return abs(current - published) / scale >= min_change
-
-
-def estimate_bandwidth(previous: float | None, nbytes: int, seconds: float, weight: float = 0.3) -> float:
-    """Bytes per second towards a peer, an exponential average over real transfers.
-
-    A tiny transfer says more about latency than bandwidth, so it moves the estimate less.
-    """
-    if seconds <= 0 or nbytes <= 0:
-        return previous if previous is not None else 0.0
-    observed = nbytes / seconds
-    if previous is None:
-        return observed
-    trust = weight * min(1.0, nbytes / 1_000_000)
-    return previous + trust * (observed - previous)
 
 
 def memory_pool(total_memory: int, cap_bytes: int = 0) -> int:

@@ -7,6 +7,7 @@ from collections import deque
 
 from ..policies import (
     Action,
+    Bandwidths,
     Mode,
     NodeView,
     OwnerPolicy,
@@ -15,18 +16,13 @@ from ..policies import (
     PolicySettings,
     SystemView,
     UnitView,
-    choose_source,
-    confirm_destination,
-    decide_transfer,
-    estimate_bandwidth,
-    rank_destinations,
     resources_per_guest,
-    select_guest,
     smooth,
     thresholds,
     transfer_mode,
     worth_publishing,
 )
+from ..policies.balance import Plan, Step, backoff_after, plan, plan_for_requester
 from ..policies.owner import GuestAction, Phase
 from .engine import CHECK, Node, Simulation, Unit, restore_seconds
 
@@ -165,7 +161,7 @@ class OursStrategy(Strategy):
         self.visible_available = [node.speed for node in sim.nodes]
         self.visible_guests = [0] * len(sim.nodes)
         self.news: deque[tuple[float, int, float, int]] = deque()
-        self.bandwidths: dict[int, dict[str, float]] = {}   # source -> destination id -> bytes/s
+        self.bandwidths: dict[int, Bandwidths] = {}   # per source node
         self._targets: list[NodeView] | None = None
         self._sources: list[NodeView] | None = None
         self._tick_average: float | None = None
@@ -219,38 +215,41 @@ class OursStrategy(Strategy):
                     or worth_publishing(state.published[0], available, self.settings.broadcast_change)):
                 state.published = (available, guests)
                 self.news.append((sim.now + delay, node.index, available, guests))
-            readings.append((available, resources_per_guest(available, guests + 1, 1, node.speed)))
+            readings.append(resources_per_guest(available, guests + 1, 1, node.speed))
         self._tick_average = self._average(sim)
-        system = SystemView(self._tick_average, self._idle_average, 0.0, len(sim.nodes))
+        system = self._system(sim)
         lower, upper = thresholds(system.average, self.settings.band)
-        # Only one side of the symmetric policy is on: skip readings that side ignores.
+        # Only one side of the symmetric policy is on: skip readings that side ignores (plan() would
+        # say NOTHING), and hand plan() only the partners that side can choose from.
         sender = transfer_mode(system) is Mode.SENDER
         quiet_low, quiet_high = (lower, float("inf")) if sender else (float("-inf"), upper)
-        self._targets: list[NodeView] | None = None
-        self._sources: list[NodeView] | None = None
-        for node, (available, reading) in zip(sim.nodes, readings):
+        self._targets = None
+        self._sources = None
+        for node, reading in zip(sim.nodes, readings):
             state = node.policy
             previous, state.previous = state.previous, reading
             if state.decision is GuestAction.EVICT and node.guests:
-                self._evict(sim, node, system, lower)
+                self._evict(sim, node, system)
                 continue
             if (state.decision is not GuestAction.RUN or previous is None or quiet_low <= reading <= quiet_high
                     or sim.now < state.retry_at):
-                continue   # decide_transfer would say STAY, or we wait after a failed attempt
-            decision = decide_transfer(reading, previous, len(node.guests), system, self.settings)
+                continue
+            me = self._fresh(node)
+            peers = self._candidates(sim) if sender else self._loaded(sim)
+            chosen = plan(me, peers, self._units(node), previous, system,
+                          self._bandwidths(node).view(p.node_id for p in peers), sim.now, self.settings)
             moved = False
-            if decision.action is Action.SEND:
-                moved = self._send(sim, node, resources_per_guest(available, len(node.guests), 1, node.speed),
-                                   system, lower)
-            elif decision.action is Action.REQUEST:
-                moved = self._request(sim, node, system, lower)
-            if decision.action is not Action.STAY:
-                self._after_attempt(sim, state, moved)
+            if chosen.step is Step.SEND:
+                moved = self._place(sim, node, me, chosen)
+            elif chosen.step is Step.REQUEST:
+                moved = self._request(sim, node, me, chosen, system)
+            if chosen.wanted is not Action.STAY:
+                state.backoff = backoff_after(moved, state.backoff)
+                state.retry_at = 0.0 if moved else sim.now + state.backoff * sim.scenario.tick
 
-    def _after_attempt(self, sim: Simulation, state: OurNode, moved: bool) -> None:
-        """A node that found no partner waits 1, 2, 4 ... 8 ticks before asking peers again."""
-        state.backoff = 1 if moved else min(state.backoff * 2, 8)
-        state.retry_at = 0.0 if moved else sim.now + state.backoff * sim.scenario.tick
+    def _system(self, sim: Simulation) -> SystemView:
+        average = self._tick_average if self._tick_average is not None else self._average(sim)
+        return SystemView(average, self._idle_average, 0.0, len(sim.nodes))
 
     def _average(self, sim: Simulation) -> float:
         """S_avg over the gossip-stale table: the mean offer (what one more guest would get)."""
@@ -260,6 +259,7 @@ class OursStrategy(Strategy):
 
     # -- sender and receiver initiated moves ----------------------------------------------------
     def _candidates(self, sim: Simulation) -> list[NodeView]:
+        """The best offers of the stale table: the only rows a sender's plan could pick."""
         if self._targets is None:
             count = 3 * self.settings.candidates
             best = heapq.nlargest(count, sim.nodes, key=lambda n: resources_per_guest(
@@ -267,63 +267,62 @@ class OursStrategy(Strategy):
             self._targets = [self._stale(n) for n in best]
         return self._targets
 
-    def _bandwidths(self, source: Node) -> dict[str, float]:
-        return self.bandwidths.setdefault(source.index, {})
-
-    def _place(self, sim: Simulation, source: Node, unit: Unit, system: SystemView, lower: float,
-               owner_forced: bool) -> bool:
-        own = self._fresh(source)
-        if owner_forced:
-            own = NodeView(own.node_id, 0.0, own.guests, 1, source.speed, 0.0)
-        view = self._unit(unit)
-        bandwidths = self._bandwidths(source)
-        for target in rank_destinations(own, view, self._candidates(sim), system.average, lower, bandwidths,
-                                        self.settings, owner_forced):
-            node = sim.nodes[int(target.node_id)]
-            bandwidth = bandwidths.get(target.node_id, self.settings.default_bandwidth)
-            if confirm_destination(own, self._fresh(node), view, system.average, lower, bandwidth, self.settings,
-                                   owner_forced, expected=target):
-                return sim.move(unit, node, "owner" if owner_forced else "balance")
-        return False
-
-    def _send(self, sim: Simulation, node: Node, here: float, system: SystemView, lower: float) -> bool:
-        targets = self._candidates(sim)
-        there = max((t.offer for t in targets), default=0.0)
-        bandwidth = self.settings.default_bandwidth
-        choice = select_guest([self._unit(u) for u in node.guests if not u.pinned], here, there, bandwidth,
-                              sim.now, self.settings)
-        if choice is None:
-            return False
-        return self._place(sim, node, sim.units[int(choice.unit.task_id)], system, lower, owner_forced=False)
-
-    def _request(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> bool:
+    def _loaded(self, sim: Simulation) -> list[NodeView]:
+        """The lowest offers among nodes with guests: the only rows a receiver's plan could ask."""
         if self._sources is None:
             loaded = [n for n in sim.nodes if self.visible_guests[n.index] > 0]
             worst = heapq.nsmallest(3 * self.settings.candidates, loaded, key=lambda n: resources_per_guest(
                 self.visible_available[n.index], self.visible_guests[n.index] + 1, 1, n.speed))
             self._sources = [self._stale(n) for n in worst]
-        me = self._fresh(node)
-        if not me.accepting:
-            return False
-        stale = choose_source(me, self._sources, system.average)
-        if stale is None:
-            return False
-        source = sim.nodes[int(stale.node_id)]
-        fresh = self._fresh(source)
-        if source.policy.decision is not GuestAction.RUN or not source.guests:
-            return False
-        bandwidth = self._bandwidths(source).get(str(node.index), self.settings.default_bandwidth)
-        choice = select_guest([self._unit(u) for u in source.guests if not u.pinned], fresh.per_guest,
-                              me.offer, bandwidth, sim.now, self.settings)
-        if choice is None or not confirm_destination(fresh, me, choice.unit, system.average, lower, bandwidth,
-                                                     self.settings):
-            return False
-        return sim.move(sim.units[int(choice.unit.task_id)], node, "balance")
+        return self._sources
 
-    def _evict(self, sim: Simulation, node: Node, system: SystemView, lower: float) -> None:
-        for unit in list(node.guests):
-            if not unit.pinned:
-                self._place(sim, node, unit, system, lower, owner_forced=True)
+    def _bandwidths(self, source: Node) -> Bandwidths:
+        known = self.bandwidths.get(source.index)
+        if known is None:
+            known = self.bandwidths[source.index] = Bandwidths(self.settings.default_bandwidth)
+        return known
+
+    def _units(self, node: Node) -> list[UnitView]:
+        return [self._unit(u) for u in node.guests if not u.pinned]
+
+    def _place(self, sim: Simulation, source: Node, me: NodeView, chosen: Plan) -> bool:
+        """The fresh query before sending: the first ranked target whose own answer still fits."""
+        assert chosen.unit is not None
+        bandwidths = self._bandwidths(source)
+        for target in chosen.destinations:
+            node = sim.nodes[int(target.node_id)]
+            if chosen.confirm(me, self._fresh(node), bandwidths.get(target.node_id), self.settings):
+                return sim.move(sim.units[int(chosen.unit.task_id)], node, "owner" if chosen.owner_forced
+                                else "balance")
+        return False
+
+    def _request(self, sim: Simulation, node: Node, me: NodeView, chosen: Plan, system: SystemView) -> bool:
+        assert chosen.source is not None
+        source = sim.nodes[int(chosen.source.node_id)]
+        fresh = self._fresh(source)
+        if source.policy.decision is not GuestAction.RUN or not chosen.still_loaded(me, fresh):
+            return False
+        answer = plan_for_requester(fresh, me, self._units(source), system,
+                                    self._bandwidths(source).get(me.node_id), sim.now, self.settings)
+        if answer.step is not Step.SEND:
+            return False
+        assert answer.unit is not None
+        return sim.move(sim.units[int(answer.unit.task_id)], node, "balance")
+
+    def _evict(self, sim: Simulation, node: Node, system: SystemView) -> None:
+        """Owner-forced: one plan per guest until no peer takes the next one."""
+        tried: set[str] = set()
+        while True:
+            units = [u for u in self._units(node) if u.task_id not in tried]
+            me = self._fresh(node)
+            peers = self._candidates(sim)
+            chosen = plan(me, peers, units, None, system, self._bandwidths(node).view(p.node_id for p in peers),
+                          sim.now, self.settings, GuestAction.EVICT)
+            if chosen.step is not Step.SEND:
+                return
+            assert chosen.unit is not None
+            tried.add(chosen.unit.task_id)
+            self._place(sim, node, me, chosen)
 
     # -- owner policy ------------------------------------------------------------------------------
     def on_owner(self, sim: Simulation, node: Node) -> None:
@@ -339,9 +338,7 @@ class OursStrategy(Strategy):
             sim.push(decision.recheck_at, CHECK, node, "timer")
         if decision.action is GuestAction.EVICT and node.guests:
             self._targets = None
-            average = self._tick_average if self._tick_average is not None else self._average(sim)
-            system = SystemView(average, self._idle_average, 0.0, len(sim.nodes))
-            self._evict(sim, node, system, thresholds(average, self.settings.band)[0])
+            self._evict(sim, node, self._system(sim))
 
     def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None:
         migration = None
@@ -351,9 +348,8 @@ class OursStrategy(Strategy):
                 break
         if migration is not None:
             transfer = max(migration.seconds - restore_seconds(migration.nbytes), 1e-6)
-            known = self.bandwidths.setdefault(migration.source, {})
-            key = str(migration.destination)
-            known[key] = estimate_bandwidth(known.get(key), migration.nbytes, transfer)
+            self._bandwidths(sim.nodes[migration.source]).observe(str(migration.destination), migration.nbytes,
+                                                                  transfer)
 
 
 STRATEGIES = {cls.name: cls for cls in (Strategy, RandomStrategy, ThresholdStrategy, OursStrategy, IdealStrategy)}

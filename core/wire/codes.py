@@ -26,31 +26,24 @@ class MessageCode(enum.IntEnum):
     PUSH_PULL = 30
     PUSH_PULL_REPLY = 31
     RESOURCE_UPDATE = 32
-    # Units between a master and its hosts (core/cluster/units.py).
+    # Units between a master and its hosts, and moves between hosts (core/cluster/messages.py).
     UNIT_OFFER = 40
     UNIT_OFFER_REPLY = 41
     UNIT_START = 42
-    UNIT_STARTED = 43
+    VERDICT = 43
     UNIT_REPORT = 44
     UNIT_REPORT_REPLY = 45
     UNIT_RESULT = 46
-    UNIT_RESULT_REPLY = 47
     UNIT_RETURN = 48
     UNIT_FAILED = 49
-    # Migration between two hosts (core/cluster/migration.py).
-    MOVE_OFFER = 50
-    MOVE_OFFER_REPLY = 51
-    MOVE_STATE = 52
-    MOVE_DONE = 53
-    MOVE_GRANT = 54
-    MOVE_GRANT_REPLY = 55
+    UNIT_MOVED = 54
     MOVE_COMMAND = 56
-    MOVE_COMMAND_REPLY = 57
     WORK_REQUEST = 58
-    WORK_REQUEST_REPLY = 59
     # Checkpoint replication to the master and to peers (core/cluster/replication.py).
     CHECKPOINT_REPLICA = 60
-    CHECKPOINT_REPLICA_REPLY = 61
+    REPLICA_FETCH = 61
+    FIGURES_QUERY = 62
+    FIGURES_REPLY = 63
     # Plugin code by content hash (core/cluster/code_shipping.py).
     PLUGIN_FETCH = 65
     PLUGIN_CODE = 66
@@ -69,3 +62,6 @@ class MessageCode(enum.IntEnum):
     GUEST_FAILED = 205
     GUEST_STOP = 206
     GUEST_LOG = 207
+    GUEST_FILE_REQUEST = 208
+    GUEST_FILE_READY = 209
+    GUEST_FILE_REFUSED = 210

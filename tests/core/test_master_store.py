@@ -97,7 +97,7 @@ def test_kill_9_mid_write_keeps_every_acknowledged_result(tmp_path):
     (record,) = store.assignments()
     done = [u.index for u in record.units if u.state == "done"]
     assert done == list(range(len(done))) and len(done) > acknowledged
-    assert store.requeue_running() <= 1  # at most the unit that was mid-flight
+    assert len(store.requeue_hosted_by("me")) <= 1  # at most the unit that was mid-flight
 
 
 def test_listing_follows_every_write(tmp_path):
@@ -111,3 +111,58 @@ def test_listing_follows_every_write(tmp_path):
     store.mark_combining(aid)
     assert store.assignments()[0].state == "combining"
     assert [u.state for u in store.assignments()[0].units] == ["done"]
+
+
+def test_a_move_the_master_missed_is_adopted_and_the_same_epoch_elsewhere_loses(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    # n1 moved the unit to n2 under epoch+1 while the master was out of reach: n2's report wins.
+    assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")
+    assert not store.confirm_location(aid, 0, epoch=epoch, host="n1")          # the old copy stops
+    unit = store.unit(aid, 0)
+    assert (unit.host, unit.epoch, unit.moves) == ("n2", epoch + 1, 1)
+    # Two copies under one epoch (a recovery raced a move): the stored host is the one that goes on.
+    assert not store.confirm_location(aid, 0, epoch=epoch + 1, host="n3")
+    assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")
+
+
+def test_a_result_from_a_newer_epoch_than_known_is_accepted_once_a_stale_one_never(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    epoch = store.place_unit(aid, 0, host="n1")
+    assert store.accept_result(aid, 0, epoch=epoch + 3, result=cbor2.dumps("moved twice"))
+    assert not store.accept_result(aid, 0, epoch=epoch + 3, result=cbor2.dumps("again"))
+    later = store.place_unit(aid, 1, host="n1")
+    assert store.requeue_unit(aid, 1, epoch=later)
+    assert store.place_unit(aid, 1, host="n2") == later + 1
+    assert not store.accept_result(aid, 1, epoch=later, result=cbor2.dumps("stale copy"))
+    assert [u.state for u in store.assignment(aid).units] == ["done", "running"]
+
+
+def test_a_queued_unit_still_takes_the_result_of_its_last_epoch(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    assert store.requeue_unit(aid, 0, epoch=epoch)     # its host went silent: queued again
+    assert store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))   # ...but it came back with the work
+    assert store.unit(aid, 0).state == "done"
+    assert not store.queued_units()
+
+
+def test_a_restart_requeues_only_the_units_this_machine_ran(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    store.place_unit(aid, 0, host=NODE_ID)
+    store.place_unit(aid, 1, host="elsewhere")
+    assert [u.task_id for u in store.requeue_hosted_by(NODE_ID)] == [f"{aid}.0"]
+    assert [u.state for u in store.assignment(aid).units] == ["queued", "running"]
+
+
+def test_a_cancelled_assignment_accepts_no_result(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    store.cancel_assignment(aid)
+    assert not store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))
+    assert not store.confirm_location(aid, 0, epoch=epoch, host="n1")

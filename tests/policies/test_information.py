@@ -1,11 +1,10 @@
-"""Information-policy arithmetic: comparable figures, smoothing, publishing, bandwidth, memory."""
+"""Information-policy arithmetic: comparable figures, smoothing, publishing, memory."""
 
 import pytest
 
 from frost_core.policies import (
     Tendency,
     available_power,
-    estimate_bandwidth,
     fits_memory,
     guest_available,
     memory_pool,
@@ -39,16 +38,6 @@ def test_publish_only_on_a_five_percent_change():
     assert not worth_publishing(1.00, 1.04)     # 4 % change
     assert worth_publishing(1.00, 1.06)         # 6 % change (of the larger figure: 0.06/1.06 = 5.7 %)
     assert not worth_publishing(0.0, 0.0)
-
-
-def test_bandwidth_estimate_follows_real_transfers():
-    first = estimate_bandwidth(None, 10_000_000, 1.0)
-    assert first == 10e6
-    # a second 10 MB transfer at 20 MB/s moves it 30 % of the way: 10 + 0.3 × 10 = 13 MB/s
-    assert estimate_bandwidth(first, 10_000_000, 0.5) == pytest.approx(13e6)
-    # a tiny transfer barely moves it (latency, not bandwidth)
-    assert estimate_bandwidth(first, 1_000, 1e-4) == pytest.approx(10e6, rel=1e-3)
-    assert estimate_bandwidth(first, 0, 1.0) == first
 
 
 def test_memory_pool_and_fit():

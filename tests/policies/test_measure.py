@@ -1,5 +1,7 @@
 """Live measurements on this machine: real probe subprocesses, real /proc files, real CPU counters."""
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -95,3 +97,45 @@ async def test_sampler_counts_guest_processes_as_guests_not_owner():
 def test_sampler_refuses_an_uncalibrated_speed():
     with pytest.raises(ValueError, match="calibrate"):
         ResourceSampler(0.0, list)
+
+
+def _measure_cli(data_dir, cache, *extra):
+    from tests.nodes import FROST_TUI
+
+    return subprocess.run([FROST_TUI, "measure", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
+                           *extra], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+
+
+def test_measure_without_a_node_saves_fresh_extremities(tmp_path):
+    cache = tmp_path / "cache"
+    done = _measure_cli(tmp_path / "data", cache, "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    saved = Extremities.load(cache / "frost-tui" / "extremities.json")
+    assert shown["idle"] == saved.idle and shown["measured_at"] == saved.measured_at
+    assert saved.speed > 0 and 0 <= saved.heavy <= saved.idle * 1.5   # a busy machine never offers much more
+
+
+@pytest.mark.slow
+def test_measure_with_a_running_node_makes_it_measure_and_use_the_figures(tmp_path):
+    from frost_core.wire.security import ClusterKey
+    from tests.nodes import start_node
+
+    cache = tmp_path / "cache"
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    node = start_node(tmp_path / "node", key_file=key, env={"XDG_CACHE_HOME": str(cache)})
+    try:
+        saved = cache / "frost-tui" / "extremities.json"
+        deadline = time.monotonic() + 60
+        while not saved.exists() and time.monotonic() < deadline:   # the node measures on its first start
+            time.sleep(0.2)
+        first = Extremities.load(saved)
+        done = _measure_cli(node.data_dir, cache)
+        assert done.returncode == 0, done.stderr
+        assert "the running node uses them from now on" in done.stdout
+        assert Extremities.load(saved).measured_at > first.measured_at
+        assert node.process.poll() is None
+    finally:
+        node.stop()

@@ -1,0 +1,435 @@
+"""The host side of units: run other people's units (and this node's own) as guests, and account for them.
+
+Whatever a unit's master is, this machine treats it alike: a master (or another host handing a
+unit over) first asks `offer`, then `start`s it with its checkpoint, and the answer comes only
+once that checkpoint is durable here and the guest process runs. While it runs, the unit is
+reported to its master every `cluster.report_interval` (that report is its heartbeat, and the
+master's reply stops copies superseded by a newer epoch), its checkpoints are replicated to the
+master, and when it ends its result or failure is owed to the master until delivered — kept in
+a durable outbox if the master is out of reach. An evicted guest is sent on to the best peer
+(`migration.relocate`) or back to its master's queue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.cluster.links import Links
+from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
+from frost_core.cluster.replication import replica_holders
+from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
+from frost_core.events import EventLog
+from frost_core.guest import envelope
+from frost_core.guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, GuestTask
+from frost_core.plugin_api import MAX_RESULT_BYTES, WorkUnit, decode_plain
+from frost_core.plugin_registry import PluginInfo
+from frost_core.policies.views import NodeView
+
+if TYPE_CHECKING:
+    from frost_core.cluster.migration import Migrator
+
+log = logging.getLogger("frost.host")
+
+FORWARD_SECONDS = 600.0
+"""How long a host remembers where a unit it handed over went, to pass on commands sent to the old place."""
+RESERVATION_SECONDS = 60.0
+"""How long an accepted offer holds its CPU and memory while the start is on its way."""
+SUPERSEDED = "superseded: the master runs a newer copy of this unit elsewhere, or no longer needs it"
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """What this machine offers guests right now (from the owner's intents, policy and settings)."""
+
+    accepts_guests: bool
+    reason: str             # why not, when it does not
+    cpus: int
+    memory_pool_bytes: int
+    available: float        # the gossiped availability, in speed units
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSettings:
+    report_interval: float = 2.0
+    hold_results: float = 86400.0
+    replicate_every: int = 1
+    replicate_max_bytes: int = 256 << 20
+    replica_peers: int = 0
+    allow_cluster_plugins: bool = True
+    move_deadline: float = 2.0
+    """How long a move waits for the guest's state at its next migration point before taking the last checkpoint."""
+
+    @classmethod
+    def from_config(cls, config) -> HostSettings:
+        return cls(
+            report_interval=config.get("cluster.report_interval"), hold_results=config.get("cluster.hold_results"),
+            replicate_every=config.get("checkpoints.replicate_every"),
+            replicate_max_bytes=config.get("checkpoints.replicate_max_mb") << 20,
+            replica_peers=config.get("checkpoints.replica_peers"),
+            allow_cluster_plugins=config.get("cluster.allow_cluster_plugins"),
+        )
+
+
+@dataclasses.dataclass(eq=False)
+class Hosted:
+    """One unit on this machine, from its start until its outcome is in its master's hands."""
+
+    task: GuestTask
+    spec: UnitSpec
+    arrived_at: float
+    progress: float = 0.0
+    leaving: bool = False                 # a move or eviction is taking it away
+    captured: trio.Event = dataclasses.field(default_factory=trio.Event)
+    capture: CheckpointRecord | None = None
+    ended: bool = False                   # it finished or failed while a move waited for its state
+    checkpoints: int = 0
+    replicating: bool = False
+
+    @property
+    def master(self) -> str:
+        return self.spec.master
+
+
+PluginSource = Callable[[str, tuple[str, ...]], Awaitable[PluginInfo]]
+"""(code hash, node ids that may have it) -> the plugin, fetched and validated if need be."""
+
+
+class HostService:
+    def __init__(
+        self, *, node_id: str, supervisor: GuestSupervisor, links: Links, capacity: Callable[[], Capacity],
+        plugin_source: PluginSource, has_plugin: Callable[[str], bool], outbox: Outbox, events: EventLog,
+        settings: Callable[[], HostSettings], on_change: Callable[[], None], alive: Callable[[], list[str]],
+        own_figures: Callable[[], NodeView], answer_work_request: Callable[[NodeView], Awaitable[Verdict]],
+        on_arrival: Callable[[str], None],
+    ) -> None:
+        self.node_id = node_id
+        self.supervisor = supervisor
+        self._links = links
+        self._capacity = capacity
+        self._plugin_source = plugin_source
+        self._has_plugin = has_plugin
+        self._outbox = outbox
+        self._events = events
+        self._settings = settings
+        self._on_change = on_change
+        self._alive = alive
+        self._own_figures = own_figures
+        self._answer_work_request = answer_work_request
+        self._on_arrival = on_arrival
+        self.migrator: Migrator | None = None
+        """Set by the node once built: moves and relocations go through it."""
+        self._hosted: dict[str, Hosted] = {}
+        self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
+        self._receiving = 0
+        self._stopping: set[str] = set()
+        self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
+        self._nursery: trio.Nursery | None = None
+        self._outbox_wake = trio.Event()
+
+    # -- what the node and the UI read ---------------------------------------------------------
+
+    @property
+    def running_count(self) -> int:
+        return len(self._hosted)
+
+    def hosted(self) -> tuple[Hosted, ...]:
+        return tuple(self._hosted.values())
+
+    def forwarded_to(self, task_id: str) -> str | None:
+        """Where a unit that ran here went, if it left recently."""
+        forward = self._forwards.get(task_id)
+        return forward[0] if forward is not None and forward[1] > time.monotonic() else None
+
+    def owed(self) -> int:
+        """Results and failures held for masters out of reach."""
+        return len(self._outbox.entries())
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._report_periodically)
+            nursery.start_soon(self._deliver_owed)
+            task_status.started()
+
+    # -- the calls masters and other hosts make (links.HostSide) -------------------------------------
+
+    async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply:
+        refusal = self._refusal(offer.task_id, offer.plugin_hash, offer.memory_bytes, moving=offer.moving)
+        capacity = self._capacity()
+        free = max(0, capacity.memory_pool_bytes - self._memory_committed())
+        if refusal is None:
+            self._reserved[offer.task_id] = (offer.memory_bytes, time.monotonic() + RESERVATION_SECONDS)
+            free -= offer.memory_bytes
+        return UnitOfferReply(
+            accepted=refusal is None, reason=refusal or "", available=capacity.available,
+            guests=len(self._hosted), free_memory=free,
+        )
+
+    async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
+                    moved: bool = False) -> Verdict:
+        """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off)."""
+        reserved = self._reserved.pop(spec.task_id, None)
+        if reserved is None:
+            refusal = self._refusal(spec.task_id, spec.plugin_hash, spec.memory_bytes, moving=bool(record))
+            if refusal is not None:
+                return Verdict(ok=False, reason=refusal)
+        if record is not None and (record.task_id, record.plugin_hash) != (spec.task_id, spec.plugin_hash):
+            return Verdict(ok=False, reason=f"the checkpoint sent with {spec.task_id} belongs to another unit")
+        self._receiving += 1
+        try:
+            return await self._start(source, spec, record, moved)
+        finally:
+            self._receiving -= 1
+
+    async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool) -> Verdict:
+        try:
+            info = await self._plugin_source(spec.plugin_hash, tuple(dict.fromkeys((spec.master, source))))
+            unit = WorkUnit.from_plain(decode_plain(spec.unit, "work unit"))
+            store = self.supervisor.store
+            if record is not None:
+                await trio.to_thread.run_sync(store.write, record)  # also drops any older copy here
+            else:
+                await trio.to_thread.run_sync(store.discard, spec.task_id)
+        except (PluginError, CheckpointError, NodeUnavailableError) as error:
+            return Verdict(ok=False, reason=error.message)
+        task = GuestTask(
+            task_id=spec.task_id, assignment_id=spec.assignment_id, origin=spec.master, plugin_name=info.name,
+            plugin_version=info.version, plugin_hash=info.hash, plugin_path=info.path, unit=unit, epoch=spec.epoch,
+            inputs=spec.inputs,
+        )
+        if spec.task_id in self._hosted:
+            return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
+        hosted = Hosted(task=task, spec=spec, arrived_at=time.time())
+        self._hosted[spec.task_id] = hosted
+        assert self._nursery is not None
+        await self._nursery.start(self._run, hosted)
+        if moved:
+            self._on_arrival(spec.task_id)  # the minimum stay after a move starts now
+        self._on_change()
+        return Verdict(ok=True)
+
+    async def move(self, task_id: str, destination: str) -> Verdict:
+        hosted = self._hosted.get(task_id)
+        went = self.forwarded_to(task_id)
+        if hosted is None and went is not None:
+            # It left since the sender looked (MINIPROCs' forwarding): pass the command on to where it went.
+            if went == destination:
+                return Verdict(ok=True, reason=f"{task_id} already runs there")
+            return await self._links.host(went).move(task_id, destination)
+        if hosted is None or hosted.leaving:
+            return Verdict(ok=False, reason=f"{task_id} does not run here")
+        assert self.migrator is not None
+        return await self.migrator.move_out(hosted, destination)
+
+    async def work_request(self, requester: NodeView) -> Verdict:
+        return await self._answer_work_request(requester)
+
+    async def figures(self) -> NodeView:
+        return self._own_figures()
+
+    # -- what the owner does ------------------------------------------------------------------------
+
+    async def evict(self, task_id: str | None = None) -> tuple[str, ...]:
+        """Free the CPU now (checkpoint within the evict deadline, then kill); the units then travel on."""
+        return await self.supervisor.evict(task_id)
+
+    async def stop_assignment(self, assignment_id: str) -> None:
+        """The master cancelled an assignment: its guests here stop at once."""
+        tasks = tuple(t for t, h in self._hosted.items() if h.task.assignment_id == assignment_id)
+        self._stopping.update(tasks)
+        await self.supervisor.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
+
+    async def capture(self, hosted: Hosted, deadline: float) -> CheckpointRecord | None:
+        """Stop a guest for a move: its state at the next migration point, or its last checkpoint.
+
+        The checkpoint stays on this disk until the destination confirms it runs the unit.
+        """
+        hosted.leaving = True
+        await self.supervisor.evict(hosted.task.task_id, deadline=deadline)
+        await hosted.captured.wait()
+        return hosted.capture
+
+    def resume_here(self, hosted: Hosted) -> None:
+        """A move failed after the capture: run the unit here again from the checkpoint kept on disk."""
+        hosted.leaving = False
+        hosted.captured = trio.Event()
+        assert self._nursery is not None
+        self._hosted[hosted.task.task_id] = hosted
+        self._nursery.start_soon(self._run, hosted)
+
+    def forget(self, hosted: Hosted, moved_to: str | None = None) -> None:
+        """The unit is in other hands now (another host, or its master's queue)."""
+        self._hosted.pop(hosted.task.task_id, None)
+        now = time.monotonic()
+        self._forwards = {t: f for t, f in self._forwards.items() if f[1] > now}
+        if moved_to is not None:
+            self._forwards[hosted.task.task_id] = (moved_to, now + FORWARD_SECONDS)
+        self.supervisor.discard_checkpoints(hosted.task.task_id)
+        self._on_change()
+
+    # -- one guest's life ---------------------------------------------------------------------------
+
+    async def _run(self, hosted: Hosted, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task = hosted.task
+        outcome = await self.supervisor.run(task, task_status=task_status)
+        if isinstance(outcome, Evicted):
+            if hosted.leaving:  # a move is waiting for the state
+                hosted.capture = outcome.checkpoint
+                hosted.captured.set()
+                return
+            hosted.leaving = True
+            self._on_change()
+            assert self.migrator is not None
+            await self.migrator.relocate(hosted, outcome.checkpoint)
+            return
+        self._hosted.pop(task.task_id, None)
+        if hosted.leaving:
+            hosted.ended = True
+            hosted.captured.set()
+        self._on_change()
+        if task.task_id in self._stopping:
+            self._stopping.discard(task.task_id)
+            return
+        if isinstance(outcome, Completed):
+            packed = envelope.pack(envelope.RESULT, outcome.result, outcome.files, MAX_RESULT_BYTES)
+            owed = owed_result(task.task_id, hosted.master, task.epoch, packed)  # output files travel with it
+        else:
+            assert isinstance(outcome, Failed)
+            owed = owed_failure(task.task_id, hosted.master, task.epoch, outcome.reason, outcome.retryable)
+        if hosted.master != self.node_id:
+            await trio.to_thread.run_sync(self._outbox.put, owed)
+        if await self._deliver(owed):
+            if hosted.master != self.node_id:
+                self._outbox.remove(task.task_id)
+            self.supervisor.discard_checkpoints(task.task_id)
+        elif hosted.master == self.node_id:
+            log.error("own master refused %s of %s", owed.kind, task.task_id)
+        else:
+            self._events.add("host", f"{task.task_id}: its master {hosted.master[:8]} is out of reach; the "
+                             f"{owed.kind} is kept until it is back", severity="warning")
+
+    async def _deliver(self, owed) -> bool:
+        """True once the master has the outcome (or told us it needs it no more)."""
+        master = self._links.master(owed.master)
+        try:
+            if owed.kind == "result":
+                accepted = await master.host_result(self.node_id, owed.task_id, owed.epoch, owed.payload)
+                if not accepted:
+                    self._events.add("host", f"{owed.task_id}: the master already had this result or a newer "
+                                     "copy; this one was dropped")
+            else:
+                await master.host_failed(self.node_id, owed.task_id, owed.epoch, owed.reason, owed.retryable)
+        except NodeUnavailableError:
+            return False
+        except FrostError as error:  # the master refused it outright (e.g. the assignment is gone)
+            log.warning("master %s refused the %s of %s: %s", owed.master[:8], owed.kind, owed.task_id, error.message)
+        return True
+
+    async def _deliver_owed(self) -> None:
+        """Retry what masters could not take, until they are back or `hold_results` runs out."""
+        while True:
+            settings = self._settings()
+            for owed in await trio.to_thread.run_sync(self._outbox.expire, time.time() - settings.hold_results):
+                self._events.add("host", f"{owed.task_id}: gave up holding its {owed.kind} for master "
+                                 f"{owed.master[:8]} after {settings.hold_results:g} s", severity="error")
+            for owed in self._outbox.entries():
+                if await self._deliver(owed):
+                    self._outbox.remove(owed.task_id)
+                    self.supervisor.discard_checkpoints(owed.task_id)
+                    self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
+                    self._on_change()
+            await trio.sleep(settings.report_interval)
+
+    # -- reports and replicas ------------------------------------------------------------------------
+
+    async def _report_periodically(self) -> None:
+        while True:
+            await self.report_now()
+            await trio.sleep(self._settings().report_interval)
+
+    async def report_now(self) -> None:
+        """Tell each master which of its units run here; stop the copies it no longer wants."""
+        progress = {f.task_id: f.progress for f in self.supervisor.figures()}
+        by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
+        for task_id, hosted in self._hosted.items():
+            if hosted.leaving:
+                continue
+            hosted.progress = progress.get(task_id, hosted.progress)
+            by_master[hosted.master].append(UnitStatus(task_id, hosted.task.epoch, hosted.progress))
+        for master, units in by_master.items():
+            try:
+                stop = await self._links.master(master).host_report(self.node_id, tuple(units))
+            except NodeUnavailableError as error:
+                log.debug("report to %s failed: %s", master[:8], error.message)
+                continue
+            stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
+            if stop:
+                self._stopping.update(stop)
+                self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
+                await self.supervisor.stop(stop, SUPERSEDED)
+
+    def on_checkpoint(self, task: GuestTask, record: CheckpointRecord) -> None:
+        """Send every Nth checkpoint to the unit's master (never blocks the guest; one at a time per unit)."""
+        hosted = self._hosted.get(task.task_id)
+        if hosted is None or hosted.master == self.node_id or self._nursery is None:
+            return
+        settings = self._settings()
+        hosted.checkpoints += 1
+        due = settings.replicate_every and hosted.checkpoints % settings.replicate_every == 0
+        if hosted.leaving or (due and not hosted.replicating and record.size <= settings.replicate_max_bytes):
+            hosted.replicating = True
+            self._nursery.start_soon(self._replicate, hosted, record)
+
+    async def _replicate(self, hosted: Hosted, record: CheckpointRecord) -> None:
+        """To the master, then to the k extra holders (never this host itself: its disk is the one at risk)."""
+        k = self._settings().replica_peers
+        holders = [n for n in replica_holders(record.task_id, self._alive(), hosted.master, k) if n != self.node_id]
+        try:
+            for index, holder in enumerate([None, *holders[:k]]):
+                try:
+                    if holder is None:
+                        await self._links.master(hosted.master).host_replica(self.node_id, record)
+                    else:
+                        await self._links.keeper(holder).keep(hosted.master, record)
+                except FrostError as error:
+                    log.info("replica %d of %s not sent: %s", index, record.task_id, error.message)
+        finally:
+            hosted.replicating = False
+
+    # -- capacity -------------------------------------------------------------------------------
+
+    def _memory_committed(self) -> int:
+        now = time.monotonic()
+        self._reserved = {t: r for t, r in self._reserved.items() if r[1] > now}
+        hosted = sum(h.task.unit.memory_bytes for h in self._hosted.values() if not h.leaving)
+        return hosted + sum(memory for memory, _ in self._reserved.values())
+
+    def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool) -> str | None:
+        """Why this machine cannot take the unit now, or None."""
+        capacity = self._capacity()
+        if not capacity.accepts_guests:
+            return f"not taking guests: {capacity.reason}"
+        if task_id in self._hosted or task_id in self._reserved:
+            return f"{task_id} already runs here"
+        if moving and self._receiving:
+            return "already receiving a unit"
+        busy = sum(1 for h in self._hosted.values() if not h.leaving) + len(self._reserved)
+        if busy >= capacity.cpus:
+            return f"no free CPU ({busy} guest(s) for {capacity.cpus} CPU(s))"
+        free = capacity.memory_pool_bytes - self._memory_committed()
+        if memory > free:
+            return f"not enough memory: needs {memory >> 20} MiB, {max(free, 0) >> 20} MiB free in the pool"
+        if not self._has_plugin(plugin_hash) and not self._settings().allow_cluster_plugins:
+            return "plugin not allowed: this node runs only its own plugins (cluster.allow_cluster_plugins is off)"
+        return None

@@ -1,0 +1,312 @@
+"""How a node reaches a unit's master or a host: by a direct call when that is this node, else over the network.
+
+The master's own machine is a host like any other, so the master and host services never ask
+whether the other side is local: they ask `Links` for a link to a node id and call it. Remote
+calls each open an authenticated channel (the handshake proves the cluster key, so only peers
+of this cluster can place, move or report units here), send one request, with bulk bytes
+where a checkpoint or result travels, and wait for one reply. Every failure to get an answer,
+whether the peer is gone, refused the handshake or broke the protocol, is one
+NodeUnavailableError naming the peer and the cause: callers treat all of them alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+import trio
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
+from frost_core.cluster.messages import (
+    CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
+    UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
+)
+from frost_core.plugin_api import MAX_RESULT_BYTES, MAX_STATE_BYTES
+from frost_core.policies.views import NodeView
+from frost_core.transport import NetworkTransport
+from frost_core.wire.channel import Address, Channel
+from frost_core.wire.messages import Message
+
+log = logging.getLogger("frost.cluster")
+
+CALL_TIMEOUT = 10.0
+"""Seconds for one request and its reply; a start waits longer (see START_TIMEOUT)."""
+START_TIMEOUT = 60.0
+"""A start carries a checkpoint and answers only once it is durable and the guest runs."""
+MOVE_TIMEOUT = 90.0
+
+
+class MasterSide(Protocol):
+    """What hosts ask of a unit's master (implemented by master.scheduler.MasterScheduler)."""
+
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]: ...
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool: ...
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool: ...
+    async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None: ...
+    async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
+    async def host_replica(self, host: str, record: CheckpointRecord) -> None: ...
+
+
+class HostSide(Protocol):
+    """What masters and other hosts ask of a host (implemented by cluster.host.HostService)."""
+
+    async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply: ...
+    async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
+                    moved: bool = False) -> Verdict: ...
+    async def move(self, task_id: str, destination: str) -> Verdict: ...
+    async def work_request(self, requester: NodeView) -> Verdict: ...
+    async def figures(self) -> NodeView: ...
+
+
+class KeeperSide(Protocol):
+    """What a master asks of the k peers that hold extra copies of its units' checkpoints."""
+
+    async def keep(self, master: str, record: CheckpointRecord) -> None: ...
+    async def fetch(self, task_id: str, after_seq: int) -> CheckpointRecord | None: ...
+
+
+class Links:
+    """Links to any node by id; `serve` answers the same calls arriving from the network."""
+
+    def __init__(self, *, node_id: str, address_of: Callable[[str], Address | None]) -> None:
+        self.node_id = node_id
+        self._address_of = address_of
+        self._transport: NetworkTransport | None = None
+        self._master: MasterSide | None = None
+        self._host: HostSide | None = None
+        self._keeper: KeeperSide | None = None
+
+    def bind(self, *, master: MasterSide, host: HostSide, keeper: KeeperSide) -> None:
+        self._master, self._host, self._keeper = master, host, keeper
+
+    def serve(self, transport: NetworkTransport) -> None:
+        """Answer master and host calls from peers on `transport` (and use it for outgoing ones)."""
+        self._transport = transport
+        for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
+                     UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery):
+            transport.set_stream_handler(code.CODE, self._answer)
+
+    def master(self, node_id: str) -> MasterSide:
+        assert self._master is not None, "bind() first"
+        return self._master if node_id == self.node_id else _RemoteMaster(self, node_id)
+
+    def host(self, node_id: str) -> HostSide:
+        assert self._host is not None, "bind() first"
+        return self._host if node_id == self.node_id else _RemoteHost(self, node_id)
+
+    def keeper(self, node_id: str) -> KeeperSide:
+        assert self._keeper is not None, "bind() first"
+        return self._keeper if node_id == self.node_id else _RemoteKeeper(self, node_id)
+
+    # -- outgoing -----------------------------------------------------------------------------
+
+    async def call(
+        self, node_id: str, request: Message, data: bytes | None = None, *, reply: type[Message] = Verdict,
+        timeout: float = CALL_TIMEOUT,
+    ) -> Message:
+        """One request (with bulk `data` if given) and its reply, on a fresh channel to `node_id`."""
+        address = self._address_of(node_id)
+        if address is None or self._transport is None:
+            raise NodeUnavailableError(f"node {node_id[:8]} is not known to be alive", title="Peer unreachable")
+        try:
+            with trio.fail_after(timeout):
+                channel = await self._transport.connect(address)
+                async with channel:
+                    if data is None:
+                        await channel.send(request)
+                    else:
+                        await channel.send_bulk(request, data)
+                    answer = await channel.receive()
+        except trio.TooSlowError:
+            raise NodeUnavailableError(f"node {node_id[:8]} did not answer {type(request).__name__} "
+                                       f"within {timeout:g} s", title="Peer unreachable") from None
+        except (OSError, trio.BrokenResourceError, trio.EndOfChannel) as error:
+            raise NodeUnavailableError(f"node {node_id[:8]} at {address[0]}:{address[1]} is unreachable: "
+                                       f"{error}", title="Peer unreachable") from None
+        except ProtocolError as error:
+            raise NodeUnavailableError(f"node {node_id[:8]} broke the protocol: {error.message}",
+                                       title="Peer unreachable") from None
+        if not isinstance(answer, reply):
+            raise NodeUnavailableError(f"node {node_id[:8]} answered {type(request).__name__} with "
+                                       f"{type(answer).__name__}", title="Peer unreachable")
+        return answer
+
+    async def fetch_replica(self, node_id: str, request: ReplicaFetch) -> CheckpointRecord | None:
+        """Ask a holder for its copy: a CheckpointReplica with bulk state, then a Verdict; None if it has none."""
+        address = self._address_of(node_id)
+        if address is None or self._transport is None:
+            return None
+        try:
+            with trio.fail_after(START_TIMEOUT):
+                async with await self._transport.connect(address) as channel:
+                    await channel.send(request)
+                    answer = await channel.receive()
+                    if not isinstance(answer, CheckpointReplica):
+                        return None
+                    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
+                    await channel.receive()
+        except (trio.TooSlowError, OSError, trio.BrokenResourceError, trio.EndOfChannel, ProtocolError) as error:
+            log.info("no replica of %s from %s: %s", request.task_id, node_id[:8], error)
+            return None
+        try:
+            return answer.checkpoint.record(state)
+        except CheckpointError as error:
+            log.warning("replica of %s from %s is corrupt: %s", request.task_id, node_id[:8], error.message)
+            return None
+
+    # -- incoming -----------------------------------------------------------------------------
+
+    async def _answer(self, channel: Channel, request: Message) -> None:
+        """Run one call from a peer and send the reply; a FrostError becomes a refusal naming it."""
+        assert self._master is not None and self._host is not None
+        peer = channel.peer_node_id
+        try:
+            answer = await self._dispatch(channel, peer, request)
+        except CheckpointError as error:
+            answer = Verdict(ok=False, reason=error.message)
+        except FrostError as error:
+            if isinstance(error, ProtocolError):
+                raise
+            log.info("refused %s from %s: %s", type(request).__name__, peer[:8], error.message)
+            answer = Verdict(ok=False, reason=error.message)
+        await channel.send(answer)
+
+    async def _dispatch(self, channel: Channel, peer: str, request: Message) -> Message:
+        master, host, keeper = self._master, self._host, self._keeper
+        assert master is not None and host is not None and keeper is not None
+        match request:
+            case UnitReport(units=units):
+                return UnitReportReply(stop=await master.host_report(peer, units))
+            case UnitResult(task_id=task_id, epoch=epoch):
+                result = await channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
+                return Verdict(ok=await master.host_result(peer, task_id, epoch, result))
+            case UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta):
+                record = await _receive_checkpoint(channel, meta)
+                return Verdict(ok=await master.host_return(peer, task_id, epoch, record))
+            case UnitFailed(task_id=task_id, epoch=epoch, reason=reason, retryable=retryable):
+                await master.host_failed(peer, task_id, epoch, reason, retryable)
+                return Verdict(ok=True)
+            case UnitMoved(task_id=task_id, epoch=epoch, destination=destination):
+                current = await master.host_moved(peer, task_id, epoch, destination)
+                return Verdict(ok=current, reason="" if current else f"epoch {epoch} of {task_id} is not current")
+            case CheckpointReplica(checkpoint=meta, held_for=held_for):
+                record = await _receive_checkpoint(channel, meta)
+                assert record is not None
+                if held_for:
+                    await keeper.keep(held_for, record)
+                else:
+                    await master.host_replica(peer, record)
+                return Verdict(ok=True)
+            case ReplicaFetch(task_id=task_id, after_seq=after_seq):
+                held = await keeper.fetch(task_id, after_seq)
+                if held is None:
+                    return Verdict(ok=False, reason=f"no copy of {task_id} newer than checkpoint {after_seq} here")
+                await channel.send_bulk(CheckpointReplica(checkpoint=CheckpointMeta.of(held)), held.state)
+                return Verdict(ok=True)
+            case UnitOffer():
+                return await host.offer(peer, request)
+            case UnitStart(spec=spec, checkpoint=meta, moved=moved):
+                record = await _receive_checkpoint(channel, meta)
+                return await host.start(peer, spec, record, moved=moved)
+            case MoveCommand(task_id=task_id, destination=destination):
+                return await host.move(task_id, destination)
+            case WorkRequest(requester=requester):
+                if requester.node_id != peer:
+                    raise ProtocolError(f"{peer[:8]} asked for work in the name of {requester.node_id[:8]}")
+                return await host.work_request(requester.view())
+            case FiguresQuery():
+                return FiguresReply(figures=Figures.of(await host.figures()))
+        raise ProtocolError(f"no handler for {type(request).__name__}")
+
+
+async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:
+    """The bulk state after a header; verified against its SHA-256 (CheckpointError if it fails)."""
+    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
+    return None if meta is None else meta.record(state)
+
+
+def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:
+    return (None, b"") if record is None else (CheckpointMeta.of(record), record.state)
+
+
+class _RemoteMaster:
+    def __init__(self, links: Links, node_id: str) -> None:
+        self._links, self._node = links, node_id
+
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]:
+        answer = await self._links.call(self._node, UnitReport(units=units), reply=UnitReportReply)
+        assert isinstance(answer, UnitReportReply)
+        return answer.stop
+
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
+        return (await self._verdict(UnitResult(task_id=task_id, epoch=epoch), result)).ok
+
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
+        meta, state = _checkpoint_parts(record)
+        return (await self._verdict(UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta), state,
+                                    timeout=START_TIMEOUT)).ok
+
+    async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None:
+        await self._verdict(UnitFailed(task_id=task_id, epoch=epoch, reason=reason[:4000], retryable=retryable))
+
+    async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool:
+        return (await self._verdict(UnitMoved(task_id=task_id, epoch=epoch, destination=destination))).ok
+
+    async def host_replica(self, host: str, record: CheckpointRecord) -> None:
+        meta, state = _checkpoint_parts(record)
+        assert meta is not None
+        answer = await self._verdict(CheckpointReplica(checkpoint=meta), state, timeout=START_TIMEOUT)
+        if not answer.ok:
+            raise NodeUnavailableError(f"master {self._node[:8]} refused the replica: {answer.reason}")
+
+    async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float = CALL_TIMEOUT) -> Verdict:
+        answer = await self._links.call(self._node, request, data, timeout=timeout)
+        assert isinstance(answer, Verdict)
+        return answer
+
+
+class _RemoteKeeper:
+    def __init__(self, links: Links, node_id: str) -> None:
+        self._links, self._node = links, node_id
+
+    async def keep(self, master: str, record: CheckpointRecord) -> None:
+        meta, state = _checkpoint_parts(record)
+        assert meta is not None
+        await self._links.call(self._node, CheckpointReplica(checkpoint=meta, held_for=master), state,
+                               timeout=START_TIMEOUT)
+
+    async def fetch(self, task_id: str, after_seq: int) -> CheckpointRecord | None:
+        return await self._links.fetch_replica(self._node, ReplicaFetch(task_id=task_id, after_seq=after_seq))
+
+
+class _RemoteHost:
+    def __init__(self, links: Links, node_id: str) -> None:
+        self._links, self._node = links, node_id
+
+    async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply:
+        answer = await self._links.call(self._node, offer, reply=UnitOfferReply)
+        assert isinstance(answer, UnitOfferReply)
+        return answer
+
+    async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
+                    moved: bool = False) -> Verdict:
+        meta, state = _checkpoint_parts(record)
+        return await self._verdict(UnitStart(spec=spec, checkpoint=meta, moved=moved), state, START_TIMEOUT)
+
+    async def move(self, task_id: str, destination: str) -> Verdict:
+        return await self._verdict(MoveCommand(task_id=task_id, destination=destination), None, MOVE_TIMEOUT)
+
+    async def work_request(self, requester: NodeView) -> Verdict:
+        return await self._verdict(WorkRequest(requester=Figures.of(requester)), None, MOVE_TIMEOUT)
+
+    async def figures(self) -> NodeView:
+        answer = await self._links.call(self._node, FiguresQuery(), reply=FiguresReply)
+        assert isinstance(answer, FiguresReply)
+        return answer.figures.view()
+
+    async def _verdict(self, request: Message, data: bytes | None, timeout: float) -> Verdict:
+        answer = await self._links.call(self._node, request, data, timeout=timeout)
+        assert isinstance(answer, Verdict)
+        return answer

@@ -1,0 +1,283 @@
+"""What masters and hosts say to each other about units: offers, starts, reports, results, moves.
+
+A unit travels as a `UnitSpec` (everything a host needs to run it, with no local paths) plus,
+as bulk bytes after the header, the checkpoint it resumes from. The same start message serves a
+master placing a queued unit and a host handing a running unit to another host: in both cases
+the receiver answers only once the checkpoint is durable on its disk and the guest is running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.policies.views import NodeView
+from frost_core.guest.views import InputFile
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
+
+MAX_TASKS_PER_REPORT = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitSpec:
+    """A unit as it travels: location independent (its task id never changes) and free of local paths."""
+
+    task_id: str
+    assignment_id: str
+    master: str                 # node id of the assignment's master
+    plugin_name: str
+    plugin_version: str
+    plugin_hash: str
+    unit: bytes                 # canonical CBOR of WorkUnit.to_plain()
+    memory_bytes: int
+    epoch: int
+    inputs: tuple[InputFile, ...] = ()  # fetched by hash from `master` when the unit opens them
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointMeta:
+    """A checkpoint's identity fields; its state follows as bulk bytes and is verified on arrival."""
+
+    task_id: str
+    plugin_name: str
+    plugin_version: str
+    plugin_hash: str
+    unit_index: int
+    epoch: int
+    seq: int
+    taken_at: float
+    sha256: str
+
+    @classmethod
+    def of(cls, record: CheckpointRecord) -> CheckpointMeta:
+        return cls(
+            task_id=record.task_id, plugin_name=record.plugin_name, plugin_version=record.plugin_version,
+            plugin_hash=record.plugin_hash, unit_index=record.unit_index, epoch=record.epoch, seq=record.seq,
+            taken_at=record.taken_at, sha256=record.sha256,
+        )
+
+    def record(self, state: bytes) -> CheckpointRecord:
+        """The record with its state; CheckpointError unless the SHA-256 matches."""
+        record = CheckpointRecord(
+            task_id=self.task_id, plugin_name=self.plugin_name, plugin_version=self.plugin_version,
+            plugin_hash=self.plugin_hash, unit_index=self.unit_index, epoch=self.epoch, seq=self.seq,
+            taken_at=self.taken_at, state=state, sha256=self.sha256,
+        )
+        record.verify()
+        return record
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitOffer(Message):
+    """Would you take this unit? Sent before a placement and before a move (the negotiation)."""
+
+    CODE = MessageCode.UNIT_OFFER
+    MAX_SIZE = 1024
+    task_id: str
+    plugin_hash: str
+    memory_bytes: int
+    state_bytes: int
+    moving: bool = False
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitOfferReply(Message):
+    """Yes or no with the reason, and the host's fresh figures (the location policy's last look)."""
+
+    CODE = MessageCode.UNIT_OFFER_REPLY
+    MAX_SIZE = 1024
+    accepted: bool
+    reason: str
+    available: float
+    guests: int
+    free_memory: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitStart(Message):
+    """Run this unit; the checkpoint's state (empty when `checkpoint` is None) follows as bulk."""
+
+    CODE = MessageCode.UNIT_START
+    MAX_SIZE = MAX_MESSAGE_SIZE
+    spec: UnitSpec
+    checkpoint: CheckpointMeta | None = None
+    moved: bool = False         # a host hands the unit over (a migration), rather than its master placing it
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class Verdict(Message):
+    """The general answer: done (`ok`) or why not."""
+
+    CODE = MessageCode.VERDICT
+    MAX_SIZE = 4096
+    ok: bool
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitStatus:
+    task_id: str
+    epoch: int
+    progress: float
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitReport(Message):
+    """Host -> master, every report interval: these units of yours run here. It is also the
+    host's heartbeat for them: a master that stops hearing it restarts them elsewhere."""
+
+    CODE = MessageCode.UNIT_REPORT
+    MAX_SIZE = 256 * 1024
+    units: tuple[UnitStatus, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitReportReply(Message):
+    """Which of the reported units this host must stop: superseded by a newer epoch, cancelled, done."""
+
+    CODE = MessageCode.UNIT_REPORT_REPLY
+    MAX_SIZE = 256 * 1024
+    stop: tuple[str, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitResult(Message):
+    """Host -> master: the unit finished; its result bytes follow as bulk."""
+
+    CODE = MessageCode.UNIT_RESULT
+    MAX_SIZE = 1024
+    task_id: str
+    epoch: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitReturn(Message):
+    """Host -> master: no peer took this evicted unit; queue it again from this checkpoint (bulk)."""
+
+    CODE = MessageCode.UNIT_RETURN
+    MAX_SIZE = 4096
+    task_id: str
+    epoch: int
+    checkpoint: CheckpointMeta | None = None
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitFailed(Message):
+    """Host -> master: the unit failed here; `retryable` says whether another try may succeed."""
+
+    CODE = MessageCode.UNIT_FAILED
+    MAX_SIZE = 8192
+    task_id: str
+    epoch: int
+    reason: str
+    retryable: bool
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitMoved(Message):
+    """Source host -> master, once the destination confirmed: the unit runs at `destination` under `epoch`."""
+
+    CODE = MessageCode.UNIT_MOVED
+    MAX_SIZE = 1024
+    task_id: str
+    epoch: int
+    destination: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class MoveCommand(Message):
+    """Master (or operator) -> current host: move this unit to `destination` now."""
+
+    CODE = MessageCode.MOVE_COMMAND
+    MAX_SIZE = 1024
+    task_id: str
+    destination: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """A node's row of the resource table, fresh (policies.views.NodeView on the wire)."""
+
+    node_id: str
+    available: float
+    guests: int
+    cpus: int
+    idle_extremity: float
+    heavy_extremity: float
+    free_memory: int
+    owner_active: bool
+    accepting: bool
+
+    @classmethod
+    def of(cls, view: NodeView) -> Figures:
+        return cls(view.node_id, view.available, view.guests, view.cpus, view.idle_extremity, view.heavy_extremity,
+                   view.free_memory, view.owner_active, view.accepting)
+
+    def view(self) -> NodeView:
+        return NodeView(node_id=self.node_id, available=self.available, guests=self.guests, cpus=max(self.cpus, 1),
+                        idle_extremity=self.idle_extremity, heavy_extremity=self.heavy_extremity,
+                        free_memory=self.free_memory, owner_active=self.owner_active, accepting=self.accepting)
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class FiguresQuery(Message):
+    """The location policy's last look before sending (FROST 5.4.1): your figures now, please."""
+
+    CODE = MessageCode.FIGURES_QUERY
+    MAX_SIZE = 64
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class FiguresReply(Message):
+    CODE = MessageCode.FIGURES_REPLY
+    MAX_SIZE = 1024
+    figures: Figures
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class WorkRequest(Message):
+    """An underloaded node asks a loaded one to send it a guest (receiver-initiated mode), with its figures."""
+
+    CODE = MessageCode.WORK_REQUEST
+    MAX_SIZE = 1024
+    requester: Figures
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class CheckpointReplica(Message):
+    """Host -> master: a copy of a checkpoint as it is taken (a desk disk is not stable storage)."""
+
+    CODE = MessageCode.CHECKPOINT_REPLICA
+    MAX_SIZE = 4096
+    checkpoint: CheckpointMeta
+    held_for: str = ""          # set when the receiver is one of the k extra holders, not the master
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class ReplicaFetch(Message):
+    """Master -> a peer holding replicas: your newest checkpoint of this unit, if newer than `after_seq`.
+
+    Answered with a CheckpointReplica header and the state as bulk, or a Verdict saying why not.
+    """
+
+    CODE = MessageCode.REPLICA_FETCH
+    MAX_SIZE = 1024
+    task_id: str
+    after_seq: int

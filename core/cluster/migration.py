@@ -1,0 +1,141 @@
+"""Moving a running unit from this host to another (FROST 5.4.2, DynamicPVM's move(task, host)).
+
+A move goes in the order that keeps exactly one live copy whatever fails:
+
+1. negotiation: the destination is offered the unit (task id, memory, state size) and answers
+   with its fresh figures, or refuses (already receiving, no memory, plugin not allowed). A
+   refusal leaves the guest untouched.
+2. capture: the guest is stopped at its next migration point with its state, or with its last
+   checkpoint when it misses the deadline. The CPU is free from here on.
+3. transfer: the checkpoint goes straight to the destination under the next ownership epoch.
+4. hand-off: the destination answers only once the checkpoint is durable there and the guest
+   runs; only then is the copy here dropped. If anything fails before that answer the unit
+   resumes here from the checkpoint still on disk.
+5. the master learns the new location. If that message is lost, the destination's first report
+   (with the higher epoch) tells it; a copy with an older epoch is stopped at its next report.
+
+After an eviction the capture has already happened (the owner wanted the CPU within a second);
+`relocate` then tries the location policy's candidates in order and, if none takes the unit,
+returns it to its master's queue with its checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import trio
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.cluster.host import Hosted, HostService
+from frost_core.cluster.links import Links
+from frost_core.cluster.messages import UnitOffer, Verdict
+from frost_core.errors import FrostError, NodeUnavailableError
+from frost_core.events import EventLog
+
+log = logging.getLogger("frost.migration")
+
+RETURN_RETRY = 5.0
+"""Seconds between attempts to give an evicted unit back to a master that is out of reach."""
+
+
+class Migrator:
+    def __init__(
+        self, *, host: HostService, links: Links, events: EventLog,
+        destinations: Callable[[Hosted, int], Sequence[str]],
+        observe_transfer: Callable[[str, int, float], None],
+        move_deadline: Callable[[], float],
+    ) -> None:
+        self._host = host
+        self._links = links
+        self._events = events
+        self._destinations = destinations
+        self._observe_transfer = observe_transfer
+        self._move_deadline = move_deadline
+
+    async def move_out(self, hosted: Hosted, destination: str) -> Verdict:
+        """Move a running guest to `destination` now; a refusal or failure leaves it running here."""
+        task_id = hosted.task.task_id
+        if destination == self._host.node_id:
+            return Verdict(ok=False, reason=f"{task_id} already runs on this node")
+        last = self._host.supervisor.figures()
+        state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
+        refusal = await self._negotiate(hosted, destination, state_bytes)
+        if refusal is not None:
+            self._events.add("move", f"{task_id}: {destination[:8]} refused the move ({refusal}); it stays here")
+            return Verdict(ok=False, reason=refusal)
+        began = time.monotonic()
+        record = await self._host.capture(hosted, self._move_deadline())
+        if hosted.ended:
+            return Verdict(ok=False, reason=f"{task_id} ended before it could move")
+        verdict = await self._hand_over(hosted, record, destination, began)
+        if not verdict.ok:
+            self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
+                             "it resumes here", severity="warning")
+            self._host.resume_here(hosted)
+        return verdict
+
+    async def relocate(self, hosted: Hosted, record: CheckpointRecord | None) -> None:
+        """An evicted unit (already stopped): to the best peer that takes it, else back to its master."""
+        began = time.monotonic()
+        state_bytes = record.size if record is not None else 0
+        for destination in self._destinations(hosted, state_bytes):
+            if await self._negotiate(hosted, destination, state_bytes) is not None:
+                continue
+            if (await self._hand_over(hosted, record, destination, began)).ok:
+                return
+        await self._return_to_master(hosted, record)
+
+    async def _negotiate(self, hosted: Hosted, destination: str, state_bytes: int) -> str | None:
+        """None if `destination` takes the unit, else its reason (or why it could not be asked)."""
+        offer = UnitOffer(task_id=hosted.task.task_id, plugin_hash=hosted.task.plugin_hash,
+                          memory_bytes=hosted.task.unit.memory_bytes, state_bytes=state_bytes, moving=True)
+        try:
+            reply = await self._links.host(destination).offer(self._host.node_id, offer)
+        except NodeUnavailableError as error:
+            return error.message
+        return None if reply.accepted else reply.reason
+
+    async def _hand_over(self, hosted: Hosted, record: CheckpointRecord | None, destination: str,
+                         began: float) -> Verdict:
+        """Transfer under the next epoch; drop the local copy only once the destination runs the unit."""
+        spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
+        task_id = hosted.task.task_id
+        sent = time.monotonic()
+        try:
+            verdict = await self._links.host(destination).start(self._host.node_id, spec, record, moved=True)
+        except FrostError as error:
+            verdict = Verdict(ok=False, reason=error.message)
+        if not verdict.ok:
+            return verdict
+        size = record.size if record is not None else 0
+        if size:
+            self._observe_transfer(destination, size, time.monotonic() - sent)
+        self._host.forget(hosted, moved_to=destination)
+        self._events.add("move", f"{task_id} moved to {destination[:8]} with "
+                         f"{f'checkpoint {record.seq} ({size} bytes)' if record else 'no checkpoint'} "
+                         f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {spec.epoch})")
+        try:
+            await self._links.master(hosted.master).host_moved(self._host.node_id, task_id, spec.epoch, destination)
+        except NodeUnavailableError as error:
+            log.info("master not told of the move of %s (%s); the destination's report will", task_id, error.message)
+        return verdict
+
+    async def _return_to_master(self, hosted: Hosted, record: CheckpointRecord | None) -> None:
+        """No peer took the unit: its master queues it again, from this checkpoint."""
+        task = hosted.task
+        while True:
+            try:
+                await self._links.master(hosted.master).host_return(self._host.node_id, task.task_id, task.epoch,
+                                                                    record)
+            except NodeUnavailableError as error:
+                self._events.add("evict", f"{task.task_id}: no peer took it and its master is out of reach "
+                                 f"({error.message}); keeping its checkpoint and trying again", severity="warning")
+                await trio.sleep(RETURN_RETRY)
+                continue
+            break
+        self._host.forget(hosted)
+        self._events.add("evict", f"{task.task_id} went back to its master's queue"
+                         + (f" with checkpoint {record.seq}" if record else ""))

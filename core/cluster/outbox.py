@@ -1,0 +1,85 @@
+"""Finished work a host owes to masters it cannot reach right now, kept durably until delivered.
+
+A master may be down for a while (its owner rebooted it); the host's work must not be lost
+meanwhile, nor when the host itself restarts. Each entry is written (WAL, synchronous=FULL)
+before the first delivery attempt and removed only once the master has answered.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    task_id TEXT PRIMARY KEY,
+    master TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    retryable INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """One result (kind "result") or failure (kind "failed") waiting for its master."""
+
+    task_id: str
+    master: str
+    epoch: int
+    kind: str
+    payload: bytes
+    reason: str
+    retryable: bool
+    created_at: float
+
+
+class Outbox:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def put(self, owed: Owed) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (owed.task_id, owed.master, owed.epoch, owed.kind, owed.payload, owed.reason, int(owed.retryable),
+             owed.created_at),
+        )
+
+    def remove(self, task_id: str) -> None:
+        self._db.execute("DELETE FROM outbox WHERE task_id = ?", (task_id,))
+
+    def entries(self) -> list[Owed]:
+        rows = self._db.execute(
+            "SELECT task_id, master, epoch, kind, payload, reason, retryable, created_at FROM outbox ORDER BY created_at"
+        ).fetchall()
+        return [Owed(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], bool(r[6]), r[7]) for r in rows]
+
+    def expire(self, older_than: float) -> list[Owed]:
+        """Drop and return entries held longer than their masters may take to come back."""
+        expired = [owed for owed in self.entries() if owed.created_at < older_than]
+        for owed in expired:
+            self.remove(owed.task_id)
+        return expired
+
+
+def owed_result(task_id: str, master: str, epoch: int, result: bytes) -> Owed:
+    return Owed(task_id, master, epoch, "result", result, "", False, time.time())
+
+
+def owed_failure(task_id: str, master: str, epoch: int, reason: str, retryable: bool) -> Owed:
+    return Owed(task_id, master, epoch, "failed", b"", reason, retryable, time.time())

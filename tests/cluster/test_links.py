@@ -1,0 +1,200 @@
+"""Master and host calls over real authenticated loopback channels, and untrusted bytes thrown at them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.cluster import messages as cluster_messages
+from frost_core.cluster.links import Links
+from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.replication import HeldReplicas, replica_holders
+from frost_core.errors import NodeUnavailableError, ProtocolError
+from frost_core.policies.views import NodeView
+from frost_core.transport import open_transport
+from frost_core.wire.messages import Message, decode_message, encode_message
+from frost_core.wire.security import ClusterKey
+
+KEY = ClusterKey.generate()
+
+
+class RecordingMaster:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    async def host_report(self, host, units):
+        self.calls.append(("report", host, units))
+        return tuple(u.task_id for u in units if u.epoch < 2)
+
+    async def host_result(self, host, task_id, epoch, result):
+        self.calls.append(("result", host, task_id, epoch, result))
+        return True
+
+    async def host_return(self, host, task_id, epoch, record):
+        self.calls.append(("return", host, task_id, epoch, record))
+        return True
+
+    async def host_failed(self, host, task_id, epoch, reason, retryable):
+        self.calls.append(("failed", host, task_id, reason, retryable))
+
+    async def host_moved(self, host, task_id, epoch, destination):
+        return epoch > 1
+
+    async def host_replica(self, host, record):
+        self.calls.append(("replica", host, record))
+
+
+class RecordingHost:
+    def __init__(self) -> None:
+        self.started: list[tuple[UnitSpec, CheckpointRecord | None]] = []
+
+    async def offer(self, source, offer):
+        return UnitOfferReply(accepted=offer.memory_bytes < 100, reason="too big", available=1.5, guests=0,
+                              free_memory=100)
+
+    async def start(self, source, spec, record, *, moved=False):
+        self.started.append((spec, record))
+        return Verdict(ok=True)
+
+    async def move(self, task_id, destination):
+        return Verdict(ok=False, reason=f"{task_id} does not run here")
+
+    async def work_request(self, requester):
+        return Verdict(ok=requester.available > 1, reason="no work")
+
+    async def figures(self):
+        return NodeView(node_id="b", available=2.5, guests=1, cpus=2, free_memory=7)
+
+
+def record(state: bytes = b"state" * 1000, seq: int = 3) -> CheckpointRecord:
+    return CheckpointRecord.seal(task_id="a-1.0", plugin_name="p", plugin_version="1", plugin_hash="h" * 64,
+                                 unit_index=0, epoch=1, seq=seq, taken_at=1.0, state=state)
+
+
+def spec() -> UnitSpec:
+    return UnitSpec(task_id="a-1.0", assignment_id="a-1", master="m", plugin_name="p", plugin_version="1",
+                    plugin_hash="h" * 64, unit=b"\xa0", memory_bytes=1, epoch=2)
+
+
+async def pair(nursery, tmp, key_b: ClusterKey = KEY):
+    """Two nodes, a and b, each with links; b answers with the recording master and host."""
+    transports = {}
+
+    async def run(name, key, task_status=trio.TASK_STATUS_IGNORED):
+        async with open_transport(key=key, node_id=name, host="127.0.0.1") as transport:
+            transports[name] = transport
+            task_status.started()
+            await trio.sleep_forever()
+
+    await nursery.start(run, "a", KEY)
+    await nursery.start(run, "b", key_b)
+    addresses = {name: t.local_address for name, t in transports.items()}
+    master, host = RecordingMaster(), RecordingHost()
+    links_a = Links(node_id="a", address_of=addresses.get)
+    links_a.bind(master=RecordingMaster(), host=RecordingHost(), keeper=HeldReplicas(tmp / "a"))
+    links_a.serve(transports["a"])
+    links_b = Links(node_id="b", address_of=addresses.get)
+    links_b.bind(master=master, host=host, keeper=HeldReplicas(tmp / "b"))
+    links_b.serve(transports["b"])
+    return links_a, master, host
+
+
+async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(tmp_path):
+    async with trio.open_nursery() as nursery:
+        links, master, host = await pair(nursery, tmp_path)
+        remote_master, remote_host = links.master("b"), links.host("b")
+        stop = await remote_master.host_report("ignored", (UnitStatus("a-1.0", 1, 0.5), UnitStatus("a-1.1", 2, 0.1)))
+        assert stop == ("a-1.0",)
+        assert await remote_master.host_result("ignored", "a-1.1", 2, b"r" * 300_000)
+        assert await remote_master.host_return("ignored", "a-1.0", 1, record())
+        await remote_master.host_replica("ignored", record())
+        await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
+        assert await remote_master.host_moved("ignored", "a-1.0", 2, "c")
+        kinds = [call[0] for call in master.calls]
+        assert kinds == ["report", "result", "return", "replica", "failed"]
+        assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
+        assert master.calls[1][4] == b"r" * 300_000 and master.calls[2][4] == record()
+        reply = await remote_host.offer("a", UnitOffer(task_id="a-1.0", plugin_hash="h", memory_bytes=500,
+                                                       state_bytes=0))
+        assert not reply.accepted and reply.reason == "too big"
+        assert (await remote_host.start("a", spec(), record())).ok
+        assert host.started == [(spec(), record())]
+        assert not (await remote_host.move("a-1.0", "c")).ok
+        assert await remote_host.figures() == NodeView(node_id="b", available=2.5, guests=1, cpus=2, free_memory=7)
+        assert (await remote_host.work_request(NodeView(node_id="a", available=2.0, guests=0))).ok
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_checkpoint_that_fails_its_hash_is_refused_and_nothing_starts(tmp_path):
+    async with trio.open_nursery() as nursery:
+        links, _, host = await pair(nursery, tmp_path)
+        tampered = dataclasses.replace(record(), state=b"tampered" * 10)
+        verdict = await links.host("b").start("a", spec(), tampered)
+        assert not verdict.ok and "SHA-256" in verdict.reason
+        assert host.started == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_node_of_another_cluster_cannot_call_and_a_dead_one_is_unavailable(tmp_path):
+    async with trio.open_nursery() as nursery:
+        links, _, host = await pair(nursery, tmp_path, key_b=ClusterKey.generate())
+        with pytest.raises(NodeUnavailableError):
+            await links.host("b").start("a", spec(), None)
+        assert host.started == []
+        with pytest.raises(NodeUnavailableError, match="not known"):
+            await links.host("nobody").offer("a", UnitOffer(task_id="x.0", plugin_hash="h", memory_bytes=1,
+                                                            state_bytes=0))
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_holder_keeps_the_newest_copy_for_a_master_and_hands_it_back(tmp_path):
+    async with trio.open_nursery() as nursery:
+        links, master, _ = await pair(nursery, tmp_path)
+        holder = links.keeper("b")
+        older, newer = record(b"old" * 100), record(b"new" * 100, seq=4)
+        await holder.keep("m", newer)
+        await holder.keep("m", older)               # an older copy arriving late does not replace it
+        assert await holder.fetch("a-1.0", 3) == newer
+        assert await holder.fetch("a-1.0", 4) is None  # nothing newer than what the master has
+        assert await holder.fetch("a-9.0", 0) is None
+        assert master.calls == [], "copies held for others never reach this node's own master side"
+        nursery.cancel_scope.cancel()
+
+
+def test_holders_are_agreed_without_asking_and_never_the_master():
+    nodes = [f"n{i}" for i in range(8)]
+    holders = replica_holders("a-1.7", nodes, "n0", 2)
+    assert len(holders) == 3 and "n0" not in holders
+    assert replica_holders("a-1.7", reversed(nodes), "n0", 2) == holders      # the same on every node
+    assert replica_holders("a-1.7", nodes, "n0", 0) == ()
+    # A node leaving moves only the units it held.
+    others = [n for n in nodes if n not in holders[:1]]
+    assert set(replica_holders("a-1.7", others, "n0", 2)) >= set(holders[1:])
+
+
+CLUSTER_MESSAGES = [cls for cls in vars(cluster_messages).values()
+                    if isinstance(cls, type) and issubclass(cls, Message) and cls is not Message]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(CLUSTER_MESSAGES), st.binary(max_size=600))
+def test_arbitrary_bodies_are_refused_with_a_protocol_error(cls, body):
+    try:
+        decode_message(cls.CODE, body)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(*(st.from_type(cls) for cls in CLUSTER_MESSAGES)))
+def test_every_cluster_message_round_trips(message):
+    try:
+        body = encode_message(message)
+    except ProtocolError:
+        return  # over its size cap: refused before it is sent
+    assert encode_message(decode_message(message.CODE, body)) == body  # (NaN != NaN, so compare bytes)

@@ -1,0 +1,62 @@
+"""Where queued units go: the pure placement plan, with the arithmetic in the comments."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from frost_core.master.placement import Need, plan, rank_hosts
+from frost_core.policies.views import NodeView
+
+MIB = 1 << 20
+
+
+def host(node_id, available=1.0, guests=0, cpus=2, free_memory=1024 * MIB, accepting=True):
+    # idle_extremity = cpus: each core is worth 1.0 speed unit when the machine is idle.
+    return NodeView(node_id=node_id, available=available, guests=guests, cpus=cpus, idle_extremity=float(cpus),
+                    free_memory=free_memory, accepting=accepting)
+
+
+def test_the_host_whose_next_guest_gets_most_comes_first():
+    # offer = available / (guests + 1), at most one core (1.0):
+    #   a: 1.0 / 1 = 1.0;  b: 1.0 / 2 = 0.5 (it runs a guest);  c: 0.5 / 1 = 0.5 (a slower machine).
+    # b and c tie at 0.5; the one with fewer guests (c) comes first.
+    hosts = [host("b", guests=1), host("c", available=0.5), host("a")]
+    assert rank_hosts(Need("t.0", "t", MIB), hosts) == ("a", "c", "b")
+
+
+def test_hosts_without_a_free_core_memory_or_will_are_skipped():
+    hosts = [host("full", guests=2, cpus=2), host("small", free_memory=10 * MIB), host("paused", accepting=False),
+             host("ok")]
+    assert rank_hosts(Need("t.0", "t", 64 * MIB), hosts) == ("ok",)
+
+
+def test_one_unit_per_free_core_spreads_a_round_over_every_core():
+    # Four units, two hosts of two cores each: two units each, never three on one.
+    needs = [Need(f"t.{i}", "t", MIB) for i in range(4)]
+    chosen = [candidates[0] for _, candidates in plan(needs, [host("a"), host("b")], {})]
+    assert sorted(chosen) == ["a", "a", "b", "b"]
+
+
+def test_units_beyond_the_free_cores_stay_queued():
+    needs = [Need(f"t.{i}", "t", MIB) for i in range(5)]
+    assert len(plan(needs, [host("a"), host("b")], {})) == 4
+
+
+def test_frost_rule_one_unit_of_an_assignment_per_host():
+    needs = [Need(f"t.{i}", "t", MIB, one_per_host=True) for i in range(3)]
+    planned = plan(needs, [host("a", cpus=8), host("b", cpus=8)], {"t": frozenset({"b"})})
+    # b already holds a unit of t, so only a qualifies, and only once.
+    assert [candidates for _, candidates in planned] == [("a",)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 4), st.integers(0, 8)), min_size=1, max_size=6),
+       st.integers(1, 12))
+def test_a_plan_never_overfills_a_host(rows, count):
+    hosts = [host(f"h{i}", guests=min(g, c), cpus=c, free_memory=m * 64 * MIB) for i, (g, c, m) in enumerate(rows)]
+    needs = [Need(f"t.{i}", "t", 64 * MIB) for i in range(count)]
+    placed: dict[str, int] = {}
+    for _, candidates in plan(needs, hosts, {}):
+        placed[candidates[0]] = placed.get(candidates[0], 0) + 1
+    for view in hosts:
+        extra = placed.get(view.node_id, 0)
+        assert view.guests + extra <= max(view.cpus, view.guests)
+        assert extra * 64 * MIB <= view.free_memory

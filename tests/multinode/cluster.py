@@ -1,0 +1,66 @@
+"""A small real cluster for the cross-peer tests: one master and hosts, as separate processes on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from frost_core.plugin_api import parse_params, run_locally
+from frost_core.plugin_loader import load_plugin_file
+from tests.nodes import NodeProcess, wait_for
+
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
+
+# Each node offers one CPU to guests, reports its units twice a second and checkpoints every
+# second, so moves, replicas and recovery all happen within a test's few seconds.
+CLUSTER_CONFIG = """
+[guests]
+cpus = 1
+
+[cluster]
+report_interval = 0.5
+host_timeout = 6
+
+[checkpoints]
+min_interval = 1
+max_interval = 2
+"""
+
+# Two units of a ray trace that take a few seconds each at guest priority: long enough to be
+# moved while they run, short enough for CI.
+RAYTRACE = {"width": 1024, "height": 32, "rows_per_unit": 16, "samples": 5}
+
+
+def reference_sha256(plugin: str, params: dict) -> str:
+    """The result of the same assignment computed in this process, without any node."""
+    module = load_plugin_file(PLUGINS / f"{plugin}.py")
+    output = run_locally(module, parse_params(module, params))
+    return hashlib.sha256(output.data).hexdigest()
+
+
+def params_args(params: dict) -> list[str]:
+    args = []
+    for key, value in params.items():
+        args += ["--param", f"{key}={value}"]
+    return args
+
+
+def wait_for_members(nodes: list[NodeProcess], timeout: float = 30) -> None:
+    ids = {node.node_id for node in nodes}
+    for node in nodes:
+        wait_for(lambda node=node: {p["node_id"] for p in node.call("peers") if p["state"] == "alive"} >= ids,
+                 timeout=timeout, what=f"{node.data_dir.name} to see every node alive")
+
+
+def assignment(master: NodeProcess, assignment_id: str) -> dict:
+    return master.call("assignment", assignment=assignment_id)
+
+
+def running_units(master: NodeProcess, assignment_id: str) -> list[dict]:
+    return [u for u in assignment(master, assignment_id)["units"] if u["state"] == "running"]
+
+
+def result_sha256(master: NodeProcess, assignment_id: str, tmp_path: Path) -> str:
+    output = tmp_path / f"{assignment_id}.out"
+    master.call("result", assignment=assignment_id, output=str(output))
+    return hashlib.sha256(output.read_bytes()).hexdigest()

@@ -1,0 +1,143 @@
+"""Units spread over real peers, move between them while they run, and the image stays bit-identical."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.multinode.cluster import (
+    CLUSTER_CONFIG, RAYTRACE, assignment, params_args, reference_sha256, result_sha256, running_units,
+    wait_for_members,
+)
+from tests.nodes import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def trio_cluster(nodes):
+    master = nodes("master", extra_config=CLUSTER_CONFIG)
+    seed = master.address
+    hosts = [nodes(name, seeds=(seed,), extra_config=CLUSTER_CONFIG) for name in ("alpha", "beta")]
+    wait_for_members([master, *hosts])
+    return master, hosts
+
+
+def submit(master, params, *extra) -> str:
+    out = master.cli("submit", "raytrace", *params_args(params), *extra).stdout
+    return out.split()[1] if out.startswith("Submitted") else out.strip().split()[-1]
+
+
+def test_units_spread_over_peers_and_moves_back_and_forth_keep_the_image_identical(trio_cluster, tmp_path):
+    master, (alpha, beta) = trio_cluster
+    names = {node.node_id: node.data_dir.name for node in (master, alpha, beta)}
+    reply = master.call("submit", plugin="raytrace", params=RAYTRACE)
+    assignment_id = reply["id"]
+    # Each node gives guests one CPU: the two units land on two different machines at once.
+    running = wait_for(lambda: len({u["host"] for u in running_units(master, assignment_id)}) == 2
+                       and running_units(master, assignment_id), timeout=30, what="both units running")
+    unit = running[0]
+    first_host = unit["host"]
+    idle = next(n for n in (master, alpha, beta) if n.node_id not in {u["host"] for u in running})
+    # Forth: to the idle peer; back: to where it came from. The master's CLI moves it wherever it runs.
+    master.cli("move", unit["task_id"], names[idle.node_id])
+    wait_for(lambda: next(u for u in assignment(master, assignment_id)["units"]
+                          if u["task_id"] == unit["task_id"])["host"] == idle.node_id,
+             timeout=15, what="the master to learn the new host")
+    assert unit["task_id"] in {g["task_id"] for g in idle.call("status")["guests"]}
+    # Back, asked of the host it left: that host forwards the command to where the unit went.
+    first = next(n for n in (master, alpha, beta) if n.node_id == first_host)
+    moved_back = first.cli("move", unit["task_id"], names[first_host], check=False)
+    done_meanwhile = assignment(master, assignment_id)["units"][unit["index"]]["state"] == "done"
+    assert moved_back.returncode == 0 or done_meanwhile, moved_back.stderr
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
+    record = assignment(master, assignment_id)
+    assert record["units"][unit["index"]]["moves"] >= 1
+    assert all(u["state"] == "done" for u in record["units"])
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
+def test_a_move_to_a_node_that_refuses_leaves_the_unit_running_where_it_was(trio_cluster):
+    master, (alpha, beta) = trio_cluster
+    beta.call("pause")  # a paused node takes no guests: it refuses the negotiation
+    reply = master.call("submit", plugin="raytrace", params=RAYTRACE)
+    running = wait_for(lambda: running_units(master, reply["id"]), timeout=30, what="a unit running")
+    unit = running[0]
+    refused = master.cli("move", unit["task_id"], "beta", check=False)
+    assert refused.returncode != 0
+    assert "not taking guests" in refused.stderr
+    after = next(u for u in assignment(master, reply["id"])["units"] if u["task_id"] == unit["task_id"])
+    assert after["host"] == unit["host"] and after["state"] in ("running", "done")
+    assert not beta.call("status")["guests"]
+
+
+def test_evict_on_a_host_sends_its_guest_to_another_peer_and_frees_the_cpu(trio_cluster, tmp_path):
+    master, (alpha, beta) = trio_cluster
+    master.call("pause")  # the master keeps out of it: the units run on alpha and beta
+    reply = master.call("submit", plugin="raytrace", params=RAYTRACE)
+    assignment_id = reply["id"]
+    wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+    master.call("resume")
+    on_alpha = [g["task_id"] for g in alpha.call("status")["guests"]]
+    assert on_alpha
+    alpha.call("evict")
+    assert not alpha.call("status")["guests"]
+    # The evicted unit runs on the master now (beta's CPU is taken, alpha holds no guests for a while).
+    wait_for(lambda: any(u["task_id"] == on_alpha[0] and u["host"] == master.node_id
+                         for u in running_units(master, assignment_id))
+             or assignment(master, assignment_id)["units"][int(on_alpha[0].rsplit(".", 1)[1])]["state"] == "done",
+             timeout=20, what="the evicted unit to run on the master")
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
+PRIVATE_PLUGIN = '''
+from frost_core.plugin_api import Done, Output, Param, Plugin, WorkUnit
+
+
+class SquareSum(Plugin):
+    """Only the master has this file: the hosts fetch it by hash."""
+
+    name = "square-sum"
+    version = "1.0"
+    params = (Param("n", int, 300_000, "sum the squares below n", minimum=1),
+              Param("units", int, 3, "work units", minimum=1))
+
+    def split(self, params):
+        n, count = params["n"], params["units"]
+        bounds = [n * i // count for i in range(count + 1)]
+        return [WorkUnit(index=i, data={"begin": bounds[i], "end": bounds[i + 1]}, memory_bytes=8 << 20, cost=1.0)
+                for i in range(count)]
+
+    def start(self, unit):
+        return {"next": unit.data["begin"], "end": unit.data["end"], "total": 0}
+
+    def step(self, state):
+        stop = min(state["end"], state["next"] + 1000)
+        total = state["total"] + sum(i * i for i in range(state["next"], stop))
+        return Done(total) if stop == state["end"] else {**state, "next": stop, "total": total}
+
+    def progress(self, state):
+        return 0.5
+
+    def combine(self, params, results):
+        return Output(str(sum(results)).encode(), "text/plain", "sum.txt")
+
+
+plugin = SquareSum()
+'''
+
+
+def test_hosts_fetch_a_plugin_only_the_master_has_by_its_hash(trio_cluster, tmp_path):
+    master, hosts = trio_cluster
+    source = tmp_path / "square_sum.py"
+    source.write_text(PRIVATE_PLUGIN)
+    master.cli("plugins", "add", str(source))
+    master.call("pause")  # every unit must run on a host that lacks the plugin
+    reply = master.call("submit", plugin="square-sum", params={"n": 300_000, "units": 2})
+    wait_for(lambda: assignment(master, reply["id"])["state"] == "done", timeout=60, what="the assignment")
+    output = tmp_path / "sum.txt"
+    master.call("result", assignment=reply["id"], output=str(output))
+    assert output.read_text() == str(sum(i * i for i in range(300_000)))
+    master_hash = next(p["hash"] for p in master.call("plugins") if p["name"] == "square-sum")
+    fetched = [p for host in hosts for p in host.call("plugins") if p["name"] == "square-sum"]
+    assert fetched and all(p["source"] == "cluster" and p["hash"] == master_hash and p["ok"] for p in fetched)

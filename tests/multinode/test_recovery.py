@@ -1,0 +1,108 @@
+"""Any one machine may die or vanish mid-run: no unit is lost and each unit's result is accepted once."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from tests.multinode.cluster import (
+    CLUSTER_CONFIG, RAYTRACE, assignment, reference_sha256, result_sha256, running_units, wait_for_members,
+)
+from tests.netns import Topology, require_netns
+from tests.nodes import FAST_CONFIG, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+# The failure detector, tightened so a dead host is declared within a few seconds.
+FAST_DEATH = FAST_CONFIG.replace("[gossip]\n", "[gossip]\nprobe_interval = 0.2\nprobe_timeout = 0.1\n"
+                                 "suspicion_multiplier = 4\n").replace("suspicion_min = 3", "suspicion_min = 2")
+
+
+def accepted_results(master, assignment_id: str) -> collections.Counter:
+    """How many times the master accepted a result for each unit, from its event log."""
+    counts: collections.Counter = collections.Counter()
+    for event in master.call("events"):
+        text = event["message"]
+        if text.startswith(f"{assignment_id}.") and " result accepted" in text:
+            counts[text.split()[0]] += 1
+    return counts
+
+
+def assert_complete_and_identical(master, assignment_id: str, tmp_path) -> None:
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=150, what="the assignment")
+    record = assignment(master, assignment_id)
+    assert all(u["state"] == "done" for u in record["units"]), "a unit was lost"
+    assert set(accepted_results(master, assignment_id).values()) == {1}
+    assert len(accepted_results(master, assignment_id)) == len(record["units"])
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
+def test_kill_9_of_a_host_restarts_its_unit_elsewhere_from_its_replicated_checkpoint(nodes, tmp_path):
+    config = CLUSTER_CONFIG.replace("[checkpoints]\n", "[checkpoints]\nreplica_peers = 1\n")
+    master = nodes("master", extra_config=config, base_config=FAST_DEATH)
+    hosts = [nodes(n, seeds=(master.address,), extra_config=config, base_config=FAST_DEATH) for n in ("alpha", "beta")]
+    wait_for_members([master, *hosts])
+    master.call("pause")  # both units run on the hosts
+    assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
+    wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+    victim, other = hosts
+    doomed_task = victim.call("status")["guests"][0]["task_id"]
+    # With one extra holder, the other host keeps copies of the doomed unit's checkpoints too.
+    wait_for(lambda: list((other.data_dir / "held-replicas" / doomed_task).glob("*.ckpt")),
+             timeout=20, what="a copy of the doomed unit's checkpoint on the other host")
+    master.call("resume")
+    victim.kill()
+    assert_complete_and_identical(master, assignment_id, tmp_path)
+    messages = [e["message"] for e in master.call("events")]
+    assert any("restarts elsewhere" in m for m in messages)
+    assert any("placed" in m and "from checkpoint" in m for m in messages), "restarted from scratch, not a replica"
+
+
+def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(nodes, tmp_path):
+    master = nodes("master", extra_config=CLUSTER_CONFIG)
+    port = int(master.address.rsplit(":", 1)[1])
+    hosts = [nodes(n, seeds=(master.address,), extra_config=CLUSTER_CONFIG) for n in ("alpha", "beta")]
+    wait_for_members([master, *hosts])
+    master.call("pause")
+    assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
+    wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+    master.kill()
+    # The hosts finish their units with nobody to deliver to, and keep the results.
+    for host in hosts:
+        wait_for(lambda host=host: not host.call("status")["guests"], timeout=90, what="the hosts to finish")
+    master = nodes("master", extra_config=CLUSTER_CONFIG, port=port, seeds=(hosts[0].address,))
+    master.call("resume")
+    assert_complete_and_identical(master, assignment_id, tmp_path)
+    assert all(u["host"] != master.node_id for u in assignment(master, assignment_id)["units"]), \
+        "a unit was computed again instead of delivered"
+
+
+@pytest.mark.netns
+def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes, tmp_path):
+    require_netns()
+    with Topology(3) as topology:
+        def start(i, name, seeds=()):
+            host = topology.hosts[i]
+            return nodes(name, netns=host.namespace, listen_host="0.0.0.0", port=47700, seeds=seeds,
+                         base_config=FAST_DEATH,
+                         extra_config=CLUSTER_CONFIG + f'\n[node]\nadvertise_host = "{host.address}"\n')
+        master = start(0, "master")
+        alpha = start(1, "alpha", seeds=(master.address,))
+        beta = start(2, "beta", seeds=(master.address,))
+        wait_for_members([master, alpha, beta])
+        master.call("pause")
+        assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
+        wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+        cut_task = alpha.call("status")["guests"][0]["task_id"]
+        master.call("resume")
+        topology.cut(topology.hosts[1])
+        wait_for(lambda: any(u["task_id"] == cut_task and u["host"] != alpha.node_id
+                             for u in assignment(master, assignment_id)["units"]),
+                 timeout=40, what="the cut-off unit to be placed elsewhere")
+        topology.heal(topology.hosts[1])
+        assert_complete_and_identical(master, assignment_id, tmp_path)
+        # Healed, the old copy learned it was superseded (or its late result was refused): nothing runs there.
+        wait_for(lambda: not alpha.call("status")["guests"], timeout=30, what="the stale copy to stop")
+        for node in (master, alpha, beta):
+            node.stop()
