@@ -302,7 +302,11 @@ class HostService:
             self._stopping.discard(task.task_id)
             return
         if isinstance(outcome, Completed):
-            packed = envelope.pack(envelope.RESULT, outcome.result, outcome.files, MAX_RESULT_BYTES)
+            try:
+                packed = envelope.pack(envelope.RESULT, outcome.result, outcome.files, MAX_RESULT_BYTES)
+            except PluginError as error:
+                outcome = Failed(f"result: {error.message}", retryable=False)
+        if isinstance(outcome, Completed):
             owed = owed_result(task.task_id, hosted.master, task.epoch, packed)  # output files travel with it
         else:
             assert isinstance(outcome, Failed)

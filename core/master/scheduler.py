@@ -23,7 +23,7 @@ from ..checkpoint_store import CheckpointRecord, CheckpointStore
 from ..cluster.links import Links
 from ..cluster.messages import UnitOffer, UnitSpec, UnitStatus
 from ..cluster.replication import replica_holders
-from ..errors import FrostError, NodeUnavailableError, PluginError, ProtocolError
+from ..errors import FrostError, NodeUnavailableError, PluginError
 from ..guest import envelope
 from ..events import EventLog
 from ..plugin_api import WorkUnit, encode_plain
@@ -203,8 +203,8 @@ class MasterScheduler:
         assignment_id, index = split_task_id(task_id)
         try:
             value, files = envelope.unpack(envelope.RESULT, result)
-        except PluginError as error:
-            raise ProtocolError(f"the result of {task_id} from {host[:8]}: {error.message}") from error
+        except PluginError as error:  # refused, not retried: the same bytes would fail again
+            raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
         accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files)
         self._forget(task_id)
         where = "here" if host == self._node_id else f"on {host[:8]}"

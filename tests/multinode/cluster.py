@@ -12,7 +12,9 @@ from tests.nodes import NodeProcess, wait_for
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 # Each node offers one CPU to guests, reports its units twice a second and checkpoints every
-# second, so moves, replicas and recovery all happen within a test's few seconds.
+# second, so moves, replicas and recovery all happen within a test's few seconds. The load
+# balancer is off: these tests move units themselves (several nodes on one machine share its
+# cores, so the balancer's view of who is loaded is not the test's to predict).
 CLUSTER_CONFIG = """
 [guests]
 cpus = 1
@@ -20,6 +22,7 @@ cpus = 1
 [cluster]
 report_interval = 0.5
 host_timeout = 6
+balance_interval = 0
 
 [checkpoints]
 min_interval = 1

@@ -141,3 +141,17 @@ def test_hosts_fetch_a_plugin_only_the_master_has_by_its_hash(trio_cluster, tmp_
     master_hash = next(p["hash"] for p in master.call("plugins") if p["name"] == "square-sum")
     fetched = [p for host in hosts for p in host.call("plugins") if p["name"] == "square-sum"]
     assert fetched and all(p["source"] == "cluster" and p["hash"] == master_hash and p["ok"] for p in fetched)
+
+
+def test_with_the_balancer_on_every_node_explains_its_last_round_and_the_image_stays_identical(nodes, tmp_path):
+    config = CLUSTER_CONFIG.replace("balance_interval = 0", "balance_interval = 0.5")
+    master = nodes("master", extra_config=config)
+    hosts = [nodes(name, seeds=(master.address,), extra_config=config) for name in ("alpha", "beta")]
+    wait_for_members([master, *hosts])
+    reply = master.call("submit", plugin="raytrace", params=RAYTRACE)
+    wait_for(lambda: assignment(master, reply["id"])["state"] == "done", timeout=120, what="the assignment")
+    for node in (master, *hosts):
+        why = wait_for(lambda node=node: node.call("status")["hosting"]["balance"], timeout=10,
+                       what="the balancer's explanation")
+        assert why.strip()
+    assert result_sha256(master, reply["id"], tmp_path) == reference_sha256("raytrace", RAYTRACE)
