@@ -130,6 +130,7 @@ class HostService:
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
+        self._starting: set[str] = set()
         self._stopping: set[str] = set()
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._nursery: trio.Nursery | None = None
@@ -156,11 +157,21 @@ class HostService:
     # -- running ---------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.to_thread.run_sync(self._drop_foreign_checkpoints)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._report_periodically)
             nursery.start_soon(self._deliver_owed)
             task_status.started()
+
+    def _drop_foreign_checkpoints(self) -> None:
+        """Other masters' units did not survive this node's restart: their masters restart them from
+        their replicas, so the copies left here would only fill the disk. This node's own units keep
+        theirs (its master side resumes them from here)."""
+        own = f"{self.node_id[:8]}-"
+        for task_id in self.supervisor.store.list_tasks():
+            if not task_id.startswith(own):
+                self.supervisor.store.discard(task_id)
 
     # -- the calls masters and other hosts make (links.HostSide) -------------------------------------
 
@@ -179,6 +190,8 @@ class HostService:
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
                     moved: bool = False) -> Verdict:
         """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off)."""
+        if spec.task_id in self._hosted or spec.task_id in self._starting:
+            return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         reserved = self._reserved.pop(spec.task_id, None)
         if reserved is None:
             refusal = self._refusal(spec.task_id, spec.plugin_hash, spec.memory_bytes, moving=bool(record))
@@ -187,10 +200,12 @@ class HostService:
         if record is not None and (record.task_id, record.plugin_hash) != (spec.task_id, spec.plugin_hash):
             return Verdict(ok=False, reason=f"the checkpoint sent with {spec.task_id} belongs to another unit")
         self._receiving += 1
+        self._starting.add(spec.task_id)
         try:
             return await self._start(source, spec, record, moved)
         finally:
             self._receiving -= 1
+            self._starting.discard(spec.task_id)
 
     async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool) -> Verdict:
         try:
@@ -208,8 +223,6 @@ class HostService:
             plugin_version=info.version, plugin_hash=info.hash, plugin_path=info.path, unit=unit, epoch=spec.epoch,
             inputs=spec.inputs,
         )
-        if spec.task_id in self._hosted:
-            return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         hosted = Hosted(task=task, spec=spec, arrived_at=time.time())
         self._hosted[spec.task_id] = hosted
         assert self._nursery is not None
@@ -421,6 +434,7 @@ class HostService:
 
     def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool) -> str | None:
         """Why this machine cannot take the unit now, or None."""
+        free = self._capacity().memory_pool_bytes - self._memory_committed()  # (drops expired reservations)
         capacity = self._capacity()
         if not capacity.accepts_guests:
             return f"not taking guests: {capacity.reason}"
@@ -431,7 +445,6 @@ class HostService:
         busy = sum(1 for h in self._hosted.values() if not h.leaving) + len(self._reserved)
         if busy >= capacity.cpus:
             return f"no free CPU ({busy} guest(s) for {capacity.cpus} CPU(s))"
-        free = capacity.memory_pool_bytes - self._memory_committed()
         if memory > free:
             return f"not enough memory: needs {memory >> 20} MiB, {max(free, 0) >> 20} MiB free in the pool"
         if not self._has_plugin(plugin_hash) and not self._settings().allow_cluster_plugins:
