@@ -7,10 +7,11 @@ before the first delivery attempt and removed only once the master has answered.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from frost_core.durable_sqlite import open_durably
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -42,12 +43,7 @@ class Owed:
 
 class Outbox:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        self._db = open_durably(path, _SCHEMA)
 
     def close(self) -> None:
         self._db.close()

@@ -17,6 +17,7 @@ from typing import Any
 
 import cbor2
 
+from ..durable_sqlite import open_durably
 from ..errors import FrostError
 from ..guest.views import InputFile
 
@@ -140,12 +141,7 @@ class MasterStore:
     """One SQLite file per node; used from the node's trio thread only (calls take milliseconds)."""
 
     def __init__(self, path: Path, *, node_id: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        self._db = open_durably(path, _SCHEMA)
         self._add_missing_columns()
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
