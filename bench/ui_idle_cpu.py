@@ -1,8 +1,10 @@
 """How much CPU does the idle UI take with 100 peers and 10 guests? Goal: <= 2 % of one core.
 
 The UI runs headless (Textual renders every frame, the terminal write is all it skips) on a
-fake node that publishes ten snapshots a second, as a live node at most does. Baseline, in the
-same run: the same node publishing with no UI. Each case runs for WINDOW seconds after a warm-up.
+fake node that behaves like a live one (`tests.tui.fake_node.live_node`): ten snapshots a
+second, as a live node at most publishes, wall-clock times, every peer heard from every two
+seconds and one history sample a second. Baseline, in the same run: the same node publishing
+with no UI. Each case runs for WINDOW seconds after a warm-up.
 """
 
 from __future__ import annotations

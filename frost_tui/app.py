@@ -189,12 +189,17 @@ class FrostApp(App[int]):
         if snapshot is None:
             return
         now = self.clock()
-        topbar = describe_topbar(snapshot)
-        if topbar != self._topbar:
-            self._topbar = topbar
-            self.query_one("#topbar", Static).update(topbar, layout=False)
         try:
-            self.active_pane().show(snapshot, now)
+            topbar = self.query_one("#topbar", Static)
+            pane = self.active_pane()
+        except NoMatches:
+            return  # on the way out: the screen's widgets are already gone
+        text = describe_topbar(snapshot)
+        if text != self._topbar:
+            self._topbar = text
+            topbar.update(text, layout=False)
+        try:
+            pane.show(snapshot, now)
         except NoMatches:
             # The first snapshot can arrive while the pane is still mounting its widgets:
             # draw it once they are there.
@@ -290,21 +295,24 @@ class FrostApp(App[int]):
             self.notify("Select a running unit (Assignments, 4) or a guest (Guests, 2) first.",
                         title="Nothing to move", severity="warning")
             return
-        peers = [p for p in snapshot.peers if p.state == "alive" and not p.is_self and p.node_id != host]
+        # Any live node but the one it runs on: this machine too, for a unit of mine running elsewhere.
+        peers = [p for p in snapshot.peers if p.state == "alive" and p.node_id != host]
+        names = {p.node_id: p.name for p in peers}
 
         def move(node_id: str | None) -> None:
             if node_id is not None:
                 self.send(MoveTask(task_id=task_id, node=node_id))
+                self.notify(f"Moving {task_id} to {names.get(node_id, node_id[:8])}…", title="Move")
 
         self.push_screen(MoveDialog(task_id, peers), move)
 
     def _selected_task(self) -> tuple[str | None, str | None]:
-        """The task the owner means: the guest on the Guests tab, else the unit on Assignments."""
+        """The task the owner means and where it runs: the guest on Guests, else the unit on Assignments."""
         if self.query_one(TabbedContent).active == "guests":
             guest = self.query_one(GuestsPane).selected_guest()
             return (guest.task_id, self.snapshot.node_id if self.snapshot else None) if guest else (None, None)
         unit = self.query_one(AssignmentsPane).selected_unit()
-        if unit is None or unit.state not in ("running", "queued"):
+        if unit is None or unit.state != "running":  # only a running unit has a host to leave
             return None, None
         return unit.task_id, unit.host
 

@@ -92,27 +92,30 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         )
         for g in range(guests)
     )
-    history = tuple(
+    history = tuple(  # as the node keeps it: ten minutes of one-second samples
         ResourceSample(
-            at=now - (119 - k) * 2.0,
-            available=round(0.55 + 0.25 * math.sin(k / 9) + (0.2 if 60 < k < 80 else 0), 3),
-            owner_cpu_percent=round(max(0.0, 35 + 30 * math.sin(k / 7) - (30 if k > 90 else 0)), 1),
-            guest_cpu_percent=round(min(400.0, 150 + 120 * math.cos(k / 11)), 1),
+            at=now - (599 - k),
+            available=round(0.55 + 0.25 * math.sin(k / 45) + (0.2 if 300 < k < 400 else 0), 3),
+            owner_cpu_percent=round(max(0.0, 35 + 30 * math.sin(k / 35) - (30 if k > 450 else 0)), 1),
+            guest_cpu_percent=round(min(400.0, 150 + 120 * math.cos(k / 55)), 1),
         )
-        for k in range(120)
+        for k in range(600)
     )
     hosts = [p.node_id for p in peer_views if p.state == "alive"]
+    names = {p.node_id: p.name for p in peer_views}
+    unit_states = ("done", "running", "running", "queued", "running", "done")
     running_units = tuple(
         UnitView(
-            index=u, task_id=f"f00dfeed-7.{u}", state=("done", "running", "running", "queued", "running", "done")[u],
-            host=hosts[u % len(hosts)], progress=(1.0, 0.62, 0.35, 0.0, 0.81, 1.0)[u], moves=(0, 1, 0, 0, 2, 0)[u],
-            failures=0, error=None,
+            index=u, task_id=f"f00dfeed-7.{u}", state=unit_states[u],
+            host="" if unit_states[u] == "queued" else hosts[u % len(hosts)],
+            progress=(1.0, 0.62, 0.35, 0.0, 0.81, 1.0)[u], moves=(0, 1, 0, 0, 2, 0)[u], failures=0, error=None,
+            host_name="" if unit_states[u] == "queued" else names[hosts[u % len(hosts)]],
         )
         for u in range(6)
     )
     done_units = tuple(
         UnitView(index=u, task_id=f"f00dfeed-6.{u}", state="done", host=hosts[(u + 1) % len(hosts)], progress=1.0,
-                 moves=0, failures=0, error=None)
+                 moves=0, failures=0, error=None, host_name=names[hosts[(u + 1) % len(hosts)]])
         for u in range(4)
     )
     assignments = (

@@ -7,13 +7,14 @@ from pathlib import Path
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from frost_core.snapshot import AssignmentView, NodeSnapshot, UnitView
 
 from ..widgets.format import format_duration, progress_bar, styled_state
 from ..widgets.image_preview import ImagePreview
-from ..widgets.table_sync import selected_key, sync_table, update_static
+from ..widgets.live_table import LiveTable
+from ..widgets.redraw import update_static
 from .pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
@@ -26,52 +27,42 @@ class AssignmentsPane(Pane):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._assignments: dict[str, AssignmentView] = {}
-        self._hosts: dict[str, str] = {}
         self._now = 0.0
 
     def compose(self) -> ComposeResult:
-        table: DataTable = DataTable(id="assignments-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*ASSIGNMENT_COLUMNS)
-        yield table
-        units: DataTable = DataTable(id="units-table", cursor_type="row", zebra_stripes=True)
-        units.add_columns(*UNIT_COLUMNS)
-        yield units
+        yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table")
+        yield LiveTable(*UNIT_COLUMNS, id="units-table")
         yield Static(id="assignment-result", classes="detail")
         yield ImagePreview(id="result-preview")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._now = now
         self._assignments = {a.id: a for a in snapshot.assignments}
-        self._hosts = {p.node_id: p.name for p in snapshot.peers}
         newest_first = sorted(snapshot.assignments, key=lambda a: a.created_at, reverse=True)
-        sync_table(
-            self.query_one("#assignments-table", DataTable),
-            [(a.id, assignment_row(a, now)) for a in newest_first],
+        self.query_one("#assignments-table", LiveTable).show_rows(
+            [(a.id, assignment_row(a, now)) for a in newest_first]
         )
         self._show_units()
 
     def selected_assignment(self) -> AssignmentView | None:
-        key = selected_key(self.query_one("#assignments-table", DataTable))
+        key = self.query_one("#assignments-table", LiveTable).selected_key()
         return self._assignments.get(key) if key else None
 
     def selected_unit(self) -> UnitView | None:
         assignment = self.selected_assignment()
-        key = selected_key(self.query_one("#units-table", DataTable))
+        key = self.query_one("#units-table", LiveTable).selected_key()
         if assignment is None or key is None:
             return None
         return next((u for u in assignment.units if u.task_id == key), None)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "assignments-table":
+    def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
+        if event.table.id == "assignments-table":
             self._show_units()
 
     def _show_units(self) -> None:
         assignment = self.selected_assignment()
         units = assignment.units if assignment else ()
-        sync_table(
-            self.query_one("#units-table", DataTable),
-            [(u.task_id, unit_row(u, self._hosts)) for u in units],
-        )
+        self.query_one("#units-table", LiveTable).show_rows([(u.task_id, unit_row(u)) for u in units])
         result = self.query_one("#assignment-result", Static)
         preview = self.query_one(ImagePreview)
         if assignment is None:
@@ -101,11 +92,11 @@ def assignment_row(assignment: AssignmentView, now: float) -> tuple:
     )
 
 
-def unit_row(unit: UnitView, hosts: dict[str, str]) -> tuple:
+def unit_row(unit: UnitView) -> tuple:
     return (
         unit.task_id,
         styled_state(unit.state),
-        hosts.get(unit.host, unit.host) or "—",
+        unit.host_name or "—",
         progress_bar(unit.progress, width=10),
         str(unit.moves),
         str(unit.failures),

@@ -85,7 +85,7 @@ class PathDialog(ModalScreen[Path | None]):
 
 
 class MoveDialog(ModalScreen[str | None]):
-    """Pick the peer a unit should move to; only live peers other than the unit's host are offered."""
+    """Pick the node a unit should move to; only live nodes other than the unit's host are offered."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
@@ -101,7 +101,8 @@ class MoveDialog(ModalScreen[str | None]):
                 yield Label("No other live peer can take it right now.")
             yield OptionList(
                 *(
-                    Option(f"{p.name}  {p.address}  available {p.available:.2f}  {p.guests} guest(s)", id=p.node_id)
+                    Option(f"{p.name}{' (this machine)' if p.is_self else ''}  {p.address}  "
+                           f"available {p.available:.2f}  {p.guests} guest(s)", id=p.node_id)
                     for p in self.peers
                 ),
                 id="move-peers",

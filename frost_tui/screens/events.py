@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from frost_core.snapshot import EventView, NodeSnapshot
 
 from ..widgets.format import format_clock, styled_state
-from ..widgets.table_sync import sync_table
+from ..widgets.live_table import LiveTable
 from .pane import Pane
 
 COLUMNS = ("Time", "Kind", "Severity", "Message")
@@ -24,20 +24,20 @@ class EventsPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter events: kind, severity or words in the message", id="events-filter")
-        table: DataTable = DataTable(id="events-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield LiveTable(*COLUMNS, id="events-table")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._snapshot = snapshot
         needle = self.query_one("#events-filter", Input).value.strip().lower()
         shown = [e for e in reversed(snapshot.events) if matches(e, needle)]
-        table = self.query_one(DataTable)
-        sync_table(table, [(key, event_row(e)) for key, e in zip(event_keys(shown), shown)])
-        table.border_subtitle = f"{len(shown)} of {len(snapshot.events)}"
+        table = self.query_one(LiveTable)
+        table.show_rows([(key, event_row(e)) for key, e in zip(event_keys(shown), shown)])
+        subtitle = f"{len(shown)} of {len(snapshot.events)}"
+        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even to the same text
+            table.border_subtitle = subtitle
 
     def focus_main(self) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one(LiveTable).focus()
 
     def focus_filter(self) -> bool:
         self.query_one("#events-filter", Input).focus()
@@ -48,7 +48,7 @@ class EventsPane(Pane):
             self.show(self._snapshot, 0.0)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one(LiveTable).focus()
 
 
 def matches(event: EventView, needle: str) -> bool:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from frost_core.snapshot import GuestView, NodeSnapshot
 
 from ..widgets.format import format_bytes, format_duration, progress_bar, styled_state
-from ..widgets.table_sync import selected_key, sync_table, update_static
+from ..widgets.live_table import LiveTable
+from ..widgets.redraw import update_static
 from .pane import Pane
 
 COLUMNS = ("Task", "Assignment", "Plugin", "Origin", "Progress", "CPU time", "At risk", "Memory", "State")
@@ -24,22 +25,19 @@ class GuestsPane(Pane):
         self._guests: dict[str, GuestView] = {}
 
     def compose(self) -> ComposeResult:
-        table: DataTable = DataTable(id="guests-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield LiveTable(*COLUMNS, id="guests-table")
         yield Static("No guest selected.", id="guest-detail", classes="detail")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._guests = {g.task_id: g for g in snapshot.guests}
-        table = self.query_one(DataTable)
-        sync_table(table, [(g.task_id, guest_row(g)) for g in snapshot.guests])
+        self.query_one(LiveTable).show_rows([(g.task_id, guest_row(g)) for g in snapshot.guests])
         self._show_detail()
 
     def selected_guest(self) -> GuestView | None:
-        key = selected_key(self.query_one(DataTable))
+        key = self.query_one(LiveTable).selected_key()
         return self._guests.get(key) if key else None
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 
     def _show_detail(self) -> None:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from frost_core.snapshot import HostingView, NodeSnapshot
+from frost_core.snapshot import HostingView, NodeSnapshot, ResourceSample
 
-from ..widgets.chart import Chart, ChartData, Series
+from ..widgets.chart import Chart, ChartData, Series, plot_dots
 from ..widgets.format import format_bytes, progress_bar, styled_state
 from ..widgets.state_banner import StateBanner
 from .pane import Pane
+
+# The node keeps ten minutes of one-second samples; the charts show all of them.
+CHART_WINDOW_SECONDS = 600
 
 
 class MachinePane(Pane):
@@ -34,8 +40,10 @@ class MachinePane(Pane):
         banner.now = now
         if banner.hosting != snapshot.hosting:
             banner.hosting = snapshot.hosting
-        history = snapshot.history
-        span = history[-1].at - history[0].at if len(history) > 1 else 0.0
+        chart_width = self.query_one("#chart-available", Chart).size.width
+        seconds_per_dot = max(1, math.ceil(CHART_WINDOW_SECONDS / max(1, plot_dots(chart_width))))
+        history = bucket_history(snapshot.history, seconds_per_dot)
+        span = len(history) * seconds_per_dot
         available = ChartData(
             title="Available",
             unit="",
@@ -60,6 +68,37 @@ class MachinePane(Pane):
         if facts_key != self._facts_key:
             self._facts_key = facts_key
             self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
+
+
+def bucket_history(history: Sequence[ResourceSample], seconds_per_dot: int) -> tuple[ResourceSample, ...]:
+    """Average the samples over fixed slices of wall-clock time, keeping only finished slices.
+
+    The slices are aligned to the clock and the window of slices shown ends at the newest
+    finished one, leaving out the oldest (which loses a sample each second as the node's
+    history slides): so a chart changes only when a slice completes, every few seconds, not
+    on each one-second sample. Redrawing two wide charts every second was most of what the
+    idle This machine tab cost.
+    """
+    if not history:
+        return ()
+    if seconds_per_dot == 1:
+        return tuple(history)
+    current = int(history[-1].at // seconds_per_dot)
+    first = max(int(history[0].at // seconds_per_dot) + 1, current - (CHART_WINDOW_SECONDS // seconds_per_dot - 2))
+    slices: dict[int, list[ResourceSample]] = {}
+    for sample in history:
+        number = int(sample.at // seconds_per_dot)
+        if first <= number < current:
+            slices.setdefault(number, []).append(sample)
+    return tuple(
+        ResourceSample(
+            at=number * seconds_per_dot,
+            available=sum(s.available for s in samples) / len(samples),
+            owner_cpu_percent=sum(s.owner_cpu_percent for s in samples) / len(samples),
+            guest_cpu_percent=sum(s.guest_cpu_percent for s in samples) / len(samples),
+        )
+        for number, samples in slices.items()
+    )
 
 
 def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:

@@ -15,7 +15,7 @@ class Pane(Vertical):
 
     def focus_main(self) -> None:
         """Give the keyboard to this tab's main table, so arrow keys move its cursor at once."""
-        for widget in self.query("DataTable, Input, Switch"):
+        for widget in self.query("LiveTable, Input, Switch"):
             if widget.focusable:
                 widget.focus()
                 return

@@ -6,11 +6,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from frost_core.snapshot import NodeSnapshot, PluginView
 
-from ..widgets.table_sync import selected_key, sync_table, update_static
+from ..widgets.live_table import LiveTable
+from ..widgets.redraw import update_static
 from .pane import Pane
 
 COLUMNS = ("Name", "Source", "Version", "Hash", "Status")
@@ -24,21 +25,19 @@ class PluginsPane(Pane):
         self._plugins: dict[str, PluginView] = {}
 
     def compose(self) -> ComposeResult:
-        table: DataTable = DataTable(id="plugins-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns(*COLUMNS)
-        yield table
+        yield LiveTable(*COLUMNS, id="plugins-table")
         yield Static(id="plugin-detail", classes="detail")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._plugins = {plugin_key(p): p for p in snapshot.plugins}
-        sync_table(self.query_one(DataTable), [(plugin_key(p), plugin_row(p)) for p in snapshot.plugins])
+        self.query_one(LiveTable).show_rows([(plugin_key(p), plugin_row(p)) for p in snapshot.plugins])
         self._show_detail()
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 
     def _show_detail(self) -> None:
-        key = selected_key(self.query_one(DataTable))
+        key = self.query_one(LiveTable).selected_key()
         plugin = self._plugins.get(key) if key else None
         update_static(self.query_one("#plugin-detail", Static), plugin,
                       lambda: describe_plugin(plugin) if plugin else "No plugins found: press l to load one from a file.")

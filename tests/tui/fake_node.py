@@ -8,6 +8,7 @@ new snapshot, with an error event when the command cannot be carried out.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,9 +34,11 @@ from frost_tui.screenshots import DEMO_NOW, demo_snapshot
 
 class FakeNode:
     def __init__(self, config: Config | None = None, *, peers: int = 6, guests: int = 3,
-                 snapshot: NodeSnapshot | None = None, tick_hz: float = 0.0) -> None:
+                 snapshot: NodeSnapshot | None = None, tick_hz: float = 0.0,
+                 clock: Callable[[], float] | None = None) -> None:
         self.config = config
-        self.now = DEMO_NOW
+        self.clock = clock  # benches: stamp snapshots with this clock; tests: a counter from DEMO_NOW
+        self.now = clock() if clock else DEMO_NOW
         self._snapshot = snapshot or demo_snapshot(self.now, peers=peers, guests=guests)
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._crash: BaseException | None = None
@@ -76,15 +79,23 @@ class FakeNode:
         handler(command)
 
     async def _tick(self) -> None:
-        """What an idle node publishes: peers heard from again, one more history sample."""
+        """What an idle node publishes: each peer heard from again every two seconds, and once a
+        second (as the node measures, FIGURES_INTERVAL) one more history sample."""
+        ticks = 0
+        per_second = max(1, round(self.tick_hz))
         while True:
             await trio.sleep(1 / self.tick_hz)
+            ticks += 1
             snapshot = self._snapshot
-            peers = tuple(dataclasses.replace(p, last_seen=self.now) if i % 7 == 0 else p
-                          for i, p in enumerate(snapshot.peers))
-            last = snapshot.history[-1]
-            sample = dataclasses.replace(last, at=self.now, guest_cpu_percent=(last.guest_cpu_percent + 7) % 400)
-            self.publish(peers=peers, history=snapshot.history[1:] + (sample,))
+            heard_at = self.clock() if self.clock else self.now
+            peers = tuple(dataclasses.replace(p, last_seen=heard_at) if i % (2 * per_second) == ticks % (2 * per_second)
+                          and p.state == "alive" else p for i, p in enumerate(snapshot.peers))
+            history = snapshot.history
+            if ticks % per_second == 0:
+                last = history[-1]
+                sample = dataclasses.replace(last, at=last.at + 1, guest_cpu_percent=(last.guest_cpu_percent + 7) % 400)
+                history = history[1:] + (sample,)
+            self.publish(peers=peers, history=history)
 
     # ------------------------------------------------------------------ test controls
 
@@ -95,7 +106,7 @@ class FakeNode:
 
     def publish(self, **changes) -> NodeSnapshot:
         """Publish a new snapshot with some fields changed (as the node does after any change)."""
-        self.now += 1
+        self.now = self.clock() if self.clock else self.now + 1
         self._snapshot = dataclasses.replace(self._snapshot, taken_at=self.now, **changes)
         if self._listener is not None:
             self._listener(self._snapshot)
@@ -149,7 +160,8 @@ class FakeNode:
             units = []
             for unit in assignment.units:
                 if unit.task_id == command.task_id:
-                    unit = dataclasses.replace(unit, host=command.node, moves=unit.moves + 1)
+                    name = next((p.name for p in self._snapshot.peers if p.node_id == command.node), command.node[:8])
+                    unit = dataclasses.replace(unit, host=command.node, host_name=name, moves=unit.moves + 1)
                     moved = True
                 units.append(unit)
             assignments.append(dataclasses.replace(assignment, units=tuple(units)))
@@ -212,3 +224,10 @@ class FakeNode:
                 return
             save_config(self.config)
         self.publish(settings=settings, events=self._event("settings", "settings saved"))
+
+
+def live_node(*, peers: int = 100, guests: int = 10, tick_hz: float = 10.0) -> FakeNode:
+    """A fake that behaves like a live node for the benches: wall-clock times, so "last heard"
+    ticks over as it would, and a fresh snapshot `tick_hz` times a second."""
+    now = time.time()
+    return FakeNode(snapshot=demo_snapshot(now, peers=peers, guests=guests), tick_hz=tick_hz, clock=time.time)

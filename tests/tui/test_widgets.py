@@ -7,6 +7,7 @@ import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.text import Text
 
 from frost_tui.widgets.chart import ChartData, Series, render_chart
 from frost_tui.widgets.format import format_bytes, format_duration, progress_bar
@@ -91,3 +92,54 @@ def test_png_with_any_header_is_refused_or_decoded(width, height, data):
         decode_image(broken)
     except ImageFormatError:
         pass
+
+
+def test_history_slices_change_only_when_one_completes():
+    from frost_core.snapshot import ResourceSample
+    from frost_tui.screens.machine import bucket_history
+
+    def history(end: int) -> tuple[ResourceSample, ...]:  # ten minutes of one-second samples ending at `end`
+        return tuple(ResourceSample(at=float(t), available=t % 7 / 7, owner_cpu_percent=t % 50, guest_cpu_percent=100)
+                     for t in range(end - 599, end + 1))
+
+    shown = [bucket_history(history(end), 4) for end in range(1000, 1009)]
+    changes = [end for end, (a, b) in zip(range(1001, 1009), zip(shown, shown[1:])) if a != b]
+    assert changes == [1004, 1008]  # once per four-second slice, not once per sample
+    slices = shown[0]
+    assert slices[-1].at == 996 and slices[-1].owner_cpu_percent == (46 + 47 + 48 + 49) / 4  # 996..999, finished
+    assert len(slices) == 148 and slices[0].at >= 1000 - 599  # the oldest, partial slice is left out
+
+
+def test_live_table_keeps_the_cursor_on_its_row_and_updates_cells_in_place():
+    import asyncio
+
+    from textual.app import App
+
+    from frost_tui.widgets.live_table import LiveTable
+
+    class TableApp(App):
+        def compose(self):
+            yield LiveTable("Name", "State", id="table")
+
+    async def main():
+        app = TableApp()
+        async with app.run_test(size=(40, 10)) as pilot:
+            table = app.query_one(LiveTable)
+            table.show_rows([("a", ("ada", "alive")), ("b", ("babbage", "alive")), ("c", ("curie", "alive"))])
+            await pilot.pause()
+            table.focus()
+            await pilot.press("down")
+            assert table.selected_key() == "b"
+            table.show_rows([("c", ("curie", "alive")), ("b", ("babbage", Text("dead", style="red"))),
+                             ("a", ("ada", "alive"))])
+            await pilot.pause()
+            assert table.selected_key() == "b" and table.cursor_row == 1
+            assert table.row_text("b") == ("babbage", "dead")
+            table.show_rows([("c", ("curie", "alive"))])
+            await pilot.pause()
+            assert table.selected_key() == "c"
+            table.show_rows([])
+            await pilot.pause()
+            assert table.selected_key() is None
+
+    asyncio.run(main())
