@@ -181,6 +181,10 @@ class Node:
     def intents(self) -> Intents:
         return self._intents
 
+    def unit_etas(self) -> dict[str, float]:
+        """Seconds each running unit of this node's assignments still needs, wherever it runs."""
+        return self._scheduler.etas()
+
     def live_progress(self) -> dict[str, float]:
         """Progress of this node's running units wherever they run, and of the guests running here."""
         return {**self._scheduler.progress(), **{g.task_id: g.progress for g in self.supervisor.figures()}}

@@ -81,14 +81,16 @@ async def _submit(node: Node, args: dict[str, Any]) -> dict[str, Any]:
 async def _assignments(node: Node, args: dict[str, Any]) -> list[dict[str, Any]]:
     now = time.time()
     live = node.live_progress()
-    return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir, live=live))
+    return [_assignment_json(assignment_view(r, now=now, results_dir=node.results_dir, live=live,
+                                            etas=node.unit_etas()))
             for r in node.store.assignments()]
 
 
 async def _assignment(node: Node, args: dict[str, Any]) -> dict[str, Any]:
     record = node.store.assignment(_text(args, "assignment"))
     live = node.live_progress()
-    return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir, live=live))
+    return _assignment_json(assignment_view(record, now=time.time(), results_dir=node.results_dir, live=live,
+                                           etas=node.unit_etas()))
 
 
 def _assignment_json(view) -> dict[str, Any]:

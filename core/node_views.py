@@ -56,7 +56,8 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             )
             for g in guests
         ),
-        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names)
+        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
+                                          etas=node.unit_etas())
                           for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
@@ -84,18 +85,20 @@ def peer_views(node: Node) -> tuple[PeerView, ...]:
 
 def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
-    names: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
     node ids to peer names, so the screen says where a unit runs in words."""
     live = live or {}
     names = names or {}
+    etas = etas or {}
     units = tuple(
         UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
                  moves=u.moves, failures=u.failures, error=u.error,
-                 host_name=names.get(u.host, u.host[:8]) if u.host else "")
+                 host_name=names.get(u.host, u.host[:8]) if u.host else "",
+                 eta_seconds=etas.get(u.task_id) if u.state == "running" else None)
         for u in record.units
     )
     progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress

@@ -69,6 +69,7 @@ class UnitView:
     failures: int
     error: str | None
     host_name: str = ""        # the host's peer name as the node knows it ("" while queued)
+    eta_seconds: float | None = None   # while running, at the rate it has progressed since placed
 
 
 @dataclass(frozen=True)

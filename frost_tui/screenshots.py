@@ -110,6 +110,7 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
             host="" if unit_states[u] == "queued" else hosts[u % len(hosts)],
             progress=(1.0, 0.62, 0.35, 0.0, 0.81, 1.0)[u], moves=(0, 1, 0, 0, 2, 0)[u], failures=0, error=None,
             host_name="" if unit_states[u] == "queued" else names[hosts[u % len(hosts)]],
+            eta_seconds=(None, 291.0, 534.0, None, 88.0, None)[u],
         )
         for u in range(6)
     )

@@ -72,6 +72,7 @@ class MasterScheduler:
         self._alive = alive
         self._heard: dict[str, float] = {}        # task id -> when its host last reported it
         self._progress: dict[str, float] = {}     # task id -> progress its host reported
+        self._placed: dict[str, tuple[float, float]] = {}  # task id -> (when, progress) at its placement
         self._combining: set[str] = set()
         self._wake = trio.Event()
         self._started_at = time.monotonic()
@@ -83,6 +84,16 @@ class MasterScheduler:
     def progress(self) -> dict[str, float]:
         """Live progress of this node's running units, as their hosts last reported it."""
         return dict(self._progress)
+
+    def etas(self) -> dict[str, float]:
+        """Seconds each running unit still needs, at the rate it progressed since it was placed (moves included)."""
+        now = time.monotonic()
+        etas = {}
+        for task_id, (since, start) in self._placed.items():
+            done = self._progress.get(task_id, start) - start
+            if done > 0:
+                etas[task_id] = (now - since) * (1.0 - self._progress[task_id]) / done
+        return etas
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for record in self._store.assignments():
@@ -156,6 +167,7 @@ class MasterScheduler:
             self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
             return False
         self._heard[unit.task_id] = time.monotonic()
+        self._placed[unit.task_id] = (time.monotonic(), self._progress.get(unit.task_id, 0.0))
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
@@ -296,6 +308,7 @@ class MasterScheduler:
     def _forget(self, task_id: str) -> None:
         self._heard.pop(task_id, None)
         self._progress.pop(task_id, None)
+        self._placed.pop(task_id, None)
 
     # -- combining -------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from ..widgets.redraw import update_static
 from .pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
-UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "Moves", "Failures", "Error")
+UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error")
 
 
 class AssignmentsPane(Pane):
@@ -98,6 +98,7 @@ def unit_row(unit: UnitView) -> tuple:
         styled_state(unit.state),
         unit.host_name or "—",
         progress_bar(unit.progress, width=10),
+        format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—",
         str(unit.moves),
         str(unit.failures),
         Text(unit.error or "", style="red"),

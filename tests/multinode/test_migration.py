@@ -35,6 +35,9 @@ def test_units_spread_over_peers_and_moves_back_and_forth_keep_the_image_identic
     # Each node gives guests one CPU: the two units land on two different machines at once.
     running = wait_for(lambda: len({u["host"] for u in running_units(master, assignment_id)}) == 2
                        and running_units(master, assignment_id), timeout=30, what="both units running")
+    # Hosts report progress: the master shows each running unit's progress and time left.
+    wait_for(lambda: any(u["eta_seconds"] and 0 < u["progress"] < 1 for u in running_units(master, assignment_id)),
+             timeout=20, what="a running unit's progress and ETA at the master")
     unit = running[0]
     first_host = unit["host"]
     idle = next(n for n in (master, alpha, beta) if n.node_id not in {u["host"] for u in running})
