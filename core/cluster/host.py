@@ -65,8 +65,6 @@ class HostSettings:
     replicate_max_bytes: int = 256 << 20
     replica_peers: int = 0
     allow_cluster_plugins: bool = True
-    move_deadline: float = 2.0
-    """How long a move waits for the guest's state at its next migration point before taking the last checkpoint."""
 
     @classmethod
     def from_config(cls, config) -> HostSettings:
@@ -134,7 +132,6 @@ class HostService:
         self._stopping: set[str] = set()
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._nursery: trio.Nursery | None = None
-        self._outbox_wake = trio.Event()
 
     # -- what the node and the UI read ---------------------------------------------------------
 
@@ -149,10 +146,6 @@ class HostService:
         """Where a unit that ran here went, if it left recently."""
         forward = self._forwards.get(task_id)
         return forward[0] if forward is not None and forward[1] > time.monotonic() else None
-
-    def owed(self) -> int:
-        """Results and failures held for masters out of reach."""
-        return len(self._outbox.entries())
 
     # -- running ---------------------------------------------------------------------------------
 
