@@ -94,6 +94,8 @@ class PluginRegistry:
         self._infos: tuple[PluginInfo, ...] | None = None
         self._cache: dict[str, dict] | None = None
         self._saving = trio.Lock()
+        self._scans_started = 0
+        self._scan_published = 0   # the newest scan whose list is the one shown
 
     def plugins(self) -> tuple[PluginInfo, ...]:
         """The list from the last scan (empty before the first)."""
@@ -104,7 +106,13 @@ class PluginRegistry:
         return trio.run(self.scan_async)
 
     async def scan_async(self) -> list[PluginInfo]:
-        """Find and validate every plugin, in parallel worker subprocesses, without blocking trio."""
+        """Find and validate every plugin, in parallel worker subprocesses, without blocking trio.
+
+        Scans may overlap (the owner adds a plugin while the start-up scan still runs): a scan
+        that began earlier never replaces the list of one that began later.
+        """
+        self._scans_started += 1
+        this_scan = self._scans_started
         candidates = await trio.to_thread.run_sync(self._candidates)
         infos: list[PluginInfo | None] = [None] * len(candidates)
         limiter = trio.CapacityLimiter(max(2, os.cpu_count() or 2))
@@ -118,8 +126,10 @@ class PluginRegistry:
                 nursery.start_soon(check, position, candidate)
         async with self._saving:  # concurrent scans (an add during a scan) write one at a time
             await trio.to_thread.run_sync(self._save_cache, dict(self._cache or {}))
-        self._infos = tuple(info for info in infos if info is not None)
-        return list(self._infos)
+        found = tuple(info for info in infos if info is not None)
+        if this_scan > self._scan_published:
+            self._infos, self._scan_published = found, this_scan
+        return list(found)
 
     def add(self, path: str | Path) -> PluginInfo:
         """Blocking `add_async` for the CLI."""

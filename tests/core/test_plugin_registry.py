@@ -5,6 +5,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import trio
 
 from frost_core.errors import PluginError
 from frost_core.plugin_registry import PluginRegistry, content_hash, load_plugin_file
@@ -265,3 +266,21 @@ def test_load_plugin_file_names_the_file(tmp_path):
         load_plugin_file(path)
     with pytest.raises(PluginError, match="not a .py file or a folder"):
         load_plugin_file(tmp_path / "nothing")
+
+
+async def test_a_plugin_added_during_a_slower_scan_stays_listed(tmp_path, no_bundled):
+    """The start-up scan may still run when the owner adds a plugin: its older list must not win."""
+    slow = write(no_bundled / "slow.py", good_source(name="slow", tail="import time\ntime.sleep(1.5)\n"))
+    plugins = registry(tmp_path, no_bundled)
+    added = {}
+
+    async def add_meanwhile():
+        await trio.sleep(0.3)  # the start-up scan has listed its candidates and is validating slow.py
+        slow.unlink()          # gone for the next scan, which therefore ends first
+        added["info"] = await plugins.add_async(write(tmp_path / "mine" / "squares.py", good_source()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(plugins.scan_async)
+        nursery.start_soon(add_meanwhile)
+    assert added["info"].ok
+    assert {info.name for info in plugins.plugins()} == {"squares"}

@@ -1,0 +1,1 @@
+"""Calculation plugins that exist only to be measured by the migration benchmarks."""

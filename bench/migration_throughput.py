@@ -1,0 +1,246 @@
+"""Transfer throughput of a checkpoint move against a raw loopback socket copy of the same bytes, in the same run.
+
+Question: how much of what the loopback can carry does moving a checkpoint keep? Goal (issue 4):
+>= 50 % of a raw socket copy.
+
+Isolated transfer: the move's transfer is one `UnitStart` call (`cluster.links`): open an
+authenticated channel (handshake), send the header and the checkpoint as bulk chunks (AES-GCM),
+the receiver checks the SHA-256 and answers. Here the sender is this process (a
+`NetworkTransport` + `Links`, as a source host has) and the receiver a subprocess of this script
+with its own transport and `Links`, whose host side answers "running" at once: no durable write,
+no guest, so only the transfer and its verification are timed. The baseline, in the same
+process pair: a raw TCP connection to the subprocess, sending the same bytes into a reused
+buffer and waiting for a one-byte acknowledgement (connect included on both sides, as a move
+connects afresh). Between the two, to show where the difference goes: the same bytes as a bulk
+transfer on an authenticated channel to a handler that only iterates over the chunks (what
+bench/wire_loopback.py measures), without the move's joining of the chunks and SHA-256 check.
+Each trial times the three back to back, rotating which goes first, and the ratios are taken
+within the trial; the table shows medians over trials.
+
+End-to-end (real nodes): two `frost-tui --headless` processes, a 15 MiB unit of the ballast
+plugin evicted back and forth (bench/migration_latency.py's procedure); the figure is the
+checkpoint's size over the time from "guest left this machine" on the source to the guest's
+start on the destination: negotiation, transfer, SHA-256, durable write (fsync) and spawning
+the guest process. Sizes stop at 15 MiB because states are capped at 16 MiB (MAX_STATE_BYTES).
+Run: `.venv/bin/python bench/migration_throughput.py` (about a minute).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_results  # noqa: E402
+from _nodes import add_ballast_plugin, start_cluster, stop_all  # noqa: E402
+from migration_latency import CONFIG as LATENCY_CONFIG  # noqa: E402
+from migration_latency import _RawReceiver, measure_size  # noqa: E402
+
+from frost_core.checkpoint_store import CheckpointRecord  # noqa: E402
+from frost_core.cluster.links import Links  # noqa: E402
+from frost_core.cluster.messages import UnitSpec, Verdict  # noqa: E402
+from frost_core.plugin_api import MAX_STATE_BYTES  # noqa: E402
+from frost_core.cluster.replication import HeldReplicas  # noqa: E402
+from frost_core.transport import NetworkTransport, open_transport  # noqa: E402
+from frost_core.wire.channel import Channel  # noqa: E402
+from frost_core.wire.framing import MAX_CHUNK_SIZE  # noqa: E402
+from frost_core.wire.messages import BulkEnd, Message  # noqa: E402
+from frost_core.wire.security import ClusterKey  # noqa: E402
+
+MIB = 1 << 20
+SIZES_MIB = (1, 4, 15)
+TRIALS = 9
+WARMUP = 2
+END_TO_END_MIB, END_TO_END_TRIALS = 15, 6
+GOAL_RATIO = 0.5
+SENDER, RECEIVER = "bench-sender", "bench-receiver"
+SPEC = UnitSpec(task_id="bench-1.0", assignment_id="bench-1", master=SENDER, plugin_name="bench", plugin_version="1",
+                plugin_hash="0" * 64, unit=b"\xa0", memory_bytes=1, epoch=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Receiver process
+
+
+class _ArrivingHost:
+    """The destination's host side, answering a start at once: only the transfer is measured."""
+
+    async def start(self, source, spec, record, *, moved=False) -> Verdict:
+        return Verdict(ok=record is not None and record.task_id == spec.task_id)
+
+
+class _NoMaster:
+    """This benchmark's receiver is never asked anything as a master."""
+
+
+async def _serve_raw(stream: trio.SocketStream) -> None:
+    """Read a length-prefixed copy into one reused buffer (the cheapest way in), then acknowledge it."""
+    header = b""
+    while len(header) < 8:
+        header += await stream.receive_some(8 - len(header))
+    size = int.from_bytes(header, "big")
+    buffer = memoryview(bytearray(MAX_CHUNK_SIZE + 4096))
+    while size > 0:
+        count = await stream.socket.recv_into(buffer)
+        if not count:
+            return
+        size -= count
+    await stream.send_all(b"k")
+
+
+async def _sink_bulk(channel: Channel, header: Message) -> None:
+    """The channel's own bulk speed: take the chunks as they come (no joining, no hash), then acknowledge."""
+    received = 0
+    async for chunk in channel.iterate_bulk_data(max_size=MAX_STATE_BYTES):
+        received += len(chunk)
+    await channel.send(BulkEnd(received))
+
+
+async def serve(key: ClusterKey) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with open_transport(key=key, node_id=RECEIVER, host="127.0.0.1") as transport, \
+                trio.open_nursery() as nursery:
+            links = Links(node_id=RECEIVER, address_of=lambda node: None)
+            links.bind(master=_NoMaster(), host=_ArrivingHost(),  # type: ignore[arg-type]
+                       keeper=HeldReplicas(Path(tmp)))
+            links.serve(transport)
+            transport.set_stream_handler(BulkEnd.CODE, _sink_bulk)
+            raw = await nursery.start(functools.partial(trio.serve_tcp, _serve_raw, 0, host="127.0.0.1"))
+            print(raw[0].socket.getsockname()[1], transport.local_address[1], flush=True)
+            await trio.to_thread.run_sync(sys.stdin.read)  # until the sender closes our stdin
+            nursery.cancel_scope.cancel()
+
+
+# ---------------------------------------------------------------------------------------------
+# Sender (this process)
+
+
+async def raw_copy(port: int, data: bytes) -> float:
+    view = memoryview(data)
+    began = time.perf_counter()
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(len(data).to_bytes(8, "big"))
+        for offset in range(0, len(view), MAX_CHUNK_SIZE):
+            await stream.send_all(view[offset:offset + MAX_CHUNK_SIZE])
+        assert await stream.receive_some(1) == b"k"
+    return time.perf_counter() - began
+
+
+async def channel_copy(transport: NetworkTransport, port: int, data: bytes) -> float:
+    began = time.perf_counter()
+    async with await transport.connect(("127.0.0.1", port)) as channel:
+        await channel.send_bulk(BulkEnd(0), data)
+        assert await channel.receive() == BulkEnd(len(data))
+    return time.perf_counter() - began
+
+
+async def move_copy(links: Links, record: CheckpointRecord) -> float:
+    began = time.perf_counter()
+    verdict = await links.host(RECEIVER).start(SENDER, SPEC, record, moved=True)
+    took = time.perf_counter() - began
+    assert verdict.ok, verdict.reason
+    return took
+
+
+async def measure(key: ClusterKey, raw_port: int, links_port: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with open_transport(key=key, node_id=SENDER, host="127.0.0.1") as transport:
+            links = Links(node_id=SENDER, address_of={RECEIVER: ("127.0.0.1", links_port)}.get)
+            links.bind(master=_NoMaster(), host=_ArrivingHost(),  # type: ignore[arg-type]
+                       keeper=HeldReplicas(Path(tmp)))
+            links.serve(transport)
+            figures = {}
+            for size_mib in SIZES_MIB:
+                state = os.urandom(size_mib * MIB)
+                record = CheckpointRecord.seal(task_id=SPEC.task_id, plugin_name="bench", plugin_version="1",
+                                               plugin_hash=SPEC.plugin_hash, unit_index=0, epoch=SPEC.epoch, seq=1,
+                                               taken_at=time.time(), state=state)
+                trials = []
+                for trial in range(WARMUP + TRIALS):
+                    runs = {"raw": lambda: raw_copy(raw_port, state),
+                            "channel": lambda: channel_copy(transport, links_port, state),
+                            "move": lambda: move_copy(links, record)}
+                    names = list(runs)[trial % 3:] + list(runs)[:trial % 3]  # rotate who goes first
+                    took = {name: await runs[name]() for name in names}
+                    if trial >= WARMUP:
+                        trials.append({**{f"{name}_MBps": len(state) / took[name] / 1e6 for name in runs},
+                                       "ratio": took["raw"] / took["move"],
+                                       "channel_ratio": took["raw"] / took["channel"]})
+                figures[f"{size_mib}MiB"] = {
+                    "bytes": len(state),
+                    **{f"median_{name}": statistics.median(t[name] for t in trials) for name in trials[0]},
+                    "per_trial": trials,
+                }
+            return figures
+
+
+def isolated() -> dict:
+    key = ClusterKey.generate()
+    receiver = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env={**os.environ, "FROST_BENCH_KEY": key.to_join_code()}, text=True)
+    try:
+        raw_port, links_port = map(int, receiver.stdout.readline().split())  # type: ignore[union-attr]
+        return trio.run(measure, key, raw_port, links_port)
+    finally:
+        receiver.stdin.close()  # type: ignore[union-attr]
+        receiver.wait(timeout=10)
+
+
+def end_to_end() -> dict:
+    """Checkpoint bytes over (guest left the source -> guest started on the destination), real nodes."""
+    with tempfile.TemporaryDirectory(prefix="frost-bench-") as tmp:
+        folder = Path(tmp)
+        nodes = start_cluster(folder, ["a", "b"], LATENCY_CONFIG)
+        try:
+            add_ballast_plugin(nodes[0])
+            samples, requeued = measure_size(nodes, END_TO_END_MIB * MIB, END_TO_END_TRIALS, folder, _RawReceiver())
+        finally:
+            stop_all(nodes)
+    trials = [{"direction": s["direction"], "move_MBps": s["checkpoint_bytes"] / s["transfer_to_spawn_ms"] / 1e3,
+               "raw_socket_MBps": s["checkpoint_bytes"] / s["raw_socket_ms"] / 1e3,
+               "ratio": s["raw_socket_ms"] / s["transfer_to_spawn_ms"]}
+              for s in samples if s["transfer_to_spawn_ms"]]
+    return {
+        "state_MiB": END_TO_END_MIB,
+        **{f"median_{name}": statistics.median(t[name] for t in trials) for name in ("move_MBps", "raw_socket_MBps",
+                                                                                      "ratio")},
+        "covers": "negotiation, transfer, SHA-256, durable write with fsync, spawning the guest process",
+        "not_moved_but_requeued": requeued,
+        "per_trial": trials,
+    }
+
+
+def main() -> None:
+    figures = isolated()
+    rows = [[size, f["median_raw_MBps"], f["median_channel_MBps"], f["median_move_MBps"], f["median_channel_ratio"],
+             f["median_ratio"], "yes" if f["median_ratio"] >= GOAL_RATIO else "NO"] for size, f in figures.items()]
+    whole = end_to_end()
+    rows.append([f"{END_TO_END_MIB}MiB, real nodes", whole["median_raw_socket_MBps"], "-", whole["median_move_MBps"],
+                 "-", whole["median_ratio"], "(end to end)"])
+    print_table(["checkpoint", "raw socket MB/s", "channel bulk MB/s", "move MB/s", "channel/raw", "move/raw",
+                 f"move >= {GOAL_RATIO:.0%}"], rows)
+    write_results("migration_throughput", {
+        "setup": "isolated: UnitStart over an authenticated channel from this process to a receiver process whose "
+                 "host side answers at once, against a raw TCP copy to the same process; end to end: two real "
+                 "nodes, eviction of a ballast unit",
+        "trials": TRIALS,
+        "goal_ratio": GOAL_RATIO,
+        "isolated": figures,
+        "end_to_end": whole,
+    })
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        trio.run(serve, ClusterKey.from_join_code(os.environ["FROST_BENCH_KEY"]))
+    else:
+        main()
