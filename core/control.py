@@ -19,7 +19,8 @@ import trio
 
 from .config import Paths
 from .errors import FrostError, NodeUnavailableError, ProtocolError
-from .wire.channel import Channel, read_frame, write_frame
+from .wire.channel import Channel
+from .wire.pipe import read_frame, write_frame
 from .wire.codec import decode_strict, encode
 from .wire.codes import MessageCode
 from .wire.messages import MAX_MESSAGE_SIZE, Message, register

@@ -35,9 +35,8 @@ from frost_core.guest.protocol import (
 )
 from frost_core.guest.state_codec import encode_state
 from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, collect_outputs, decode_plain, unit_files
-from frost_core.plugin_registry import load_plugin_file
-from frost_core.plugin_loader import describe_exception
-from frost_core.wire.channel import read_bulk_data, read_frame, write_bulk, write_frame
+from frost_core.plugin_loader import describe_exception, load_plugin_file
+from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 EXIT_FAILED = 3
 EXIT_PROTOCOL = 2

@@ -145,7 +145,7 @@ async def test_peer_closing_between_frames_is_end_of_channel() -> None:
 ECHO_GUEST = textwrap.dedent(
     """
     import sys
-    from frost_core.wire.channel import read_bulk, read_frame, write_bulk, write_frame
+    from frost_core.wire.pipe import read_bulk, read_frame, write_bulk, write_frame
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     write_frame(stdout, read_frame(stdin))
     header, data = read_bulk(stdin, max_size=10_000_000)

@@ -1,0 +1,95 @@
+"""The guest child's side of the pipe: the same frames as `wire.channel`, read and written blocking.
+
+A separate module so the child process, which never runs trio, does not pay for importing it:
+every migration starts a new interpreter, and its start-up is most of a move's latency.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+from frost_core.errors import ProtocolError
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, body_cap, encode_frame, encode_header
+from frost_core.wire.messages import BulkBegin, BulkEnd, Message, decode_message, encode_message
+
+
+def _read_exactly(fileobj: BinaryIO, size: int) -> bytes:
+    data = fileobj.read(size)
+    if data is None:
+        raise ProtocolError("pipe is non-blocking; the guest side needs a blocking pipe")
+    if len(data) == size:
+        return data
+    parts = [data]
+    received = len(data)
+    while received < size:
+        more = fileobj.read(size - received)
+        if not more:
+            raise ProtocolError("pipe closed in the middle of a frame")
+        parts.append(more)
+        received += len(more)
+    return b"".join(parts)
+
+
+def _read_raw_frame(fileobj: BinaryIO) -> Frame:
+    header = fileobj.read(HEADER_SIZE)
+    if not header:
+        raise EOFError("pipe closed")
+    if len(header) < HEADER_SIZE:
+        header += _read_exactly(fileobj, HEADER_SIZE - len(header))
+    length, code = HEADER.unpack(header)
+    if length > body_cap(code):
+        raise ProtocolError(f"frame with code {code} declares {length} bytes, over its cap of {body_cap(code)}")
+    return Frame(code, _read_exactly(fileobj, length))
+
+
+def write_frame(fileobj: BinaryIO, message: Message) -> None:
+    """Write one plaintext frame and flush, so the node sees it at once."""
+    fileobj.write(encode_frame(message.CODE, encode_message(message)))
+    fileobj.flush()
+
+
+def read_frame(fileobj: BinaryIO) -> Message:
+    """Read one plaintext frame; EOFError if the pipe closed cleanly before it."""
+    frame = _read_raw_frame(fileobj)
+    if frame.code == MessageCode.BULK_CHUNK:
+        raise ProtocolError("bulk chunk outside a bulk transfer")
+    return decode_message(frame.code, frame.body)
+
+
+def write_bulk(fileobj: BinaryIO, header: Message, data: bytes) -> None:
+    """Blocking twin of `Channel.send_bulk`."""
+    fileobj.write(encode_frame(header.CODE, encode_message(header)))
+    fileobj.write(encode_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(len(data)))))
+    view = memoryview(data)
+    for start in range(0, len(view), MAX_CHUNK_SIZE):
+        chunk = view[start : start + MAX_CHUNK_SIZE]
+        fileobj.write(encode_header(MessageCode.BULK_CHUNK, len(chunk)))
+        fileobj.write(chunk)
+    fileobj.write(encode_frame(MessageCode.BULK_END, encode_message(BulkEnd(len(data)))))
+    fileobj.flush()
+
+
+def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
+    """Blocking twin of `Channel.receive_bulk_data` (after the header was read)."""
+    begin = read_frame(fileobj)
+    if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
+        raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
+    parts = bytearray()
+    while True:
+        frame = _read_raw_frame(fileobj)
+        if frame.code != MessageCode.BULK_CHUNK:
+            break
+        parts += frame.body
+        if len(parts) > begin.size:
+            raise ProtocolError(f"bulk transfer ran past {begin.size} bytes")
+    end = decode_message(frame.code, frame.body)
+    if not isinstance(end, BulkEnd) or end.size != len(parts) or begin.size != len(parts):
+        raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {len(parts)}")
+    return bytes(parts)
+
+
+def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytes]:
+    """Blocking twin of `Channel.receive_bulk`."""
+    header = read_frame(fileobj)
+    return header, read_bulk_data(fileobj, max_size=max_size)
