@@ -26,8 +26,9 @@ from frost_core.errors import PluginError
 
 API_VERSION = 1
 KINDS = ("int", "float", "str", "bool")
-MAX_STATE_BYTES = 16 * 1024 * 1024
-"""A unit's state travels with every checkpoint and migration: keep it small."""
+MAX_STATE_BYTES = 256 * 1024 * 1024
+"""A unit's state travels with every checkpoint and migration, so small is fast (FROST's were ~500 KB);
+the cap leaves room for the 100 MB states of real simulations. It travels in 256 KiB chunks."""
 MAX_RESULT_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_FILE_NAME_BYTES = 255

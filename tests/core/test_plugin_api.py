@@ -166,8 +166,9 @@ def test_only_plain_data_is_encoded(value, words):
 
 
 def test_huge_state_is_refused_with_its_size():
-    with pytest.raises(PluginError, match=f"over the limit of {MAX_STATE_BYTES} bytes"):
-        encode_plain({"blob": bytes(MAX_STATE_BYTES)})
+    with pytest.raises(PluginError, match="state is 1033 bytes encoded, over the limit of 1000 bytes"):
+        encode_plain({"blob": bytes(1024)}, limit=1000)
+    assert encode_plain.__defaults__[-1] == MAX_STATE_BYTES
 
 
 @pytest.mark.parametrize(
