@@ -337,9 +337,14 @@ class CheckpointStore:
         _sync_directory(self.root)
 
 
+def start_digest(identity: tuple[Any, ...]) -> Any:
+    """A SHA-256 fed with the identity fields: update it with the state, piece by piece, as it arrives."""
+    return hashlib.sha256(cbor2.dumps(list(identity), canonical=True))
+
+
 def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
     """SHA-256 over the identity and the state; with SHA-NI (measured here) it beats BLAKE2b twofold."""
-    hasher = hashlib.sha256(cbor2.dumps(list(identity), canonical=True))
+    hasher = start_digest(identity)
     for piece in pieces:
         hasher.update(piece)
     return hasher.hexdigest()

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.checkpoint_store import CheckpointRecord, start_digest
 from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
@@ -221,10 +221,48 @@ class Links:
         raise ProtocolError(f"no handler for {type(request).__name__}")
 
 
+HASH_BATCH = 4 << 20
+"""Bytes of a checkpoint handed to the hashing thread at a time while the rest is still arriving."""
+
+
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:
-    """The bulk state after a header; verified against its SHA-256 (CheckpointError if it fails)."""
-    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
-    return None if meta is None else meta.record(state)
+    """The bulk state after a header; verified against its SHA-256 (CheckpointError if it fails).
+
+    A worker thread hashes each batch while the next one arrives (hashlib releases the GIL), so
+    the check costs little beyond the transfer itself.
+    """
+    if meta is None:
+        await channel.receive_bulk_data(max_size=0)
+        return None
+    hasher = start_digest(meta.identity())
+    pieces: list[bytes] = []
+    to_hash, batches = trio.open_memory_channel[list[bytes]](2)
+
+    async def hash_batches() -> None:
+        async for batch in batches:
+            await trio.to_thread.run_sync(_update, hasher, batch)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hash_batches)
+        async with to_hash:
+            batch: list[bytes] = []
+            size = 0
+            async for chunk in channel.iterate_bulk_data(max_size=MAX_STATE_BYTES):
+                piece = bytes(chunk)   # the channel reuses its buffer for the next frame
+                pieces.append(piece)
+                batch.append(piece)
+                size += len(piece)
+                if size >= HASH_BATCH:
+                    await to_hash.send(batch)
+                    batch, size = [], 0
+            if batch:
+                await to_hash.send(batch)
+    return meta.record(b"".join(pieces), sha256=hasher.hexdigest())
+
+
+def _update(hasher, batch: list[bytes]) -> None:
+    for piece in batch:
+        hasher.update(piece)
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

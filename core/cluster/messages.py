@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.errors import CheckpointError
 from frost_core.policies.views import NodeView
 from frost_core.guest.views import InputFile
 from frost_core.wire.codes import MessageCode
@@ -57,14 +58,25 @@ class CheckpointMeta:
             taken_at=record.taken_at, sha256=record.sha256,
         )
 
-    def record(self, state: bytes) -> CheckpointRecord:
-        """The record with its state; CheckpointError unless the SHA-256 matches."""
+    def identity(self) -> tuple:
+        return (self.task_id, self.plugin_name, self.plugin_version, self.plugin_hash, self.unit_index, self.epoch,
+                self.seq, float(self.taken_at))
+
+    def record(self, state: bytes, sha256: str | None = None) -> CheckpointRecord:
+        """The record with its state; CheckpointError unless the SHA-256 matches.
+
+        `sha256` is the digest already computed while the state arrived; without it, it is computed now.
+        """
         record = CheckpointRecord(
             task_id=self.task_id, plugin_name=self.plugin_name, plugin_version=self.plugin_version,
             plugin_hash=self.plugin_hash, unit_index=self.unit_index, epoch=self.epoch, seq=self.seq,
             taken_at=self.taken_at, state=state, sha256=self.sha256,
         )
-        record.verify()
+        if sha256 is None:
+            record.verify()
+        elif sha256 != self.sha256:
+            raise CheckpointError(f"checkpoint {self.seq} of task {self.task_id} fails its SHA-256 check",
+                                  title="Corrupt checkpoint")
         return record
 
 
