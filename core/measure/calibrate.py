@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
 from .probe import probe_share_blocking
-from .probe_child import spin
 
 REFERENCE_RATE = 2.0e7   # loop iterations per second that count as speed 1.0
 
@@ -61,8 +61,15 @@ class Extremities:
                               f"delete the file or measure them again") from error
 
 
-def _hog(seconds: float) -> None:
-    spin(seconds)
+def _start_hog(seconds: float) -> subprocess.Popen:
+    """A normal-priority busy loop in a plain subprocess.
+
+    Not multiprocessing: its resource tracker passes our stderr's descriptor on, and under a
+    Textual app or a capturing test runner that descriptor is not a real one.
+    """
+    loop = f"import time\nend = time.perf_counter() + {seconds!r}\nwhile time.perf_counter() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", loop], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def measure_extremities(cpus: int | None = None, seconds: float = 0.5) -> Extremities:
@@ -74,17 +81,14 @@ def measure_extremities(cpus: int | None = None, seconds: float = 0.5) -> Extrem
     cpus = cpus or os.cpu_count() or 1
     speed = measure_speed()
     idle_share = probe_share_blocking(seconds)
-    context = multiprocessing.get_context("spawn")
-    hogs = [context.Process(target=_hog, args=(seconds + 1.0,), daemon=True) for _ in range(cpus)]
-    for hog in hogs:
-        hog.start()
+    hogs = [_start_hog(seconds + 1.0) for _ in range(cpus)]
     try:
         time.sleep(0.3)   # let the hogs get going
         heavy_share = probe_share_blocking(seconds)
     finally:
         for hog in hogs:
-            hog.terminate()
-            hog.join()
+            hog.kill()
+            hog.wait()
     return Extremities(speed, cpus, idle_share * speed * cpus, heavy_share * speed * cpus, time.time())
 
 

@@ -16,6 +16,7 @@ from frost_core.measure import (
     Extremities,
     ResourceSampler,
     input_idle_seconds,
+    measure_extremities,
     measure_speed,
     parse_pressure,
     probe_share,
@@ -74,6 +75,26 @@ def test_speed_and_extremities_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="measure them again"):
         Extremities.load(path)
+
+
+class _TextualLikeStderr:
+    """What a running Textual app puts in sys.stderr: writable, but with no real descriptor."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return -1
+
+
+def test_extremities_are_measured_inside_a_textual_app(monkeypatch):
+    """The first run on a machine measures them while the UI holds stderr; that once crashed the node."""
+    monkeypatch.setattr(sys, "stderr", _TextualLikeStderr())
+    extremities = measure_extremities(seconds=0.2)
+    assert extremities.idle > extremities.heavy >= 0
 
 
 async def test_sampler_counts_guest_processes_as_guests_not_owner():
