@@ -115,6 +115,9 @@ class NetworkTransport:
                 except (trio.EndOfChannel, ProtocolError, trio.BrokenResourceError, OSError):
                     await trio.aclose_forcefully(channel)
                     continue
+                except BaseException:  # cancelled mid-request: the channel is in an unknown state
+                    await trio.aclose_forcefully(channel)
+                    raise
                 self._park(address, channel)
                 return reply
             channel = await self.connect(address)
