@@ -238,7 +238,8 @@ def guest_processes() -> list[psutil.Process]:
 @pytest.fixture
 def supervisor(tmp_path) -> tuple[GuestSupervisor, Recorder]:
     recorder = Recorder()
-    return GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder), recorder
+    settings = fast_settings(max_state_bytes=16 * MIB)  # the plugins here test the limit, not big states
+    return GuestSupervisor(data_dir=tmp_path / "node", settings=settings, on_event=recorder), recorder
 
 
 # ---------------------------------------------------------------------------------------------

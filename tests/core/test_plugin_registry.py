@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from frost_core.errors import PluginError
+from frost_core.plugin_api import MAX_STATE_BYTES
 from frost_core.plugin_registry import PluginRegistry, content_hash, load_plugin_file
 
 GOOD = '''
@@ -58,7 +59,7 @@ BROKEN = {
     "unnamed": (good_source(name=""), ["name must be a non-empty string"]),
     "split_empty": (good_source().replace('range(params["count"])', "range(0)"), ["split must return a non-empty list"]),
     "state_not_cbor": (good_source().replace('return {"x": unit.data["x"]}', 'return {"x": {1, 2}}'), ["state returned by start holds a set"]),
-    "huge_state": (good_source().replace('return {"x": unit.data["x"]}', 'return {"x": bytes(17 * 2**20)}'), ["state returned by start is", "over the limit"]),
+    "huge_state": (good_source().replace('return {"x": unit.data["x"]}', f'return {{"x": bytes({MAX_STATE_BYTES + 1})}}'), ["state returned by start is", "over the limit"]),
     "step_loops": (good_source().replace('return Done(state["x"] ** 2)', "while True:\n            pass"), ["step did not finish within"]),
     "bad_progress": (good_source().replace("return 0.0", "return 7"), ["progress must return a number in [0, 1], not 7"]),
 }
