@@ -1,5 +1,5 @@
 """The real `frost-tui` in a real terminal (tmux): it finds a headless peer, runs a submitted
-assignment, and `e` sends the guest away.
+assignment, and `e` sends the guest on to that peer.
 
 Slow (real processes, real sockets on loopback); skipped where tmux is not installed.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from frost_core.wire.security import ClusterKey
-from tests.nodes import FAST_CONFIG, FROST_TUI, start_node
+from tests.nodes import FAST_CONFIG, FROST_TUI, start_node, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -88,6 +88,7 @@ def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
         terminal.keys("3")
         terminal.wait_for(lambda s: "peer-b" in s and "alive" in s, timeout=30, what="peer-b listed alive")
 
+        peer.call("pause")  # the unit must start here, on the machine whose UI we drive
         submitted = subprocess.run(
             [FROST_TUI, "submit", "montecarlo-pi", "--param", "samples=4000000000", "--param", "units=1",
              "--data-dir", str(ui_dir), "--config", str(ui_dir / "config.toml")],
@@ -98,9 +99,13 @@ def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
         screen = terminal.wait_for(lambda s: re.search(r"\S+-\d+\.0 ", s) is not None, timeout=60,
                                    what="the guest to start here")
         task_id = re.search(r"(\S+-\d+\.0) ", screen).group(1)
+        peer.call("resume")
 
         terminal.keys("e")  # one key, no confirmation
         terminal.wait_for(lambda s: task_id not in s, timeout=60, what=f"guest {task_id} to leave")
+        # Evict means migrate: the work goes on at the peer (directly, or through the master's queue).
+        wait_for(lambda: task_id in {g["task_id"] for g in peer.call("status")["guests"]}, timeout=60,
+                 what=f"{task_id} to run on peer-b")
 
         terminal.keys("q")
         terminal.wait_for(lambda s: "desk-a" not in s, timeout=30, what="the UI to quit")
