@@ -26,6 +26,7 @@ class MachinePane(Pane):
     """What this desk is doing for the cluster, readable at a glance like htop's header."""
 
     _facts_key: tuple | None = None
+    _shown: tuple[NodeSnapshot, float] | None = None
 
     def compose(self) -> ComposeResult:
         yield StateBanner(id="state-banner")
@@ -35,20 +36,34 @@ class MachinePane(Pane):
                 yield Chart(id="chart-cpu")
             yield Static(id="machine-facts")
 
+    def on_resize(self) -> None:
+        """The charts' time scale follows their width: a tab drawn while hidden has none yet."""
+        if self._shown is not None:
+            self.show(*self._shown)
+
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._shown = (snapshot, now)
         banner = self.query_one(StateBanner)
         banner.now = now
         if banner.hosting != snapshot.hosting:
             banner.hosting = snapshot.hosting
         chart_width = self.query_one("#chart-available", Chart).size.width
+        if chart_width:
+            self._show_charts(snapshot, chart_width)
+        alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+        facts_key = (snapshot.hosting, len(snapshot.guests), alive, snapshot.name, snapshot.address)
+        if facts_key != self._facts_key:
+            self._facts_key = facts_key
+            self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
+
+    def _show_charts(self, snapshot: NodeSnapshot, chart_width: int) -> None:
         seconds_per_dot = max(1, math.ceil(CHART_WINDOW_SECONDS / max(1, plot_dots(chart_width))))
         history = bucket_history(snapshot.history, seconds_per_dot)
-        span = len(history) * seconds_per_dot
         available = ChartData(
             title="Available",
             unit="",
             series=(Series("available (speed units)", "green", tuple(s.available for s in history)),),
-            span_seconds=span,
+            seconds_per_dot=seconds_per_dot,
         )
         cpu = ChartData(
             title="CPU",
@@ -57,17 +72,12 @@ class MachinePane(Pane):
                 Series("owner", "yellow", tuple(s.owner_cpu_percent for s in history)),
                 Series("guests", "cyan", tuple(s.guest_cpu_percent for s in history)),
             ),
-            span_seconds=span,
+            seconds_per_dot=seconds_per_dot,
         )
         for chart_id, data in (("#chart-available", available), ("#chart-cpu", cpu)):
             chart = self.query_one(chart_id, Chart)
             if chart.data != data:
                 chart.data = data
-        alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
-        facts_key = (snapshot.hosting, len(snapshot.guests), alive, snapshot.name, snapshot.address)
-        if facts_key != self._facts_key:
-            self._facts_key = facts_key
-            self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
 
 
 def bucket_history(history: Sequence[ResourceSample], seconds_per_dot: int) -> tuple[ResourceSample, ...]:

@@ -32,7 +32,8 @@ class ChartData:
     title: str
     unit: str
     series: tuple[Series, ...]
-    span_seconds: float = 0.0
+    seconds_per_dot: float = 1.0
+    """Time between two samples: the time axis spans the chart's full width at this pace."""
 
 
 class Chart(Widget):
@@ -143,8 +144,8 @@ def chart_lines(data: ChartData | None, width: int, height: int) -> list[list[Ru
         if run:
             line.append(("".join(run), run_color))
         lines.append(line)
-    minutes = data.span_seconds / 60
-    left = f"-{minutes:.0f} min" if minutes >= 1 else f"-{data.span_seconds:.0f} s"
+    span = plot_width * 2 * data.seconds_per_dot  # the left edge, however few samples there are yet
+    left = f"-{span / 60:.0f} min" if span >= 60 else f"-{span:.0f} s"
     lines.append([(" " * _AXIS_WIDTH + left + "now".rjust(plot_width - len(left)), "bright_black")])
     return lines
 

@@ -49,7 +49,8 @@ def test_progress_bar_is_clamped_and_shows_percent():
 
 
 def test_chart_puts_now_at_the_right_edge_and_labels_the_axis():
-    data = ChartData("CPU", "%", (Series("owner", "yellow", (0.0, 50.0, 100.0)),), span_seconds=240)
+    # 23 plot cells hold 46 samples, 5 s apart: the axis spans 230 s, though only 3 samples exist yet.
+    data = ChartData("CPU", "%", (Series("owner", "yellow", (0.0, 50.0, 100.0)),), seconds_per_dot=5)
     lines = render_chart(data, 30, 6).plain.splitlines()
     assert lines[0].startswith("CPU")
     assert lines[1].strip().startswith("100%┤")
