@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="machine-readable output")
     shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder")
     shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
+    shots.add_argument("--live", action="store_true",
+                       help="take them from a real cluster of four nodes started on loopback for ~1 minute "
+                            "(default: a fixed demo state)")
     verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
                      add_help=False)
     return parser
@@ -162,7 +165,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "screenshots":
         from .screenshots import render_screenshots
 
-        for path in render_screenshots(args.out):
+        for path in render_screenshots(args.out, live=args.live):
             print(path)
         return 0
     return _control_verb(args, paths)

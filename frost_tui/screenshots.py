@@ -1,7 +1,8 @@
 """`frost-tui screenshots`: a PNG (and SVG) of every tab in a realistic, fixed state.
 
 The state comes from `demo_snapshot`, a small cluster at a fixed moment, so the pictures (and
-the snapshot tests that use the same state) come out the same on every machine. SVGs are
+the snapshot tests that use the same state) come out the same on every machine; `--live` takes
+the same shots from a real cluster instead (`live_screenshots`). SVGs are
 exported by Textual; PNGs are converted with cairosvg, with the SVG's web font replaced by an
 installed monospace font (DejaVu Sans Mono) so the columns line up.
 """
@@ -15,6 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -31,6 +33,10 @@ from frost_core.snapshot import (
     ResourceSample,
     UnitView,
 )
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.pilot import Pilot
 
 DEMO_NOW = 1_767_000_000.0  # a fixed moment, so every run draws the same times
 SIZE = (132, 40)
@@ -226,25 +232,30 @@ SHOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 async def export_shots(shots=SHOTS) -> dict[str, str]:
-    """Run the app once, headless, on the demo state; return the SVG of each shot by name.
-
-    Each shot starts from the first tab with no dialog open, so one app serves them all.
-    """
+    """Run the app once, headless, on the demo state; return the SVG of each shot by name."""
     from .app import create_app
 
     app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
-    svgs = {}
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        for stem, keys in shots:
-            for key in keys:
-                await pilot.press(key)
-            await pilot.pause()
-            svgs[stem] = app.export_screenshot(title="frost-tui")
-            while len(app.screen_stack) > 1:
-                app.pop_screen()
-            await pilot.press("1")
-            await pilot.pause()
+        return await take_shots(app, pilot, shots)
+
+
+async def take_shots(app: App, pilot: Pilot, shots=SHOTS) -> dict[str, str]:
+    """The SVG of each shot by name, from an app already running under `run_test`.
+
+    Each shot starts from the first tab with no dialog open, so one app serves them all.
+    """
+    svgs = {}
+    for stem, keys in shots:
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        svgs[stem] = app.export_screenshot(title="frost-tui")
+        while len(app.screen_stack) > 1:
+            app.pop_screen()
+        await pilot.press("1")
+        await pilot.pause()
     return svgs
 
 
@@ -261,15 +272,25 @@ def convert_to_png(svg: Path) -> Path:
     return png
 
 
-def render_screenshots(out_dir: Path) -> list[Path]:
-    """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths."""
+def render_screenshots(out_dir: Path, *, live: bool = False) -> list[Path]:
+    """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths.
+
+    `live` takes them from a real cluster started for the purpose (`live_screenshots`), else
+    from the demo state.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     os.environ.pop("NO_COLOR", None)  # NO_COLOR would turn every picture grey
     os.environ["TZ"] = "UTC"  # the event times shown, the same on every machine
     if hasattr(time, "tzset"):
         time.tzset()
+    if live:
+        from .live_screenshots import export_live_shots
+
+        svgs = export_live_shots()
+    else:
+        svgs = asyncio.run(export_shots())
     pngs = []
-    for stem, svg in asyncio.run(export_shots()).items():
+    for stem, svg in svgs.items():
         path = out_dir / f"{stem}.svg"
         path.write_text(svg, encoding="utf-8")
         pngs.append(convert_to_png(path))
