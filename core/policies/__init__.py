@@ -16,6 +16,7 @@ from .information import (
 )
 from .location import (
     Destination,
+    added_capacity,
     admits,
     choose_destination,
     choose_source,
@@ -42,7 +43,8 @@ from .views import NodeView, PolicySettings, UnitView
 __all__ = [
     "Action", "Bandwidths", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy",
     "OwnerSettings", "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Selection", "SystemView", "Tendency",
-    "TransferDecision", "UnitView", "admits", "assumed_bandwidth", "available_power", "choose_destination",
+    "TransferDecision", "UnitView", "added_capacity", "admits", "assumed_bandwidth", "available_power",
+    "choose_destination",
     "choose_source", "confirm_destination", "decide_owner", "decide_transfer", "distance", "estimate_bandwidth",
     "fits_memory", "guest_available", "may_leave", "memory_pool", "migration_cost", "pays_off", "predict_destination",
     "predict_move", "predict_source", "rank_destinations", "resources_per_guest", "select_guest", "smooth",

@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from .information import fits_memory
 from .prediction import Prediction, predict_move
 from .selection import migration_cost, time_saved
+from .share import resources_per_guest
 from .views import NodeView, PolicySettings, UnitView
+
+_NO_CAPACITY = 1e-9     # relative: less added speed than this is none (float rounding)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,17 @@ def admits(node: NodeView, unit: UnitView) -> str | None:
     return None
 
 
+def added_capacity(node: NodeView) -> float:
+    """Speed one more guest adds to what `node`'s guests get together (0 on a busy single-CPU node).
+
+    On one CPU a newcomer only takes a share from the guests already there: the cluster
+    gains nothing. It adds capacity on an empty node or one with an idle CPU left.
+    """
+    after = resources_per_guest(node.available, node.guests + 1, node.cpus, node.idle_extremity) * (node.guests + 1)
+    before = resources_per_guest(node.available, node.guests, node.cpus, node.idle_extremity) * node.guests
+    return after - before
+
+
 def judge_destination(source: NodeView, candidate: NodeView, unit: UnitView, average: float, lower: float,
                       bandwidth: float, settings: PolicySettings, owner_forced: bool) -> Destination | None:
     """Apply 5.1 and 5.3-5.6 to one candidate; None if the move is not worth it.
@@ -45,9 +59,14 @@ def judge_destination(source: NodeView, candidate: NodeView, unit: UnitView, ave
     The unit runs at the source's per-guest share now and would get the destination's
     offer. Besides 5.6 the destination must stay above the lower threshold once it arrived
     (FROST states this for R_A*, which can only rise; the node that may sink is B). A
-    guest forced out by its owner skips 5.6: it gets nothing where it is.
+    guest forced out by its owner skips 5.6: it gets nothing where it is. It still goes only
+    where it adds capacity (`added_capacity`): on a node whose CPUs its guests already fill
+    it would slow them as much as it gains (and the minimum stay would then keep both there
+    at that pace), so it waits for a free node instead.
     """
     if candidate.node_id == source.node_id or admits(candidate, unit) is not None:
+        return None
+    if owner_forced and added_capacity(candidate) <= _NO_CAPACITY * max(candidate.idle_extremity, 1e-9):
         return None
     prediction = predict_move(source, candidate, average)
     cost = migration_cost(unit.state_bytes, bandwidth, unit.restore_seconds, unit.since_checkpoint)

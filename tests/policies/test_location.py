@@ -7,6 +7,7 @@ from frost_core.policies import (
     PolicySettings,
     UnitView,
     admits,
+    added_capacity,
     choose_destination,
     choose_source,
     confirm_destination,
@@ -64,8 +65,8 @@ def test_fresh_query_rejects_a_target_that_got_busier():
 
 def test_owner_forced_move_goes_anywhere_that_gives_something():
     source = NodeView("src", available=0.0, guests=1)          # owner took everything
-    table = [source, NodeView("slow", available=0.3, guests=1)]   # offer 0.15 -> 0.1
-    # a balance move would be refused: distances 0.5 + 0.35 = 0.85 -> 0.5 + 0.4 = 0.9
+    table = [source, NodeView("slow", available=0.15, guests=0)]  # offer 0.15 -> 0.075
+    # a balance move would be refused: distances 0.5 + 0.35 = 0.85 -> 0.5 + 0.425 = 0.925
     assert choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS) is None
     forced = choose_destination(source, UNIT, table, 0.5, 0.4, {}, SETTINGS, owner_forced=True)
     assert forced is not None and forced.node_id == "slow"
@@ -78,3 +79,24 @@ def test_receiver_asks_the_most_loaded_node():
     source = choose_source(me, table, 0.5875)
     assert source is not None and source.node_id == "b"
     assert choose_source(me, [me, NodeView("idle", 1.0, 0)], 1.0) is None
+
+
+def test_an_evicted_guest_goes_only_where_it_adds_capacity():
+    # Owner-forced: the unit gets nothing where it is, so 5.6 is skipped; but on one CPU with a
+    # guest already there it would get 1.0 / 2 = 0.5 while the guest there drops from 1.0 to 0.5:
+    # together they get 1.0 either way, so that node is no place for it (it waits for a free one).
+    source = NodeView("src", available=0.0, guests=1)
+    table = [
+        NodeView("shared", available=1.0, guests=1),            # adds 2 * 0.5 - 1 * 1.0 = 0
+        NodeView("spiky", available=0.7, guests=0),             # adds 0.7 - 0 = 0.7
+        NodeView("two-cpus", available=2.0, guests=1, cpus=2, idle_extremity=2.0),  # 2 * 1.0 - 1.0 = 1.0
+    ]
+    assert [added_capacity(n) for n in table] == pytest.approx([0.0, 0.7, 1.0])
+    ranked = rank_destinations(source, UNIT, table, average=0.5, lower=0.375, bandwidths={}, settings=SETTINGS,
+                               owner_forced=True)
+    # finish: two-cpus 0.1 + 1 + 1000 / 1.0 = 1001.1 s; spiky 1.1 + 1000 / 0.7 = 1429.7 s
+    assert [d.node_id for d in ranked] == ["two-cpus", "spiky"]
+    only_shared = rank_destinations(source, UNIT, table[:1], 0.5, 0.375, {}, SETTINGS, owner_forced=True)
+    assert only_shared == ()
+    # the fresh re-check before sending applies the same rule
+    assert confirm_destination(source, table[0], UNIT, 0.5, 0.375, 10e6, SETTINGS, owner_forced=True) is None

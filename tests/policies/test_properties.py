@@ -13,6 +13,7 @@ from frost_core.policies import (
     decide_transfer,
     predict_move,
     rank_destinations,
+    resources_per_guest,
     summarize,
     thresholds,
 )
@@ -58,3 +59,18 @@ def test_two_equally_loaded_nodes_never_move_a_unit(capacity, count, unit, now):
         assert decide_transfer(reading, reading, me.guests, system, SETTINGS).action is Action.STAY
         assert rank_destinations(me, replace(unit, arrived_at=now - 1e9), table, system.average, lower, {},
                                  SETTINGS) == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(nodes, min_size=2, max_size=12, unique_by=lambda n: n.node_id), units)
+def test_an_evicted_guest_never_just_takes_a_share_from_other_guests(table, unit):
+    # Owner-forced: wherever the unit goes, the guests there together with it get more than they
+    # got without it (a full single-CPU node would only split the same speed one more way).
+    source = replace(table[0], available=0.0)
+    average = summarize(table).average
+    for d in rank_destinations(source, unit, table[1:], average, thresholds(average, 0.2)[0], {}, SETTINGS,
+                               owner_forced=True):
+        node = next(n for n in table if n.node_id == d.node_id)
+        together = resources_per_guest(node.available, node.guests + 1, node.cpus, node.idle_extremity) * (node.guests + 1)
+        before = resources_per_guest(node.available, node.guests, node.cpus, node.idle_extremity) * node.guests
+        assert together > before
