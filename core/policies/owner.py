@@ -54,6 +54,7 @@ class OwnerView:
     input_idle: float | None = None         # seconds since the last keyboard/mouse/tty input
     memory_pressure: float | None = None    # PSI memory full avg10, percent
     cpu_pressure: float | None = None       # PSI cpu some avg10, percent (shown, not acted on)
+    interval: float = 0.0                   # seconds the reading covers: a quiet reading vouches for all of them
 
 
 class Phase(str, Enum):
@@ -140,7 +141,7 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
                                     None)
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
                                 now + settings.evict_after - total)
-    quiet_since = state.quiet_since if state.quiet_since is not None else now
+    quiet_since = state.quiet_since if state.quiet_since is not None else _quiet_began(state, view, now)
     needed = settings.resume_after * state.backoff
     if now - quiet_since >= needed - _TOLERANCE:
         assert state.active_since is not None
@@ -153,6 +154,17 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
     action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
     return state, _decision(state, view, now, settings, action, "wait-quiet",
                             f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed)
+
+
+def _quiet_began(state: OwnerState, view: OwnerView, now: float) -> float:
+    """When the quiet this first quiet reading shows began: the start of the interval it covers.
+
+    The reading averages the owner's CPU over `view.interval` seconds, so the owner has been
+    quiet for all of them; counting the quiet period from the reading instead would add one
+    sampling interval to every suspension. Never before the activity itself was noticed.
+    """
+    began = now - max(view.interval, 0.0)
+    return began if state.active_since is None else max(began, state.active_since)
 
 
 def active_seconds(state: OwnerState, now: float, settings: OwnerSettings) -> float:

@@ -149,6 +149,7 @@ class OursStrategy(Strategy):
 
     name = "ours"
     detect_delay = 1.5        # the live sampler reads every second: reaction within ~1.5 s
+    sample_interval = 1.0     # ... so a reading covers the last second of owner CPU
     memory_pool = 4 << 30
     now = 0.0                 # time of the event being handled
 
@@ -331,7 +332,9 @@ class OursStrategy(Strategy):
     def on_check(self, sim: Simulation, node: Node, tag: object) -> None:
         self.now = sim.now
         state: OurNode = node.policy
-        decision = state.owner.decide(OwnerView(owner_cpu_percent=100.0 * node.load), sim.now)
+        quiet_for = sim.now - node.owner_changed if node.load == 0 else 0.0
+        view = OwnerView(owner_cpu_percent=100.0 * node.load, interval=min(self.sample_interval, quiet_for))
+        decision = state.owner.decide(view, sim.now)
         state.decision = decision.action
         sim.set_suspended(node, decision.action is not GuestAction.RUN)
         if decision.recheck_at is not None and decision.recheck_at > sim.now:

@@ -110,3 +110,21 @@ def test_bad_settings_are_refused():
         OwnerSettings(evict_after=-1)
     with pytest.raises(ValueError, match="quiet_ratio"):
         OwnerSettings(quiet_ratio=0)
+
+
+def test_the_quiet_period_counts_from_the_start_of_the_quiet_reading():
+    # A reading covers `interval` seconds: a quiet one at t=40 over 1 s says the owner was quiet
+    # since 39, so 30 s of quiet are over at 69 (not 70, which would add a sampling interval).
+    policy = OwnerPolicy(SETTINGS)
+    policy.decide(owner(90), 10)                                    # suspended at 10
+    d = policy.decide(owner(2, interval=1.0), 40)
+    assert (d.action, d.rule, d.recheck_at) == (GuestAction.SUSPEND, "wait-quiet", 69)
+    assert policy.decide(owner(2), 69).rule == "continue"
+    # without an interval the clock starts at the reading, as before
+    plain = OwnerPolicy(SETTINGS)
+    plain.decide(owner(90), 10)
+    assert plain.decide(owner(2), 40).recheck_at == 70
+    # never earlier than the activity it ends: a 5 s reading 2 s after suspending starts the quiet at 10
+    short = OwnerPolicy(SETTINGS)
+    short.decide(owner(90), 10)
+    assert short.decide(owner(2, interval=5.0), 12).recheck_at == 40
