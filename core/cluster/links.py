@@ -11,6 +11,7 @@ NodeUnavailableError naming the peer and the cause: callers treat all of them al
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable
 from typing import Protocol
@@ -221,48 +222,21 @@ class Links:
         raise ProtocolError(f"no handler for {type(request).__name__}")
 
 
-HASH_BATCH = 4 << 20
-"""Bytes of a checkpoint handed to the hashing thread at a time while the rest is still arriving."""
-
-
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:
     """The bulk state after a header; verified against its SHA-256 (CheckpointError if it fails).
 
-    A worker thread hashes each batch while the next one arrives (hashlib releases the GIL), so
-    the check costs little beyond the transfer itself.
+    Each chunk is hashed and copied into the state while it is still in cache. The state is a
+    BytesIO, whose buffer grows in place and becomes the final bytes without another copy.
     """
     if meta is None:
         await channel.receive_bulk_data(max_size=0)
         return None
     hasher = start_digest(meta.identity())
-    pieces: list[bytes] = []
-    to_hash, batches = trio.open_memory_channel[list[bytes]](2)
-
-    async def hash_batches() -> None:
-        async for batch in batches:
-            await trio.to_thread.run_sync(_update, hasher, batch)
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(hash_batches)
-        async with to_hash:
-            batch: list[bytes] = []
-            size = 0
-            async for chunk in channel.iterate_bulk_data(max_size=MAX_STATE_BYTES):
-                piece = bytes(chunk)   # the channel reuses its buffer for the next frame
-                pieces.append(piece)
-                batch.append(piece)
-                size += len(piece)
-                if size >= HASH_BATCH:
-                    await to_hash.send(batch)
-                    batch, size = [], 0
-            if batch:
-                await to_hash.send(batch)
-    return meta.record(b"".join(pieces), sha256=hasher.hexdigest())
-
-
-def _update(hasher, batch: list[bytes]) -> None:
-    for piece in batch:
-        hasher.update(piece)
+    state = io.BytesIO()
+    async for chunk in channel.iterate_bulk_data(max_size=MAX_STATE_BYTES):
+        hasher.update(chunk)
+        state.write(chunk)
+    return meta.record(state.getvalue(), sha256=hasher.hexdigest())
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

@@ -10,7 +10,7 @@ import trio
 
 from frost_core.errors import ProtocolError
 from frost_core.wire.codes import MessageCode
-from frost_core.wire.framing import HEADER, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
+from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
 from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, HelloAck, Message, decode_message, encode_message
 from frost_core.wire.security import TAG_SIZE, ClusterKey, StreamSession, answer_hello, finish_hello, make_hello
 
@@ -66,6 +66,7 @@ class Channel:
         self._reader = FrameReader()
         self._socket = receive_stream.socket if isinstance(receive_stream, trio.SocketStream) else None
         self._direct_buffer = bytearray()
+        self._plain_buffer = bytearray()
         self._sending = False
         self._send_waiters = trio.lowlevel.ParkingLot()
         self._session: StreamSession | None = None
@@ -159,15 +160,24 @@ class Channel:
 
     # --- receiving ---------------------------------------------------------------------------
 
-    async def _receive_frame(self) -> Frame:
+    async def _receive_frame(self, *, header_first: bool = False) -> Frame:
+        """The next frame, decrypted; a bulk chunk's body is a view valid until the next frame.
+
+        `header_first` (inside a bulk transfer) reads a frame's header alone, so that the large
+        body after it goes straight into the reused buffer rather than partly into a fresh one.
+        """
         reader = self._reader
         while (frame := reader.next_frame()) is None:
             missing = reader.missing
             if missing >= _DIRECT_FROM and self._socket is not None:
                 frame = await self._receive_direct()
                 break
+            if header_first and not missing and self._socket is not None:
+                size = HEADER_SIZE - reader.buffered
+            else:
+                size = min(max(missing, _RECEIVE_SMALL), RECEIVE_SIZE)
             try:
-                data = await self._receive_stream.receive_some(min(max(missing, _RECEIVE_SMALL), RECEIVE_SIZE))
+                data = await self._receive_stream.receive_some(size)
             except trio.BrokenResourceError as exc:
                 raise ProtocolError(f"connection broke: {exc.__cause__ or exc}") from exc
             if not data:
@@ -177,6 +187,8 @@ class Channel:
             reader.append(data)
         code, body = frame
         if self._session is not None:
+            if code == _BULK_CHUNK:
+                return Frame(code, self._open_chunk(body))
             return Frame(code, self._session.open(HEADER.pack(len(body), code), body))
         if type(body) is not bytes:
             return Frame(code, bytes(body))
@@ -212,6 +224,16 @@ class Channel:
             raise
         return Frame(code, view)  # type: ignore[arg-type]
 
+    def _open_chunk(self, ciphertext: bytes | memoryview) -> memoryview:
+        """Decrypt a bulk chunk into one reused buffer: a view, valid until the next frame."""
+        assert self._session is not None
+        size = len(ciphertext) - TAG_SIZE
+        if not self._plain_buffer:
+            self._plain_buffer = bytearray(MAX_CHUNK_SIZE)  # the reader refused any larger chunk
+        view = memoryview(self._plain_buffer)[:size]
+        self._session.open_into(HEADER.pack(len(ciphertext), _BULK_CHUNK), ciphertext, view)
+        return view
+
     async def receive(self) -> Message:
         code, body = await self._receive_frame()
         if code == _BULK_CHUNK:
@@ -230,8 +252,12 @@ class Channel:
             parts += chunk
         return bytes(parts)
 
-    async def iterate_bulk_data(self, *, max_size: int) -> AsyncIterator[bytes]:
-        """Stream the chunks of a bulk transfer, e.g. straight into a file."""
+    async def iterate_bulk_data(self, *, max_size: int) -> AsyncIterator[bytes | memoryview]:
+        """Stream the chunks of a bulk transfer, e.g. straight into a file.
+
+        A chunk may be a view into a buffer the channel reuses: it is valid until the next one
+        is asked for, so copy what must be kept (the copy is then the only one).
+        """
         begin = await self.receive()
         if not isinstance(begin, BulkBegin):
             raise ProtocolError(f"expected BULK_BEGIN, got {type(begin).__name__}")
@@ -240,7 +266,7 @@ class Channel:
         limit = max_size if begin.size is None else begin.size
         received = 0
         while True:
-            frame = await self._receive_frame()
+            frame = await self._receive_frame(header_first=True)
             if frame.code == MessageCode.BULK_CHUNK:
                 received += len(frame.body)
                 if received > limit:

@@ -291,6 +291,23 @@ class StreamSession:
         self._receive_counter += 1
         return plain
 
+    def open_into(self, header: bytes, ciphertext: bytes | memoryview, out: memoryview) -> None:
+        """`open`, writing the plaintext into `out` (exactly the plaintext's size) instead of a new object.
+
+        For bulk chunks: a fresh 256 KiB object per chunk costs more in page faults than the
+        cipher. On failure `out` is zeroed, so text that failed authentication is never left
+        where a caller could read it.
+        """
+        nonce = self._receive_counter.to_bytes(12, "big")
+        try:
+            self._receive.decrypt_into(nonce, ciphertext, header, out)
+        except InvalidTag:
+            out[:] = bytes(len(out))
+            raise AuthenticationError(
+                "stream frame failed authentication (wrong key, tampered, replayed or reordered)"
+            ) from None
+        self._receive_counter += 1
+
 
 _REUSE_BUFFER_FROM = 64 * 1024
 

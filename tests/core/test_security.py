@@ -11,7 +11,7 @@ import trio.testing
 from frost_core.errors import AuthenticationError, ConfigError, ProtocolError
 from frost_core.wire.channel import Channel, accept_channel, connect_channel
 from frost_core.wire.codes import MessageCode
-from frost_core.wire.framing import encode_header
+from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, encode_header
 from frost_core.wire.messages import BulkEnd
 from frost_core.wire.security import (
     ClusterKey,
@@ -174,6 +174,27 @@ async def test_tampered_replayed_and_reordered_frames_fail(attack: str) -> None:
         assert await server.receive() == BulkEnd(1)
     with pytest.raises(AuthenticationError, match="failed authentication"):
         await server.receive()
+
+
+async def test_a_tampered_bulk_chunk_is_refused_and_its_text_never_shown() -> None:
+    client, server, client_stream = await _pair(KEY, KEY)
+    recorder = trio.testing.MemorySendStream()
+    client._send_stream = recorder  # capture a genuine bulk transfer: BulkEnd, begin, two chunks, end
+    await client.send_bulk(BulkEnd(0), b"a" * MAX_CHUNK_SIZE + b"b" * 1000)
+    wire = bytearray(recorder.get_data_nowait())
+    at = 0
+    for _ in range(3):  # skip BulkEnd(0), BULK_BEGIN and the first chunk
+        at += HEADER_SIZE + HEADER.unpack_from(wire, at)[0]
+    assert HEADER.unpack_from(wire, at) == (1000 + 16, MessageCode.BULK_CHUNK)
+    wire[at + HEADER_SIZE + 100] ^= 1  # one bit of the second chunk's ciphertext: only the tag can tell
+    await client_stream.send_all(bytes(wire))
+    assert await server.receive() == BulkEnd(0)
+    chunks = server.iterate_bulk_data(max_size=2 * MAX_CHUNK_SIZE)
+    first = await anext(chunks)
+    assert bytes(first[:3]) == b"aaa"
+    with pytest.raises(AuthenticationError, match="failed authentication"):
+        await anext(chunks)
+    assert not any(first[:1000])  # the buffer the chunks share holds no unauthenticated text
 
 
 async def test_oversize_encrypted_frame_header_drops_before_buffering() -> None:
