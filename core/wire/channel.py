@@ -4,6 +4,7 @@ Also the blocking twin for the guest child, which runs plain synchronous Python:
 `write_frame`/`read_frame` (and the bulk pair) over binary file objects.
 """
 
+import io
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 
 import trio
@@ -246,11 +247,14 @@ class Channel:
         return header, await self.receive_bulk_data(max_size=max_size)
 
     async def receive_bulk_data(self, *, max_size: int) -> bytes:
-        """The bulk data that follows a header already taken with `receive`."""
-        parts = bytearray()
+        """The bulk data that follows a header already taken with `receive`.
+
+        Gathered in a BytesIO, whose buffer becomes the returned bytes without a final copy.
+        """
+        data = io.BytesIO()
         async for chunk in self.iterate_bulk_data(max_size=max_size):
-            parts += chunk
-        return bytes(parts)
+            data.write(chunk)
+        return data.getvalue()
 
     async def iterate_bulk_data(self, *, max_size: int) -> AsyncIterator[bytes | memoryview]:
         """Stream the chunks of a bulk transfer, e.g. straight into a file.
