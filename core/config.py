@@ -94,6 +94,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "max_retries", int, 3, "Times a failed unit is retried before its assignment fails.", 0, 100),
     Option("guests", "step_timeout", float, 120.0,
            "Seconds one plugin step may take before the guest counts as stuck.", 1, 86400),
+    Option("guests", "warm_spare", bool, True,
+           "Keep one guest process started and waiting at the lowest priority (no CPU, ~15 MiB), so an "
+           "arriving unit skips the interpreter's start-up (~0.1 s)."),
     # [checkpoints]
     Option("checkpoints", "min_interval", float, 30.0, "Shortest time between periodic checkpoints, seconds.", 1, 86400),
     Option("checkpoints", "max_interval", float, 900.0, "Longest time between periodic checkpoints, seconds.", 1, 86400),

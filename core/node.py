@@ -218,6 +218,7 @@ class Node:
                     await nursery.start(self.membership.serve, transport)
                     await nursery.start(serve_control, self.paths.control_socket, self._control)
                     await nursery.start(self.host.serve)
+                    nursery.start_soon(self.supervisor.keep_warm)
                     nursery.start_soon(self._run_commands)
                     nursery.start_soon(self._watch_resources)
                     nursery.start_soon(self._start_hosting, nursery)

@@ -67,12 +67,13 @@ class GuestRunner:
     output files live in scratch/out/ and travel inside every checkpoint and the result.
     """
 
-    def __init__(self, inbox: BinaryIO, outbox: BinaryIO, output_dir: Path) -> None:
+    def __init__(self, inbox: BinaryIO, outbox: BinaryIO) -> None:
         self.inbox = inbox
         self.outbox = outbox
-        self.output_dir = output_dir
+        self.output_dir = Path("out")  # in the unit's scratch folder, which GuestStart names and we move into
         self.steps = 0
         self.max_state_bytes = 0
+        self.address_space = 0
         self.input_paths: dict[str, str] = {}
         self.deferred: list[GuestCheckpointRequest] = []
         """Checkpoint requests that arrived while a step waited for a file: answered at the next migration point."""
@@ -81,6 +82,8 @@ class GuestRunner:
         start = read_frame(self.inbox)
         if not isinstance(start, GuestStart):
             raise ProtocolError(f"expected GuestStart, got {type(start).__name__}")
+        self.address_space = start.address_space
+        self._settle_in(start)
         self.max_state_bytes = start.max_state_bytes
         saved = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
         try:
@@ -90,6 +93,16 @@ class GuestRunner:
             raise GuestFailure("plugin", error.message) from error
         with unit_files(self):
             return self._run(start, plugin, unit, saved)
+
+    def _settle_in(self, start: GuestStart) -> None:
+        """Move into the unit's scratch folder and cap memory, before any state or plugin code is read."""
+        scratch = Path(start.scratch)
+        os.chdir(scratch)
+        os.environ.update(HOME=str(scratch), TMPDIR=str(scratch))
+        steps = apply_memory_limits(start.address_space) if start.address_space > 0 else ()
+        for name, outcome in steps:
+            if outcome != "ok":
+                write_frame(self.outbox, GuestLog(level="warning", text=f"guest limit step {name}: {outcome}"))
 
     def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes) -> int:
         if start.resume:
@@ -211,21 +224,22 @@ class GuestRunner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one guest; the exit code matters only when the pipe is gone (the node reads messages)."""
+    """Run one guest; the exit code matters only when the pipe is gone (the node reads messages).
+
+    The priority is lowered first, at once; the unit (and with it the memory cap) may come much
+    later when this process waits as the node's warm spare.
+    """
     parser = argparse.ArgumentParser(prog="frost_core.guest.child")
     parser.add_argument("--read-fd", type=int, required=True)
     parser.add_argument("--write-fd", type=int, required=True)
-    parser.add_argument("--address-space", type=int, required=True, help="RLIMIT_AS in bytes; 0 for none")
     args = parser.parse_args(argv)
     steps = enter_guest_priority().steps
-    if args.address_space > 0:
-        steps += apply_memory_limits(args.address_space)
     inbox = os.fdopen(args.read_fd, "rb", buffering=0)  # unbuffered, so select() sees every byte
     outbox = os.fdopen(args.write_fd, "wb")
     for name, outcome in steps:
         if outcome != "ok":
-            write_frame(outbox, GuestLog(level="warning", text=f"guest priority/limit step {name}: {outcome}"))
-    runner = GuestRunner(inbox, outbox, Path.cwd() / "out")  # the node starts us in the unit's scratch folder
+            write_frame(outbox, GuestLog(level="warning", text=f"guest priority step {name}: {outcome}"))
+    runner = GuestRunner(inbox, outbox)
     try:
         return runner.run()
     except GuestFailure as failure:
@@ -233,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         write_frame(outbox, GuestFailed(kind=failure.kind, reason=reason))
         return EXIT_FAILED
     except MemoryError:
-        reason = f"the guest ran out of its {args.address_space / MIB:.0f} MiB address-space cap"
+        reason = f"the guest ran out of its {runner.address_space / MIB:.0f} MiB address-space cap"
         write_frame(outbox, GuestFailed(kind="memory", reason=reason))
         return EXIT_FAILED
     except (ProtocolError, EOFError, BrokenPipeError, PipeLost) as error:

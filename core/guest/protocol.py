@@ -16,7 +16,11 @@ from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestStart(Message):
-    """Node -> guest, once: what to run; bulk state follows (empty when the unit starts afresh)."""
+    """Node -> guest, once: what to run and where; bulk state follows (empty when the unit starts afresh).
+
+    The scratch folder and the address-space cap come here rather than on the command line
+    because the process may have been started before its unit was known (a warm spare).
+    """
 
     CODE = MessageCode.GUEST_START
     MAX_SIZE = MAX_MESSAGE_SIZE
@@ -26,6 +30,8 @@ class GuestStart(Message):
     max_state_bytes: int
     progress_interval: float
     resume: bool
+    scratch: str
+    address_space: int  # RLIMIT_AS in bytes; 0 for none
 
 
 @register

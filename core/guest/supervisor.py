@@ -9,6 +9,7 @@ hashing and durable writes run in worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -24,6 +25,11 @@ from pathlib import Path
 
 import psutil
 import trio
+
+try:
+    import fcntl
+except ImportError:  # not on Windows; the pipes then keep their default size
+    fcntl = None  # type: ignore[assignment]
 
 from frost_core.checkpoint_policy import young_interval
 from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore, check_task_id
@@ -59,6 +65,11 @@ from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 
 MAX_LOG_LINE = 1000
+SPARE_FOLDER = ".spare"
+"""Where the warm spare waits, under the scratch root (task ids cannot start with a dot)."""
+SPARE_CHECK_INTERVAL = 5.0
+"""Seconds between checks that the spare is still wanted (the owner may turn it off)."""
+PIPE_BUFFER_BYTES = 1 << 20
 CPU_WINDOW = 1.0
 PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
@@ -75,6 +86,14 @@ class _Pending:
     received: trio.Event = dataclasses.field(default_factory=trio.Event)
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
     record: CheckpointRecord | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class _Child:
+    """A guest process and the pipe channel to it, before or after it is given its unit."""
+
+    process: trio.Process
+    channel: Channel
 
 
 class _Guest:
@@ -141,19 +160,25 @@ class GuestSupervisor:
         self._guests: dict[str, _Guest] = {}
         self._request_ids = itertools.count(1)
         self._paused = False
+        self._spare: _Child | None = None
+        self._spare_taken = trio.Event()
 
     # --- running ---------------------------------------------------------------------------
 
-    async def run(self, task: GuestTask, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> Outcome:
+    async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> Outcome:
         """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint.
 
-        With `nursery.start`, returns to the starter once the guest process runs (or failed to start).
+        `checkpoint` is that checkpoint when the caller has it in hand, verified and durable in
+        the store (a unit that just arrived): reading and hashing it again would cost a move
+        ~3 ms per MiB. With `nursery.start`, returns to the starter once the guest process runs
+        (or failed to start).
         """
         check_task_id(task.task_id)
         if task.task_id in self._guests:
             task_status.started()
             return Failed(f"task {task.task_id} is already running on this node", retryable=False)
-        newest = await trio.to_thread.run_sync(self.store.latest, task.task_id)
+        newest = checkpoint or await trio.to_thread.run_sync(self.store.latest, task.task_id)
         resume_from = self._usable_checkpoint(task, newest)
         if isinstance(resume_from, Failed):
             task_status.started()
@@ -197,30 +222,9 @@ class GuestSupervisor:
 
     async def _spawn(self, guest: _Guest, scratch: Path, nursery: trio.Nursery) -> None:
         task, settings = guest.task, self.settings
-        to_child_read, to_child_write = os.pipe()
-        from_child_read, from_child_write = os.pipe()
-        address_space = address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes)
-        command = [
-            sys.executable, "-P", "-m", "frost_core.guest.child",
-            "--read-fd", str(to_child_read), "--write-fd", str(from_child_write),
-            "--address-space", str(address_space),
-        ]
-        try:
-            process = await trio.lowlevel.open_process(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(to_child_read, from_child_write),
-                start_new_session=True,  # its own session, so its own autogroup (see priority.py)
-                cwd=scratch,
-                env=_guest_environment(scratch),
-            )
-        finally:
-            os.close(to_child_read)
-            os.close(from_child_write)
-        guest.process = process
-        guest.channel = Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read))
+        child = await self._take_spare() or await _start_child(scratch)
+        process = guest.process = child.process
+        guest.channel = child.channel
         if self._paused:
             self._signal(guest, signal.SIGSTOP)
             guest.paused = True
@@ -239,6 +243,8 @@ class GuestSupervisor:
             max_state_bytes=settings.max_state_bytes,
             progress_interval=settings.progress_interval,
             resume=guest.resume_from is not None,
+            scratch=str(scratch),
+            address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
         )
         try:
             await guest.channel.send_bulk(start, guest.resume_from.state if guest.resume_from else b"")
@@ -248,12 +254,49 @@ class GuestSupervisor:
     async def _reap(self, guest: _Guest) -> None:
         self._kill(guest)
         if guest.process is not None:
-            await guest.process.wait()
-            for stream in (guest.process.stdout, guest.process.stderr):
-                if stream is not None:
-                    await stream.aclose()
-        if guest.channel is not None:
-            await guest.channel.aclose()
+            assert guest.channel is not None
+            await _close_child(_Child(guest.process, guest.channel))
+
+    # --- the warm spare ----------------------------------------------------------------------
+
+    async def keep_warm(self) -> None:
+        """Keep one guest process started and waiting, while `settings.warm_spare` says so.
+
+        Starting the interpreter and importing the guest runtime is ~0.1 s, most of what a
+        small unit's move or start costs; a spare has done it already. It lowered itself to
+        guest priority first and then blocks on its pipe: no CPU, ~15 MiB of memory. It
+        learns its unit, scratch folder and memory cap from GuestStart.
+        """
+        folder = self._scratch_root / SPARE_FOLDER
+        await trio.to_thread.run_sync(_fresh_folder, folder)
+        try:
+            while True:
+                if self._spare is not None and self._spare.process.returncode is not None:
+                    dead, self._spare = self._spare, None  # killed from outside: start another
+                    await _close_child(dead)
+                if self.settings.warm_spare and self._spare is None:
+                    self._spare = await _start_child(folder)
+                elif not self.settings.warm_spare and self._spare is not None:
+                    spare, self._spare = self._spare, None
+                    await _close_child(spare)
+                self._spare_taken = trio.Event()
+                with trio.move_on_after(SPARE_CHECK_INTERVAL):
+                    await self._spare_taken.wait()
+        finally:
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                await _close_child(spare)
+
+    async def _take_spare(self) -> _Child | None:
+        """The spare, if one waits and is still alive; `keep_warm` then starts the next."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        self._spare_taken.set()
+        if spare.process.returncode is not None:  # killed from outside meanwhile
+            await _close_child(spare)
+            return None
+        return spare
 
     def _finish(self, guest: _Guest, outcome: Outcome) -> None:
         """Decide how the guest ended (first decision wins) and stop its process group at once."""
@@ -545,7 +588,11 @@ class GuestSupervisor:
     # --- the owner's commands ------------------------------------------------------------------
 
     def guest_pids(self) -> tuple[int, ...]:
-        """Process ids of the running guests: the information policy counts their CPU as the guests'."""
+        """Process ids of the running guests: the information policy counts their CPU as the guests'.
+
+        Not the warm spare's: it runs no unit, and its ~0.1 s of start-up CPU at the lowest
+        priority is too little to move the owner's figures.
+        """
         return tuple(g.process.pid for g in self._guests.values() if g.process is not None and g.outcome is None)
 
     def pause_all(self) -> None:
@@ -670,6 +717,64 @@ class GuestSupervisor:
 
     def _emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None:
         self.on_event(GuestEvent(task_id=task_id, kind=kind, message=message, level=level))
+
+
+async def _start_child(folder: Path) -> _Child:
+    """Start a guest process in `folder`: it lowers its priority at once, then waits for GuestStart."""
+    to_child_read, to_child_write = os.pipe()
+    from_child_read, from_child_write = os.pipe()
+    for pipe_end in (to_child_write, from_child_write):
+        _widen_pipe(pipe_end)
+    command = [
+        sys.executable, "-P", "-m", "frost_core.guest.child",
+        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write),
+    ]
+    try:
+        process = await trio.lowlevel.open_process(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(to_child_read, from_child_write),
+            start_new_session=True,  # its own session, so its own autogroup (see priority.py)
+            cwd=folder,
+            env=_guest_environment(folder),
+        )
+    except BaseException:
+        os.close(to_child_write)
+        os.close(from_child_read)
+        raise
+    finally:
+        os.close(to_child_read)
+        os.close(from_child_write)
+    return _Child(process, Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read)))
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give a pipe 1 MiB of buffer where the OS allows (Linux), from the usual 64 KiB.
+
+    A state crosses the pipe in 64 KiB turns otherwise, and the guest, at the lowest priority,
+    may wait for a CPU at each turn: on a busy machine a 10 MiB state took ten times longer.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is None:
+        return
+    with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size for an unprivileged node
+        fcntl.fcntl(fd, set_size, PIPE_BUFFER_BYTES)
+
+
+async def _close_child(child: _Child) -> None:
+    """Kill the process group (if still there), wait for it, close every pipe; even when cancelled,
+    as nothing else holds the process once its caller let go of it."""
+    with trio.CancelScope(shield=True):
+        if child.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+        await child.process.wait()
+        for stream in (child.process.stdout, child.process.stderr):
+            if stream is not None:
+                await stream.aclose()
+        await child.channel.aclose()
 
 
 def _fresh_folder(folder: Path) -> None:

@@ -57,6 +57,8 @@ class GuestSettings:
     progress_interval: float = 0.2
     watch_interval: float = 0.1
     log_lines_per_second: int = 50
+    warm_spare: bool = False
+    """Keep one guest process started ahead (`GuestSupervisor.keep_warm`); the node turns it on."""
 
     @classmethod
     def from_config(cls, config: Any) -> GuestSettings:
@@ -66,6 +68,7 @@ class GuestSettings:
             max_checkpoint_interval=float(config.get("checkpoints.max_interval")),
             interruptions_per_hour=float(config.get("checkpoints.owner_interruptions_per_hour")),
             step_timeout=float(config.get("guests.step_timeout")),
+            warm_spare=bool(config.get("guests.warm_spare")),
         )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psutil
 
+from frost_core.guest.supervisor import SPARE_FOLDER
 from frost_core.plugin_api import run_locally
 from frost_core.plugin_loader import load_plugin_file
 
@@ -14,18 +15,29 @@ PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 
 def guest_processes(node_pid: int) -> list[psutil.Process]:
+    """The node's guests running a unit; the warm spare, still waiting in its own folder, is not one."""
+    return [process for process, spare in _guest_runtime_children(node_pid) if not spare]
+
+
+def spare_processes(node_pid: int) -> list[psutil.Process]:
+    """The node's warm spare guest process (one at most), waiting for a unit."""
+    return [process for process, spare in _guest_runtime_children(node_pid) if spare]
+
+
+def _guest_runtime_children(node_pid: int) -> list[tuple[psutil.Process, bool]]:
+    """Each process under the node that runs the guest runtime, and whether it waits as the spare."""
     try:
         children = psutil.Process(node_pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    guests = []
+    found = []
     for child in children:
         try:
             if "frost_core.guest.child" in " ".join(child.cmdline()):
-                guests.append(child)
+                found.append((child, Path(child.cwd()).name == SPARE_FOLDER))
         except psutil.NoSuchProcess:
             continue
-    return guests
+    return found
 
 
 def guest_cpu_seconds(processes: list[psutil.Process]) -> float:

@@ -1,0 +1,95 @@
+"""The warm spare: a guest process started ahead, at guest priority, that the next unit runs in."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import trio
+
+from frost_core.guest import Completed, GuestSupervisor
+from frost_core.guest.limits import address_space_cap
+from frost_core.guest.supervisor import SPARE_FOLDER
+from tests.core.test_guest_plugins import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
+from tests.core.test_guest_supervisor import LONG, wait_for
+
+
+def spares() -> list[psutil.Process]:
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "frost_core.guest.child" in " ".join(process.cmdline()) and Path(process.cwd()).name == SPARE_FOLDER:
+                found.append(process)
+        except psutil.Error:
+            continue  # gone (or a zombie) meanwhile
+    return found
+
+
+def dead(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spare_follows(tmp_path):
+    settings = fast_settings(warm_spare=True)
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=settings, on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    outcomes = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)
+        (spare,) = await wait_for(spares)
+        await wait_for(lambda: spare.nice() == 19)  # it lowers itself before it waits, not when its unit comes
+        if hasattr(os, "SCHED_IDLE"):
+            assert os.sched_getscheduler(spare.pid) in (os.SCHED_IDLE, os.SCHED_OTHER)  # OTHER where refused
+        assert guests.guest_pids() == ()  # waiting, it is no guest: it runs no unit and uses no CPU
+
+        async def run() -> None:
+            outcomes.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        # The spare became the guest: in the unit's scratch folder, with the unit's memory cap.
+        scratch = tmp_path / "node" / "scratch" / task.task_id
+        await wait_for(lambda: Path(spare.cwd()) == scratch)
+        cap = address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes)
+        assert spare.rlimit(psutil.RLIMIT_AS) == (cap, cap)
+        (successor,) = await wait_for(spares)
+        assert successor.pid != spare.pid
+        await wait_for(lambda: outcomes)
+        nursery.cancel_scope.cancel()
+    assert isinstance(outcomes[0], Completed)
+    assert outcomes[0].value() == counter_result(path, LONG)
+    assert guest_processes() == []  # the spare is stopped with the supervisor's keep_warm
+
+
+async def test_a_spare_killed_from_outside_is_replaced_and_units_still_run(tmp_path):
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(warm_spare=True),
+                             on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)
+        (spare,) = await wait_for(spares)
+        os.kill(spare.pid, signal.SIGKILL)
+        await wait_for(lambda: dead(spare))
+        outcome = await guests.run(make_task(path, {"n": 5}))
+        assert isinstance(outcome, Completed)
+        assert outcome.value() == counter_result(path, {"n": 5})
+        (replacement,) = await wait_for(spares)
+        assert replacement.pid != spare.pid
+        nursery.cancel_scope.cancel()
+    assert guest_processes() == []
+
+
+async def test_turning_the_spare_off_stops_it(tmp_path):
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(warm_spare=True),
+                             on_event=Recorder())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)
+        await wait_for(spares)
+        guests.update_settings(fast_settings(warm_spare=False))
+        await wait_for(lambda: not spares(), timeout=15)
+        nursery.cancel_scope.cancel()
