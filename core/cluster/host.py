@@ -219,7 +219,7 @@ class HostService:
         hosted = Hosted(task=task, spec=spec, arrived_at=time.time())
         self._hosted[spec.task_id] = hosted
         assert self._nursery is not None
-        await self._nursery.start(self._run, hosted)
+        await self._nursery.start(self._run, hosted, record)
         if moved:
             self._on_arrival(spec.task_id)  # the minimum stay after a move starts now
         self._on_change()
@@ -286,9 +286,11 @@ class HostService:
 
     # -- one guest's life ---------------------------------------------------------------------------
 
-    async def _run(self, hosted: Hosted, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _run(self, hosted: Hosted, arrived: CheckpointRecord | None = None, *,
+                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already."""
         task = hosted.task
-        outcome = await self.supervisor.run(task, task_status=task_status)
+        outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
         if isinstance(outcome, Evicted):
             if hosted.leaving:  # a move is waiting for the state
                 hosted.capture = outcome.checkpoint
