@@ -64,12 +64,15 @@ def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
 
 def test_kill_9_of_a_guest_is_retried_and_the_result_is_identical(single_node, tmp_path):
     node = single_node()
-    file, params = "raytrace.py", {"width": "40", "height": "24", "rows_per_unit": "12"}
+    # Big enough (~0.3 s a unit) that a guest is still running when it is seen: guests start at once
+    # in the warm spare.
+    file, params = "raytrace.py", {"width": "320", "height": "192", "rows_per_unit": "96"}
     assignment_id = submit(node, "raytrace", params)
-    victims = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="a guest process")
+    victims = wait_for(lambda: guest_processes(node.process.pid), timeout=30, interval=0.02, what="a guest process")
     os.kill(victims[0].pid, signal.SIGKILL)
     wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] in ("done", "failed"), timeout=120,
              what="the assignment to end")
+    assert sum(u["failures"] for u in node.call("assignment", assignment=assignment_id)["units"]) == 1
     output = tmp_path / "out.png"
     node.cli("result", assignment_id, "--output", str(output))
     assert sha256(output) == reference_sha256(file, params)
