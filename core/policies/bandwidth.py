@@ -52,6 +52,10 @@ class Bandwidths:
     def get(self, peer: str) -> float:
         return self._known.get(peer) or assumed_bandwidth(self._known, self.default)
 
+    def typical(self) -> float:
+        """Towards a peer not chosen yet: the median of the measured peers, else the default."""
+        return assumed_bandwidth(self._known, self.default)
+
     def view(self, peers: Iterable[str]) -> dict[str, float]:
         """The estimate towards each of `peers`, measured or assumed."""
         return {peer: self.get(peer) for peer in peers}

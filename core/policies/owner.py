@@ -103,9 +103,18 @@ def owner_evidence(view: OwnerView, settings: OwnerSettings) -> tuple[str | None
     return None, view.owner_cpu_percent < quiet_cpu and calm_memory
 
 
-def decide_owner(state: OwnerState, view: OwnerView, now: float,
-                 settings: OwnerSettings = OwnerSettings()) -> tuple[OwnerState, OwnerDecision]:
-    """One step of the owner state machine; call it on every reading (and at `recheck_at`)."""
+def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: OwnerSettings = OwnerSettings(),
+                 leave_after: float | None = None) -> tuple[OwnerState, OwnerDecision]:
+    """One step of the owner state machine; call it on every reading (and at `recheck_at`).
+
+    `leave_after` is what moving the guests away would cost them (seconds, eq. 5.2's T_m of
+    the costliest one), when the caller knows it. Suspended guests wait for the owner to
+    leave, but never longer than moving would have cost: after that, every further second
+    of waiting is a second they could have run elsewhere (the ski-rental rule, as in
+    Harchol-Balter & Downey's "migrate once the age exceeds the migration cost"), so they
+    are evicted then, or at `evict_after` if that comes first. Without it, `evict_after`.
+    """
+    evict_after = settings.evict_after if leave_after is None else min(settings.evict_after, max(leave_after, 0.0))
     active, quiet = owner_evidence(view, settings)
     if state.phase is Phase.RUNNING:
         if state.backoff > 1 and now - state.resumed_at >= _flap_window(settings, state.backoff):
@@ -118,13 +127,13 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
         history = tuple(h for h in state.history if h[1] > now - settings.evict_window)
         state = OwnerState(Phase.SUSPENDED, active_since=now, resumed_at=state.resumed_at,
                            evicted_at=state.evicted_at, backoff=backoff, history=history)
-        if active_seconds(state, now, settings) >= settings.evict_after - _TOLERANCE:
+        if active_seconds(state, now, settings) >= evict_after - _TOLERANCE:
             state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
                                     f"{active}, again: active {active_seconds(state, now, settings):.0f} s "
                                     f"of the last {settings.evict_window:.0f} s", None)
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                now + settings.evict_after - active_seconds(state, now, settings))
+                                now + evict_after - active_seconds(state, now, settings))
     # Suspended or evicting.
     if not quiet:
         state = replace(state, quiet_since=None)
@@ -133,14 +142,14 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float,
             return state, _decision(state, view, now, settings, action, "hold",
                                     "owner between the busy and quiet thresholds", None)
         total = active_seconds(state, now, settings)
-        if state.phase is Phase.EVICTING or total >= settings.evict_after - _TOLERANCE:
+        if state.phase is Phase.EVICTING or total >= evict_after - _TOLERANCE:
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
                                     f"{active}; active {total:.0f} s of the last {settings.evict_window:.0f} s",
                                     None)
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                now + settings.evict_after - total)
+                                now + evict_after - total)
     quiet_since = state.quiet_since if state.quiet_since is not None else _quiet_began(state, view, now)
     needed = settings.resume_after * state.backoff
     if now - quiet_since >= needed - _TOLERANCE:
@@ -178,8 +187,14 @@ def active_seconds(state: OwnerState, now: float, settings: OwnerSettings) -> fl
 
 
 def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:
-    """May this node take new guests? Not while its guests are held, nor during the eviction hold."""
-    return state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
+    """May this node take new guests? Not while its guests are held, nor within `evict_hold` of the owner's return.
+
+    The hold follows every spell of owner activity, not only one that evicted guests
+    (HTCondor's START on KeyboardIdle): an owner who just came back tends to come back
+    again, and a guest sent there now would be suspended or sent on at the next spell.
+    """
+    last_active = state.history[-1][1] if state.history else float("-inf")
+    return state.phase is Phase.RUNNING and now - max(state.evicted_at, last_active) >= settings.evict_hold
 
 
 def _flap_window(settings: OwnerSettings, backoff: int) -> float:
@@ -210,8 +225,8 @@ class OwnerPolicy:
         self.state = OwnerState()
         self.last: OwnerDecision | None = None
 
-    def decide(self, view: OwnerView, now: float) -> OwnerDecision:
-        self.state, self.last = decide_owner(self.state, view, now, self.settings)
+    def decide(self, view: OwnerView, now: float, leave_after: float | None = None) -> OwnerDecision:
+        self.state, self.last = decide_owner(self.state, view, now, self.settings, leave_after)
         return self.last
 
     def accepting(self, now: float) -> bool:

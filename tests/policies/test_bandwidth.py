@@ -56,3 +56,12 @@ def test_the_estimate_stays_within_the_observed_rates(transfers):
         bandwidths.observe("peer", nbytes, seconds)
     rates = [n / s for n, s in transfers]
     assert min(rates) * (1 - 1e-9) <= bandwidths.get("peer") <= max(rates) * (1 + 1e-9)
+
+
+def test_typical_bandwidth_is_the_median_of_measured_peers_or_the_default():
+    known = Bandwidths(10e6)
+    assert known.typical() == 10e6                      # nothing measured: the default
+    known.observe("a", 100_000_000, 1.0)                # 100 MB/s
+    known.observe("b", 100_000_000, 4.0)                # 25 MB/s
+    known.observe("c", 100_000_000, 2.0)                # 50 MB/s
+    assert known.typical() == known.get("a-never-seen") == known.get("c")

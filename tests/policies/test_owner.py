@@ -27,10 +27,11 @@ def test_suspends_at_once_evicts_after_a_while_and_resumes_after_quiet():
     assert (d.action, d.rule, d.recheck_at) == (GuestAction.EVICT, "wait-quiet", 160)
     d = policy.decide(owner(2), 160)
     assert (d.action, d.rule) == (GuestAction.RUN, "continue")
-    # no new guests during the eviction hold: 300 s from the eviction at 121
+    # no new guests during the hold: 300 s from the owner's last activity (quiet since 130; the
+    # eviction at 121 alone would have ended it at 421)
     assert not d.accepting
-    assert not policy.decide(owner(2), 420).accepting
-    assert policy.decide(owner(2), 421).accepting
+    assert not policy.decide(owner(2), 429).accepting
+    assert policy.decide(owner(2), 430).accepting
 
 
 def test_an_owner_who_keeps_coming_back_counts_like_one_who_stays():
@@ -128,3 +129,32 @@ def test_the_quiet_period_counts_from_the_start_of_the_quiet_reading():
     short = OwnerPolicy(SETTINGS)
     short.decide(owner(90), 10)
     assert short.decide(owner(2, interval=5.0), 12).recheck_at == 40
+
+
+def test_the_hold_follows_every_return_of_the_owner_not_only_an_eviction():
+    # A 5 s spike suspends (no eviction: 5 s < evict_after 120) but the node still takes no
+    # new guests for evict_hold = 300 s after the owner went quiet (HTCondor's START on idle time).
+    policy = OwnerPolicy(SETTINGS)
+    policy.decide(owner(90), 100)
+    d = policy.decide(owner(2), 105)                       # quiet since 105 (wait-quiet until 135)
+    assert d.rule == "wait-quiet"
+    assert policy.decide(owner(2), 135).rule == "continue"
+    assert not policy.accepting(404)                       # 404 - 105 = 299 < 300
+    assert policy.accepting(405)
+
+
+def test_suspended_guests_leave_once_waiting_has_cost_what_moving_would():
+    # Ski rental: moving costs the guests 4 s (leave_after), so after 4 s of owner activity they
+    # are evicted, long before evict_after = 120 s; without leave_after nothing changes.
+    policy = OwnerPolicy(SETTINGS)
+    d = policy.decide(owner(90), 10, leave_after=4.0)
+    assert (d.action, d.rule, d.recheck_at) == (GuestAction.SUSPEND, "suspend", 14)
+    assert policy.decide(owner(90), 13.9, leave_after=4.0).action is GuestAction.SUSPEND
+    d = policy.decide(owner(90), 14, leave_after=4.0)
+    assert (d.action, d.rule) == (GuestAction.EVICT, "evict")
+    plain = OwnerPolicy(SETTINGS)
+    assert plain.decide(owner(90), 10).recheck_at == 130
+    assert plain.decide(owner(90), 14).action is GuestAction.SUSPEND
+    # evict_after stays the upper bound for guests that are costly to move
+    costly = OwnerPolicy(SETTINGS)
+    assert costly.decide(owner(90), 10, leave_after=500.0).recheck_at == 130
