@@ -24,6 +24,7 @@ from ..policies import (
 )
 from ..policies.balance import Plan, Step, backoff_after, plan, plan_for_requester
 from ..policies.owner import GuestAction, Phase
+from ..policies.selection import migration_cost
 from .engine import CHECK, Node, Simulation, Unit, restore_seconds
 
 BUSY_LOAD = 0.5            # an owner above this counts in a baseline's queue length
@@ -212,10 +213,13 @@ class OursStrategy(Strategy):
             available = self._read(sim, node)
             guests = len(node.guests) + node.incoming
             state: OurNode = node.policy
+            # Like the live node, gossip zero while taking no guests (suspended, evicting, eviction hold):
+            # otherwise peers rank a node that will refuse them above one that just became free.
+            shown = available if state.owner.accepting(sim.now) else 0.0
             if (state.published is None or state.published[1] != guests
-                    or worth_publishing(state.published[0], available, self.settings.broadcast_change)):
-                state.published = (available, guests)
-                self.news.append((sim.now + delay, node.index, available, guests))
+                    or worth_publishing(state.published[0], shown, self.settings.broadcast_change)):
+                state.published = (shown, guests)
+                self.news.append((sim.now + delay, node.index, shown, guests))
             readings.append(resources_per_guest(available, guests + 1, 1, node.speed))
         self._tick_average = self._average(sim)
         system = self._system(sim)
@@ -334,7 +338,7 @@ class OursStrategy(Strategy):
         state: OurNode = node.policy
         quiet_for = sim.now - node.owner_changed if node.load == 0 else 0.0
         view = OwnerView(owner_cpu_percent=100.0 * node.load, interval=min(self.sample_interval, quiet_for))
-        decision = state.owner.decide(view, sim.now)
+        decision = state.owner.decide(view, sim.now, self._leave_after(node))
         state.decision = decision.action
         sim.set_suspended(node, decision.action is not GuestAction.RUN)
         if decision.recheck_at is not None and decision.recheck_at > sim.now:
@@ -342,6 +346,14 @@ class OursStrategy(Strategy):
         if decision.action is GuestAction.EVICT and node.guests:
             self._targets = None
             self._evict(sim, node, self._system(sim))
+
+    def _leave_after(self, node: Node) -> float | None:
+        """What moving this node's guests away would cost the costliest one (eq. 5.2), None without guests."""
+        units = self._units(node)
+        if not units:
+            return None
+        bandwidth = self._bandwidths(node).typical()
+        return max(migration_cost(u.state_bytes, bandwidth, u.restore_seconds, u.since_checkpoint) for u in units)
 
     def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None:
         migration = None

@@ -97,3 +97,37 @@ def test_bad_input_gets_a_clear_error(argv, message, capsys):
 def test_scenario_validation_names_the_field():
     with pytest.raises(ConfigError, match="owner model"):
         dataclasses.replace(SCENARIOS["mixed"], owner="martian")
+
+
+def test_ours_gossips_zero_while_a_node_takes_no_guests():
+    # Like the live node: a node whose owner policy holds its guests publishes 0, so peers
+    # do not rank it above a node that would take the guest.
+    from frost_core.sim.engine import Simulation
+    from frost_core.sim.strategies import OursStrategy
+
+    quiet = dataclasses.replace(SMALL_FROST, owner="none")
+    strategy = OursStrategy()
+    sim = Simulation(quiet, 1, strategy)
+    strategy.start(sim)
+    busy = sim.nodes[0]
+    for at, load, tag in ((1.0, 1.0, "owner"), (2.0, 0.0, "owner"), (5.0, 0.0, "timer")):
+        sim.now = at
+        sim.settle(busy)
+        busy.load = load
+        strategy.on_check(sim, busy, tag)   # suspended at 1; quiet counted from 1 (1 s reading at 2); runs at 5
+    assert not busy.suspended and not busy.policy.owner.accepting(10.0)   # within the 60 s hold
+    sim.now = 10.0
+    strategy.on_tick(sim)
+    published = {index: available for _, index, available, _ in strategy.news}
+    assert busy.policy.window[-1] > 0          # its guests could run again: the reading is not zero ...
+    assert published[0] == 0.0                 # ... but it takes no new ones, so it shows 0
+    assert published[1] == pytest.approx(sim.nodes[1].speed)
+
+
+def test_ours_evicts_once_waiting_cost_what_the_move_would():
+    # The simulator hands the owner policy its guests' move cost (state / 10 MB/s + restore,
+    # about 0.6 s), so guests placed on a busy machine leave 1.5 s (detection) + 0.6 s after the
+    # start, not after evict_after = 15 s.
+    outcome = simulate(SMALL_FROST, 3, "ours")
+    first_owner_moves = [m for m in outcome.migrations if m.reason == "owner" and m.at < 20]
+    assert first_owner_moves and all(m.at < 5 for m in first_owner_moves)
