@@ -62,7 +62,9 @@ class MachineWatch:
     def update_settings(self, config: Config) -> None:
         self.owner.settings = owner_settings(config)
 
-    async def sample(self) -> MachineState:
+    async def sample(self, leave_after: float | None = None) -> MachineState:
+        """One reading and the owner policy's decision on it; `leave_after` is what moving the
+        guests away would cost (`OwnerPolicy.decide`), None without guests."""
         assert self._sampler is not None, "MachineWatch.start() first"
         reading = await self._sampler.sample()
-        return MachineState(reading=reading, decision=self.owner.decide(reading.owner_view(), reading.at))
+        return MachineState(reading=reading, decision=self.owner.decide(reading.owner_view(), reading.at, leave_after))

@@ -25,7 +25,7 @@ from .cluster.host import Capacity, Hosted, HostService, HostSettings
 from .cluster.files import MAX_INPUTS, InputFiles
 from .cluster.links import Links
 from .cluster.migration import Migrator
-from .balancer import BalanceInputs, Balancer
+from .balancer import BalanceInputs, Balancer, unit_view
 from .cluster.messages import Verdict
 from .cluster.outbox import Outbox
 from .cluster.replication import HeldReplicas
@@ -50,6 +50,7 @@ from .policies.owner import GuestAction
 from .policies.balance import Step
 from .policies.bandwidth import Bandwidths
 from .policies.location import rank_destinations
+from .policies.selection import migration_cost
 from .policies.transfer import summarize, thresholds, transfer_mode
 from .policies.views import NodeView, PolicySettings, UnitView
 from .plugin_api import parse_params
@@ -406,7 +407,7 @@ class Node:
             if self._intents.finishing and self.host.running_count == 0:
                 self._set_intents(Intents(paused=True))
                 self.events.add("pause", "the last guest finished; hosting is paused")
-            state = await self.machine.sample()
+            state = await self.machine.sample(leave_after=self._move_cost_of_guests())
             await self._follow_owner(state)
             figures = self._figures()
             self._history.append(ResourceSample(
@@ -599,6 +600,17 @@ class Node:
         ranked = rank_destinations(own, unit, peers, system.average, lower, self.bandwidths.view(v.node_id for v in peers),
                                    owner_forced=True)
         return tuple(d.node_id for d in ranked)
+
+    def _move_cost_of_guests(self) -> float | None:
+        """Eq. 5.2's T_m of the costliest guest here: suspended guests wait for the owner no longer
+        than moving them would cost, as the simulator's nodes do. None without guests or without
+        a peer to move them to (then only `owner.evict_after` ends the wait)."""
+        speed = self.machine.extremities.speed if self.machine.extremities else 1.0
+        units = [unit_view(f, speed, 0.0) for f in self.supervisor.figures()]
+        if not units or not any(node != self.node_id for node in self._alive_nodes()):
+            return None
+        bandwidth = self.bandwidths.typical()
+        return max(migration_cost(u.state_bytes, bandwidth, u.restore_seconds, u.since_checkpoint) for u in units)
 
     def _observe_transfer(self, peer: str, size: int, seconds: float) -> None:
         """Per-peer bandwidth from real transfers (the selection policy's S_c / n)."""

@@ -37,7 +37,8 @@ class ResourceReading:
     cpu_pressure: float | None
 
     def owner_view(self) -> OwnerView:
-        return OwnerView(self.owner_cpu_percent, self.input_idle, self.memory_pressure, self.cpu_pressure)
+        return OwnerView(self.owner_cpu_percent, self.input_idle, self.memory_pressure, self.cpu_pressure,
+                         interval=self.wall_seconds)
 
 
 def _busy_and_idle(times) -> tuple[float, float]:

@@ -17,6 +17,7 @@ busy_cpu_percent = 60
 input_idle = 0
 resume_after = 1
 evict_after = 600
+evict_hold = 0
 """
 HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
 
