@@ -113,7 +113,7 @@ class Node:
         self.host = HostService(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
             plugin_source=self._plugin_for, has_plugin=self._has_plugin, outbox=self.outbox, events=self.events,
-            settings=lambda: HostSettings.from_config(self.config), on_change=self.mark_changed,
+            settings=lambda: HostSettings.from_config(self.config), on_change=self._guests_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id),
         )
@@ -177,6 +177,18 @@ class Node:
 
     def mark_changed(self) -> None:
         self._changed.set()
+
+    def _guests_changed(self) -> None:
+        """A guest arrived or left: tell the peers now, not at the next reading, or an eviction
+        a moment later elsewhere still sees this node as full (or as evicting) and passes it by."""
+        self._publish_figures()
+        self.mark_changed()
+
+    def _publish_figures(self) -> ResourceFigures:
+        figures = self._figures()
+        if self.membership is not None:
+            self.membership.set_local_figures(figures)
+        return figures
 
     @property
     def intents(self) -> Intents:
@@ -320,7 +332,7 @@ class Node:
         hold = time.time() + self.config.get("owner.evict_hold")
         self._set_intents(Intents(**{**vars(self._intents), "evict_hold_until": hold}))
         self._evicting += 1
-        self.mark_changed()
+        self._guests_changed()  # peers see at once that nothing goes here now
         try:
             evicted = await self.host.evict(task_id)
             with trio.move_on_after(EVICT_WAIT):
@@ -328,6 +340,7 @@ class Node:
                     await trio.sleep(0.05)
         finally:
             self._evicting -= 1
+            self._guests_changed()
         message = f"evicted {len(evicted)} guest(s)"
         self.events.add("evict", message)
         return message
@@ -409,14 +422,12 @@ class Node:
                 self.events.add("pause", "the last guest finished; hosting is paused")
             state = await self.machine.sample(leave_after=self._move_cost_of_guests())
             await self._follow_owner(state)
-            figures = self._figures()
+            figures = self._publish_figures()
             self._history.append(ResourceSample(
                 at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent,
                 guest_cpu_percent=state.reading.guest_cpu_percent,
             ))
             del self._history[:-HISTORY_LENGTH]
-            if self.membership is not None:
-                self.membership.set_local_figures(figures)
             self.mark_changed()
             await trio.sleep(FIGURES_INTERVAL)
 
