@@ -104,7 +104,7 @@ class GuestRunner:
             if outcome != "ok":
                 write_frame(self.outbox, GuestLog(level="warning", text=f"guest limit step {name}: {outcome}"))
 
-    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes) -> int:
+    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> int:
         if start.resume:
             state = self._restore(saved)
         else:
@@ -178,7 +178,7 @@ class GuestRunner:
         except OSError as error:
             raise GuestFailure("state", f"cannot read the output files: {error}") from error
 
-    def _restore(self, saved: bytes) -> Any:
+    def _restore(self, saved: bytes | bytearray) -> Any:
         try:
             state, files = envelope.unpack(envelope.STATE, saved)
             envelope.restore_outputs(self.output_dir, files)

@@ -31,7 +31,18 @@ def _read_exactly(fileobj: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_raw_frame(fileobj: BinaryIO) -> Frame:
+def _read_into(fileobj: BinaryIO, view: memoryview) -> None:
+    """Fill `view` from the pipe: the bytes land where they belong, with no copy on the way."""
+    filled = 0
+    while filled < len(view):
+        count = fileobj.readinto(view[filled:])  # type: ignore[attr-defined]
+        if not count:
+            raise ProtocolError("pipe closed in the middle of a frame")
+        filled += count
+
+
+def _read_header(fileobj: BinaryIO) -> tuple[int, int]:
+    """(code, body length) of the next frame, its length checked against the code's cap."""
     header = fileobj.read(HEADER_SIZE)
     if not header:
         raise EOFError("pipe closed")
@@ -40,6 +51,11 @@ def _read_raw_frame(fileobj: BinaryIO) -> Frame:
     length, code = HEADER.unpack(header)
     if length > body_cap(code):
         raise ProtocolError(f"frame with code {code} declares {length} bytes, over its cap of {body_cap(code)}")
+    return code, length
+
+
+def _read_raw_frame(fileobj: BinaryIO) -> Frame:
+    code, length = _read_header(fileobj)
     return Frame(code, _read_exactly(fileobj, length))
 
 
@@ -70,26 +86,30 @@ def write_bulk(fileobj: BinaryIO, header: Message, data: bytes) -> None:
     fileobj.flush()
 
 
-def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
-    """Blocking twin of `Channel.receive_bulk_data` (after the header was read)."""
+def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytearray:
+    """Blocking twin of `Channel.receive_bulk_data` (after the header was read); a bytearray,
+    which the CBOR decoder takes as it is, so a large state is not copied once more."""
     begin = read_frame(fileobj)
     if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
         raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
-    parts = bytearray()
+    data = bytearray(begin.size)  # announced and capped: each chunk is read straight into its place
+    view = memoryview(data)
+    received = 0
     while True:
-        frame = _read_raw_frame(fileobj)
-        if frame.code != MessageCode.BULK_CHUNK:
+        code, length = _read_header(fileobj)
+        if code != MessageCode.BULK_CHUNK:
             break
-        parts += frame.body
-        if len(parts) > begin.size:
+        if received + length > begin.size:
             raise ProtocolError(f"bulk transfer ran past {begin.size} bytes")
-    end = decode_message(frame.code, frame.body)
-    if not isinstance(end, BulkEnd) or end.size != len(parts) or begin.size != len(parts):
-        raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {len(parts)}")
-    return bytes(parts)
+        _read_into(fileobj, view[received : received + length])
+        received += length
+    end = decode_message(code, _read_exactly(fileobj, length))
+    if not isinstance(end, BulkEnd) or end.size != received or begin.size != received:
+        raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {received}")
+    return data
 
 
-def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytes]:
+def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytearray]:
     """Blocking twin of `Channel.receive_bulk`."""
     header = read_frame(fileobj)
     return header, read_bulk_data(fileobj, max_size=max_size)
