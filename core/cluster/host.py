@@ -86,6 +86,7 @@ class Hosted:
     arrived_at: float
     progress: float = 0.0
     leaving: bool = False                 # a move or eviction is taking it away
+    evicted: bool = False                 # the owner evicted it: relocation takes its capture on
     captured: trio.Event = dataclasses.field(default_factory=trio.Event)
     capture: CheckpointRecord | None = None
     ended: bool = False                   # it finished or failed while a move waited for its state
@@ -248,6 +249,9 @@ class HostService:
 
     async def evict(self, task_id: str | None = None) -> tuple[str, ...]:
         """Free the CPU now (checkpoint within the evict deadline, then kill); the units then travel on."""
+        for hosted in self._hosted.values():
+            if task_id is None or hosted.task.task_id == task_id:
+                hosted.evicted = True
         return await self.supervisor.evict(task_id)
 
     async def stop_assignment(self, assignment_id: str) -> None:
@@ -396,12 +400,23 @@ class HostService:
         hosted = self._hosted.get(task.task_id)
         if hosted is None or hosted.master == self.node_id or self._nursery is None:
             return
+        if hosted.leaving or hosted.evicted:
+            # A capture for a move goes with the move: to the master, were it sent there too, it
+            # would race the move's new epoch and be refused (or arrive twice when the master is
+            # the destination). Only a move that fails replicates it (`replicate`).
+            return
         settings = self._settings()
         hosted.checkpoints += 1
         due = settings.replicate_every and hosted.checkpoints % settings.replicate_every == 0
-        if hosted.leaving or (due and not hosted.replicating and record.size <= settings.replicate_max_bytes):
-            hosted.replicating = True
-            self._nursery.start_soon(self._replicate, hosted, record)
+        if due and not hosted.replicating and record.size <= settings.replicate_max_bytes:
+            self.replicate(hosted, record)
+
+    def replicate(self, hosted: Hosted, record: CheckpointRecord) -> None:
+        """Send `record` to the unit's master (and the extra holders) in the background."""
+        if hosted.master == self.node_id or self._nursery is None:
+            return
+        hosted.replicating = True
+        self._nursery.start_soon(self._replicate, hosted, record)
 
     async def _replicate(self, hosted: Hosted, record: CheckpointRecord) -> None:
         """To the master, then to the k extra holders (never this host itself: its disk is the one at risk)."""

@@ -75,6 +75,8 @@ class Migrator:
             self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
                              "it resumes here", severity="warning")
             self._host.resume_here(hosted)
+            if record is not None:
+                self._host.replicate(hosted, record)
         return verdict
 
     async def relocate(self, hosted: Hosted, record: CheckpointRecord | None) -> None:
