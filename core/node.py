@@ -179,8 +179,9 @@ class Node:
         self._changed.set()
 
     def _guests_changed(self) -> None:
-        """A guest arrived or left: tell the peers now, not at the next reading, or an eviction
-        a moment later elsewhere still sees this node as full (or as evicting) and passes it by."""
+        """A guest arrived or left, or the owner's intents changed: tell the peers now, not at the
+        next reading, or an eviction a moment later elsewhere still sees this node as full, paused
+        or evicting and passes it by."""
         self._publish_figures()
         self.mark_changed()
 
@@ -386,7 +387,7 @@ class Node:
         self._intents = intents
         intents.save(self.store)
         self._sync_guests()
-        self.mark_changed()
+        self._guests_changed()  # paused or not, peers learn it now
 
     def _sync_guests(self) -> None:
         """Stop or continue every guest so they run exactly when the owner (intent or activity) lets them."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+
+from frost_core.checkpoint_store import read_record
 
 from tests.multinode.cluster import (
     CLUSTER_CONFIG, RAYTRACE, assignment, params_args, reference_sha256, result_sha256, running_units,
@@ -158,3 +162,34 @@ def test_with_the_balancer_on_every_node_explains_its_last_round_and_the_image_s
                        what="the balancer's explanation")
         assert why.strip()
     assert result_sha256(master, reply["id"], tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
+def test_a_unit_evicted_into_its_master_brings_its_checkpoint_there_once(nodes, tmp_path):
+    master = nodes("master", extra_config=CLUSTER_CONFIG)
+    host = nodes("host", seeds=(master.address,), extra_config=CLUSTER_CONFIG)
+    wait_for_members([master, host])
+    master.call("pause")  # the unit starts on the host
+    reply = master.call("submit", plugin="raytrace", params={**RAYTRACE, "rows_per_unit": 32})
+    (unit,) = wait_for(lambda: running_units(master, reply["id"]), timeout=30, what="the unit running")
+    assert unit["host"] == host.node_id
+    wait_for(lambda: list((master.data_dir / "replicas" / unit["task_id"]).glob("*.ckpt")), timeout=20,
+             what="a periodic replica at the master")
+    master.call("resume")
+    replicas_before = _replica_seqs(master, unit["task_id"])
+    host.call("evict")
+    moved = wait_for(lambda: next((m for e in host.call("events") if (m := _MOVED.search(e["message"]))), None),
+                     timeout=20, what="the unit to move into its master")
+    # The checkpoint it moved with reached the master once, as the move: not also as a replica.
+    # (A guest too starved to answer in time moves with its last periodic checkpoint instead,
+    # which was a replica before the eviction.)
+    assert int(moved.group(1)) not in _replica_seqs(master, unit["task_id"]) - replicas_before
+    wait_for(lambda: assignment(master, reply["id"])["state"] == "done", timeout=120, what="the assignment")
+    assert result_sha256(master, reply["id"], tmp_path) == reference_sha256(
+        "raytrace", {**RAYTRACE, "rows_per_unit": 32})
+
+
+_MOVED = re.compile(r"moved to \S+ with checkpoint (\d+) ")
+
+
+def _replica_seqs(master, task_id: str) -> set[int]:
+    return {read_record(path).seq for path in (master.data_dir / "replicas" / task_id).glob("*.ckpt")}
