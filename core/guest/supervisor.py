@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import itertools
 import os
@@ -25,11 +26,6 @@ from pathlib import Path
 
 import psutil
 import trio
-
-try:
-    import fcntl
-except ImportError:  # not on Windows; the pipes then keep their default size
-    fcntl = None  # type: ignore[assignment]
 
 from frost_core.checkpoint_policy import young_interval
 from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore, check_task_id
@@ -70,6 +66,7 @@ SPARE_FOLDER = ".spare"
 SPARE_CHECK_INTERVAL = 5.0
 """Seconds between checks that the spare is still wanted (the owner may turn it off)."""
 PIPE_BUFFER_BYTES = 1 << 20
+"""Buffer of the guest pipes where the OS lets us choose it (see `_widen_pipe`)."""
 CPU_WINDOW = 1.0
 PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
@@ -756,9 +753,9 @@ def _widen_pipe(fd: int) -> None:
     A state crosses the pipe in 64 KiB turns otherwise, and the guest, at the lowest priority,
     may wait for a CPU at each turn: on a busy machine a 10 MiB state took ten times longer.
     """
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
     if set_size is None:
-        return
+        return  # macOS and the BSDs size pipes themselves
     with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size for an unprivileged node
         fcntl.fcntl(fd, set_size, PIPE_BUFFER_BYTES)
 
