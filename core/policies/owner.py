@@ -108,13 +108,9 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
     """One step of the owner state machine; call it on every reading (and at `recheck_at`).
 
     `leave_after` is what moving the guests away would cost them (seconds, eq. 5.2's T_m of
-    the costliest one), when the caller knows it. Suspended guests wait for the owner to
-    leave, but never longer than moving would have cost: after that, every further second
-    of waiting is a second they could have run elsewhere (the ski-rental rule, as in
-    Harchol-Balter & Downey's "migrate once the age exceeds the migration cost"), so they
-    are evicted then, or at `evict_after` if that comes first. Without it, `evict_after`.
+    the costliest one), when the caller knows it; `leave_at` says how long they wait for the
+    owner with it (ski rental, judged on the owner's recent spells). Without it, `evict_after`.
     """
-    evict_after = settings.evict_after if leave_after is None else min(settings.evict_after, max(leave_after, 0.0))
     active, quiet = owner_evidence(view, settings)
     if state.phase is Phase.RUNNING:
         if state.backoff > 1 and now - state.resumed_at >= _flap_window(settings, state.backoff):
@@ -127,6 +123,7 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
         history = tuple(h for h in state.history if h[1] > now - settings.evict_window)
         state = OwnerState(Phase.SUSPENDED, active_since=now, resumed_at=state.resumed_at,
                            evicted_at=state.evicted_at, backoff=backoff, history=history)
+        evict_after = leave_at(state, now, settings, leave_after)
         if active_seconds(state, now, settings) >= evict_after - _TOLERANCE:
             state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
@@ -142,6 +139,7 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
             return state, _decision(state, view, now, settings, action, "hold",
                                     "owner between the busy and quiet thresholds", None)
         total = active_seconds(state, now, settings)
+        evict_after = leave_at(state, now, settings, leave_after)
         if state.phase is Phase.EVICTING or total >= evict_after - _TOLERANCE:
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
@@ -165,6 +163,42 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
                             f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed)
 
 
+def leave_at(state: OwnerState, now: float, settings: OwnerSettings, leave_after: float | None) -> float:
+    """The active seconds (as `active_seconds` counts them) at which suspended guests are evicted.
+
+    Ski rental: waiting for the owner to leave costs the guests every second it lasts; moving
+    them costs `leave_after` once. With nothing known of how long the owner stays, wait until
+    waiting has cost what moving would (Harchol-Balter & Downey: migrate once the age exceeds
+    the migration cost): `leave_after`, counted over the owner's activity within
+    `evict_window` like `evict_after`, so an owner who keeps coming back is left at once.
+
+    The owner model: if every spell the owner had within `evict_window` was shorter than
+    `evict_after` (spikes, the activity `evict_after` is there to ride out, like HTCondor's
+    suspend-before-preempt and BOINC's "suspend while in use"), the current spell is predicted
+    to end as those did (a spell's past predicts its future, as a process's age predicts its
+    lifetime): the guests wait until it has outlived the longest of them, plus `leave_after`
+    (once the prediction is proven wrong the plain rule applies to the rest, which bounds the
+    loss: ski rental with a prediction, Purohit, Svitkina & Kumar 2018). Spikes then cost a
+    suspension instead of a move each. A recent spell of `evict_after` or more predicts a long
+    one, and the plain rule applies. `evict_after` of activity within the window always evicts.
+    """
+    if leave_after is None:
+        return settings.evict_after
+    cost = max(leave_after, 0.0)
+    longest = longest_recent_spell(state, now, settings)
+    if longest is None or longest >= settings.evict_after or state.active_since is None:
+        return min(settings.evict_after, cost)
+    # Evict when the current spell (counted from active_since) has lasted longest + cost: the
+    # activity of earlier spells within the window plus that.
+    return min(settings.evict_after, _earlier_active(state, now, settings) + longest + cost)
+
+
+def longest_recent_spell(state: OwnerState, now: float, settings: OwnerSettings) -> float | None:
+    """The longest spell of owner activity that ended within `evict_window`, None if there was none."""
+    spells = [end - begin for begin, end in state.history if end > now - settings.evict_window]
+    return max(spells) if spells else None
+
+
 def _quiet_began(state: OwnerState, view: OwnerView, now: float) -> float:
     """When the quiet this first quiet reading shows began: the start of the interval it covers.
 
@@ -179,11 +213,17 @@ def _quiet_began(state: OwnerState, view: OwnerView, now: float) -> float:
 def active_seconds(state: OwnerState, now: float, settings: OwnerSettings) -> float:
     """Seconds the owner was active within the last `evict_window`, the current spell included."""
     start = now - settings.evict_window
-    total = sum(max(0.0, min(end, now) - max(begin, start)) for begin, end in state.history)
+    total = _earlier_active(state, now, settings)
     if state.active_since is not None and state.phase is not Phase.RUNNING:
         total += now - max(state.active_since, start) if state.quiet_since is None else \
             max(0.0, state.quiet_since - max(state.active_since, start))
     return total
+
+
+def _earlier_active(state: OwnerState, now: float, settings: OwnerSettings) -> float:
+    """Seconds of the past spells (not the current one) within the last `evict_window`."""
+    start = now - settings.evict_window
+    return sum(max(0.0, min(end, now) - max(begin, start)) for begin, end in state.history)
 
 
 def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:

@@ -158,3 +158,54 @@ def test_suspended_guests_leave_once_waiting_has_cost_what_moving_would():
     # evict_after stays the upper bound for guests that are costly to move
     costly = OwnerPolicy(SETTINGS)
     assert costly.decide(owner(90), 10, leave_after=500.0).recheck_at == 130
+
+
+SPIKY = OwnerSettings(busy_cpu_percent=25, evict_after=15, resume_after=3, evict_window=600, evict_hold=60)
+
+
+@pytest.mark.parametrize("spells, start, expected", [
+    # No spell within the window: nothing predicts the spell, plain ski rental, leave after
+    # leave_after = 1 s of activity: 100 + 1.
+    ((), 100, (GuestAction.SUSPEND, 101)),
+    # One 4 s spell (40-44): this one is predicted to end like it, so the guests wait until it has
+    # outlived it by the move's cost, 4 + 1 = 5 s: 100 + 5 = 105. The plain rule would evict at
+    # once (4 s of activity within the window >= 1).
+    (((40, 44),), 100, (GuestAction.SUSPEND, 105)),
+    # Spells of 2 s and 4 s: the longest counts: 100 + 4 + 1.
+    (((20, 22), (40, 44)), 100, (GuestAction.SUSPEND, 105)),
+    # Three 4 s spells are 12 s within the window: evict_after = 15 still caps the activity,
+    # 12 + (4 + 1) = 17 > 15, so leave after 15 - 12 = 3 s: 200 + 3.
+    (((40, 44), (100, 104), (160, 164)), 200, (GuestAction.SUSPEND, 203)),
+    # A spell of 410 s (>= evict_after) that ended 590 s ago: a long spell predicts a long one;
+    # its last 10 s (400-410) are within the window (1000 - 600 = 400), 10 >= 1: evict at once.
+    (((0, 410),), 1000, (GuestAction.EVICT, None)),
+    # Spells that ended more than evict_window ago predict nothing: 700 + 1.
+    (((40, 44),), 700, (GuestAction.SUSPEND, 701)),
+])
+def test_a_spiky_owner_is_waited_out_as_long_as_the_recent_spells_lasted(spells, start, expected):
+    policy = OwnerPolicy(SPIKY)
+    for begin, end in spells:
+        policy.decide(owner(90), begin, leave_after=1.0)
+        policy.decide(owner(0), end, leave_after=1.0)          # quiet since end (interval 0)
+        policy.decide(owner(0), end + 3, leave_after=1.0)      # resumes after 3 s: a spell (begin, end)
+    d = policy.decide(owner(90), start, leave_after=1.0)
+    assert (d.action, d.recheck_at) == expected
+    if d.recheck_at is not None:
+        assert policy.decide(owner(90), d.recheck_at - 0.1, leave_after=1.0).action is GuestAction.SUSPEND
+        assert policy.decide(owner(90), d.recheck_at, leave_after=1.0).action is GuestAction.EVICT
+
+
+def test_a_spike_like_the_recent_ones_ends_without_a_move():
+    # A 4 s spike (40-44) before the guests came (no leave_after), then one (100-104) with them:
+    # it ends before 100 + 4 + 1 = 105, so they are only suspended and run again 3 s later, where
+    # the plain ski rule (leave after 1 s of activity, the earlier 4 s already count) would have
+    # evicted them at 100.
+    policy = OwnerPolicy(SPIKY)
+    for begin, end, cost in ((40, 44, None), (100, 104, 1.0)):
+        assert policy.decide(owner(90), begin, leave_after=cost).action is GuestAction.SUSPEND
+        assert policy.decide(owner(90), end - 0.5, leave_after=cost).action is GuestAction.SUSPEND
+        assert policy.decide(owner(0), end, leave_after=cost).rule == "wait-quiet"
+        assert policy.decide(owner(0), end + 3, leave_after=cost).rule == "continue"
+    # a third spell that outlives the 4 s ones by the move's cost is a long one: it leaves at 165
+    assert policy.decide(owner(90), 160, leave_after=1.0).recheck_at == 165
+    assert policy.decide(owner(90), 165, leave_after=1.0).action is GuestAction.EVICT
