@@ -113,7 +113,7 @@ class Node:
         self.host = HostService(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
             plugin_source=self._plugin_for, has_plugin=self._has_plugin, outbox=self.outbox, events=self.events,
-            settings=lambda: HostSettings.from_config(self.config), on_change=self._guests_changed,
+            settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id),
         )
@@ -178,7 +178,7 @@ class Node:
     def mark_changed(self) -> None:
         self._changed.set()
 
-    def _guests_changed(self) -> None:
+    def _hosting_changed(self) -> None:
         """A guest arrived or left, or the owner's intents changed: tell the peers now, not at the
         next reading, or an eviction a moment later elsewhere still sees this node as full, paused
         or evicting and passes it by."""
@@ -331,17 +331,17 @@ class Node:
         their way (they go on in the background; the CPU is free either way).
         """
         hold = time.time() + self.config.get("owner.evict_hold")
-        self._set_intents(Intents(**{**vars(self._intents), "evict_hold_until": hold}))
         self._evicting += 1
-        self._guests_changed()  # peers see at once that nothing goes here now
         try:
+            # Publishes the figures, evicting already counted: peers see at once that nothing goes here now.
+            self._set_intents(Intents(**{**vars(self._intents), "evict_hold_until": hold}))
             evicted = await self.host.evict(task_id)
             with trio.move_on_after(EVICT_WAIT):
                 while any(h.task.task_id in evicted for h in self.host.hosted()):
                     await trio.sleep(0.05)
         finally:
             self._evicting -= 1
-            self._guests_changed()
+            self._hosting_changed()
         message = f"evicted {len(evicted)} guest(s)"
         self.events.add("evict", message)
         return message
@@ -387,7 +387,7 @@ class Node:
         self._intents = intents
         intents.save(self.store)
         self._sync_guests()
-        self._guests_changed()  # paused or not, peers learn it now
+        self._hosting_changed()  # paused or not, peers learn it now
 
     def _sync_guests(self) -> None:
         """Stop or continue every guest so they run exactly when the owner (intent or activity) lets them."""
