@@ -75,6 +75,9 @@ class CheckpointRecord:
     taken_at: float
     state: bytes = field(repr=False)
     sha256: str
+    verified: bool = field(default=False, compare=False, repr=False, kw_only=True)
+    """True once this process has computed `sha256` from `state`. A record that arrived from a peer
+    is not: `CheckpointStore.write` checks it while the state goes to disk, where it costs no wait."""
 
     @classmethod
     def seal(
@@ -93,15 +96,19 @@ class CheckpointRecord:
         """Build a record and compute its hash, so a record in hand is always self-consistent."""
         check_task_id(task_id)
         identity = (task_id, plugin_name, plugin_version, plugin_hash, unit_index, epoch, seq, float(taken_at))
-        return cls(*identity, state=bytes(state), sha256=_digest(identity, state))
+        return cls(*identity, state=bytes(state), sha256=_digest(identity, state), verified=True)
 
     @property
     def size(self) -> int:
         return len(self.state)
 
-    def verify(self) -> None:
-        """Raise CheckpointError unless the hash matches the identity fields and the state."""
-        if _digest(self._identity(), self.state) != self.sha256:
+    def verify(self) -> CheckpointRecord:
+        """This record, marked verified; CheckpointError unless the hash matches the identity fields and the state."""
+        self._check(_digest(self._identity(), self.state))
+        return dataclasses.replace(self, verified=True)
+
+    def _check(self, digest: str) -> None:
+        if digest != self.sha256:
             raise CheckpointError(
                 f"checkpoint {self.seq} of task {self.task_id} fails its SHA-256 check", title="Corrupt checkpoint"
             )
@@ -185,8 +192,7 @@ def read_record(path: Path) -> CheckpointRecord:
         plugin_hash=fields["plugin_hash"], unit_index=fields["unit_index"], epoch=fields["epoch"],
         seq=fields["seq"], taken_at=fields["taken_at"], state=state, sha256=fields["sha256"],
     )
-    record.verify()
-    return record
+    return record.verify()
 
 
 class CheckpointStore:
@@ -196,13 +202,20 @@ class CheckpointStore:
         self.root = Path(root)
 
     def write(self, record: CheckpointRecord) -> Path:
-        """Make a sealed `record` durable, then drop the task's older checkpoints.
+        """Make `record` durable, then drop the task's older checkpoints.
 
-        Any failure (write, fsync, rename, directory fsync) raises CheckpointError and leaves
-        the previous checkpoint exactly as it was.
+        A record not yet verified here (one that came from a peer) has its SHA-256 checked
+        before it replaces anything; from PARALLEL_HASH_FROM bytes on, in a second thread while
+        the state is written and synced, so the check adds no wait to a migration's hand-off.
+        Any failure (hash, write, fsync, rename, directory fsync) raises CheckpointError and
+        leaves the previous checkpoint exactly as it was.
         """
         check_task_id(record.task_id)
-        return self._write_durably(record)[0]
+        if record.verified:
+            return self._write_durably(record)[0]
+        if record.size < PARALLEL_HASH_FROM:
+            return self._write_durably(record.verify())[0]
+        return self._write_durably(record, _in_thread(functools.partial(_digest, record._identity(), record.state)))[0]
 
     def commit(
         self,
@@ -227,7 +240,7 @@ class CheckpointStore:
         identity = (task_id, plugin_name, plugin_version, plugin_hash, unit_index, epoch, seq, float(taken_at))
         whole = state if isinstance(state, bytes) else b"".join(state)
         if len(whole) < PARALLEL_HASH_FROM:
-            record = CheckpointRecord(*identity, state=whole, sha256=_digest(identity, whole))
+            record = CheckpointRecord(*identity, state=whole, sha256=_digest(identity, whole), verified=True)
             return self._write_durably(record)[1]
         digest = _in_thread(functools.partial(_digest, identity, whole))
         unsealed = CheckpointRecord(*identity, state=whole, sha256=_PLACEHOLDER)
@@ -238,12 +251,15 @@ class CheckpointStore:
     ) -> tuple[Path, CheckpointRecord]:
         """temp file, state, header (once the hash is known), fsync, rename, fsync the directory.
 
-        With `digest`, `record` carries a placeholder hash of the same length, replaced by the
-        digest's result once the state is written; the sealed record is returned with the path.
+        With `digest`: if `record` carries the placeholder hash, the digest's result replaces it
+        once the state is written; otherwise the result must equal the record's hash, checked
+        after the fsync (so the two overlap) and before the rename. The sealed record is
+        returned with the path.
         """
         folder = self._folder(record.task_id)
         final = folder / f"{record.seq:016d}{SUFFIX}"
         temp = folder / f"{TEMP_PREFIX}{record.seq}-{secrets.token_hex(4)}"
+        sealing = digest is not None and record.sha256 == _PLACEHOLDER
         try:
             try:
                 self._make_folder(folder)
@@ -251,17 +267,23 @@ class CheckpointStore:
                 fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 try:
                     _write_all(fd, record.state, len(header))
-                    if digest is not None:
-                        record = dataclasses.replace(record, sha256=digest.result())
+                    if sealing:
+                        record = dataclasses.replace(record, sha256=digest.result(), verified=True)
                         header = encode_header(record)  # same length: the digest is fixed-size hex
                     os.pwrite(fd, header, 0)
                     _sync(fd)
                 finally:
                     os.close(fd)
+                if digest is not None and not sealing:
+                    record._check(digest.result())
+                    record = dataclasses.replace(record, verified=True)
                 os.rename(temp, final)
             finally:
                 if digest is not None:
                     digest.result()  # never leave the hashing thread behind, even on failure
+        except CheckpointError:
+            _remove_quietly(temp)
+            raise
         except OSError as error:
             _remove_quietly(temp)
             raise CheckpointError(
@@ -337,14 +359,9 @@ class CheckpointStore:
         _sync_directory(self.root)
 
 
-def start_digest(identity: tuple[Any, ...]) -> Any:
-    """A SHA-256 fed with the identity fields: update it with the state, piece by piece, as it arrives."""
-    return hashlib.sha256(cbor2.dumps(list(identity), canonical=True))
-
-
 def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
     """SHA-256 over the identity and the state; with SHA-NI (measured here) it beats BLAKE2b twofold."""
-    hasher = start_digest(identity)
+    hasher = hashlib.sha256(cbor2.dumps(list(identity), canonical=True))
     for piece in pieces:
         hasher.update(piece)
     return hasher.hexdigest()

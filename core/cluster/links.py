@@ -11,14 +11,13 @@ NodeUnavailableError naming the peer and the cause: callers treat all of them al
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord, start_digest
+from frost_core.checkpoint_store import CheckpointRecord
 from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
@@ -152,7 +151,7 @@ class Links:
             log.info("no replica of %s from %s: %s", request.task_id, node_id[:8], error)
             return None
         try:
-            return answer.checkpoint.record(state)
+            return answer.checkpoint.record(state).verify()  # now: a corrupt copy must yield to an older one
         except CheckpointError as error:
             log.warning("replica of %s from %s is corrupt: %s", request.task_id, node_id[:8], error.message)
             return None
@@ -223,20 +222,11 @@ class Links:
 
 
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:
-    """The bulk state after a header; verified against its SHA-256 (CheckpointError if it fails).
-
-    Each chunk is hashed and copied into the state while it is still in cache. The state is a
-    BytesIO, whose buffer grows in place and becomes the final bytes without another copy.
-    """
+    """The bulk state after a header, as an unverified record (the side that keeps it checks it)."""
     if meta is None:
         await channel.receive_bulk_data(max_size=0)
         return None
-    hasher = start_digest(meta.identity())
-    state = io.BytesIO()
-    async for chunk in channel.iterate_bulk_data(max_size=MAX_STATE_BYTES):
-        hasher.update(chunk)
-        state.write(chunk)
-    return meta.record(state.getvalue(), sha256=hasher.hexdigest())
+    return meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 from frost_core.checkpoint_store import CheckpointRecord
-from frost_core.errors import CheckpointError
 from frost_core.policies.views import NodeView
 from frost_core.guest.views import InputFile
 from frost_core.wire.codes import MessageCode
@@ -38,7 +37,7 @@ class UnitSpec:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointMeta:
-    """A checkpoint's identity fields; its state follows as bulk bytes and is verified on arrival."""
+    """A checkpoint's identity fields; its state follows as bulk bytes, verified by the side that keeps it."""
 
     task_id: str
     plugin_name: str
@@ -62,22 +61,18 @@ class CheckpointMeta:
         return (self.task_id, self.plugin_name, self.plugin_version, self.plugin_hash, self.unit_index, self.epoch,
                 self.seq, float(self.taken_at))
 
-    def record(self, state: bytes, sha256: str | None = None) -> CheckpointRecord:
-        """The record with its state; CheckpointError unless the SHA-256 matches.
+    def record(self, state: bytes) -> CheckpointRecord:
+        """The record with its state, not yet verified.
 
-        `sha256` is the digest already computed while the state arrived; without it, it is computed now.
+        The receiving side checks the SHA-256 when it makes the record durable
+        (`CheckpointStore.write`), where the check overlaps the fsync instead of holding up
+        the transfer; what it does not write, it verifies (`CheckpointRecord.verify`) first.
         """
-        record = CheckpointRecord(
+        return CheckpointRecord(
             task_id=self.task_id, plugin_name=self.plugin_name, plugin_version=self.plugin_version,
             plugin_hash=self.plugin_hash, unit_index=self.unit_index, epoch=self.epoch, seq=self.seq,
             taken_at=self.taken_at, state=state, sha256=self.sha256,
         )
-        if sha256 is None:
-            record.verify()
-        elif sha256 != self.sha256:
-            raise CheckpointError(f"checkpoint {self.seq} of task {self.task_id} fails its SHA-256 check",
-                                  title="Corrupt checkpoint")
-        return record
 
 
 @register

@@ -9,12 +9,12 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore
 from frost_core.cluster import messages as cluster_messages
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.replication import HeldReplicas, replica_holders
-from frost_core.errors import NodeUnavailableError, ProtocolError
+from frost_core.errors import CheckpointError, NodeUnavailableError, ProtocolError
 from frost_core.policies.views import NodeView
 from frost_core.transport import open_transport
 from frost_core.wire.messages import Message, decode_message, encode_message
@@ -130,13 +130,19 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         nursery.cancel_scope.cancel()
 
 
-async def test_a_checkpoint_that_fails_its_hash_is_refused_and_nothing_starts(tmp_path):
+async def test_a_checkpoint_arrives_unverified_and_a_damaged_one_is_refused_where_it_is_kept(tmp_path):
+    """The transfer leaves the SHA-256 to the store that makes the state durable (overlapping its fsync)."""
     async with trio.open_nursery() as nursery:
         links, _, host = await pair(nursery, tmp_path)
-        tampered = dataclasses.replace(record(), state=b"tampered" * 10)
-        verdict = await links.host("b").start("a", spec(), tampered)
-        assert not verdict.ok and "SHA-256" in verdict.reason
-        assert host.started == []
+        assert (await links.host("b").start("a", spec(), record())).ok
+        arrived = host.started[0][1]
+        assert arrived == record() and not arrived.verified
+        CheckpointStore(tmp_path / "kept").write(arrived)
+        damaged = dataclasses.replace(record(), state=b"tampered" * 10)
+        assert (await links.host("b").start("a", spec(), damaged)).ok
+        with pytest.raises(CheckpointError, match="SHA-256"):
+            CheckpointStore(tmp_path / "kept").write(host.started[1][1])
+        assert CheckpointStore(tmp_path / "kept").latest("a-1.0") == record()
         nursery.cancel_scope.cancel()
 
 

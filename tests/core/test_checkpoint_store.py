@@ -1,5 +1,6 @@
 """Checkpoint files: durable, verified, never half-written, old one kept until the new one is safe."""
 
+import dataclasses
 import errno
 import logging
 import os
@@ -242,6 +243,26 @@ def test_commit_seals_and_writes_in_one_go(tmp_path, size):
     record.verify()
     assert record == CheckpointRecord.seal(**fields)
     assert store.latest("abcd1234-1.0") == record
+
+
+def unverified(record: CheckpointRecord, state: bytes | None = None) -> CheckpointRecord:
+    """`record` as it arrives from a peer: fields and claimed hash, state possibly not the one hashed."""
+    return dataclasses.replace(record, state=record.state if state is None else state, verified=False)
+
+
+@pytest.mark.parametrize("size", [5000, 3 * 1024 * 1024], ids=["small", "hashed-while-written"])
+def test_a_record_from_a_peer_is_checked_as_it_is_written(tmp_path, size):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    good = make_record(2, state=os.urandom(size))
+    store.write(unverified(good))
+    assert store.latest("abcd1234-1.0") == good
+    damaged = bytearray(good.state)
+    damaged[size // 2] ^= 0x40
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        store.write(unverified(make_record(3, state=good.state), bytes(damaged)))
+    assert store.latest("abcd1234-1.0") == good, "the copy before the damaged one is still there, whole"
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"], "no temp file is left behind"
 
 
 def test_commit_that_fails_keeps_the_old_checkpoint(tmp_path, monkeypatch):
