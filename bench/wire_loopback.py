@@ -1,4 +1,4 @@
-"""How much do framing, CBOR and AES-GCM cost on loopback, against a raw trio socket in the same run?
+"""How much do framing, CBOR and AES-OCB3 cost on loopback, against a raw trio socket in the same run?
 
 Two questions, each answered for an authenticated `Channel` and for a raw `trio.SocketStream`
 doing the same byte movement: the round-trip latency of a small message (p50/p95), and bulk
@@ -210,7 +210,7 @@ def main() -> None:
         "per_trial": trials,
     }
     print_table(
-        ["median over trials", "raw trio socket", "Channel (AES-GCM)", "ratio in trial (goal >= 0.5)"],
+        ["median over trials", "raw trio socket", "Channel (AES-OCB3)", "ratio in trial (goal >= 0.5)"],
         [
             [
                 "small round trip p50 (us)",

@@ -2,7 +2,8 @@
 
 import enum
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""2: streams are sealed with AES-OCB3 (1 used AES-GCM), so a node of the other kind is refused at the handshake."""
 
 
 class MessageCode(enum.IntEnum):
