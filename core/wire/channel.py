@@ -6,6 +6,7 @@ Also the blocking twin for the guest child, which runs plain synchronous Python:
 
 import io
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from dataclasses import dataclass
 
 import trio
 
@@ -161,11 +162,13 @@ class Channel:
 
     # --- receiving ---------------------------------------------------------------------------
 
-    async def _receive_frame(self, *, header_first: bool = False) -> Frame:
+    async def _receive_frame(self, *, header_first: bool = False, into: memoryview | None = None) -> Frame:
         """The next frame, decrypted; a bulk chunk's body is a view valid until the next frame.
 
         `header_first` (inside a bulk transfer) reads a frame's header alone, so that the large
         body after it goes straight into the reused buffer rather than partly into a fresh one.
+        `into` (encrypted streams only): where a bulk chunk's plaintext goes, and all the room
+        it may take.
         """
         reader = self._reader
         while (frame := reader.next_frame()) is None:
@@ -189,7 +192,7 @@ class Channel:
         code, body = frame
         if self._session is not None:
             if code == _BULK_CHUNK:
-                return Frame(code, self._open_chunk(body))
+                return Frame(code, self._open_chunk(body, into))
             return Frame(code, self._session.open(HEADER.pack(len(body), code), body))
         if type(body) is not bytes:
             return Frame(code, bytes(body))
@@ -199,18 +202,21 @@ class Channel:
         """Receive the rest of a large pending frame straight into one buffer.
 
         Saves the per-read allocation of a large bytes object and the copy that joins the
-        pieces. The returned body is a view into a buffer reused for the next frame. If the
+        pieces. The returned body is a view into a buffer reused for the next frame. Each read
+        may also take the next frame's header, which then goes to the reader: in a bulk
+        transfer that saves a read (and a trip through the scheduler) per chunk. If the
         receive is cancelled or fails, the part already in is handed back to the reader.
         """
         assert self._socket is not None
         reader = self._reader
         length = reader.buffered + reader.missing
+        room = length + HEADER_SIZE
         if length <= RECEIVE_SIZE:  # keep at most one bulk chunk's worth per channel
-            if len(self._direct_buffer) < length:
-                self._direct_buffer = bytearray(length)
-            view = memoryview(self._direct_buffer)[:length]
+            if len(self._direct_buffer) < room:
+                self._direct_buffer = bytearray(room)
+            view = memoryview(self._direct_buffer)[:room]
         else:
-            view = memoryview(bytearray(length))
+            view = memoryview(bytearray(room))
         code, length, have = reader.drain_into(view)
         try:
             while have < length:
@@ -223,15 +229,23 @@ class Channel:
         except BaseException:
             reader.put_back(code, length, bytes(view[:have]))
             raise
-        return Frame(code, view)  # type: ignore[arg-type]
+        reader.append(view[length:have])
+        return Frame(code, view[:length])  # type: ignore[arg-type]
 
-    def _open_chunk(self, ciphertext: bytes | memoryview) -> memoryview:
-        """Decrypt a bulk chunk into one reused buffer: a view, valid until the next frame."""
+    def _open_chunk(self, ciphertext: bytes | memoryview, into: memoryview | None) -> memoryview:
+        """Decrypt a bulk chunk into the start of `into`, or else into one reused buffer.
+
+        Returns the plaintext as a view; in the reused buffer it is valid until the next frame.
+        """
         assert self._session is not None
         size = len(ciphertext) - TAG_SIZE
-        if not self._plain_buffer:
-            self._plain_buffer = bytearray(MAX_CHUNK_SIZE)  # the reader refused any larger chunk
-        view = memoryview(self._plain_buffer)[:size]
+        if into is None:
+            if not self._plain_buffer:
+                self._plain_buffer = bytearray(MAX_CHUNK_SIZE)  # the reader refused any larger chunk
+            into = memoryview(self._plain_buffer)
+        elif size > len(into):
+            raise ProtocolError(f"bulk transfer ran past its announced size by {size - len(into)} bytes")
+        view = into[:size]
         self._session.open_into(HEADER.pack(len(ciphertext), _BULK_CHUNK), ciphertext, view)
         return view
 
@@ -249,11 +263,22 @@ class Channel:
     async def receive_bulk_data(self, *, max_size: int) -> bytes:
         """The bulk data that follows a header already taken with `receive`.
 
-        Gathered in a BytesIO, whose buffer becomes the returned bytes without a final copy.
+        On an encrypted stream with the size announced (always, for data sent whole) the result
+        is allocated once and every chunk is decrypted straight into its place; otherwise the
+        chunks are gathered as they come. Either way the data sits in a BytesIO, whose buffer
+        becomes the returned bytes without a final copy.
         """
+        bulk = await self._begin_bulk(max_size)
         data = io.BytesIO()
-        async for chunk in self.iterate_bulk_data(max_size=max_size):
-            data.write(chunk)
+        if bulk.size and self._session is not None:
+            data.seek(bulk.size - 1)
+            data.write(b"\0")
+            with data.getbuffer() as target:
+                while await self._next_chunk(bulk, target[bulk.received:]) is not None:
+                    pass
+        else:
+            while (chunk := await self._next_chunk(bulk)) is not None:
+                data.write(chunk)
         return data.getvalue()
 
     async def iterate_bulk_data(self, *, max_size: int) -> AsyncIterator[bytes | memoryview]:
@@ -262,27 +287,33 @@ class Channel:
         A chunk may be a view into a buffer the channel reuses: it is valid until the next one
         is asked for, so copy what must be kept (the copy is then the only one).
         """
+        bulk = await self._begin_bulk(max_size)
+        while (chunk := await self._next_chunk(bulk)) is not None:
+            yield chunk
+
+    async def _begin_bulk(self, max_size: int) -> "_Bulk":
         begin = await self.receive()
         if not isinstance(begin, BulkBegin):
             raise ProtocolError(f"expected BULK_BEGIN, got {type(begin).__name__}")
         if begin.size is not None and not 0 <= begin.size <= max_size:
             raise ProtocolError(f"bulk transfer of {begin.size} bytes is over the limit of {max_size}")
-        limit = max_size if begin.size is None else begin.size
-        received = 0
-        while True:
-            frame = await self._receive_frame(header_first=True)
-            if frame.code == MessageCode.BULK_CHUNK:
-                received += len(frame.body)
-                if received > limit:
-                    raise ProtocolError(f"bulk transfer ran past {limit} bytes")
-                yield frame.body
-                continue
-            end = decode_message(frame.code, frame.body)
-            if not isinstance(end, BulkEnd):
-                raise ProtocolError(f"{type(end).__name__} inside a bulk transfer")
-            if end.size != received or (begin.size is not None and begin.size != received):
-                raise ProtocolError(f"bulk transfer announced {end.size} bytes but carried {received}")
-            return
+        return _Bulk(size=begin.size, limit=max_size if begin.size is None else begin.size)
+
+    async def _next_chunk(self, bulk: "_Bulk", into: memoryview | None = None) -> bytes | memoryview | None:
+        """The next chunk of `bulk` (decrypted into `into` if given), or None after its checked end."""
+        frame = await self._receive_frame(header_first=True, into=into)
+        if frame.code == MessageCode.BULK_CHUNK:
+            bulk.received += len(frame.body)
+            if bulk.received > bulk.limit:
+                raise ProtocolError(f"bulk transfer ran past {bulk.limit} bytes")
+            return frame.body
+        end = decode_message(frame.code, frame.body)
+        if not isinstance(end, BulkEnd):
+            raise ProtocolError(f"{type(end).__name__} inside a bulk transfer")
+        for announced in (bulk.size, end.size):
+            if announced is not None and announced != bulk.received:
+                raise ProtocolError(f"bulk transfer announced {announced} bytes but carried {bulk.received}")
+        return None
 
     async def aclose(self) -> None:
         await self._send_stream.aclose()
@@ -294,6 +325,15 @@ class Channel:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+@dataclass
+class _Bulk:
+    """A bulk transfer being received: its announced size (None if streamed), cap and progress."""
+
+    size: int | None
+    limit: int
+    received: int = 0
 
 
 async def _expect(channel: Channel, kind: type[Message]) -> Message:

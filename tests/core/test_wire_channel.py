@@ -14,7 +14,8 @@ from frost_core.errors import ProtocolError
 from frost_core.membership.messages import PushPullReply
 from frost_core.wire.channel import Channel, accept_channel, open_channel
 from frost_core.wire.framing import MAX_CHUNK_SIZE
-from frost_core.wire.messages import BulkEnd, Hello
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, encode_message
 from frost_core.wire.security import ClusterKey
 
 KEY = ClusterKey.generate()
@@ -53,6 +54,53 @@ async def test_bulk_over_tcp_arrives_whole_in_bounded_chunks() -> None:
         # The channel is still in step afterwards.
         await server.send(BulkEnd(1))
         assert await client.receive() == BulkEnd(1)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("size", [0, 1, MAX_CHUNK_SIZE, MAX_CHUNK_SIZE + 1, 3 * MAX_CHUNK_SIZE + 12345])
+async def test_bulk_gathered_over_tcp_is_exact_and_leaves_the_channel_in_step(size) -> None:
+    """Gathered data is decrypted straight into the result, and reads run ahead into the next header."""
+    data = os.urandom(size)
+    async with trio.open_nursery() as nursery:
+        client, server = await _tcp_pair(nursery)
+        for round_ in range(3):
+            async def send(round_: int = round_) -> None:  # in the background: the socket buffers may not hold it
+                await client.send_bulk(HEADER, data)
+                await client.send(BulkEnd(round_))
+
+            nursery.start_soon(send)
+            assert await server.receive() == HEADER
+            assert await server.receive_bulk_data(max_size=size) == data
+            assert await server.receive() == BulkEnd(round_)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def _forged_bulk(client: Channel, announced: int, chunks: list[bytes], end: int) -> None:
+    """A sender with the key that breaks the bulk rules: encrypted frames written one by one."""
+    await client._send_frame(HEADER.CODE, encode_message(HEADER))
+    await client._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(announced)))
+    for chunk in chunks:
+        await client._send_frame(MessageCode.BULK_CHUNK, chunk)
+    await client._send_frame(MessageCode.BULK_END, encode_message(BulkEnd(end)))
+
+
+@pytest.mark.parametrize(
+    ("chunks", "end", "refusal"),
+    [
+        ([b"a" * 600, b"b" * 600], 1200, "ran past its announced size by 200 bytes"),
+        ([b"a" * 600], 600, "announced 1000 bytes but carried 600"),
+        ([b"a" * 1000], 999, "announced 999 bytes but carried 1000"),
+    ],
+)
+async def test_a_bulk_transfer_that_breaks_its_announced_size_is_refused(chunks, end, refusal) -> None:
+    async with trio.open_nursery() as nursery:
+        client, server = await _tcp_pair(nursery)
+        await _forged_bulk(client, 1000, chunks, end)  # a few KiB: the socket buffers hold it all
+        assert await server.receive() == HEADER
+        with pytest.raises(ProtocolError, match=refusal):
+            await server.receive_bulk_data(max_size=10_000)
         await client.aclose()
         nursery.cancel_scope.cancel()
 
