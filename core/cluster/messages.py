@@ -57,10 +57,6 @@ class CheckpointMeta:
             taken_at=record.taken_at, sha256=record.sha256,
         )
 
-    def identity(self) -> tuple:
-        return (self.task_id, self.plugin_name, self.plugin_version, self.plugin_hash, self.unit_index, self.epoch,
-                self.seq, float(self.taken_at))
-
     def record(self, state: bytes) -> CheckpointRecord:
         """The record with its state, not yet verified.
 
