@@ -56,6 +56,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
     def __init__(self, plugins: list[PluginView]) -> None:
         super().__init__()
         self.plugins = {p.name: p for p in plugins if p.ok}
+        self._form_for: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="submit-dialog"):
@@ -82,9 +83,18 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         return self.plugins.get(value) if isinstance(value, str) else None
 
     async def _build_form(self) -> None:
+        """The selected plugin's fields; left alone if they are already shown.
+
+        The Select also reports its first value once it is mounted: rebuilding then would throw
+        away whatever the owner has typed meanwhile.
+        """
+        plugin = self.selected_plugin()
+        name = plugin.name if plugin is not None else None
+        if name == self._form_for and name is not None:
+            return
+        self._form_for = name
         container = self.query_one("#submit-params", VerticalScroll)
         await container.remove_children()
-        plugin = self.selected_plugin()
         if plugin is None:
             return
         rows = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 
+from textual.widgets import Input, Select
+
 from frost_core.snapshot import EventView
 from frost_tui.screenshots import DEMO_NOW
 
@@ -113,5 +115,23 @@ def test_settings_show_the_join_code(node):
         app.query_one("#join-code").scroll_visible(animate=False)
         await pilot.pause()
         assert "frost1-7QX4-M2KD-9PLR-WE3T" in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_the_submit_form_keeps_what_was_typed_when_the_select_reports_its_value_late(node):
+    """The plugin Select reports its first value after mounting; that must not wipe the form."""
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_for(pilot, lambda: bool(app.screen.query("#submit-params Input")))
+        dialog = app.screen
+        typed = dialog.query("#submit-params Input").first(Input)
+        typed.value = "12345"
+        select = dialog.query_one("#submit-plugin", Select)
+        select.post_message(Select.Changed(select, select.value))
+        await pilot.pause()
+        await pilot.pause()
+        assert dialog.query("#submit-params Input").first(Input) is typed and typed.value == "12345"
 
     run_ui(node, scenario)
