@@ -33,11 +33,12 @@ class Discovery:
         self.replies_sent = 0
         self.replies_received = 0
         self._settled: dict[str, float] = {}
+        self._said_settled = False
 
     async def announce_periodically(self) -> None:
         node = self.node
         while True:
-            await node.transport.broadcast(Announce(node=node.own_entry(), known=node.table.active_count()))
+            await self._announce()
             period = node.config.announce_interval
             await trio.sleep(node.rng.uniform(0.9 * period, 1.1 * period))
 
@@ -75,16 +76,32 @@ class Discovery:
         await node.send(record.address, AnnounceReply(node=node.own_entry()))
 
     def on_reply(self, address: Address, reply: AnnounceReply) -> None:
-        """Someone answered our announcement: pull the whole table from it at once."""
+        """Someone answered our announcement: pull the whole table from it at once, then say so.
+
+        If gossip brought us the table before any reply did, we still say so at the first
+        reply: the other members hold their replies only once they hear it.
+        """
         node = self.node
         self.replies_received += 1
         peer = node.absorb_one(reply.node, first_hand=True)
-        if peer is not None:
-            node.table.touch(peer, trio.current_time())
-            if len(node.table.active_peers()) <= 1:
-                node.nursery.start_soon(self._join_through, node.table.get(peer).address)
+        if peer is None:
+            return
+        node.table.touch(peer, trio.current_time())
+        if len(node.table.active_peers()) <= 1:
+            node.nursery.start_soon(self._join_through, node.table.get(peer).address)
+        elif not self._said_settled:
+            self._said_settled = True
+            node.nursery.start_soon(self._announce)
 
     async def _join_through(self, address: Address) -> None:
+        if await self.node.gossip.push_pull(address):
+            self._said_settled = True
+            await self._announce()
+
+    async def _announce(self) -> None:
+        """Broadcast who we are and how many members we know (more than one: "no more replies")."""
         node = self.node
-        if await node.gossip.push_pull(address):
-            await node.transport.broadcast(Announce(node=node.own_entry(), known=node.table.active_count()))
+        known = node.table.active_count()
+        if known <= 1:
+            self._said_settled = False  # asking again: the next reply is worth a "settled" too
+        await node.transport.broadcast(Announce(node=node.own_entry(), known=known))
