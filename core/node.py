@@ -50,7 +50,7 @@ from .policies.owner import GuestAction
 from .policies.balance import Step
 from .policies.bandwidth import Bandwidths
 from .policies.location import rank_destinations
-from .policies.selection import migration_cost
+from .policies.selection import costliest_move
 from .policies.transfer import summarize, thresholds, transfer_mode
 from .policies.views import NodeView, PolicySettings, UnitView
 from .plugin_api import parse_params
@@ -617,12 +617,11 @@ class Node:
         """Eq. 5.2's T_m of the costliest guest here: suspended guests wait for the owner no longer
         than moving them would cost, as the simulator's nodes do. None without guests or without
         a peer to move them to (then only `owner.evict_after` ends the wait)."""
+        if not any(node != self.node_id for node in self._alive_nodes()):
+            return None
         speed = self.machine.extremities.speed if self.machine.extremities else 1.0
         units = [unit_view(f, speed, 0.0) for f in self.supervisor.figures()]
-        if not units or not any(node != self.node_id for node in self._alive_nodes()):
-            return None
-        bandwidth = self.bandwidths.typical()
-        return max(migration_cost(u.state_bytes, bandwidth, u.restore_seconds, u.since_checkpoint) for u in units)
+        return costliest_move(units, self.bandwidths.typical())
 
     def _observe_transfer(self, peer: str, size: int, seconds: float) -> None:
         """Per-peer bandwidth from real transfers (the selection policy's S_c / n)."""

@@ -19,6 +19,15 @@ def migration_cost(state_bytes: int, bandwidth: float, restore_seconds: float, s
     return state_bytes / bandwidth + restore_seconds + since_checkpoint
 
 
+def costliest_move(units: Sequence[UnitView], bandwidth: float) -> float | None:
+    """What moving every guest away costs the one it costs most (eq. 5.2), None without guests.
+
+    The owner policy's `leave_after`: suspended guests wait for the owner no longer than this.
+    """
+    costs = [migration_cost(u.state_bytes, bandwidth, u.restore_seconds, u.since_checkpoint) for u in units]
+    return max(costs, default=None)
+
+
 def time_saved(remaining_work: float, here: float, there: float, cost: float) -> float:
     """Seconds gained by moving: P_rem/R_1 − (T_m + P_rem/R_2), equation 5.1 as a difference.
 

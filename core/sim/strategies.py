@@ -24,7 +24,7 @@ from ..policies import (
 )
 from ..policies.balance import Plan, Step, backoff_after, plan, plan_for_requester
 from ..policies.owner import GuestAction, Phase
-from ..policies.selection import migration_cost
+from ..policies.selection import costliest_move
 from .engine import CHECK, Node, Simulation, Unit, restore_seconds
 
 BUSY_LOAD = 0.5            # an owner above this counts in a baseline's queue length
@@ -348,12 +348,7 @@ class OursStrategy(Strategy):
             self._evict(sim, node, self._system(sim))
 
     def _leave_after(self, node: Node) -> float | None:
-        """What moving this node's guests away would cost the costliest one (eq. 5.2), None without guests."""
-        units = self._units(node)
-        if not units:
-            return None
-        bandwidth = self._bandwidths(node).typical()
-        return max(migration_cost(u.state_bytes, bandwidth, u.restore_seconds, u.since_checkpoint) for u in units)
+        return costliest_move(self._units(node), self._bandwidths(node).typical())
 
     def on_land(self, sim: Simulation, unit: Unit, node: Node) -> None:
         migration = None

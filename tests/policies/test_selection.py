@@ -3,6 +3,7 @@
 import pytest
 
 from frost_core.policies import PolicySettings, UnitView, migration_cost, pays_off, select_guest, time_saved
+from frost_core.policies.selection import costliest_move
 
 
 def test_migration_cost_is_equation_5_2():
@@ -11,6 +12,13 @@ def test_migration_cost_is_equation_5_2():
     # at a migration point nothing is lost: 5 + 2 = 7 s
     assert migration_cost(5_000_000, 1_000_000, 2.0, 0.0) == pytest.approx(7.0)
     assert migration_cost(1, 0, 0, 0) == float("inf")
+
+
+def test_the_costliest_move_is_the_owner_policys_leave_after():
+    units = [UnitView("small", remaining_work=10, state_bytes=1_000_000, restore_seconds=1.0),
+             UnitView("big", remaining_work=10, state_bytes=8_000_000, restore_seconds=1.0, since_checkpoint=3.0)]
+    assert costliest_move(units, 1_000_000) == pytest.approx(8 + 1 + 3)  # the big one: 12 s against 2 s
+    assert costliest_move([], 1_000_000) is None  # no guests: nothing to weigh against waiting
 
 
 def test_time_saved_is_equation_5_1_as_a_difference():
