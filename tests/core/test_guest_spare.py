@@ -11,20 +11,13 @@ import trio
 
 from frost_core.guest import Completed, GuestSupervisor
 from frost_core.guest.limits import address_space_cap
-from frost_core.guest.supervisor import SPARE_FOLDER
 from tests.core.test_guest_plugins import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
 from tests.core.test_guest_supervisor import LONG, wait_for
+from tests.node.guests import spare_processes
 
 
 def spares() -> list[psutil.Process]:
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if "frost_core.guest.child" in " ".join(process.cmdline()) and Path(process.cwd()).name == SPARE_FOLDER:
-                found.append(process)
-        except psutil.Error:
-            continue  # gone (or a zombie) meanwhile
-    return found
+    return spare_processes(os.getpid())
 
 
 def dead(process: psutil.Process) -> bool:
