@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from frost_core.config import Paths
-from frost_core.control import call_node
-from frost_core.errors import NodeUnavailableError
+from frost_core.node.control import call_node
+from frost_core.api.errors import NodeUnavailableError
 from frost_core.wire.security import ClusterKey
 from bench_plugins.ballast import FIRST_STEP
 

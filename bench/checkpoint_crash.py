@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_results  # noqa: E402
 
-from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore, encode_header, read_record  # noqa: E402
-from frost_core.errors import CheckpointError  # noqa: E402
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, encode_header, read_record  # noqa: E402
+from frost_core.api.errors import CheckpointError  # noqa: E402
 
 TRIALS = int(os.environ.get("CRASH_TRIALS", "1000"))
 TASK = "crash-1.0"
@@ -82,7 +82,7 @@ def trial(root: Path, rng: random.Random, naive: bool) -> tuple[bool, int]:
 
 
 def main() -> None:
-    logging.getLogger("frost_core.checkpoint_store").setLevel(logging.ERROR)  # skipped files are counted instead
+    logging.getLogger("frost_core.storage.checkpoints").setLevel(logging.ERROR)  # skipped files are counted instead
     rng = random.Random(2024)
     rows, figures = [], {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_results  # noqa: E402
 
-from frost_core.checkpoint_policy import young_interval  # noqa: E402
+from frost_core.policies.checkpoint_interval import young_interval  # noqa: E402
 from frost_core.guest import Completed, GuestEvent, GuestSettings, GuestSupervisor, GuestTask  # noqa: E402
-from frost_core.plugin_api import WorkUnit  # noqa: E402
-from frost_core.plugin_registry import content_hash  # noqa: E402
+from frost_core.plugin.api import WorkUnit  # noqa: E402
+from frost_core.plugin.registry import content_hash  # noqa: E402
 
 STEPS = int(os.environ.get("OVERHEAD_STEPS", "600"))
 STATE_MB = (1, 16)
@@ -36,7 +36,7 @@ DEFAULTS = GuestSettings()
 WORKER = textwrap.dedent(
     """
     import time
-    from frost_core.plugin_api import Done, Output, Plugin, WorkUnit
+    from frost_core.plugin.api import Done, Output, Plugin, WorkUnit
 
     class Worker(Plugin):
         name = "worker"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_results  # noqa: E402
 
-from frost_core.checkpoint_store import CheckpointStore  # noqa: E402
+from frost_core.storage.checkpoints import CheckpointStore  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
 
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}

@@ -2,7 +2,7 @@
 
 Every node changes its figures about every 10 s (a random walk; most moves are below FROST's
 5 % push threshold). We count encoded message bodies and bytes on the wire as
-frost_core.transport would send them (membership/wire_cost.py): IPv4/UDP headers, sealing
+frost_core.wire.transport would send them (membership/wire_cost.py): IPv4/UDP headers, sealing
 and sender id per datagram; TCP/IP headers, frame headers, AEAD tags and acks per stream
 message; and a SYN + HELLO handshake (plus teardown) whenever no pooled channel to the peer
 is still open (pooled channels idle over 60 s are closed by the peer). Baseline, same run:

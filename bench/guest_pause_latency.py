@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results  # noqa: E402
 
 from frost_core.guest import GuestSettings, GuestSupervisor, GuestTask  # noqa: E402
-from frost_core.plugin_api import WorkUnit  # noqa: E402
-from frost_core.plugin_registry import content_hash  # noqa: E402
+from frost_core.plugin.api import WorkUnit  # noqa: E402
+from frost_core.plugin.registry import content_hash  # noqa: E402
 
 ROUNDS = int(os.environ.get("PAUSE_ROUNDS", "200"))
 SPINNER = textwrap.dedent(
     """
-    from frost_core.plugin_api import Done, Output, Plugin, WorkUnit
+    from frost_core.plugin.api import Done, Output, Plugin, WorkUnit
 
     class Spinner(Plugin):
         name = "spinner"

@@ -26,8 +26,8 @@ from _common import print_table, write_results  # noqa: E402
 from guest_pause_latency import SPINNER  # noqa: E402
 
 from frost_core.guest import GuestSettings, GuestSupervisor, GuestTask  # noqa: E402
-from frost_core.plugin_api import WorkUnit  # noqa: E402
-from frost_core.plugin_registry import content_hash  # noqa: E402
+from frost_core.plugin.api import WorkUnit  # noqa: E402
+from frost_core.plugin.registry import content_hash  # noqa: E402
 
 PAIRS = int(os.environ.get("SLOWDOWN_PAIRS", "12"))
 JOBS = {

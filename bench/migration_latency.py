@@ -43,7 +43,7 @@ from _nodes import (  # noqa: E402
 )
 from checkpoint_throughput import write_raw  # noqa: E402
 
-from frost_core.plugin_api import MAX_STATE_BYTES  # noqa: E402
+from frost_core.plugin.api import MAX_STATE_BYTES  # noqa: E402
 
 MIB = 1 << 20
 TRIALS = {0.1: 12, 1: 12, 10: 12, 100: 6}

@@ -52,12 +52,12 @@ from _nodes import add_ballast_plugin, start_cluster, stop_all  # noqa: E402
 from migration_latency import CONFIG as LATENCY_CONFIG  # noqa: E402
 from migration_latency import _RawReceiver, measure_size  # noqa: E402
 
-from frost_core.checkpoint_store import CheckpointRecord  # noqa: E402
+from frost_core.storage.checkpoints import CheckpointRecord  # noqa: E402
 from frost_core.cluster.links import Links  # noqa: E402
 from frost_core.cluster.messages import UnitSpec, Verdict  # noqa: E402
-from frost_core.plugin_api import MAX_STATE_BYTES  # noqa: E402
+from frost_core.plugin.api import MAX_STATE_BYTES  # noqa: E402
 from frost_core.cluster.replication import HeldReplicas  # noqa: E402
-from frost_core.transport import NetworkTransport, open_transport  # noqa: E402
+from frost_core.wire.transport import NetworkTransport, open_transport  # noqa: E402
 from frost_core.wire.channel import Channel  # noqa: E402
 from frost_core.wire.framing import MAX_CHUNK_SIZE  # noqa: E402
 from frost_core.wire.messages import BulkEnd, Message  # noqa: E402

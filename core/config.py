@@ -17,7 +17,7 @@ from typing import Any
 
 import platformdirs
 
-from .errors import ConfigError
+from frost_core.api.errors import ConfigError
 
 APP_NAME = "frost-tui"
 DEFAULT_PORT = 47631

@@ -6,7 +6,7 @@ import collections
 import logging
 import time
 
-from .snapshot import EventView
+from frost_core.api.snapshot import EventView
 
 log = logging.getLogger("frost.events")
 

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from frost_core.commands import (
+from frost_core.api.commands import (
     AddPlugin,
     Command,
     EvictGuests,
@@ -36,22 +36,22 @@ from frost_core.commands import (
     SubmitAssignment,
 )
 from frost_core.config import Config
-from frost_core.errors import FrostError
-from frost_core.snapshot import NodeSnapshot
+from frost_core.api.errors import FrostError
+from frost_core.api.snapshot import NodeSnapshot
 
-from .screens.assignments import AssignmentsPane
-from .screens.dialogs import MoveDialog, PathDialog, QuitDialog
-from .screens.events import EventsPane
-from .screens.guests import GuestsPane
-from .screens.help import HelpScreen
-from .screens.machine import MachinePane
-from .screens.pane import Pane
-from .screens.peers import COLUMNS as PEER_COLUMNS
-from .screens.peers import PeersPane
-from .screens.plugins import PluginsPane
-from .screens.settings import SettingsPane
-from .screens.submit import SubmitDialog
-from .trio_host import TrioHost
+from frost_tui.tabs.assignments import AssignmentsPane
+from frost_tui.dialogs.small import MoveDialog, PathDialog, QuitDialog
+from frost_tui.tabs.events import EventsPane
+from frost_tui.tabs.guests import GuestsPane
+from frost_tui.dialogs.help import HelpScreen
+from frost_tui.tabs.machine import MachinePane
+from frost_tui.tabs.pane import Pane
+from frost_tui.tabs.peers import COLUMNS as PEER_COLUMNS
+from frost_tui.tabs.peers import PeersPane
+from frost_tui.tabs.plugins import PluginsPane
+from frost_tui.tabs.settings import SettingsPane
+from frost_tui.dialogs.submit import SubmitDialog
+from frost_tui.trio_host import TrioHost
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("machine", "1 This machine", MachinePane),
@@ -71,7 +71,7 @@ log = logging.getLogger("frost.tui")
 
 
 class NodeLike(Protocol):
-    """The part of `frost_core.node.Node` the UI uses (tests substitute a fake)."""
+    """The part of `frost_core.node.wiring.Node` the UI uses (tests substitute a fake)."""
 
     async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None: ...
 
@@ -417,7 +417,7 @@ def create_app(node: NodeLike, *, clock: Callable[[], float] = time.time) -> Fro
 def run_app(config: Config) -> int:
     """Run the terminal UI with a real node until the owner quits; the exit code for the shell."""
     from frost_core.logs import configure_logging
-    from frost_core.node import Node
+    from frost_core.node.wiring import Node
 
     if not logging.getLogger("frost").handlers:  # a log file, never the screen: stderr would tear the UI
         configure_logging(config.paths.log_dir, config.get("log.level"))

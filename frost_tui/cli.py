@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from frost_core.config import OPTIONS, Paths, describe_options, load_config, parse_address
-from frost_core.errors import ConfigError, FrostError
+from frost_core.api.errors import ConfigError, FrostError
 
-from . import tables
+from frost_tui import tables
 
 # Options that run a node; every verb also accepts --data-dir and --config.
 _NODE_FLAGS = {
@@ -150,10 +150,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb is None:
         config = load_config(paths, _node_overrides(args))
         if args.headless:
-            from frost_core.headless import run_headless
+            from frost_core.node.headless import run_headless
 
             return run_headless(config)
-        from .app import run_app
+        from frost_tui.app import run_app
 
         return run_app(config)
     if args.verb == "key":
@@ -163,7 +163,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "measure":
         return _measure(args, paths)
     if args.verb == "screenshots":
-        from .screenshots import render_screenshots
+        from frost_tui.shots.fixed import render_screenshots
 
         for path in render_screenshots(args.out, live=args.live):
             print(path)
@@ -199,8 +199,8 @@ def _measure(args: argparse.Namespace, paths: Paths) -> int:
     """The running node measures (and uses the figures at once); with none running, this process does."""
     from dataclasses import asdict
 
-    from frost_core.control import call_node
-    from frost_core.errors import NodeUnavailableError
+    from frost_core.node.control import call_node
+    from frost_core.api.errors import NodeUnavailableError
     from frost_core.measure.calibrate import load_or_measure
 
     try:
@@ -220,7 +220,7 @@ def _measure(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.control import call_node
+    from frost_core.node.control import call_node
 
     verb = args.verb
     if verb == "status":
@@ -259,9 +259,9 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
 
 def _plugins(args: argparse.Namespace, paths: Paths) -> int:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core.control import call_node
-    from frost_core.errors import NodeUnavailableError
-    from frost_core.plugin_registry import PluginRegistry
+    from frost_core.node.control import call_node
+    from frost_core.api.errors import NodeUnavailableError
+    from frost_core.plugin.registry import PluginRegistry
 
     adding = args.plugin_verb == "add"
     try:
@@ -278,7 +278,7 @@ def _plugins(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def _submit(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.control import call_node
+    from frost_core.node.control import call_node
 
     params = {}
     for item in args.param:

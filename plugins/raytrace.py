@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from frost_core.errors import PluginError
-from frost_core.plugin_api import Done, Output, Param, Plugin, WorkUnit, encode_png
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, encode_png
 
 # (centre, radius, colour, reflectivity, specular exponent)
 SPHERES = (

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from frost_core.config import Paths
-from frost_core.control import call_node
-from frost_core.errors import NodeUnavailableError
+from frost_core.node.control import call_node
+from frost_core.api.errors import NodeUnavailableError
 
 FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 

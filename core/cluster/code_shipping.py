@@ -15,10 +15,10 @@ import weakref
 
 import trio
 
-from frost_core.errors import PluginError, ProtocolError
-from frost_core.plugin_archive import MAX_ARCHIVE_BYTES, pack_plugin
-from frost_core.plugin_registry import PluginInfo, PluginRegistry
-from frost_core.transport import NetworkTransport
+from frost_core.api.errors import PluginError, ProtocolError
+from frost_core.plugin.archive import MAX_ARCHIVE_BYTES, pack_plugin
+from frost_core.plugin.registry import PluginInfo, PluginRegistry
+from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, register

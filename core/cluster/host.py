@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
-from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
+from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, GuestTask
-from frost_core.plugin_api import MAX_RESULT_BYTES, WorkUnit, decode_plain
-from frost_core.plugin_registry import PluginInfo
+from frost_core.plugin.api import MAX_RESULT_BYTES, WorkUnit, decode_plain
+from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
 
 if TYPE_CHECKING:

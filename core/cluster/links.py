@@ -17,15 +17,15 @@ from typing import Protocol
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord
-from frost_core.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
+from frost_core.storage.checkpoints import CheckpointRecord
+from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
-from frost_core.plugin_api import MAX_RESULT_BYTES, MAX_STATE_BYTES
+from frost_core.plugin.api import MAX_RESULT_BYTES, MAX_STATE_BYTES
 from frost_core.policies.views import NodeView
-from frost_core.transport import NetworkTransport
+from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.messages import Message
 

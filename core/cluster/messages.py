@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.policies.views import NodeView
 from frost_core.guest.views import InputFile
 from frost_core.wire.codes import MessageCode

@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.host import Hosted, HostService
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
-from frost_core.errors import FrostError, NodeUnavailableError
+from frost_core.api.errors import FrostError, NodeUnavailableError
 from frost_core.events import EventLog
 
 log = logging.getLogger("frost.migration")

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from frost_core.durable_sqlite import open_durably
+from frost_core.storage.sqlite import open_durably
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 
 log = logging.getLogger("frost.replication")
 

@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from frost_core.errors import PluginError, ProtocolError
+from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
 from frost_core.guest.priority import enter_guest_priority
@@ -34,8 +34,8 @@ from frost_core.guest.protocol import (
     GuestStart,
 )
 from frost_core.guest.state_codec import encode_state
-from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, collect_outputs, decode_plain, unit_files
-from frost_core.plugin_loader import describe_exception, load_plugin_file
+from frost_core.plugin.api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, collect_outputs, decode_plain, unit_files
+from frost_core.plugin.loader import describe_exception, load_plugin_file
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 EXIT_FAILED = 3

@@ -13,9 +13,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from frost_core.errors import PluginError
+from frost_core.api.errors import PluginError
 from frost_core.guest.state_codec import encode_state
-from frost_core.plugin_api import check_file_name, decode_plain
+from frost_core.plugin.api import check_file_name, decode_plain
 
 STATE = "state"
 RESULT = "result"

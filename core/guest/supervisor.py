@@ -27,9 +27,9 @@ from pathlib import Path
 import psutil
 import trio
 
-from frost_core.checkpoint_policy import young_interval
-from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore, check_task_id
-from frost_core.errors import CheckpointError, FrostError, PluginError, ProtocolError
+from frost_core.policies.checkpoint_interval import young_interval
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, check_task_id
+from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import envelope
 from frost_core.guest.limits import address_space_cap, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
@@ -56,7 +56,7 @@ from frost_core.guest.views import (
     InputFile,
     Outcome,
 )
-from frost_core.plugin_api import MAX_RESULT_BYTES, encode_plain
+from frost_core.plugin.api import MAX_RESULT_BYTES, encode_plain
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 

@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.guest.limits import MIB
-from frost_core.plugin_api import MAX_STATE_BYTES, WorkUnit, decode_plain
+from frost_core.plugin.api import MAX_STATE_BYTES, WorkUnit, decode_plain
 
 
 @dataclass(frozen=True)

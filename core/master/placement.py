@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..policies.views import NodeView
+from frost_core.policies.views import NodeView
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..errors import FrostError
-from .store import MasterStore
+from frost_core.api.errors import FrostError
+from frost_core.master.store import MasterStore
 
 
 def exported_path(results_dir: Path, assignment_id: str, filename: str) -> Path:

@@ -19,20 +19,20 @@ from pathlib import Path
 
 import trio
 
-from ..checkpoint_store import CheckpointRecord, CheckpointStore
-from ..cluster.links import Links
-from ..cluster.messages import UnitOffer, UnitSpec, UnitStatus
-from ..cluster.replication import replica_holders
-from ..errors import FrostError, NodeUnavailableError, PluginError
-from ..guest import envelope
-from ..events import EventLog
-from ..plugin_api import WorkUnit, encode_plain
-from ..plugin_calls import combine_output
-from ..plugin_registry import PluginRegistry
-from ..policies.views import NodeView
-from .placement import Need, plan
-from .results import export_result
-from .store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.cluster.links import Links
+from frost_core.cluster.messages import UnitOffer, UnitSpec, UnitStatus
+from frost_core.cluster.replication import replica_holders
+from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
+from frost_core.guest import envelope
+from frost_core.events import EventLog
+from frost_core.plugin.api import WorkUnit, encode_plain
+from frost_core.plugin.calls import combine_output
+from frost_core.plugin.registry import PluginRegistry
+from frost_core.policies.views import NodeView
+from frost_core.master.placement import Need, plan
+from frost_core.master.results import export_result
+from frost_core.master.store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
 
 log = logging.getLogger("frost.master")
 

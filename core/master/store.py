@@ -17,9 +17,9 @@ from typing import Any
 
 import cbor2
 
-from ..durable_sqlite import open_durably
-from ..errors import FrostError
-from ..guest.views import InputFile
+from frost_core.storage.sqlite import open_durably
+from frost_core.api.errors import FrostError
+from frost_core.guest.views import InputFile
 
 SCHEMA_VERSION = 1
 

@@ -10,8 +10,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from .probe import probe_share_blocking
+from frost_core.api.errors import ConfigError
+from frost_core.measure.probe import probe_share_blocking
 
 REFERENCE_RATE = 2.0e7   # loop iterations per second that count as speed 1.0
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import psutil
 
-from ..policies.information import smooth
-from ..policies.owner import OwnerView
-from .owner_activity import input_idle_seconds, read_pressure
-from .probe import probe_share
+from frost_core.policies.information import smooth
+from frost_core.policies.owner import OwnerView
+from frost_core.measure.owner_activity import input_idle_seconds, read_pressure
+from frost_core.measure.probe import probe_share
 
 
 @dataclass(frozen=True)

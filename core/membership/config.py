@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from frost_core.errors import ConfigError
+from frost_core.api.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.messages import PushPull, PushPullReply, ResourceUpdate, entry_from_record
 from frost_core.membership.records import Address, NodeRecord
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import trio
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.records import Address
 from frost_core.membership.transport_protocol import ExchangeHandler
 from frost_core.membership.wire_cost import ABORT, DATAGRAM_OVERHEAD, ChannelPools, stream_message

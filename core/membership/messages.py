@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberState, NodeRecord, ResourceFigures
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register

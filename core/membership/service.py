@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.awareness import Awareness
 from frost_core.membership.config import MembershipConfig
 from frost_core.membership.discovery import Discovery

@@ -7,7 +7,7 @@ import random
 from dataclasses import replace
 from collections.abc import Iterable
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberState, NodeRecord, merge_records
 
 KEY_SIZE = 6

@@ -1,4 +1,4 @@
-"""The transport seam membership is written against; `frost_core.transport` and the in-memory network implement it."""
+"""The transport seam membership is written against; `frost_core.wire.transport` and the in-memory network implement it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What membership's messages cost on a real LAN: IP, UDP and TCP headers, sealing, frames and pooled connections.
 
-The in-memory network counts message bodies exactly; this model adds what `frost_core.transport`
+The in-memory network counts message bodies exactly; this model adds what `frost_core.wire.transport`
 puts around them, so a traffic benchmark reports bytes on the wire rather than bodies. Sizes
 of the sealing, frames and handshake messages come from the real wire code, not from constants.
 """
@@ -15,7 +15,7 @@ from frost_core.wire.messages import encode_message
 from frost_core.wire.security import TAG_SIZE, ClusterKey, DatagramSealer, answer_hello, make_hello
 
 NODE_ID_SIZE = 32
-"""Node ids are 32 hex digits (frost_core.identity); every sealed datagram names its sender."""
+"""Node ids are 32 hex digits (frost_core.node.identity); every sealed datagram names its sender."""
 IP_UDP = 20 + 8
 TCP_SEGMENT = 20 + 20 + 12
 """IPv4 + TCP header with the timestamp option Linux sends on every segment."""

@@ -3,8 +3,8 @@
 Time and randomness come in as arguments; nothing here does I/O or imports trio.
 """
 
-from .bandwidth import Bandwidths, assumed_bandwidth, estimate_bandwidth
-from .information import (
+from frost_core.policies.bandwidth import Bandwidths, assumed_bandwidth, estimate_bandwidth
+from frost_core.policies.information import (
     Tendency,
     available_power,
     fits_memory,
@@ -14,7 +14,7 @@ from .information import (
     tendency,
     worth_publishing,
 )
-from .location import (
+from frost_core.policies.location import (
     Destination,
     added_capacity,
     admits,
@@ -23,11 +23,11 @@ from .location import (
     confirm_destination,
     rank_destinations,
 )
-from .owner import GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, decide_owner
-from .prediction import Prediction, distance, predict_destination, predict_move, predict_source
-from .selection import Selection, may_leave, migration_cost, pays_off, select_guest, time_saved
-from .share import resources_per_guest
-from .transfer import (
+from frost_core.policies.owner import GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, decide_owner
+from frost_core.policies.prediction import Prediction, distance, predict_destination, predict_move, predict_source
+from frost_core.policies.selection import Selection, may_leave, migration_cost, pays_off, select_guest, time_saved
+from frost_core.policies.share import resources_per_guest
+from frost_core.policies.transfer import (
     Action,
     Mode,
     SystemView,
@@ -38,7 +38,7 @@ from .transfer import (
     thresholds,
     transfer_mode,
 )
-from .views import NodeView, PolicySettings, UnitView
+from frost_core.policies.views import NodeView, PolicySettings, UnitView
 
 __all__ = [
     "Action", "Bandwidths", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy",

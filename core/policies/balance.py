@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from .location import Destination, choose_source, confirm_destination, rank_destinations
-from .owner import GuestAction
-from .selection import select_guest
-from .transfer import Action, SystemView, decide_transfer, summarize, thresholds
-from .views import NodeView, PolicySettings, UnitView
+from frost_core.policies.location import Destination, choose_source, confirm_destination, rank_destinations
+from frost_core.policies.owner import GuestAction
+from frost_core.policies.selection import select_guest
+from frost_core.policies.transfer import Action, SystemView, decide_transfer, summarize, thresholds
+from frost_core.policies.views import NodeView, PolicySettings, UnitView
 
 MIN_PROGRESS = 0.01        # below this a progress figure says too little to extrapolate from
 MAX_BACKOFF = 8            # ticks to wait, at most, after an attempt found no partner

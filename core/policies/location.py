@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .information import fits_memory
-from .prediction import Prediction, predict_move
-from .selection import migration_cost, time_saved
-from .share import resources_per_guest
-from .views import NodeView, PolicySettings, UnitView
+from frost_core.policies.information import fits_memory
+from frost_core.policies.prediction import Prediction, predict_move
+from frost_core.policies.selection import migration_cost, time_saved
+from frost_core.policies.share import resources_per_guest
+from frost_core.policies.views import NodeView, PolicySettings, UnitView
 
 _NO_CAPACITY = 1e-9     # relative: less added speed than this is none (float rounding)
 

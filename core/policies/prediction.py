@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .share import resources_per_guest
-from .views import NodeView
+from frost_core.policies.share import resources_per_guest
+from frost_core.policies.views import NodeView
 
 
 def predict_source(source: NodeView) -> float:

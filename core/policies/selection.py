@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .views import PolicySettings, UnitView
+from frost_core.policies.views import PolicySettings, UnitView
 
 
 def migration_cost(state_bytes: int, bandwidth: float, restore_seconds: float, since_checkpoint: float) -> float:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .information import Tendency, tendency
-from .views import NodeView, PolicySettings
+from frost_core.policies.information import Tendency, tendency
+from frost_core.policies.views import NodeView, PolicySettings
 
 
 class Mode(str, Enum):

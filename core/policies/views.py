@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .share import resources_per_guest
+from frost_core.policies.share import resources_per_guest
 
 
 @dataclass(frozen=True)

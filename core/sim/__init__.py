@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ConfigError
-from .model import SCENARIOS, Scenario
-from .report import COLUMNS, to_json, write_plot
-from .runner import POLICIES, Comparison, compare, simulate
+from frost_core.api.errors import ConfigError
+from frost_core.sim.model import SCENARIOS, Scenario
+from frost_core.sim.report import COLUMNS, to_json, write_plot
+from frost_core.sim.runner import POLICIES, Comparison, compare, simulate
 
 __all__ = ["SCENARIOS", "Scenario", "Comparison", "compare", "simulate", "main", "build_scenario"]
 

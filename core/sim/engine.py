@@ -8,7 +8,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .model import Scenario, UnitSpec, make_units
+from frost_core.sim.model import Scenario, UnitSpec, make_units
 
 OWNER, COMPLETE, LAND, SUBMIT, TICK, CHECK = range(6)
 LATENCY = 0.05             # seconds to set up a transfer

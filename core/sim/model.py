@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from frost_core.api.errors import ConfigError
 
 FROST_BLOCK = 600.0        # FROST 11.2.2: ten-minute blocks
 FROST_SPIKE = 5.0          # five-second spikes ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .engine import Outcome
+from frost_core.sim.engine import Outcome
 
 COLUMNS = ("policy", "makespan_s", "mean_slowdown", "p95_slowdown", "owner_overhead", "owner_removed",
            "gap_closed", "migrations_per_unit", "mb_moved", "paid_off", "pingpong")

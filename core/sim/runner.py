@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from .engine import Outcome, Simulation
-from .model import Scenario
-from .report import Figures, summarize
-from .strategies import STRATEGIES
+from frost_core.api.errors import ConfigError
+from frost_core.sim.engine import Outcome, Simulation
+from frost_core.sim.model import Scenario
+from frost_core.sim.report import Figures, summarize
+from frost_core.sim.strategies import STRATEGIES
 
 POLICIES = ("none", "random", "threshold", "ours", "ideal")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from ..policies import (
+from frost_core.policies import (
     Action,
     Bandwidths,
     Mode,
@@ -22,10 +22,10 @@ from ..policies import (
     transfer_mode,
     worth_publishing,
 )
-from ..policies.balance import Plan, Step, backoff_after, plan, plan_for_requester
-from ..policies.owner import GuestAction, Phase
-from ..policies.selection import costliest_move
-from .engine import CHECK, Node, Simulation, Unit, restore_seconds
+from frost_core.policies.balance import Plan, Step, backoff_after, plan, plan_for_requester
+from frost_core.policies.owner import GuestAction, Phase
+from frost_core.policies.selection import costliest_move
+from frost_core.sim.engine import CHECK, Node, Simulation, Unit, restore_seconds
 
 BUSY_LOAD = 0.5            # an owner above this counts in a baseline's queue length
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import trio
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
 from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, HelloAck, Message, decode_message, encode_message

@@ -10,7 +10,7 @@ import math
 import struct
 from typing import Any
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 
 DEFAULT_MAX_DEPTH = 16
 """Nesting cap: messages are shallow; a deep pile of arrays is only ever an attack on recursion."""

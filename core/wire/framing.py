@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import max_body_size
 

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codec import decode_strict, encode, encode_head, encode_into
 from frost_core.wire.codes import PROTOCOL_VERSION, MessageCode
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, body_cap, encode_frame, encode_header
 from frost_core.wire.messages import BulkBegin, BulkEnd, Message, decode_message, encode_message

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESOCB3
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from frost_core.errors import AuthenticationError, ConfigError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import PROTOCOL_VERSION
 from frost_core.wire.framing import HEADER, HEADER_SIZE

@@ -7,9 +7,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from frost_core.snapshot import HostingView
+from frost_core.api.snapshot import HostingView
 
-from .format import format_until
+from frost_tui.widgets.format import format_until
 
 _LABELS = {
     "hosting": "● HOSTING",

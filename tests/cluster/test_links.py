@@ -9,14 +9,14 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster import messages as cluster_messages
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.replication import HeldReplicas, replica_holders
-from frost_core.errors import CheckpointError, NodeUnavailableError, ProtocolError
+from frost_core.api.errors import CheckpointError, NodeUnavailableError, ProtocolError
 from frost_core.policies.views import NodeView
-from frost_core.transport import open_transport
+from frost_core.wire.transport import open_transport
 from frost_core.wire.messages import Message, decode_message, encode_message
 from frost_core.wire.security import ClusterKey
 

@@ -10,8 +10,8 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.balancer import Balancer, BalanceInputs, unit_view
-from frost_core.errors import FrostError
+from frost_core.cluster.balancer import Balancer, BalanceInputs, unit_view
+from frost_core.api.errors import FrostError
 from frost_core.guest.views import GuestFigures
 from frost_core.policies import NodeView, PolicySettings
 from frost_core.policies.balance import Step, remaining_work

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from frost_core.checkpoint_policy import expected_overhead, young_interval
+from frost_core.policies.checkpoint_interval import expected_overhead, young_interval
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import frost_core.checkpoint_store as store_module
-from frost_core.checkpoint_store import (
+import frost_core.storage.checkpoints as store_module
+from frost_core.storage.checkpoints import (
     MAGIC,
     CheckpointRecord,
     CheckpointStore,
@@ -24,7 +24,7 @@ from frost_core.checkpoint_store import (
     encode_header,
     read_record,
 )
-from frost_core.errors import CheckpointError
+from frost_core.api.errors import CheckpointError
 
 
 def make_record(seq: int, state: bytes | None = None, task_id: str = "abcd1234-1.0") -> CheckpointRecord:
@@ -96,7 +96,7 @@ def test_a_damaged_newest_checkpoint_is_skipped_with_a_log_line(tmp_path, caplog
     older.write_bytes(saved)  # as if the crash came before the old one was removed
     newest = store.root / "abcd1234-1.0" / f"{2:016d}.ckpt"
     newest.write_bytes(damage(newest.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="frost_core.checkpoint_store"):
+    with caplog.at_level(logging.WARNING, logger="frost_core.storage.checkpoints"):
         record = store.latest("abcd1234-1.0")
     assert record is not None and record.seq == 1
     assert "skipping unreadable checkpoint" in caplog.text and problem in caplog.text
@@ -177,7 +177,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from frost_core.checkpoint_store import CheckpointRecord, CheckpointStore
+    from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
     store = CheckpointStore(Path(sys.argv[1]))
     seq = 1
     while True:

@@ -9,11 +9,11 @@ import pytest
 import trio
 
 from frost_core.cluster.code_shipping import TURNED_OFF, PluginCode, fetch_plugin, serve_plugin_code
-from frost_core.errors import PluginError
-from frost_core.plugin_archive import MAX_ARCHIVE_BYTES, pack_plugin
-from frost_core.plugin_calls import split_units
-from frost_core.plugin_registry import PluginRegistry, content_hash
-from frost_core.transport import NetworkTransport, open_transport
+from frost_core.api.errors import PluginError
+from frost_core.plugin.archive import MAX_ARCHIVE_BYTES, pack_plugin
+from frost_core.plugin.calls import split_units
+from frost_core.plugin.registry import PluginRegistry, content_hash
+from frost_core.wire.transport import NetworkTransport, open_transport
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import MessageCode

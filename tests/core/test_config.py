@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from frost_core.config import OPTIONS, Paths, describe_options, load_config, save_config
-from frost_core.errors import ConfigError
+from frost_core.api.errors import ConfigError
 
 
 def paths_for(tmp_path: Path, text: str | None = None) -> Paths:

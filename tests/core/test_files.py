@@ -19,10 +19,10 @@ from frost_core.cluster.files import (
     fetch_file,
     serve_files,
 )
-from frost_core.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.guest.views import GuestTask, InputFile
-from frost_core.plugin_api import WorkUnit
-from frost_core.transport import open_transport
+from frost_core.plugin.api import WorkUnit
+from frost_core.wire.transport import open_transport
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import decode_message, encode_message
 from frost_core.wire.security import ClusterKey

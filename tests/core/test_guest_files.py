@@ -9,11 +9,11 @@ from pathlib import Path
 
 import trio
 
-from frost_core.errors import FrostError
+from frost_core.api.errors import FrostError
 from frost_core.guest import Completed, Evicted, Failed, GuestSupervisor, InputFile
 from frost_core.guest.envelope import STATE, unpack
-from frost_core.plugin_api import run_locally
-from frost_core.plugin_registry import load_plugin_file
+from frost_core.plugin.api import run_locally
+from frost_core.plugin.registry import load_plugin_file
 from tests.core.test_guest_plugins import Recorder, fast_settings, guest_processes, make_task
 from tests.core.test_guest_supervisor import wait_for
 

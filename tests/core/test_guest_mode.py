@@ -5,7 +5,7 @@ import asyncio
 import trio
 
 from frost_core.config import Paths, load_config
-from frost_core.node import Node
+from frost_core.node.wiring import Node
 
 
 def test_node_runs_as_a_trio_guest_on_asyncio_and_stops_cleanly(tmp_path):

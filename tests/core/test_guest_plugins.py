@@ -10,12 +10,12 @@ import psutil
 import pytest
 
 from frost_core.guest import Completed, Failed, GuestEvent, GuestSettings, GuestSupervisor, GuestTask
-from frost_core.plugin_api import WorkUnit
-from frost_core.plugin_registry import content_hash, load_plugin_file
+from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.registry import content_hash, load_plugin_file
 
 MIB = 1024 * 1024
 
-HEADER = "from frost_core.plugin_api import Done, Output, Plugin, WorkUnit\n"
+HEADER = "from frost_core.plugin.api import Done, Output, Plugin, WorkUnit\n"
 COMBINE = """
 def split(self, params):
     return [WorkUnit(0, {}, 1 << 20, 1.0)]

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import PluginError
+from frost_core.api.errors import PluginError
 from frost_core.guest.state_codec import BY_REFERENCE_FROM, encode_state
-from frost_core.plugin_api import decode_plain, encode_plain
+from frost_core.plugin.api import decode_plain, encode_plain
 
 leaves = (
     st.none() | st.booleans() | st.integers(min_value=-(2**64), max_value=2**64 - 1)

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from frost_core.errors import ConfigError
-from frost_core.hosting import Intents, expire_intents, hosting_state, parse_until
+from frost_core.api.errors import ConfigError
+from frost_core.policies.intents import Intents, expire_intents, hosting_state, parse_until
 
 NOW = 1_000_000.0
 

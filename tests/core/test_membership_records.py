@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ConfigError, ProtocolError
+from frost_core.api.errors import ConfigError, ProtocolError
 from frost_core.membership.config import MembershipConfig
 from frost_core.membership.messages import PushPull, ResourceUpdate, entry_from_record, record_from_entry
 from frost_core.membership.records import (

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import PluginError
-from frost_core.plugin_api import (
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import (
     MAX_STATE_BYTES,
     Done,
     Output,

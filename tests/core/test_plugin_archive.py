@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import PluginError
-from frost_core.plugin_archive import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, pack_plugin, read_archive, unpack_plugin
-from frost_core.plugin_registry import content_hash
+from frost_core.api.errors import PluginError
+from frost_core.plugin.archive import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, pack_plugin, read_archive, unpack_plugin
+from frost_core.plugin.registry import content_hash
 from frost_core.wire.codec import encode
 
 from .test_plugin_registry import good_source, write

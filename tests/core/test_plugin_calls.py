@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from frost_core.errors import PluginError
-from frost_core.plugin_calls import combine_output, split_units
-from frost_core.plugin_registry import PluginInfo, PluginRegistry, content_hash
+from frost_core.api.errors import PluginError
+from frost_core.plugin.calls import combine_output, split_units
+from frost_core.plugin.registry import PluginInfo, PluginRegistry, content_hash
 
 from .test_plugin_registry import good_source
 

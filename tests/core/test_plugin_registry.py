@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from frost_core.errors import PluginError
-from frost_core.plugin_api import MAX_STATE_BYTES
-from frost_core.plugin_registry import PluginRegistry, content_hash, load_plugin_file
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import MAX_STATE_BYTES
+from frost_core.plugin.registry import PluginRegistry, content_hash, load_plugin_file
 
 GOOD = '''
-from frost_core.plugin_api import Done, Output, Param, Plugin, WorkUnit
+from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
 
 class Squares(Plugin):
     name = "{name}"
@@ -50,7 +50,7 @@ BROKEN = {
     "raises": ("raise RuntimeError('boom at import')\n", ["importing raised RuntimeError: boom at import", "raises.py:1"]),
     "exits": ("import sys\nsys.exit(3)\n", ["importing raised SystemExit"]),
     "no_plugin": (good_source().replace("plugin = Squares()", ""), ["no module-level `plugin`"]),
-    "not_a_plugin": ("plugin = object()\n", ["not an instance of frost_core.plugin_api.Plugin"]),
+    "not_a_plugin": ("plugin = object()\n", ["not an instance of frost_core.plugin.api.Plugin"]),
     "missing_step": (
         good_source().replace("def step(self, state)", "def stepp(self, state)"),
         ["Can't instantiate abstract class Squares", "step"],

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from frost_core.errors import AuthenticationError, ConfigError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError
 from frost_core.wire.channel import Channel, accept_channel, connect_channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, encode_header

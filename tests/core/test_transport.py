@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from frost_core.errors import ProtocolError
-from frost_core.transport import NetworkTransport, open_transport
+from frost_core.api.errors import ProtocolError
+from frost_core.wire.transport import NetworkTransport, open_transport
 from frost_core.wire.channel import Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, Message
@@ -90,7 +90,7 @@ async def test_wrong_key_node_is_refused_once_logged_and_the_cluster_carries_on(
     async def echo(address: tuple[str, int], request: Message) -> Message:
         return request
 
-    caplog.set_level(logging.WARNING, logger="frost_core.transport")
+    caplog.set_level(logging.WARNING, logger="frost_core.wire.transport")
     async with node("alice") as alice, node("bob") as bob, node("mallory", STRANGER_KEY) as mallory:
         bob.set_exchange_handler(MessageCode.BULK_END, echo)
         for n in range(50):

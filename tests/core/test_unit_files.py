@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import PluginError
+from frost_core.api.errors import PluginError
 from frost_core.guest.envelope import RESULT, STATE, pack, restore_outputs, unpack
-from frost_core.plugin_api import (
+from frost_core.plugin.api import (
     Done,
     LocalFiles,
     Output,

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.membership.messages import PushPullReply
 from frost_core.wire.channel import Channel, accept_channel, open_channel
 from frost_core.wire.framing import MAX_CHUNK_SIZE

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codec import decode_strict, encode
 
 # (bytes, words the error must contain)

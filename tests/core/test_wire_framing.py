@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import MAX_CHUNK_SIZE, Frame, FrameReader, encode_frame, encode_header
 from frost_core.wire.messages import BulkEnd, Hello, encode_message

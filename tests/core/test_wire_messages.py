@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.wire import messages
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import MessageCode
@@ -60,7 +60,7 @@ class Sample(Message):
 def sample_registered():
     # Borrow the code: import its real owner first so it is registered before we swap it out,
     # and put it back afterwards.
-    importlib.import_module("frost_core.control")
+    importlib.import_module("frost_core.node.control")
     previous = messages._REGISTRY.pop(TEST_CODE, None)
     register(Sample)
     yield

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ProtocolError
+from frost_core.api.errors import ProtocolError
 from frost_core.guest.protocol import GuestProgress
 from frost_core.wire.framing import MAX_CHUNK_SIZE
 from frost_core.wire.pipe import read_bulk, write_bulk

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from frost_core.plugin_api import parse_params, run_locally
-from frost_core.plugin_loader import load_plugin_file
+from frost_core.plugin.api import parse_params, run_locally
+from frost_core.plugin.loader import load_plugin_file
 from tests.nodes import NodeProcess, wait_for
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from frost_core.checkpoint_store import read_record
+from frost_core.storage.checkpoints import read_record
 
 from tests.multinode.cluster import (
     CLUSTER_CONFIG, RAYTRACE, assignment, params_args, reference_sha256, result_sha256, running_units,
@@ -98,7 +98,7 @@ def test_evict_on_a_host_sends_its_guest_to_another_peer_and_frees_the_cpu(trio_
 
 
 PRIVATE_PLUGIN = '''
-from frost_core.plugin_api import Done, Output, Param, Plugin, WorkUnit
+from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
 
 
 class SquareSum(Plugin):

@@ -12,15 +12,15 @@ import hashlib
 
 import pytest
 
-from frost_core.plugin_api import run_locally
-from frost_core.plugin_loader import load_plugin_file
+from frost_core.plugin.api import run_locally
+from frost_core.plugin.loader import load_plugin_file
 from tests.multinode.cluster import CLUSTER_CONFIG, assignment, running_units, wait_for_members
 from tests.nodes import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 SLOW_UPPER = '''
-from frost_core.plugin_api import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
+from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
 
 
 class SlowUpper(Plugin):

@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 
 from frost_core.guest.supervisor import SPARE_FOLDER
-from frost_core.plugin_api import run_locally
-from frost_core.plugin_loader import load_plugin_file
+from frost_core.plugin.api import run_locally
+from frost_core.plugin.loader import load_plugin_file
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 

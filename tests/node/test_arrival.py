@@ -11,12 +11,12 @@ import dataclasses
 import pytest
 import trio
 
-from frost_core.checkpoint_store import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.messages import UnitSpec
 from frost_core.config import Paths, load_config
-from frost_core.node import Node
-from frost_core.plugin_api import encode_plain, parse_params
-from frost_core.plugin_calls import split_units
+from frost_core.node.wiring import Node
+from frost_core.plugin.api import encode_plain, parse_params
+from frost_core.plugin.calls import split_units
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-import frost_core.node as node_module
-from frost_core.commands import CancelAssignment, SubmitAssignment
+import frost_core.node.wiring as node_module
+from frost_core.api.commands import CancelAssignment, SubmitAssignment
 from frost_core.config import Paths, load_config
-from frost_core.node import Node
+from frost_core.node.wiring import Node
 from frost_core.wire.security import ClusterKey
 from tests.nodes import start_node
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from frost_core.plugin_api import run_locally
-from frost_core.plugin_loader import load_plugin_file
+from frost_core.plugin.api import run_locally
+from frost_core.plugin.loader import load_plugin_file
 from tests.node.guests import PLUGINS
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from frost_core.errors import PluginError
-from frost_core.plugin_api import MAX_RESULT_BYTES, Done, Output, Plugin, decode_plain, encode_plain, parse_params, run_locally
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import MAX_RESULT_BYTES, Done, Output, Plugin, decode_plain, encode_plain, parse_params, run_locally
 from frost_plugins import mandelbrot, montecarlo_pi, raytrace
 
 from .png_reader import read_png

@@ -3,9 +3,9 @@
 import re
 from pathlib import Path
 
-from frost_core.plugin_api import run_locally
-from frost_core.plugin_calls import combine_output, split_units
-from frost_core.plugin_registry import PluginRegistry, load_plugin_file
+from frost_core.plugin.api import run_locally
+from frost_core.plugin.calls import combine_output, split_units
+from frost_core.plugin.registry import PluginRegistry, load_plugin_file
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 

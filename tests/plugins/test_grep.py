@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from frost_core.errors import PluginError
+from frost_core.api.errors import PluginError
 from frost_core.guest.envelope import STATE, pack, restore_outputs, unpack
-from frost_core.plugin_api import (
+from frost_core.plugin.api import (
     MAX_STATE_BYTES,
     Done,
     LocalFiles,

@@ -11,7 +11,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.errors import ConfigError
+from frost_core.api.errors import ConfigError
 from frost_core.measure import (
     Extremities,
     ResourceSampler,

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from frost_core.errors import ConfigError
+from frost_core.api.errors import ConfigError
 from frost_core.sim import SCENARIOS, compare, main, simulate
 from frost_core.sim.model import frost_owner, on_off_owner
 

@@ -17,7 +17,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 
 from frost_tui.app import FrostApp, create_app
-from frost_tui.screenshots import DEMO_NOW
+from frost_tui.shots.fixed import DEMO_NOW
 
 from .fake_node import FakeNode
 
@@ -78,6 +78,6 @@ async def wait_for(pilot: Pilot, condition: Callable[[], bool], *, timeout: floa
 @pytest.fixture
 def real_node(tmp_path):
     """A real frost_core Node on loopback."""
-    from frost_core.node import Node
+    from frost_core.node.wiring import Node
 
     return Node(make_config(tmp_path))

@@ -1,4 +1,4 @@
-"""A stand-in for frost_core.node.Node with the same API, for states a real node cannot reach in a test.
+"""A stand-in for frost_core.node.wiring.Node with the same API, for states a real node cannot reach in a test.
 
 It starts from the demo cluster (several peers, guests, a running assignment) or any size asked
 for (100 peers), and answers each command the way the node's contract says: by publishing a
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from frost_core.commands import (
+from frost_core.api.commands import (
     AddPlugin,
     CancelAssignment,
     Command,
@@ -27,9 +27,9 @@ from frost_core.commands import (
     SubmitAssignment,
 )
 from frost_core.config import Config, save_config
-from frost_core.errors import ConfigError
-from frost_core.snapshot import AssignmentView, EventView, NodeSnapshot, PluginView, UnitView
-from frost_tui.screenshots import DEMO_NOW, demo_snapshot
+from frost_core.api.errors import ConfigError
+from frost_core.api.snapshot import AssignmentView, EventView, NodeSnapshot, PluginView, UnitView
+from frost_tui.shots.fixed import DEMO_NOW, demo_snapshot
 
 
 class FakeNode:

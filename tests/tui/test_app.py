@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from frost_tui.app import SnapshotArrived, create_app
-from frost_tui.screenshots import DEMO_NOW
+from frost_tui.shots.fixed import DEMO_NOW
 
 from .conftest import run_ui, screen_text, wait_for
 from .fake_node import FakeNode
@@ -58,7 +58,7 @@ def test_node_crash_exits_with_code_1_and_a_clear_message(capfd):
 
 
 def test_a_crash_inside_a_nursery_names_our_error_not_the_group(capfd):
-    from frost_core.errors import ProtocolError
+    from frost_core.api.errors import ProtocolError
 
     node = FakeNode()
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from frost_tui.live_screenshots import PEERS
-from frost_tui.screenshots import SHOTS
+from frost_tui.shots.live import PEERS
+from frost_tui.shots.fixed import SHOTS
 from tests.nodes import FROST_TUI
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

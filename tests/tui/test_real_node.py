@@ -1,6 +1,6 @@
 """Every tab and every key against a real node with a real headless peer on loopback.
 
-The app runs an in-process `frost_core.node.Node` (as `frost-tui` does); the peer is a separate
+The app runs an in-process `frost_core.node.wiring.Node` (as `frost-tui` does); the peer is a separate
 `frost-tui --headless` process. Each test presses keys as the owner would and checks both what
 the screen shows and what the node did (its snapshot, its guest processes, the peer's guests).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from frost_core.commands import SubmitAssignment
-from frost_core.node import Node
+from frost_core.api.commands import SubmitAssignment
+from frost_core.node.wiring import Node
 from frost_core.wire.security import ClusterKey
 from tests.nodes import start_node
 from tests.nodes import wait_for as wait_until

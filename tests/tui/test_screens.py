@@ -7,8 +7,8 @@ import tomllib
 
 from textual.widgets import Input, Select
 
-from frost_core.snapshot import EventView
-from frost_tui.screenshots import DEMO_NOW
+from frost_core.api.snapshot import EventView
+from frost_tui.shots.fixed import DEMO_NOW
 
 from .conftest import make_config, run_ui, screen_text, wait_for
 from .fake_node import FakeNode

@@ -96,8 +96,8 @@ def test_png_with_any_header_is_refused_or_decoded(width, height, data):
 
 
 def test_history_slices_change_only_when_one_completes():
-    from frost_core.snapshot import ResourceSample
-    from frost_tui.screens.machine import bucket_history
+    from frost_core.api.snapshot import ResourceSample
+    from frost_tui.tabs.machine import bucket_history
 
     def history(end: int) -> tuple[ResourceSample, ...]:  # ten minutes of one-second samples ending at `end`
         return tuple(ResourceSample(at=float(t), available=t % 7 / 7, owner_cpu_percent=t % 50, guest_cpu_percent=100)

@@ -1,0 +1,1 @@
+"""What crosses from the node to the UI and the CLI: commands, queries, snapshots, errors."""

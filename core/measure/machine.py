@@ -1,0 +1,70 @@
+"""This machine as the policies see it: what a guest gets here, and what the owner is doing.
+
+Each interval the node asks for one `MachineState`: the information policy's reading (measured
+at normal priority, FROST 5.1) and the owner policy's decision on it, which the node then
+carries out. The extremities are measured once per machine and kept in the cache directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from frost_core.config import Config
+from frost_core.measure.calibrate import Extremities, load_or_measure
+from frost_core.measure.sampler import ResourceReading, ResourceSampler
+from frost_core.policies.owner import OwnerDecision, OwnerPolicy, OwnerSettings
+
+
+@dataclass(frozen=True)
+class MachineState:
+    reading: ResourceReading
+    decision: OwnerDecision
+
+
+def owner_settings(config: Config) -> OwnerSettings:
+    return OwnerSettings(
+        busy_cpu_percent=config.get("owner.busy_cpu_percent"), input_idle=config.get("owner.input_idle"),
+        evict_after=config.get("owner.evict_after"), resume_after=config.get("owner.resume_after"),
+        evict_hold=config.get("owner.evict_hold"),
+    )
+
+
+class MachineWatch:
+    def __init__(self, config: Config, guest_pids) -> None:
+        self._guest_pids = guest_pids
+        self._extremities_file: Path = config.paths.extremities_file
+        self.owner = OwnerPolicy(owner_settings(config))
+        self.extremities: Extremities | None = None
+        self._sampler: ResourceSampler | None = None
+
+    async def start(self) -> None:
+        """Load the extremities, or measure them (a few seconds, in a thread) on this machine's first run."""
+        self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
+        self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids)
+
+    async def remeasure(self) -> Extremities:
+        """Measure the extremities again (new hardware, a changed machine) and use them from the next reading.
+
+        The measurement runs in a thread: it keeps every CPU busy for about a second.
+        """
+        self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file, True)
+        if self._sampler is not None:
+            self._sampler.speed = self.extremities.speed
+        return self.extremities
+
+    @property
+    def started(self) -> bool:
+        return self._sampler is not None
+
+    def update_settings(self, config: Config) -> None:
+        self.owner.settings = owner_settings(config)
+
+    async def sample(self, leave_after: float | None = None) -> MachineState:
+        """One reading and the owner policy's decision on it; `leave_after` is what moving the
+        guests away would cost (`OwnerPolicy.decide`), None without guests."""
+        assert self._sampler is not None, "MachineWatch.start() first"
+        reading = await self._sampler.sample()
+        return MachineState(reading=reading, decision=self.owner.decide(reading.owner_view(), reading.at, leave_after))

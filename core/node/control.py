@@ -1,0 +1,150 @@
+"""The local control socket: how `frost-tui status`, `submit`, `pause`… reach a running node.
+
+A Unix socket in the data dir, created with mode 0600 so only the owner's account can command
+the node. Requests and replies use the same framing and strict decoder as the network; the
+reply body is plain data (CBOR), which the CLI prints as a table or as JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from frost_core.config import Paths
+from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
+from frost_core.wire.channel import Channel
+from frost_core.wire.pipe import read_frame, write_frame
+from frost_core.wire.codec import decode_strict, encode
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
+
+log = logging.getLogger("frost.control")
+
+CALL_TIMEOUT = 120.0
+
+Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class ControlRequest(Message):
+    CODE = MessageCode.CONTROL_REQUEST
+    MAX_SIZE = 64 * 1024
+    verb: str
+    args: bytes  # a CBOR map, decoded strictly by the node
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class ControlReply(Message):
+    CODE = MessageCode.CONTROL_REPLY
+    MAX_SIZE = MAX_MESSAGE_SIZE
+    ok: bool
+    body: bytes = b""  # CBOR data on success
+    error_title: str = ""
+    error_message: str = ""
+
+
+async def serve_control(path: Path, handler: Handler, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Answer control requests on `path` until cancelled; one bad client never hurts the node."""
+    listener = _bind(path)
+    try:
+        task_status.started()
+        await trio.serve_listeners(lambda stream: _serve_client(stream, handler), [listener])
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _bind(path: Path) -> trio.SocketListener:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # a stale socket left by a node that was killed
+        else:
+            raise FrostError(
+                f"another node is already running with the data dir {path.parent}; "
+                "give this one its own --data-dir", title="Node already running",
+            )
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(16)
+    return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+
+
+async def _serve_client(stream: trio.SocketStream, handler: Handler) -> None:
+    channel = Channel(stream)
+    try:
+        while True:
+            try:
+                request = await channel.receive()
+            except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not isinstance(request, ControlRequest):
+                raise ProtocolError(f"expected a control request, got {type(request).__name__}")
+            await channel.send(await _answer(request, handler))
+    except ProtocolError as error:
+        log.warning("control client dropped: %s", error.message)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        await channel.aclose()
+
+
+async def _answer(request: ControlRequest, handler: Handler) -> ControlReply:
+    try:
+        args = decode_strict(request.args) if request.args else {}
+        if not isinstance(args, dict):
+            raise ProtocolError("control request arguments must be a map")
+        body = await handler(request.verb, args)
+        return ControlReply(ok=True, body=encode(body))
+    except FrostError as error:
+        return ControlReply(ok=False, error_title=error.title, error_message=error.message)
+
+
+def call_node(paths: Paths, verb: str, **args: Any) -> Any:
+    """Send one request to the node that owns `paths.data_dir` and return its answer (blocking).
+
+    Raises NodeUnavailableError when no node listens there, and FrostError with the node's
+    own title and message when the node refuses.
+    """
+    path = paths.control_socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CALL_TIMEOUT)
+    try:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as error:
+            raise NodeUnavailableError(
+                f"no node is running with the data dir {paths.data_dir} "
+                "(start one with `frost-tui` or `frost-tui --headless`)"
+            ) from error
+        with sock.makefile("rwb") as pipe:
+            write_frame(pipe, ControlRequest(verb=verb, args=encode(args)))
+            pipe.flush()
+            reply = read_frame(pipe)
+    except TimeoutError as error:
+        raise NodeUnavailableError(f"the node at {paths.data_dir} did not answer within {CALL_TIMEOUT:.0f} s") from error
+    finally:
+        sock.close()
+    if not isinstance(reply, ControlReply):
+        raise ProtocolError(f"the node answered with {type(reply).__name__}, not a control reply")
+    if not reply.ok:
+        raise FrostError(reply.error_message, title=reply.error_title)
+    return decode_strict(reply.body)

@@ -1,0 +1,65 @@
+"""`frost-tui --headless`: the same node under plain `trio.run`, stopped cleanly by SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import trio
+
+from frost_core.config import Config
+from frost_core.api.errors import FrostError
+from frost_core.logs import configure_logging
+
+log = logging.getLogger("frost.headless")
+
+
+def run_headless(config: Config) -> int:
+    """Run a node until a signal asks it to stop; a stop announces our departure to the peers."""
+    log_path = configure_logging(config.paths.log_dir, config.get("log.level"))
+    from frost_core.node.wiring import Node
+
+    node = Node(config)
+    print(f"frost-tui node {config.node_name} ({node.node_id[:8]}) starting; log: {log_path}", flush=True)
+    try:
+        trio.run(_serve_until_signalled, node)
+    except Exception as error:  # the node's last word: say why once, keep the traceback in the log
+        frost_error = find_frost_error(error)
+        if frost_error is None:
+            log.exception("the node crashed")
+            print(f"frost-tui: the node crashed: {_first_leaf(error)!r}; the traceback is in {log_path}",
+                  file=sys.stderr)
+        else:
+            print(f"frost-tui: {frost_error.title}: {frost_error.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+def find_frost_error(error: BaseException) -> FrostError | None:
+    """The FrostError inside `error` (trio wraps task failures in exception groups), if any."""
+    if isinstance(error, FrostError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = find_frost_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+async def _serve_until_signalled(node) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.serve)
+            print(f"listening on {node.address}; data dir {node.paths.data_dir}", flush=True)
+            async for signum in signals:
+                log.info("stopping on %s", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break

@@ -1,0 +1,148 @@
+"""Turns the node's live parts into the frozen views of a NodeSnapshot.
+
+Kept apart from node.py so the node wires and decides, and this module only describes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from frost_core.policies.intents import HostingState
+from frost_core.master.results import exported_path
+from frost_core.master.store import AssignmentRecord
+from frost_core.api.snapshot import (
+    AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
+    UnitView,
+)
+
+if TYPE_CHECKING:
+    from frost_core.node.wiring import Node
+
+MAX_EVENTS_IN_SNAPSHOT = 500
+
+
+def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
+    guests = node.supervisor.figures()
+    memory_used = sum(g.memory_bytes for g in guests)
+    mode, average, lower, upper = node.transfer_view()
+    live = node.live_progress()
+    names = peer_names(node)
+    explanation = f"{hosting.state}: {hosting.reason}. Owner policy: {node.machine.owner.explain()}"
+    return NodeSnapshot(
+        node_id=node.node_id,
+        name=node.config.node_name,
+        address=node.address,
+        cluster_join_code=node.cluster_key.to_join_code(),
+        taken_at=now,
+        hosting=HostingView(
+            state=hosting.state, reason=hosting.reason, paused_until=node.intents.paused_until,
+            finishing=node.intents.finishing, transfer_mode=mode, system_average=average,
+            lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
+            memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
+            balance=node.balancer.last.why if node.balancer.last else "",
+        ),
+        history=history,
+        peers=peer_views(node),
+        guests=tuple(
+            GuestView(
+                task_id=g.task_id, assignment_id=g.assignment_id, plugin=g.plugin, origin=_peer_name(node, g.origin),
+                state=g.state, progress=g.progress, cpu_seconds=g.cpu_seconds, wall_seconds=g.wall_seconds,
+                since_checkpoint_seconds=g.since_checkpoint_seconds,
+                cpu_since_checkpoint_seconds=g.cpu_since_checkpoint_seconds, checkpoint_bytes=g.checkpoint_bytes,
+                memory_bytes=g.memory_bytes, explanation=explanation,
+            )
+            for g in guests
+        ),
+        assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
+                                          etas=node.unit_etas())
+                          for record in node.store.assignments()),
+        plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
+        events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
+        settings=dict(node.config.values),
+    )
+
+
+def peer_views(node: Node) -> tuple[PeerView, ...]:
+    if node.membership is None:
+        return ()
+    views = []
+    for record in node.membership.members():
+        figures = record.figures
+        views.append(PeerView(
+            node_id=record.node_id, name=record.name, address=f"{record.address[0]}:{record.address[1]}",
+            state=record.state.name.lower(), available=figures.available, cpus=figures.cpus,
+            free_memory=figures.free_memory, guests=figures.guests, mode=figures.mode,
+            last_seen=time.time() if record.node_id == node.node_id else node.membership.last_heard(record.node_id),
+            rtt_ms=node.membership.rtt_ms(record.node_id), idle_extremity=figures.idle_extremity,
+            heavy_extremity=figures.heavy_extremity, incarnation=record.incarnation,
+            protocol_version=record.protocol_version, is_self=record.node_id == node.node_id,
+        ))
+    return tuple(sorted(views, key=lambda view: (not view.is_self, view.name)))
+
+
+def assignment_view(
+    record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
+    names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
+) -> AssignmentView:
+    """`live` maps task ids of guests running here to their current progress: the store only
+    learns a unit's progress when it completes, the screen should see it move. `names` maps
+    node ids to peer names, so the screen says where a unit runs in words."""
+    live = live or {}
+    names = names or {}
+    etas = etas or {}
+    units = tuple(
+        UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
+                 progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
+                 moves=u.moves, failures=u.failures, error=u.error,
+                 host_name=names.get(u.host, u.host[:8]) if u.host else "",
+                 eta_seconds=etas.get(u.task_id) if u.state == "running" else None)
+        for u in record.units
+    )
+    progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
+    eta = None
+    if record.state == "running" and 0 < progress < 1:
+        elapsed = now - record.created_at
+        eta = elapsed * (1 - progress) / progress
+    return AssignmentView(
+        id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
+        finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
+        units=units,
+        result_media_type=record.result_media_type, result_filename=record.result_filename,
+        result_path=str(exported_path(results_dir, record.id, record.result_filename))
+        if record.state == "done" and record.result_filename else None,
+        error=record.error,
+    )
+
+
+def plugin_view(info) -> PluginView:
+    return PluginView(
+        name=info.name, version=info.version, hash=info.hash, source=info.source, path=str(info.path), ok=info.ok,
+        error=info.error, description=info.description,
+        params=tuple(
+            ParamView(name=p.name, kind=p.kind.__name__ if isinstance(p.kind, type) else str(p.kind),
+                      default=p.default, help=p.help, minimum=p.minimum, maximum=p.maximum,
+                      choices=tuple(p.choices or ()))
+            for p in info.params
+        ),
+    )
+
+
+def peer_names(node: Node) -> dict[str, str]:
+    """Node id -> peer name for every member this node knows, itself included."""
+    names = {node.node_id: node.config.node_name}
+    if node.membership is not None:
+        names.update((record.node_id, record.name) for record in node.membership.members())
+    return names
+
+
+def _peer_name(node: Node, node_id: str) -> str:
+    if node_id == node.node_id:
+        return f"{node.config.node_name} (me)"
+    if node.membership is not None:
+        for record in node.membership.members():
+            if record.node_id == node_id:
+                return record.name
+    return node_id[:8]

@@ -1,0 +1,699 @@
+"""The peer node: wires transport, membership, guests, the master and the control socket together.
+
+The node is the one narrow API between the UI (or the headless runner) and everything else:
+`serve()` runs it, `snapshot()` reads its whole state as one frozen value, `send_nowait()`
+hands it a command without ever blocking, and `execute()` runs a command and returns its
+outcome (the control socket uses that). All of it runs on one trio thread, which may be a
+guest run on Textual's loop, so nothing here does long synchronous work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import frost_core.node.views as node_views
+from frost_core.storage.checkpoints import CheckpointStore
+from frost_core.cluster.host import Capacity, Hosted, HostService, HostSettings
+from frost_core.cluster.files import MAX_INPUTS, InputFiles
+from frost_core.cluster.links import Links
+from frost_core.cluster.migration import Migrator
+from frost_core.cluster.balancer import BalanceInputs, Balancer, unit_view
+from frost_core.cluster.messages import Verdict
+from frost_core.cluster.outbox import Outbox
+from frost_core.cluster.replication import HeldReplicas
+from frost_core.api.commands import (
+    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, MoveTask, PauseHosting,
+    ResumeHosting, SaveSettings, SubmitAssignment,
+)
+from frost_core.config import Config, save_config
+from frost_core.node.control import serve_control
+from frost_core.api.errors import ConfigError, FrostError, PluginError
+from frost_core.events import EventLog
+from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
+from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state
+from frost_core.node.identity import load_node_id
+from frost_core.master.scheduler import MasterScheduler, MasterSettings
+from frost_core.node.addresses import advertised_host
+from frost_core.master.store import MasterStore, NewUnit, split_task_id
+from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
+from frost_core.node.verbs import answer_control
+from frost_core.measure.machine import MachineState, MachineWatch
+from frost_core.policies.owner import GuestAction
+from frost_core.policies.balance import Step
+from frost_core.policies.bandwidth import Bandwidths
+from frost_core.policies.location import rank_destinations
+from frost_core.policies.selection import costliest_move
+from frost_core.policies.transfer import summarize, thresholds, transfer_mode
+from frost_core.policies.views import NodeView, PolicySettings, UnitView
+from frost_core.plugin.api import parse_params
+from frost_core.plugin.calls import split_units
+from frost_core.cluster.code_shipping import fetch_plugin, serve_plugin_code
+from frost_core.plugin.registry import PluginInfo, PluginRegistry
+from frost_core.api.snapshot import NodeSnapshot, ResourceSample
+from frost_core.wire.transport import open_transport
+from frost_core.wire.security import ClusterKey
+
+log = logging.getLogger("frost.node")
+
+PUBLISH_INTERVAL = 0.1      # at most ten snapshots a second reach the UI
+FIGURES_INTERVAL = 1.0      # how often local resources are measured and the history grows
+HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
+LEAVE_TIMEOUT = 1.0
+EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
+
+
+def _membership_config(config: Config) -> MembershipConfig:
+    return MembershipConfig(
+        gossip_interval=config.get("gossip.interval"), fanout=config.get("gossip.fanout"),
+        probe_interval=config.get("gossip.probe_interval"), probe_timeout=config.get("gossip.probe_timeout"),
+        suspicion_multiplier=config.get("gossip.suspicion_multiplier"),
+        suspicion_min=config.get("gossip.suspicion_min"), announce_interval=config.get("gossip.announce_interval"),
+    )
+
+
+class Node:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.paths = config.paths
+        self.node_id = load_node_id(self.paths.data_dir)
+        self.cluster_key = ClusterKey.load_or_create(config.cluster_key_file)
+        self.events = EventLog()
+        self.store = MasterStore(self.paths.database, node_id=self.node_id)
+        self.registry = PluginRegistry(self.paths.data_dir)
+        self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
+        self.supervisor = GuestSupervisor(
+            open_input=self.files.open,
+            data_dir=self.paths.data_dir, settings=GuestSettings.from_config(self.config),
+            on_event=self._on_guest_event, on_checkpoint=lambda task, record: self.host.on_checkpoint(task, record),
+        )
+        self.results_dir = self.paths.data_dir / "results"
+        self.membership: Membership | None = None
+        self.address = ""
+        self.machine = MachineWatch(config, self.supervisor.guest_pids)
+        self._machine_state: MachineState | None = None
+        self._intents = Intents.load(self.store)
+        self._guests_stopped = False
+        self._evicting = 0
+        self._history: list[ResourceSample] = []
+        self._listener: Callable[[NodeSnapshot], None] | None = None
+        self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
+        self._changed = trio.Event()
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+        self._transport = None
+        self.links = Links(node_id=self.node_id, address_of=self._address_of)
+        self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
+        self.host = HostService(
+            node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
+            plugin_source=self._plugin_for, has_plugin=self._has_plugin, outbox=self.outbox, events=self.events,
+            settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
+            alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
+            on_arrival=lambda task_id: self.balancer.note_arrival(task_id),
+        )
+        self.bandwidths = Bandwidths(PolicySettings().default_bandwidth)
+        self.balancer = Balancer(read=self._balance_inputs, query=self._query_figures, move=self.move,
+                                 request_work=self._request_work)
+        self._balance_lock = trio.Lock()
+        self.host.migrator = Migrator(
+            host=self.host, links=self.links, events=self.events, destinations=self._destinations,
+            observe_transfer=self._observe_transfer, move_deadline=lambda: self.supervisor.settings.checkpoint_deadline,
+        )
+        self._scheduler = MasterScheduler(
+            node_id=self.node_id, store=self.store, registry=self.registry, links=self.links, events=self.events,
+            results_dir=self.results_dir, replicas=CheckpointStore(self.paths.data_dir / "replicas"),
+            local_checkpoints=self.supervisor.store, hosts=self._host_views,
+            settings=lambda: MasterSettings.from_config(self.config), on_change=self.mark_changed,
+            alive=self._alive_nodes,
+        )
+        self.links.bind(master=self._scheduler, host=self.host,
+                        keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
+        self._snapshot = self._build_snapshot()
+
+    # -- the API the UI and the control socket use ---------------------------------------
+
+    def snapshot(self) -> NodeSnapshot:
+        """The latest published snapshot (at most PUBLISH_INTERVAL old)."""
+        return self._snapshot
+
+    def fresh_snapshot(self) -> NodeSnapshot:
+        """A snapshot built now, for a caller that must see the effect of a command it just ran."""
+        return self._build_snapshot()
+
+    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
+        self._listener = callback
+
+    def send_nowait(self, command: Command) -> None:
+        """Queue a command without blocking; its outcome shows up in later snapshots and events.
+
+        Safe to call from the UI between trio's steps: the trio token wakes trio's I/O wait at
+        once, so a keypress is acted on in milliseconds rather than at the next timer.
+        """
+        if self._trio_token is None:
+            self._enqueue(command)
+        else:
+            self._trio_token.run_sync_soon(self._enqueue, command)
+
+    def _enqueue(self, command: Command) -> None:
+        try:
+            self._commands_in.send_nowait(command)
+        except trio.WouldBlock:
+            self.events.add("error", "too many commands at once; this one was dropped", severity="error",
+                            title="Node busy")
+            self.mark_changed()
+
+    async def execute(self, command: Command) -> Any:
+        """Carry out one command now and return its outcome; FrostError says why it could not."""
+        try:
+            return await self._execute(command)
+        finally:
+            self.mark_changed()
+
+    def mark_changed(self) -> None:
+        self._changed.set()
+
+    def _hosting_changed(self) -> None:
+        """A guest arrived or left, or the owner's intents changed: tell the peers now, not at the
+        next reading, or an eviction a moment later elsewhere still sees this node as full, paused
+        or evicting and passes it by."""
+        self._publish_figures()
+        self.mark_changed()
+
+    def _publish_figures(self) -> ResourceFigures:
+        figures = self._figures()
+        if self.membership is not None:
+            self.membership.set_local_figures(figures)
+        return figures
+
+    @property
+    def intents(self) -> Intents:
+        return self._intents
+
+    def unit_etas(self) -> dict[str, float]:
+        """Seconds each running unit of this node's assignments still needs, wherever it runs."""
+        return self._scheduler.etas()
+
+    def live_progress(self) -> dict[str, float]:
+        """Progress of this node's running units wherever they run, and of the guests running here."""
+        return {**self._scheduler.progress(), **{g.task_id: g.progress for g in self.supervisor.figures()}}
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run the node until cancelled; on the way out, tell peers we leave and keep guests checkpointed."""
+        config = self.config
+        self._trio_token = trio.lowlevel.current_trio_token()
+        self._sync_guests()  # a pause the owner asked for before a restart holds from the first guest on
+        try:
+            broadcast = config.get("node.broadcast_address")
+            async with open_transport(
+                host=config.get("node.listen_host"), port=config.get("node.port"),
+                broadcast_address=(broadcast, 0) if broadcast else None,
+                key=self.cluster_key, node_id=self.node_id,
+            ) as transport:
+                advertised = (advertised_host(config), transport.local_address[1])
+                self.address = f"{advertised[0]}:{advertised[1]}"
+                self._transport = transport
+                self.links.serve(transport)
+                serve_plugin_code(transport, self.registry)
+                self.files.serve(transport)
+                self.membership = Membership(
+                    node_id=self.node_id, name=config.node_name, address=advertised,
+                    config=_membership_config(config), rng=random.Random(), on_event=self._on_membership_event,
+                    seeds=config.seeds, figures=self._figures(),
+                )
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.membership.serve, transport)
+                    await nursery.start(serve_control, self.paths.control_socket, self._control)
+                    await nursery.start(self.host.serve)
+                    nursery.start_soon(self.supervisor.keep_warm)
+                    nursery.start_soon(self._run_commands)
+                    nursery.start_soon(self._watch_resources)
+                    nursery.start_soon(self._start_hosting, nursery)
+                    nursery.start_soon(self._publish_snapshots)
+                    nursery.start_soon(self._balance)
+                    self.events.add("join", f"node {config.node_name} started at {self.address}")
+                    task_status.started()
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        with trio.CancelScope(shield=True), trio.move_on_after(LEAVE_TIMEOUT):
+                            await self.membership.leave()
+        finally:
+            self.store.close()
+            self.outbox.close()
+
+    async def _run_commands(self) -> None:
+        async for command in self._commands_out:
+            try:
+                await self._execute(command)
+            except FrostError as error:
+                self.events.error(error)
+            self.mark_changed()
+
+    async def _execute(self, command: Command) -> Any:
+        now = time.time()
+        match command:
+            case PauseHosting(until=until):
+                self._set_intents(Intents(paused=True, paused_until=until))
+                self.events.add("pause", self._hosting(now).reason)
+                return self._hosting(now).reason
+            case ResumeHosting():
+                self._set_intents(Intents())
+                self.events.add("resume", "the owner resumed hosting")
+                self._scheduler.wake()
+                return "hosting resumed"
+            case FinishThenPause():
+                self._set_intents(Intents(finishing=True))
+                self.events.add("pause", "finishing the current guests, then pausing")
+                return "taking nothing new; pausing once the current guests finish"
+            case EvictGuests(task_id=task_id):
+                return await self._evict(task_id)
+            case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs):
+                return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs)
+            case CancelAssignment(assignment_id=assignment_id):
+                record = self.store.cancel_assignment(assignment_id)
+                await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
+                self.events.add("assignment", f"assignment {assignment_id} cancelled")
+                return record.id
+            case AddPlugin(path=path):
+                info = await self.registry.add_async(path)
+                if info.ok:
+                    self.events.add("plugin", f"plugin {info.name} {info.version} added from {path}")
+                else:
+                    self.events.add("plugin", f"plugin at {path} is broken: {info.error}", severity="error",
+                                    title="Broken plugin")
+                return info
+            case SaveSettings(values=values):
+                self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
+                save_config(self.config)
+                self.supervisor.update_settings(GuestSettings.from_config(self.config))
+                self.machine.update_settings(self.config)
+                self._scheduler.wake()
+                self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
+                return "saved"
+            case MoveTask(task_id=task_id, node=node):
+                return await self.move(task_id, node)
+        raise FrostError(f"unknown command {command!r}")
+
+    async def _submit(
+        self, plugin_name: str, raw_params: dict[str, Any], *, one_per_host: bool = False, inputs: dict[str, str],
+    ) -> dict[str, Any]:
+        if not self.registry.plugins():
+            await self.registry.scan_async()
+        info = self.registry.get(plugin_name)
+        params = parse_params(info, raw_params)
+        units = await split_units(info, params)
+        if len(inputs) > MAX_INPUTS:
+            raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
+        # Copied into the content-addressed store first: hosts fetch them by hash from here.
+        stored = tuple([await trio.to_thread.run_sync(self.files.store.add, Path(path), name)
+                        for name, path in inputs.items()])
+        assignment_id = self.store.create_assignment(
+            plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params,
+            units=[NewUnit(data=u.data, memory_bytes=u.memory_bytes, cost=u.cost) for u in units],
+            one_per_host=one_per_host, inputs=stored,
+        )
+        self.events.add("assignment", f"assignment {assignment_id} submitted: {len(units)} unit(s) of {info.name}")
+        self._scheduler.wake()
+        return {"id": assignment_id, "units": len(units)}
+
+    async def _evict(self, task_id: str | None) -> str:
+        """Free the CPU now, then send each guest to the best peer (or back to its master's queue).
+
+        Returns once the units are in other hands, or after EVICT_WAIT with the rest still on
+        their way (they go on in the background; the CPU is free either way).
+        """
+        hold = time.time() + self.config.get("owner.evict_hold")
+        self._evicting += 1
+        try:
+            # Publishes the figures, evicting already counted: peers see at once that nothing goes here now.
+            self._set_intents(Intents(**{**vars(self._intents), "evict_hold_until": hold}))
+            evicted = await self.host.evict(task_id)
+            with trio.move_on_after(EVICT_WAIT):
+                while any(h.task.task_id in evicted for h in self.host.hosted()):
+                    await trio.sleep(0.05)
+        finally:
+            self._evicting -= 1
+            self._hosting_changed()
+        message = f"evicted {len(evicted)} guest(s)"
+        self.events.add("evict", message)
+        return message
+
+    async def move(self, task_id: str, node: str) -> str:
+        """move(task, host): the same operation for the operator and the balancer, wherever the unit runs.
+
+        A unit running here moves directly; a unit of this node's assignments running elsewhere
+        is moved by asking its current host to move it.
+        """
+        destination = self._resolve_node(node)
+        hosted = {h.task.task_id: h for h in self.host.hosted()}
+        if task_id in hosted or self.host.forwarded_to(task_id):
+            verdict = await self.host.move(task_id, destination)
+        else:
+            assignment_id, index = split_task_id(task_id)
+            unit = self.store.unit(assignment_id, index)
+            if unit.state != "running":
+                raise FrostError(f"unit {task_id} is {unit.state}, not running", title="Cannot move")
+            if unit.host == destination:
+                raise FrostError(f"unit {task_id} already runs on {node}", title="Cannot move")
+            verdict = await self.links.host(unit.host).move(task_id, destination)
+        if not verdict.ok:
+            raise FrostError(f"{task_id} was not moved: {verdict.reason}", title="Move failed")
+        return f"{task_id} moved to {self._name_of(destination)}"
+
+    def _resolve_node(self, node: str) -> str:
+        """A node id from an id, an id prefix or a name; FrostError if none or several match."""
+        members = self.membership.members() if self.membership else []
+        exact = [r.node_id for r in members if node in (r.node_id, r.name)]
+        matches = exact or [r.node_id for r in members if r.node_id.startswith(node)]
+        alive = [m for m in dict.fromkeys(matches) if self._address_of(m) is not None]
+        if len(alive) != 1:
+            problem = "no live peer" if not alive else f"{len(alive)} live peers"
+            raise FrostError(f"{problem} called {node!r}", title="Unknown peer")
+        return alive[0]
+
+    def _name_of(self, node_id: str) -> str:
+        members = self.membership.members() if self.membership else []
+        return next((r.name for r in members if r.node_id == node_id), node_id[:8])
+
+    def _set_intents(self, intents: Intents) -> None:
+        self._intents = intents
+        intents.save(self.store)
+        self._sync_guests()
+        self._hosting_changed()  # paused or not, peers learn it now
+
+    def _sync_guests(self) -> None:
+        """Stop or continue every guest so they run exactly when the owner (intent or activity) lets them."""
+        owner = self._machine_state.decision if self._machine_state else None
+        should_run = not self._intents.paused and (owner is None or owner.action is GuestAction.RUN)
+        if should_run and self._guests_stopped:
+            self.supervisor.resume_all()
+            self._guests_stopped = False
+        elif not should_run and not self._guests_stopped:
+            self.supervisor.pause_all()
+            self._guests_stopped = True
+
+    # -- background loops --------------------------------------------------------------------
+
+    async def _watch_resources(self) -> None:
+        """Every second: measure, let the owner policy decide, expire timed intents, gossip the figures.
+
+        The measurement is scheduled here at normal priority even though it measures what a
+        lowest-priority guest receives: FROST's first runs reacted late because the measuring
+        thread itself ran at guest priority.
+        """
+        await self.machine.start()
+        while True:
+            now = time.time()
+            expired = expire_intents(self._intents, now)
+            if expired != self._intents:
+                if self._intents.paused and not expired.paused:
+                    self.events.add("resume", "the timed pause ended")
+                self._set_intents(expired)
+                self._scheduler.wake()
+            if self._intents.finishing and self.host.running_count == 0:
+                self._set_intents(Intents(paused=True))
+                self.events.add("pause", "the last guest finished; hosting is paused")
+            state = await self.machine.sample(leave_after=self._move_cost_of_guests())
+            await self._follow_owner(state)
+            figures = self._publish_figures()
+            self._history.append(ResourceSample(
+                at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent,
+                guest_cpu_percent=state.reading.guest_cpu_percent,
+            ))
+            del self._history[:-HISTORY_LENGTH]
+            self.mark_changed()
+            await trio.sleep(FIGURES_INTERVAL)
+
+    async def _follow_owner(self, state: MachineState) -> None:
+        """Carry out the owner policy: suspend at once, evict when it lasts, resume after quiet."""
+        before = self._machine_state.decision.action if self._machine_state else GuestAction.RUN
+        self._machine_state = state
+        action = state.decision.action
+        if action is not before:
+            severity = "info" if action is GuestAction.RUN else "warning"
+            self.events.add("owner", state.decision.explain(), severity=severity)
+        self._sync_guests()
+        if action is GuestAction.EVICT and self.host.running_count and not self._evicting:
+            async with self._balance_lock:  # not while the balancer is moving a guest itself
+                await self._evict(None)
+        if action is GuestAction.RUN and before is not GuestAction.RUN:
+            self._scheduler.wake()
+
+    async def _start_hosting(self, nursery: trio.Nursery) -> None:
+        """Know the plugins before placing any unit: a queued unit names its plugin by hash."""
+        await self.registry.scan_async()
+        for info in self.registry.plugins():
+            if not info.ok:
+                self.events.add("plugin", f"plugin at {info.path} is broken: {info.error}", severity="warning",
+                                title="Broken plugin")
+        await nursery.start(self._scheduler.serve)
+        self.mark_changed()
+
+    async def _publish_snapshots(self) -> None:
+        """Rebuild the snapshot after changes, at most every PUBLISH_INTERVAL: a burst is one redraw."""
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            self._snapshot = self._build_snapshot()
+            if self._listener is not None:
+                self._listener(self._snapshot)
+            await trio.sleep(PUBLISH_INTERVAL)
+
+    async def _control(self, verb: str, args: dict[str, Any]) -> Any:
+        return await answer_control(self, verb, args)
+
+    # -- figures and views -----------------------------------------------------------------
+
+    def _hosting(self, now: float) -> HostingState:
+        owner = self._machine_state.decision if self._machine_state else None
+        if owner is None:
+            owner_reason = "measuring this machine" if not self.machine.started else None
+        else:
+            owner_reason = None if owner.action is GuestAction.RUN and owner.accepting else owner.reason
+        return hosting_state(
+            self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
+            owner_active_reason=owner_reason,
+        )
+
+    def _capacity(self) -> Capacity:
+        hosting = self._hosting(time.time())
+        return Capacity(
+            accepts_guests=hosting.accepts_guests, reason=hosting.reason, cpus=self.config.guest_cpus,
+            memory_pool_bytes=self.config.memory_pool_bytes, available=self._available(hosting),
+        )
+
+    def _available(self, hosting: HostingState) -> float:
+        state = self._machine_state
+        return round(state.reading.available, 3) if state is not None and hosting.accepts_guests else 0.0
+
+    def _figures(self) -> ResourceFigures:
+        """What this node gossips: the measured availability (zero while it takes no guests)."""
+        hosting = self._hosting(time.time())
+        extremities = self.machine.extremities
+        memory_used = sum(f.memory_bytes for f in self.supervisor.figures())
+        return ResourceFigures(
+            available=self._available(hosting),
+            idle_extremity=extremities.idle if extremities else 0.0,
+            heavy_extremity=extremities.heavy if extremities else 0.0,
+            cpus=self.config.guest_cpus, free_memory=max(0, self.config.memory_pool_bytes - memory_used),
+            guests=self.host.running_count, mode=self.transfer_view()[0],
+        )
+
+    def _table(self) -> list[NodeView]:
+        """The resource table as the policies see it: every live node, this one with its own fresh figures."""
+        if self.membership is None:
+            return []
+        table = []
+        for record in self.membership.members():
+            if record.state != MemberState.ALIVE:
+                continue
+            figures = record.figures
+            view = NodeView(
+                node_id=record.node_id, available=figures.available, guests=figures.guests,
+                cpus=max(figures.cpus, 1), idle_extremity=figures.idle_extremity or 1.0,
+                heavy_extremity=figures.heavy_extremity, free_memory=figures.free_memory,
+                accepting=figures.available > 0,
+            )
+            if record.node_id == self.node_id:
+                capacity = self._capacity()
+                view = dataclasses.replace(
+                    view, available=capacity.available, guests=self.host.running_count,
+                    accepting=capacity.accepts_guests,
+                    free_memory=max(0, capacity.memory_pool_bytes - sum(
+                        h.task.unit.memory_bytes for h in self.host.hosted())),
+                )
+            table.append(view)
+        return table
+
+    def _host_views(self) -> list[NodeView]:
+        return self._table()
+
+    def _own_view(self) -> NodeView:
+        """This node's row, fresher than its gossiped one: what it would answer a figures query with."""
+        capacity = self._capacity()
+        extremities = self.machine.extremities
+        decision = self._machine_state.decision if self._machine_state else None
+        return NodeView(
+            node_id=self.node_id, available=capacity.available, guests=self.host.running_count,
+            cpus=max(capacity.cpus, 1), idle_extremity=(extremities.idle if extremities else 0.0) or 1.0,
+            heavy_extremity=extremities.heavy if extremities else 0.0,
+            free_memory=max(0, capacity.memory_pool_bytes - sum(h.task.unit.memory_bytes for h in self.host.hosted())),
+            owner_active=decision is not None and decision.action is not GuestAction.RUN,
+            accepting=capacity.accepts_guests,
+        )
+
+    # -- load balancing (FROST 5.2-5.4: the balancer decides, move() carries it out) ----------------------
+
+    async def _balance(self) -> None:
+        while True:
+            interval = self.config.get("cluster.balance_interval")
+            if interval > 0 and self._machine_state is not None:
+                self.balancer.interval = interval
+                async with self._balance_lock:
+                    decision = await self.balancer.step()
+                if decision is not None and decision.step is not Step.NOTHING:
+                    self.events.add("balance", decision.why)
+                self.mark_changed()
+            await trio.sleep(interval or FIGURES_INTERVAL)
+
+    def _balance_inputs(self) -> BalanceInputs:
+        me = self._own_view()
+        table = tuple(v for v in self._table() if v.node_id != self.node_id)
+        extremities = self.machine.extremities
+        decision = self._machine_state.decision if self._machine_state else None
+        return BalanceInputs(
+            me=me, table=table, guests=self.supervisor.figures(),
+            bandwidths=self.bandwidths.view(v.node_id for v in table),
+            speed=extremities.speed if extremities else 1.0,
+            owner=decision.action if decision is not None else GuestAction.RUN,
+        )
+
+    async def _query_figures(self, node_id: str) -> NodeView | None:
+        try:
+            return await self.links.host(node_id).figures()
+        except FrostError:
+            return None
+
+    async def _request_work(self, node_id: str) -> None:
+        verdict = await self.links.host(node_id).work_request(self._own_view())
+        if not verdict.ok:
+            raise FrostError(verdict.reason, title="No work given")
+
+    async def _answer_work_request(self, requester: NodeView) -> Verdict:
+        decision = await self.balancer.answer_request(requester)
+        return Verdict(ok=decision.step is Step.SEND, reason=decision.why)
+
+    def _destinations(self, hosted: Hosted, state_bytes: int) -> tuple[str, ...]:
+        """Where an evicted unit should go: the location policy's ranking, owner-forced (it gets nothing here)."""
+        table = self._table()
+        own = next((v for v in table if v.node_id == self.node_id), None)
+        peers = [v for v in table if v.node_id != self.node_id]
+        if own is None or not peers:
+            return ()
+        figures = next((f for f in self.supervisor.figures() if f.task_id == hosted.task.task_id), None)
+        progress = hosted.progress
+        cpu = figures.cpu_seconds if figures else 0.0
+        remaining = (cpu * (1 - progress) / progress if progress > 0 else 60.0) * max(own.idle_extremity, 1e-9)
+        unit = UnitView(
+            task_id=hosted.task.task_id, assignment_id=hosted.task.assignment_id, plugin=hosted.task.plugin_name,
+            memory=hosted.task.unit.memory_bytes, state_bytes=state_bytes, since_checkpoint=0.0,
+            remaining_work=remaining, arrived_at=hosted.arrived_at,
+        )
+        system = summarize(table)
+        lower, _ = thresholds(system.average, PolicySettings().band)
+        ranked = rank_destinations(own, unit, peers, system.average, lower, self.bandwidths.view(v.node_id for v in peers),
+                                   owner_forced=True)
+        return tuple(d.node_id for d in ranked)
+
+    def _move_cost_of_guests(self) -> float | None:
+        """Eq. 5.2's T_m of the costliest guest here: suspended guests wait for the owner no longer
+        than moving them would cost, as the simulator's nodes do. None without guests or without
+        a peer to move them to (then only `owner.evict_after` ends the wait)."""
+        if not any(node != self.node_id for node in self._alive_nodes()):
+            return None
+        speed = self.machine.extremities.speed if self.machine.extremities else 1.0
+        units = [unit_view(f, speed, 0.0) for f in self.supervisor.figures()]
+        return costliest_move(units, self.bandwidths.typical())
+
+    def _observe_transfer(self, peer: str, size: int, seconds: float) -> None:
+        """Per-peer bandwidth from real transfers (the selection policy's S_c / n)."""
+        if seconds > 0:
+            self.bandwidths.observe(peer, size, seconds)
+
+    def _alive_nodes(self) -> list[str]:
+        members = self.membership.members() if self.membership else []
+        return [r.node_id for r in members if r.state == MemberState.ALIVE]
+
+    def _address_of(self, node_id: str) -> tuple[str, int] | None:
+        if self.membership is None:
+            return None
+        for record in self.membership.members():
+            if record.node_id == node_id and record.state in (MemberState.ALIVE, MemberState.SUSPECT):
+                return record.address
+        return None
+
+    def _has_plugin(self, code_hash: str) -> bool:
+        """A working plugin with this hash that this node may run (cluster-shipped ones only while allowed)."""
+        allowed = self.config.get("cluster.allow_cluster_plugins")
+        return any(info.ok and info.hash == code_hash and (allowed or info.source != "cluster")
+                   for info in self.registry.plugins())
+
+    async def _plugin_for(self, code_hash: str, sources: tuple[str, ...]) -> PluginInfo:
+        """The plugin with this hash, fetched from its master (or the unit's source) if this node lacks it."""
+        if self._has_plugin(code_hash) or self._transport is None:
+            return self.registry.by_hash(code_hash)
+        allowed = self.config.get("cluster.allow_cluster_plugins")
+        problems = []
+        for source in sources:
+            address = self._address_of(source)
+            if address is None:
+                problems.append(f"{source[:8]} is not reachable")
+                continue
+            try:
+                info = await fetch_plugin(self._transport, address, code_hash, self.registry, allowed=allowed)
+            except PluginError as error:
+                if not allowed:
+                    raise
+                problems.append(f"{source[:8]}: {error.message}")
+                continue
+            self.events.add("plugin", f"plugin {info.name} {info.version} ({code_hash[:12]}) fetched from "
+                            f"{source[:8]} and validated")
+            return info
+        raise PluginError(f"plugin {code_hash[:12]} could not be fetched: {'; '.join(problems)}")
+
+    def transfer_view(self) -> tuple[str, float, float, float]:
+        """(transfer mode, system average, lower, upper threshold) from the gossiped table (FROST 5.2)."""
+        table = self._table()
+        if not table:
+            return "neutral", 0.0, 0.0, 0.0
+        system = summarize(table)
+        lower, upper = thresholds(system.average, PolicySettings().band)
+        return transfer_mode(system).value, system.average, lower, upper
+
+    def _on_guest_event(self, event: GuestEvent) -> None:
+        severity = event.level if event.level in ("warning", "error") else "info"
+        self.events.add(event.kind, f"{event.task_id}: {event.message}", severity=severity)
+        self.mark_changed()
+
+    def _on_membership_event(self, event: MemberEvent) -> None:
+        record = event.record
+        where = f"{record.name} ({record.node_id[:8]}) at {record.address[0]}:{record.address[1]}"
+        text = {"joined": f"{where} joined", "alive": f"{where} is alive again", "suspect": f"{where} is suspected",
+                "dead": f"{where} is dead", "left": f"{where} left the cluster"}[event.kind]
+        kind = {"joined": "join", "left": "leave"}.get(event.kind, event.kind)
+        if event.kind in ("dead", "left"):
+            self._scheduler.host_lost(record.node_id)
+        self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
+        self.mark_changed()
+
+    def _build_snapshot(self) -> NodeSnapshot:
+        now = time.time()
+        return node_views.build_snapshot(self, self._hosting(now), tuple(self._history), now=now)

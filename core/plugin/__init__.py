@@ -1,0 +1,1 @@
+"""Calculation plugins: the author API, plain-data codec, loading, registry, workers."""

@@ -1,0 +1,159 @@
+"""Run a plugin's split, combine or validation in a throwaway subprocess, never in the node.
+
+Plugin code may loop, crash, print or exhaust memory; it does so in a child process with its
+own session that we kill as a group at the deadline. Requests and replies are plain CBOR over
+the child's stdin and stdout (see `frost_core.plugin.worker`); any failure becomes a
+PluginError carrying the reason and the tail of the child's stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import trio
+
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import MAX_RESULT_BYTES, Output, WorkUnit, decode_plain, encode_plain
+from frost_core.plugin.worker import PHASE_MARK
+
+if TYPE_CHECKING:
+    from frost_core.plugin.registry import PluginInfo
+
+SPLIT_TIMEOUT = 60.0
+COMBINE_TIMEOUT = 300.0
+STDERR_TAIL = 4000
+
+
+async def split_units(info: PluginInfo, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> list[WorkUnit]:
+    """Cut an assignment into work units by running the plugin's `split` in a subprocess."""
+    reply = await run_worker({"op": "split", "path": info.path, "params": dict(params)}, timeout=timeout, label=info.name)
+    units = reply.get("units")
+    if not isinstance(units, list):
+        raise PluginError(f"plugin {info.name!r}: the worker sent no unit list")
+    return [WorkUnit.from_plain(unit) for unit in units]
+
+
+async def combine_output(
+    info: PluginInfo, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT
+) -> Output:
+    """Merge unit results (in unit index order) by running the plugin's `combine` in a subprocess."""
+    request = {"op": "combine", "path": info.path, "params": dict(params), "results": list(results)}
+    reply = await run_worker(request, timeout=timeout, label=info.name)
+    try:
+        return Output(reply["data"], reply["media_type"], reply["filename"])
+    except KeyError as exc:
+        raise PluginError(f"plugin {info.name!r}: the worker's output lacks {exc}") from None
+
+
+async def run_worker(request: dict, *, timeout: float, label: str) -> dict:
+    """Like `ask_worker`, but a plugin's own failure raises PluginError with its reason too."""
+    reply = await ask_worker(request, timeout=timeout, label=label)
+    if not reply["ok"]:
+        raise PluginError(str(reply.get("error")))
+    return reply
+
+
+async def ask_worker(request: dict, *, timeout: float, label: str) -> dict:
+    """Send one request to a fresh worker process and return its reply map (`ok` says how the
+    plugin fared).
+
+    Raises PluginError when the deadline passed (naming the plugin call that hung) or the
+    worker died without a reply (with its exit status and stderr tail).
+    """
+    payload = encode_plain(request, "plugin request", MAX_RESULT_BYTES)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # keep plugin folders as they were hashed
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "frost_core.plugin.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
+    stdout = bytearray()
+    stderr = bytearray()
+    phase = ["starting the worker"]
+    try:
+        with trio.move_on_after(timeout) as deadline:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_feed, process.stdin, payload)
+                nursery.start_soon(_collect_reply, process, stdout)
+                nursery.start_soon(_collect_tail, process.stderr, stderr, phase)
+                nursery.start_soon(_reap, process)
+    finally:
+        _kill_group(process)
+        with trio.CancelScope(shield=True):
+            await process.wait()
+    errors = stderr.decode("utf-8", "replace")
+    if deadline.cancelled_caught:
+        raise PluginError(f"plugin {label!r}: {phase[0]} did not finish within {timeout:g} s{_tail(errors)}")
+    if len(stdout) > MAX_RESULT_BYTES:
+        raise PluginError(f"plugin {label!r}: the reply exceeds {MAX_RESULT_BYTES} bytes")
+    if not stdout:
+        raise PluginError(f"plugin {label!r}: the worker exited with status {process.returncode} and no reply{_tail(errors)}")
+    reply = decode_plain(bytes(stdout), "plugin worker reply")
+    if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+        raise PluginError(f"plugin {label!r}: the worker sent a malformed reply")
+    return reply
+
+
+async def _feed(stream: trio.abc.SendStream | None, payload: bytes) -> None:
+    assert stream is not None
+    async with stream:
+        try:
+            await stream.send_all(payload)
+        except trio.BrokenResourceError:
+            pass  # the worker died before reading; its exit status tells why
+
+
+async def _collect_reply(process: trio.Process, into: bytearray) -> None:
+    """Read the reply; a worker that sends more than any reply may hold is killed."""
+    assert process.stdout is not None
+    async with process.stdout:
+        while chunk := await process.stdout.receive_some(65536):
+            into += chunk
+            if len(into) > MAX_RESULT_BYTES:
+                _kill_group(process)
+                return
+
+
+async def _collect_tail(stream: trio.abc.ReceiveStream | None, into: bytearray, phase: list[str]) -> None:
+    """Read stderr to its end, keeping its tail and the last phase mark (a chatty plugin may
+    push the mark out of the tail)."""
+    assert stream is not None
+    mark = PHASE_MARK.encode()
+    async with stream:
+        while chunk := await stream.receive_some(65536):
+            into += chunk
+            start = into.rfind(mark)
+            end = into.find(b"\n", start)
+            if start >= 0 and end >= 0 and (start == 0 or into[start - 1] == 10):
+                phase[:] = [into[start + len(mark) : end].decode("utf-8", "replace")]
+            if len(into) > 4 * STDERR_TAIL:
+                del into[: len(into) - STDERR_TAIL]
+
+
+async def _reap(process: trio.Process) -> None:
+    """Once the worker exits, kill what it left behind: orphans holding our pipes open."""
+    await process.wait()
+    _kill_group(process)
+
+
+def _kill_group(process: trio.Process) -> None:
+    """Kill the worker and anything it started; it ran in its own session (pgid = pid)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def _tail(errors: str) -> str:
+    lines = [line for line in errors.splitlines() if not line.startswith(PHASE_MARK)]
+    text = "\n".join(lines).strip()[-STDERR_TAIL:]
+    return f"\n--- stderr ---\n{text}" if text else ""
+

@@ -1,0 +1,100 @@
+"""Load a plugin file or folder into this process, and hash its code.
+
+Only throwaway validation workers and guest subprocesses import plugin code; the node never
+does. `frost_core.plugin.registry` re-exports both functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import re
+import sys
+import traceback
+from pathlib import Path
+
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import Plugin, check_plugin
+
+IGNORED_NAMES = ("__pycache__",)
+IGNORED_SUFFIXES = (".pyc", ".pyo")
+_load_count = itertools.count()
+
+
+def content_hash(path: str | Path) -> str:
+    """The sha256 (hex) identifying a plugin's code.
+
+    For a file, the hash of its bytes (so `sha256sum` agrees). For a folder, the hash over its
+    files in sorted order, each as relative path, NUL, size, NUL, bytes; byte-code caches are
+    skipped because importing writes them.
+    """
+    path = Path(path)
+    if path.is_file():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    if not path.is_dir():
+        raise PluginError(f"{path}: no such plugin file or folder")
+    digest = hashlib.sha256()
+    for file in sorted(code_files(path), key=lambda f: f.relative_to(path).as_posix()):
+        data = file.read_bytes()
+        digest.update(f"{file.relative_to(path).as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def load_plugin_file(path: str | Path) -> Plugin:
+    """Import a plugin module (a .py file, or a folder with __init__.py) and return its `plugin`.
+
+    Raises PluginError naming the file and the reason: syntax error, failed import, an
+    exception at import, no `plugin` object, or declarations that break the API.
+    """
+    path = Path(path).resolve()
+    if path.is_dir():
+        init = path / "__init__.py"
+        if not init.is_file():
+            raise PluginError(f"{path}: a plugin folder needs an __init__.py")
+        spec = importlib.util.spec_from_file_location(_module_name(path), init, submodule_search_locations=[str(path)])
+    elif path.is_file() and path.suffix == ".py":
+        spec = importlib.util.spec_from_file_location(_module_name(path), path)
+    else:
+        raise PluginError(f"{path}: not a .py file or a folder")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # lets dataclasses and relative imports inside the plugin work
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise PluginError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except PluginError as exc:
+        raise PluginError(f"{path}: {exc.message}") from None
+    except (Exception, SystemExit) as exc:  # plugin code may raise anything; report it, never crash
+        raise PluginError(f"{path}: importing raised {describe_exception(exc)}") from None
+    if not hasattr(module, "plugin"):
+        raise PluginError(f"{path}: defines no module-level `plugin` (write `plugin = MyPlugin()`)")
+    try:
+        return check_plugin(module.plugin)
+    except PluginError as exc:
+        raise PluginError(f"{path}: {exc.message}") from None
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: message (at file:line)` for the innermost frame, the form a plugin author needs."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    message = str(exc)
+    return f"{type(exc).__name__}{': ' + message if message else ''}{where}"
+
+
+def code_files(folder: Path) -> list[Path]:
+    return [
+        f
+        for f in folder.rglob("*")
+        if f.is_file()
+        and not any(part in IGNORED_NAMES for part in f.relative_to(folder).parts)
+        and f.suffix not in IGNORED_SUFFIXES
+    ]
+
+
+def _module_name(path: Path) -> str:
+    stem = re.sub(r"\W", "_", path.stem if path.is_file() else path.name)
+    return f"frost_plugin_{stem}_{next(_load_count)}"

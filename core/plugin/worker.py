@@ -1,0 +1,156 @@
+"""The throwaway subprocess that imports a plugin to validate it, split or combine.
+
+Run as `python -m frost_core.plugin.worker`: one plain-CBOR request on stdin, one reply on
+stdout (`{"ok": True, ...}` or `{"ok": False, "error": reason}`). The plugin's own prints go
+to stderr so they cannot corrupt the reply; a phase mark on stderr before each plugin call
+lets the parent say which call hung.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from frost_core.api.errors import PluginError
+from frost_core.plugin.api import (
+    API_VERSION,
+    MAX_RESULT_BYTES,
+    Done,
+    Output,
+    Plugin,
+    WorkUnit,
+    decode_plain,
+    encode_plain,
+    parse_params,
+    unit_files,
+)
+from frost_core.plugin.loader import describe_exception, load_plugin_file
+
+PHASE_MARK = "frost-plugin-phase: "
+"""Written to stderr before each plugin call, so that on a timeout the parent can name the call."""
+
+
+def main() -> int:
+    """Answer one request; the exit status is 0 whenever a reply was written."""
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # from here on, anything the plugin prints lands on stderr
+    try:
+        request = decode_plain(sys.stdin.buffer.read(), "plugin request")
+        if not isinstance(request, dict):
+            raise PluginError("the plugin request must be a map")
+        reply = _handle(request)
+        data = encode_plain(reply, "the plugin's reply", MAX_RESULT_BYTES)
+    except PluginError as exc:
+        data = encode_plain({"ok": False, "error": exc.message}, "error reply", MAX_RESULT_BYTES)
+    with os.fdopen(reply_fd, "wb") as out:
+        out.write(data)
+    return 0
+
+
+def _handle(request: dict) -> dict:
+    """The reply to one request; failures before the plugin is known raise PluginError."""
+    op = request.get("op")
+    path = request.get("path")
+    if not isinstance(path, str):
+        raise PluginError("the plugin request has no path")
+    plugin = _call("import", load_plugin_file, path)
+    if op == "validate":
+        try:
+            with tempfile.TemporaryDirectory(prefix="frost-smoke-") as scratch, unit_files(SmokeFiles(Path(scratch))):
+                return {"ok": True, **validate(plugin)}
+        except PluginError as exc:  # the plugin's name lets the list show which plugin is broken
+            return {"ok": False, "error": exc.message, "name": plugin.name}
+    params = parse_params(plugin, request.get("params") or {})
+    if op == "split":
+        return {"ok": True, "units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
+    if op == "combine":
+        results = request.get("results")
+        if not isinstance(results, list):
+            raise PluginError("a combine request needs a list of results")
+        output = _call("combine", plugin.combine, params, results)
+        if not isinstance(output, Output):
+            raise PluginError(f"combine returned a {type(output).__name__}, not an Output")
+        return {"ok": True, "data": output.data, "media_type": output.media_type, "filename": output.filename}
+    raise PluginError(f"unknown plugin request {op!r}")
+
+
+def validate(plugin: Plugin) -> dict:
+    """Describe the plugin after a smoke run: default parameters, split, start, one step.
+
+    Each stage is checked the way the runtime will use it (state round-tripped through CBOR),
+    so a plugin that breaks the API is listed as broken before anyone submits to it.
+    """
+    try:
+        params = parse_params(plugin, {})
+    except PluginError as exc:
+        raise PluginError(f"the default parameters are rejected: {exc.message}") from None
+    units = check_units(_call("split", plugin.split, params))
+    state = _round_trip(_call("start", plugin.start, units[0]), "the state returned by start")
+    _check_progress(_call("progress", plugin.progress, state))
+    after = _call("step", plugin.step, state)
+    if isinstance(after, Done):
+        encode_plain(after.result, "the result returned by step", MAX_RESULT_BYTES)
+    else:
+        _check_progress(_call("progress", plugin.progress, _round_trip(after, "the state returned by step")))
+    return {
+        "api": API_VERSION,
+        "name": plugin.name,
+        "version": plugin.version,
+        "description": plugin.description,
+        "params": [param.to_plain() for param in plugin.params],
+    }
+
+
+class SmokeFiles:
+    """The smoke run has no assignment, so no real input files: every name reads as an empty file."""
+
+    def __init__(self, output_dir: Path) -> None:
+        self.output_dir = output_dir
+
+    def open_input(self, name: str) -> BinaryIO:
+        return io.BytesIO(b"")
+
+
+def check_units(units: object) -> list[WorkUnit]:
+    """A split must give a non-empty list of WorkUnit numbered 0, 1, 2, ... in order."""
+    if not isinstance(units, list) or not units:
+        raise PluginError("split must return a non-empty list of WorkUnit")
+    for position, unit in enumerate(units):
+        if not isinstance(unit, WorkUnit):
+            raise PluginError(f"split returned a {type(unit).__name__} at position {position}, not a WorkUnit")
+        if unit.index != position:
+            raise PluginError(f"split returned unit index {unit.index} at position {position}; number units 0, 1, 2, ...")
+    return units
+
+
+def _call(phase: str, function: Callable[..., Any], *args: object) -> Any:
+    print(f"{PHASE_MARK}{phase}", file=sys.stderr, flush=True)
+    try:
+        return function(*args)
+    except PluginError as exc:
+        if phase == "import":
+            raise
+        raise PluginError(f"{phase}: {exc.message}") from None
+    except (Exception, SystemExit) as exc:  # plugin code may raise anything; report it as its fault
+        raise PluginError(f"{phase} raised {describe_exception(exc)}") from None
+
+
+def _round_trip(state: object, what: str) -> object:
+    if isinstance(state, Done):
+        raise PluginError(f"{what} is a Done; only step may finish a unit")
+    return decode_plain(encode_plain(state, what), what)
+
+
+def _check_progress(value: object) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (math.isfinite(value) and 0 <= value <= 1):
+        raise PluginError(f"progress must return a number in [0, 1], not {value!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Crash-safe files on the desk: checkpoints and durable SQLite."""

@@ -1,0 +1,1 @@
+"""Modal dialogs with typed results."""

@@ -1,1 +1,0 @@
-"""The tabs (panes) and dialogs of the frost-tui terminal UI, one per module."""

@@ -1,0 +1,1 @@
+"""Screenshots of the UI: a fixed demo state and a live cluster."""

@@ -1,0 +1,297 @@
+"""`frost-tui screenshots`: a PNG (and SVG) of every tab in a realistic, fixed state.
+
+The state comes from `demo_snapshot`, a small cluster at a fixed moment, so the pictures (and
+the snapshot tests that use the same state) come out the same on every machine; `--live` takes
+the same shots from a real cluster instead (`live_screenshots`). SVGs are
+exported by Textual; PNGs are converted with cairosvg, with the SVG's web font replaced by an
+installed monospace font (DejaVu Sans Mono) so the columns line up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from frost_core.api.commands import Command
+from frost_core.api.snapshot import (
+    AssignmentView,
+    EventView,
+    GuestView,
+    HostingView,
+    NodeSnapshot,
+    ParamView,
+    PeerView,
+    PluginView,
+    ResourceSample,
+    UnitView,
+)
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.pilot import Pilot
+
+DEMO_NOW = 1_767_000_000.0  # a fixed moment, so every run draws the same times
+SIZE = (132, 40)
+MONOSPACE_FONT = "DejaVu Sans Mono"
+BRAILLE_FONT = "DejaVu Sans"
+_BRAILLE_TEXT = re.compile(r"<text [^>]*>[\u2800-\u28ff]+</text>")
+_NAMES = ("ada", "babbage", "curie", "dijkstra", "euler", "fermat", "gauss", "hopper", "ising", "jacobi")
+_GiB = 1024**3
+
+
+def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> NodeSnapshot:
+    """A desk in a busy cluster: hosting guests, master of a running and a finished assignment."""
+    self_id = "f00dfeed" + "0" * 24
+    peer_views = [
+        PeerView(
+            node_id=self_id, name="turing", address="10.0.4.17:47631", state="alive", available=0.62, cpus=8,
+            free_memory=9 * _GiB, guests=guests, mode="neutral", last_seen=now, rtt_ms=None,
+            idle_extremity=0.91, heavy_extremity=0.18, incarnation=3, protocol_version=1, is_self=True,
+        )
+    ]
+    for i in range(peers):
+        name = _NAMES[i % len(_NAMES)] + ("" if i < len(_NAMES) else str(i // len(_NAMES)))
+        state = "suspect" if i == 3 else "dead" if i == 5 else "alive"
+        peer_views.append(
+            PeerView(
+                node_id=f"{i + 1:02x}" + "c0ffee" + f"{i:024x}",
+                name=name,
+                address=f"10.0.{4 + i // 200}.{20 + i % 200}:47631",
+                state=state,
+                available=round(0.2 + (i * 37 % 80) / 100, 2),
+                cpus=(4, 8, 16, 12)[i % 4],
+                free_memory=(2 + i * 3 % 14) * _GiB,
+                guests=i % 3,
+                mode=("receiver", "sender", "neutral")[i % 3],
+                last_seen=now - (1 + i * 7 % 5) - (9 if state == "suspect" else 0) - (95 if state == "dead" else 0),
+                rtt_ms=None if state == "dead" else round(0.4 + i * 0.37 % 3, 1),
+                idle_extremity=0.9,
+                heavy_extremity=0.2,
+                incarnation=1 + i % 4,
+                protocol_version=1,
+                is_self=False,
+            )
+        )
+    guest_views = tuple(
+        GuestView(
+            task_id=f"{('b7e1a2c9', 'a91f3d20')[g % 2]}-{4 + g % 2}.{g}",
+            assignment_id=f"{('b7e1a2c9', 'a91f3d20')[g % 2]}-{4 + g % 2}",
+            plugin=("raytrace", "montecarlo-pi")[g % 2],
+            origin=_NAMES[g % len(_NAMES)],
+            state="running" if g != 1 else "checkpointing",
+            progress=round(0.15 + (g * 0.29) % 0.8, 2),
+            cpu_seconds=300 + g * 171,
+            wall_seconds=340 + g * 190,
+            since_checkpoint_seconds=40 + g * 23 % 300,
+            cpu_since_checkpoint_seconds=38 + g * 21 % 280,
+            checkpoint_bytes=(420 + g * 60) * 1024,
+            memory_bytes=(60 + g * 25) * 1024 * 1024,
+            explanation="kept here: R=0.62 is above the lower threshold 0.35 (system average 0.58)",
+        )
+        for g in range(guests)
+    )
+    history = tuple(  # as the node keeps it: ten minutes of one-second samples
+        ResourceSample(
+            at=now - (599 - k),
+            available=round(0.55 + 0.25 * math.sin(k / 45) + (0.2 if 300 < k < 400 else 0), 3),
+            owner_cpu_percent=round(max(0.0, 35 + 30 * math.sin(k / 35) - (30 if k > 450 else 0)), 1),
+            guest_cpu_percent=round(min(400.0, 150 + 120 * math.cos(k / 55)), 1),
+        )
+        for k in range(600)
+    )
+    hosts = [p.node_id for p in peer_views if p.state == "alive"]
+    names = {p.node_id: p.name for p in peer_views}
+    unit_states = ("done", "running", "running", "queued", "running", "done")
+    running_units = tuple(
+        UnitView(
+            index=u, task_id=f"f00dfeed-7.{u}", state=unit_states[u],
+            host="" if unit_states[u] == "queued" else hosts[u % len(hosts)],
+            progress=(1.0, 0.62, 0.35, 0.0, 0.81, 1.0)[u], moves=(0, 1, 0, 0, 2, 0)[u], failures=0, error=None,
+            host_name="" if unit_states[u] == "queued" else names[hosts[u % len(hosts)]],
+            eta_seconds=(None, 291.0, 534.0, None, 88.0, None)[u],
+        )
+        for u in range(6)
+    )
+    done_units = tuple(
+        UnitView(index=u, task_id=f"f00dfeed-6.{u}", state="done", host=hosts[(u + 1) % len(hosts)], progress=1.0,
+                 moves=0, failures=0, error=None, host_name=names[hosts[(u + 1) % len(hosts)]])
+        for u in range(4)
+    )
+    assignments = (
+        AssignmentView(
+            id="f00dfeed-7", plugin="raytrace", state="running", progress=0.63, created_at=now - 754,
+            finished_at=None, eta_seconds=412, params={"width": 640, "height": 480, "samples": 16},
+            units=running_units, result_media_type=None, result_filename=None, result_path=None, error=None,
+        ),
+        AssignmentView(
+            id="f00dfeed-6", plugin="montecarlo-pi", state="done", progress=1.0, created_at=now - 3900,
+            finished_at=now - 3011, eta_seconds=None, params={"samples": 400_000_000},
+            units=done_units, result_media_type="text/plain", result_filename="pi.txt",
+            result_path="/home/owner/.local/share/frost-tui/results/f00dfeed-6-pi.txt",
+            error=None,
+        ),
+    )
+    plugins = (
+        PluginView(
+            name="raytrace", version="1.2.0", hash="9f2c4e81d07a5b3362cf18aa", source="bundled",
+            path="frost_plugins/raytrace.py", ok=True, error=None, description="Renders a scene of spheres, row bands per unit.",
+            params=(
+                ParamView("width", "int", 640, "image width in pixels", 16, 4096, ()),
+                ParamView("height", "int", 480, "image height in pixels", 16, 4096, ()),
+                ParamView("samples", "int", 16, "rays per pixel", 1, 1024, ()),
+            ),
+        ),
+        PluginView(
+            name="montecarlo-pi", version="1.0.1", hash="41d8e2ab6c03f9e7d1b25c40", source="bundled",
+            path="frost_plugins/montecarlo_pi.py", ok=True, error=None, description="Estimates pi by random sampling.",
+            params=(ParamView("samples", "int", 100_000_000, "points to draw", 1000, 10**12, ()),),
+        ),
+        PluginView(
+            name="mandelbrot", version="0.9.0", hash="c7a0913e55b2d6f48e1a0c3b", source="bundled",
+            path="frost_plugins/mandelbrot.py", ok=True, error=None, description="Renders the Mandelbrot set.",
+            params=(ParamView("size", "int", 512, "image side in pixels", 16, 8192, ()),
+                    ParamView("palette", "str", "ice", "colour palette", None, None, ("ice", "fire", "grey"))),
+        ),
+        PluginView(
+            name="fluid", version="0.1.0", hash="0e13f7c2a9d84b6615ea7d90", source="added",
+            path="/home/owner/plugins/fluid.py", ok=False, error="step() returned a float, expected Done or bytes",
+            description="", params=(),
+        ),
+    )
+    events = (
+        EventView(now - 3011, "assignment", "f00dfeed-6 (montecarlo-pi) done in 14m49s"),
+        EventView(now - 760, "join", "hopper joined from 10.0.4.27:47631"),
+        EventView(now - 754, "assignment", "f00dfeed-7 (raytrace) submitted: 6 units"),
+        EventView(now - 420, "move-out", "f00dfeed-7.1 moved to babbage (R 0.31 → 0.74)"),
+        EventView(now - 300, "checkpoint", "b7e1a2c9-4.0 checkpointed: 420 KiB in 0.21 s"),
+        EventView(now - 180, "move-in", "a91f3d20-5.1 arrived from curie"),
+        EventView(now - 95, "dead", "fermat is dead: no answer for 95 s", "warning"),
+        EventView(now - 12, "suspect", "dijkstra is suspect: 3 probes unanswered", "warning"),
+        EventView(now - 5, "error", "fluid.py: step() returned a float, expected Done or bytes", "error", "Plugin error"),
+    )
+    hosting = HostingView(
+        state="hosting" if guests else "idle",
+        reason=f"the owner has been away 6m12s; {guests} guest(s) use 2 of 8 CPUs" if guests else "waiting for work",
+        paused_until=None, finishing=False, transfer_mode="neutral", system_average=0.58, lower_threshold=0.35,
+        upper_threshold=0.81, memory_pool_bytes=8 * _GiB, memory_used_bytes=sum(g.memory_bytes for g in guest_views),
+        guest_cpus=8,
+    )
+    settings = {
+        "guests.cpus": 0, "guests.memory_pool_mb": 8192, "owner.busy_cpu_percent": 25.0, "owner.input_idle": 60.0,
+        "owner.evict_after": 120.0, "owner.resume_after": 30.0, "checkpoints.min_interval": 30.0,
+        "checkpoints.max_interval": 900.0, "checkpoints.owner_interruptions_per_hour": 2.0,
+        "cluster.allow_cluster_plugins": True,
+    }
+    return NodeSnapshot(
+        node_id=self_id, name="turing", address="10.0.4.17:47631", cluster_join_code="frost1-7QX4-M2KD-9PLR-WE3T",
+        taken_at=now, hosting=hosting, history=history, peers=tuple(peer_views), guests=guest_views,
+        assignments=assignments, plugins=plugins, events=events, settings=settings,
+    )
+
+
+class StillNode:
+    """A node that shows one fixed snapshot and ignores commands: what a screenshot needs."""
+
+    def __init__(self, snapshot: NodeSnapshot) -> None:
+        self._snapshot = snapshot
+
+    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+    def snapshot(self) -> NodeSnapshot:
+        return self._snapshot
+
+    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
+        pass
+
+    def send_nowait(self, command: Command) -> None:
+        pass
+
+
+# (file stem, keys to press after start-up) for each picture
+SHOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("1-machine", ()),
+    ("2-guests", ("2",)),
+    ("3-peers", ("3",)),
+    ("4-assignments", ("4",)),
+    ("5-plugins", ("5", "down", "down", "down")),
+    ("6-events", ("6",)),
+    ("7-settings", ("7",)),
+    ("8-submit", ("s",)),
+    ("9-help", ("question_mark",)),
+)
+
+
+async def export_shots(shots=SHOTS) -> dict[str, str]:
+    """Run the app once, headless, on the demo state; return the SVG of each shot by name."""
+    from frost_tui.app import create_app
+
+    app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        return await take_shots(app, pilot, shots)
+
+
+async def take_shots(app: App, pilot: Pilot, shots=SHOTS) -> dict[str, str]:
+    """The SVG of each shot by name, from an app already running under `run_test`.
+
+    Each shot starts from the first tab with no dialog open, so one app serves them all.
+    """
+    svgs = {}
+    for stem, keys in shots:
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        svgs[stem] = app.export_screenshot(title="frost-tui")
+        while len(app.screen_stack) > 1:
+            app.pop_screen()
+        await pilot.press("1")
+        await pilot.pause()
+    return svgs
+
+
+def convert_to_png(svg: Path) -> Path:
+    """SVG → PNG with cairosvg, swapping the web font Textual names for an installed monospace one."""
+    import cairosvg
+
+    text = svg.read_text(encoding="utf-8").replace('"Fira Code"', f'"{MONOSPACE_FONT}"')
+    text = text.replace("Fira Code", MONOSPACE_FONT)
+    # DejaVu Sans Mono has no braille (the charts): draw those cells, placed one by one, with DejaVu Sans.
+    text = _BRAILLE_TEXT.sub(lambda m: f'<text style="font-family: {BRAILLE_FONT}" ' + m.group(0)[len("<text "):], text)
+    png = svg.with_suffix(".png")
+    cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=str(png), scale=1.0)
+    return png
+
+
+def render_screenshots(out_dir: Path, *, live: bool = False) -> list[Path]:
+    """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths.
+
+    `live` takes them from a real cluster started for the purpose (`live_screenshots`), else
+    from the demo state.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.pop("NO_COLOR", None)  # NO_COLOR would turn every picture grey
+    os.environ["TZ"] = "UTC"  # the event times shown, the same on every machine
+    if hasattr(time, "tzset"):
+        time.tzset()
+    if live:
+        from frost_tui.shots.live import export_live_shots
+
+        svgs = export_live_shots()
+    else:
+        svgs = asyncio.run(export_shots())
+    pngs = []
+    for stem, svg in svgs.items():
+        path = out_dir / f"{stem}.svg"
+        path.write_text(svg, encoding="utf-8")
+        pngs.append(convert_to_png(path))
+    return pngs

@@ -1,0 +1,1 @@
+"""The tabs of the main screen, one pane per module."""

@@ -1,0 +1,123 @@
+"""Tab 4, Assignments: the work this machine is master of, per assignment and per unit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from frost_core.api.snapshot import AssignmentView, NodeSnapshot, UnitView
+
+from frost_tui.widgets.format import format_duration, progress_bar, styled_state
+from frost_tui.widgets.image_preview import ImagePreview
+from frost_tui.widgets.live_table import LiveTable
+from frost_tui.widgets.redraw import update_static
+from frost_tui.tabs.pane import Pane
+
+ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
+UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error")
+
+
+class AssignmentsPane(Pane):
+    """Select an assignment above to see its units below; a finished one shows its result."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._assignments: dict[str, AssignmentView] = {}
+        self._now = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table")
+        yield LiveTable(*UNIT_COLUMNS, id="units-table")
+        yield Static(id="assignment-result", classes="detail")
+        yield ImagePreview(id="result-preview")
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._now = now
+        self._assignments = {a.id: a for a in snapshot.assignments}
+        newest_first = sorted(snapshot.assignments, key=lambda a: a.created_at, reverse=True)
+        self.query_one("#assignments-table", LiveTable).show_rows(
+            [(a.id, assignment_row(a, now)) for a in newest_first]
+        )
+        self._show_units()
+
+    def selected_assignment(self) -> AssignmentView | None:
+        key = self.query_one("#assignments-table", LiveTable).selected_key()
+        return self._assignments.get(key) if key else None
+
+    def selected_unit(self) -> UnitView | None:
+        assignment = self.selected_assignment()
+        key = self.query_one("#units-table", LiveTable).selected_key()
+        if assignment is None or key is None:
+            return None
+        return next((u for u in assignment.units if u.task_id == key), None)
+
+    def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
+        if event.table.id == "assignments-table":
+            self._show_units()
+
+    def _show_units(self) -> None:
+        assignment = self.selected_assignment()
+        units = assignment.units if assignment else ()
+        self.query_one("#units-table", LiveTable).show_rows([(u.task_id, unit_row(u)) for u in units])
+        result = self.query_one("#assignment-result", Static)
+        preview = self.query_one(ImagePreview)
+        if assignment is None:
+            update_static(result, None, lambda: "No assignments yet: press s to submit one.")
+            preview.path = None
+            return
+        key = (repr(assignment.params),
+               assignment.state, assignment.error, assignment.result_path, assignment.result_media_type)
+        update_static(result, key, lambda: describe_result(assignment))
+        is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
+        preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
+
+
+def assignment_row(assignment: AssignmentView, now: float) -> tuple:
+    done = sum(1 for u in assignment.units if u.state == "done")
+    moves = sum(u.moves for u in assignment.units)
+    eta = format_duration(assignment.eta_seconds) if assignment.state == "running" else "—"
+    return (
+        assignment.id,
+        assignment.plugin,
+        styled_state(assignment.state),
+        progress_bar(assignment.progress),
+        f"{done}/{len(assignment.units)}",
+        str(moves),
+        eta,
+        format_duration(now - assignment.created_at),
+    )
+
+
+def unit_row(unit: UnitView) -> tuple:
+    return (
+        unit.task_id,
+        styled_state(unit.state),
+        unit.host_name or "—",
+        progress_bar(unit.progress, width=10),
+        format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—",
+        str(unit.moves),
+        str(unit.failures),
+        Text(unit.error or "", style="red"),
+    )
+
+
+def describe_result(assignment: AssignmentView) -> Group:
+    params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
+    lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
+    if assignment.error:
+        lines.append(Text.assemble(("Error  ", "bold red"), assignment.error))
+    elif assignment.state == "done" and assignment.result_path:
+        lines.append(
+            Text.assemble(
+                ("Result  ", "bold"),
+                f"{assignment.result_filename} ({assignment.result_media_type or 'unknown type'})  ",
+                ("press w to save it elsewhere", "italic"),
+            )
+        )
+    elif assignment.state == "running":
+        lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
+    return Group(*lines)

@@ -1,0 +1,134 @@
+"""Tab 1, This machine: hosting state, recent resource history, thresholds, memory pool."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+from frost_core.api.snapshot import HostingView, NodeSnapshot, ResourceSample
+
+from frost_tui.widgets.chart import Chart, ChartData, Series, plot_dots
+from frost_tui.widgets.format import format_bytes, progress_bar, styled_state
+from frost_tui.widgets.state_banner import StateBanner
+from frost_tui.tabs.pane import Pane
+
+# The node keeps ten minutes of one-second samples; the charts show all of them.
+CHART_WINDOW_SECONDS = 600
+
+
+class MachinePane(Pane):
+    """What this desk is doing for the cluster, readable at a glance like htop's header."""
+
+    _facts_key: tuple | None = None
+    _shown: tuple[NodeSnapshot, float] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield StateBanner(id="state-banner")
+        with Horizontal(id="machine-body"):
+            with Vertical(id="machine-charts"):
+                yield Chart(id="chart-available")
+                yield Chart(id="chart-cpu")
+            yield Static(id="machine-facts")
+
+    def on_resize(self) -> None:
+        """The charts' time scale follows their width: a tab drawn while hidden has none yet."""
+        if self._shown is not None:
+            self.show(*self._shown)
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._shown = (snapshot, now)
+        banner = self.query_one(StateBanner)
+        banner.now = now
+        if banner.hosting != snapshot.hosting:
+            banner.hosting = snapshot.hosting
+        chart_width = self.query_one("#chart-available", Chart).size.width
+        if chart_width:
+            self._show_charts(snapshot, chart_width)
+        alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+        facts_key = (snapshot.hosting, len(snapshot.guests), alive, snapshot.name, snapshot.address)
+        if facts_key != self._facts_key:
+            self._facts_key = facts_key
+            self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
+
+    def _show_charts(self, snapshot: NodeSnapshot, chart_width: int) -> None:
+        seconds_per_dot = max(1, math.ceil(CHART_WINDOW_SECONDS / max(1, plot_dots(chart_width))))
+        history = bucket_history(snapshot.history, seconds_per_dot)
+        available = ChartData(
+            title="Available",
+            unit="",
+            series=(Series("available (speed units)", "green", tuple(s.available for s in history)),),
+            seconds_per_dot=seconds_per_dot,
+        )
+        cpu = ChartData(
+            title="CPU",
+            unit="%",
+            series=(
+                Series("owner", "yellow", tuple(s.owner_cpu_percent for s in history)),
+                Series("guests", "cyan", tuple(s.guest_cpu_percent for s in history)),
+            ),
+            seconds_per_dot=seconds_per_dot,
+        )
+        for chart_id, data in (("#chart-available", available), ("#chart-cpu", cpu)):
+            chart = self.query_one(chart_id, Chart)
+            if chart.data != data:
+                chart.data = data
+
+
+def bucket_history(history: Sequence[ResourceSample], seconds_per_dot: int) -> tuple[ResourceSample, ...]:
+    """Average the samples over fixed slices of wall-clock time, keeping only finished slices.
+
+    The slices are aligned to the clock and the window of slices shown ends at the newest
+    finished one, leaving out the oldest (which loses a sample each second as the node's
+    history slides): so a chart changes only when a slice completes, every few seconds, not
+    on each one-second sample. Redrawing two wide charts every second was most of what the
+    idle This machine tab cost.
+    """
+    if not history:
+        return ()
+    if seconds_per_dot == 1:
+        return tuple(history)
+    current = int(history[-1].at // seconds_per_dot)
+    first = max(int(history[0].at // seconds_per_dot) + 1, current - (CHART_WINDOW_SECONDS // seconds_per_dot - 2))
+    slices: dict[int, list[ResourceSample]] = {}
+    for sample in history:
+        number = int(sample.at // seconds_per_dot)
+        if first <= number < current:
+            slices.setdefault(number, []).append(sample)
+    return tuple(
+        ResourceSample(
+            at=number * seconds_per_dot,
+            available=sum(s.available for s in samples) / len(samples),
+            owner_cpu_percent=sum(s.owner_cpu_percent for s in samples) / len(samples),
+            guest_cpu_percent=sum(s.guest_cpu_percent for s in samples) / len(samples),
+        )
+        for number, samples in slices.items()
+    )
+
+
+def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
+    """The figures the transfer policy decides on, next to the charts that show their history."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    pool = hosting.memory_pool_bytes
+    used = hosting.memory_used_bytes
+    memory = progress_bar(used / pool if pool else 0.0, width=14)
+    memory.append(f"  {format_bytes(used)} of {format_bytes(pool)}")
+    table.add_row("State", styled_state(hosting.state))
+    table.add_row("Transfer mode", styled_state(hosting.transfer_mode))
+    table.add_row("System average", f"{hosting.system_average:.2f}")
+    table.add_row("Lower threshold", f"{hosting.lower_threshold:.2f}")
+    table.add_row("Upper threshold", f"{hosting.upper_threshold:.2f}")
+    table.add_row("Memory pool", memory)
+    table.add_row("CPUs for guests", str(hosting.guest_cpus))
+    table.add_row("Guests here", str(len(snapshot.guests)))
+    alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
+    table.add_row("Peers alive", str(alive))
+    table.add_row("Node", Text(f"{snapshot.name}  {snapshot.address}  {snapshot.node_id[:8]}"))
+    return table

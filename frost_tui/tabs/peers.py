@@ -1,0 +1,168 @@
+"""Tab 3, Peers: the cluster's resource table, sortable and filterable, suspects marked."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Input, Static
+
+from frost_core.api.snapshot import NodeSnapshot, PeerView
+
+from frost_tui.widgets.format import format_ago, format_bytes, format_clock, styled_state
+from frost_tui.widgets.live_table import LiveTable
+from frost_tui.widgets.redraw import update_static
+from frost_tui.tabs.pane import Pane
+
+COLUMNS = ("Name", "Address", "State", "Available", "CPUs", "Free memory", "Guests", "Mode", "Last heard", "RTT")
+RECENTLY_HEARD_SECONDS = 3.0
+# How each column sorts: a key function of the peer, so sorting uses numbers, not their text.
+SORT_KEYS = (
+    lambda p: p.name.lower(),
+    lambda p: p.address,
+    lambda p: ("alive", "suspect", "dead", "left").index(p.state) if p.state in ("alive", "suspect", "dead", "left") else 9,
+    lambda p: -p.available,
+    lambda p: -p.cpus,
+    lambda p: -p.free_memory,
+    lambda p: -p.guests,
+    lambda p: p.mode,
+    lambda p: -p.last_seen,
+    lambda p: p.rtt_ms if p.rtt_ms is not None else float("inf"),
+)
+
+
+class PeersPane(Pane):
+    """Every node this one knows of, itself included (marked ★)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._peers: dict[str, PeerView] = {}
+        self._sort_column = 3
+        self._snapshot: NodeSnapshot | None = None
+        self._now = 0.0
+        self._rows: dict[str, tuple[tuple, tuple]] = {}  # node id -> (what the row shows, the row)
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="/ filter peers by name, address, state or mode", id="peers-filter")
+        yield LiveTable(*COLUMNS, id="peers-table")
+        yield Static("No peer selected.", id="peer-detail", classes="detail")
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self._snapshot, self._now = snapshot, now
+        self._peers = {p.node_id: p for p in snapshot.peers}
+        needle = self.query_one("#peers-filter", Input).value.strip().lower()
+        peers = [p for p in snapshot.peers if matches(p, needle)]
+        peers.sort(key=SORT_KEYS[self._sort_column])
+        table = self.query_one(LiveTable)
+        table.show_rows([(p.node_id, self._row(p, now)) for p in peers])
+        subtitle = f"{len(peers)} of {len(snapshot.peers)} · sorted by {COLUMNS[self._sort_column]}"
+        if table.border_subtitle != subtitle:  # setting it repaints the whole table, even to the same text
+            table.border_subtitle = subtitle
+        self._show_detail()
+
+    def _row(self, peer: PeerView, now: float) -> tuple:
+        """The peer's row, built again only when something it shows changed."""
+        shown = (peer.name, peer.is_self, peer.address, peer.state, peer.available, peer.cpus, peer.free_memory,
+                 peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now))
+        cached = self._rows.get(peer.node_id)
+        if cached is None or cached[0] != shown:
+            cached = (shown, peer_row(peer, now))
+            self._rows[peer.node_id] = cached
+        return cached[1]
+
+    def focus_main(self) -> None:
+        self.query_one(LiveTable).focus()
+
+    def focus_filter(self) -> bool:
+        self.query_one("#peers-filter", Input).focus()
+        return True
+
+    def sort_by(self, column: int) -> None:
+        self._sort_column = column
+        self._redraw()
+
+    def selected_peer(self) -> PeerView | None:
+        key = self.query_one(LiveTable).selected_key()
+        return self._peers.get(key) if key else None
+
+    def on_live_table_header_selected(self, event: LiveTable.HeaderSelected) -> None:
+        self.sort_by(event.column_index)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._redraw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(LiveTable).focus()
+
+    def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _redraw(self) -> None:
+        if self._snapshot is not None:
+            self.show(self._snapshot, self._now)
+
+    def _show_detail(self) -> None:
+        peer = self.selected_peer()
+        now = self._now
+        facts = peer_facts(peer, now) if peer else None
+        update_static(self.query_one("#peer-detail", Static), facts,
+                      lambda: describe_peer(facts) if facts else "No peer selected.", layout=False)
+
+
+def matches(peer: PeerView, needle: str) -> bool:
+    if not needle:
+        return True
+    return any(needle in field.lower() for field in (peer.name, peer.address, peer.state, peer.mode, peer.node_id))
+
+
+def peer_row(peer: PeerView, now: float) -> tuple:
+    name = Text(("★ " if peer.is_self else "") + peer.name)
+    if peer.state in ("suspect", "dead"):
+        name = Text(("? " if peer.state == "suspect" else "✗ ") + peer.name, style=styled_state(peer.state).style)
+    return (
+        name,
+        peer.address,
+        styled_state(peer.state),
+        f"{peer.available:.2f}",
+        str(peer.cpus),
+        format_bytes(peer.free_memory),
+        str(peer.guests),
+        styled_state(peer.mode),
+        last_heard(peer, now),
+        "—" if peer.rtt_ms is None else f"{peer.rtt_ms:.1f} ms",
+    )
+
+
+def last_heard(peer: PeerView, now: float) -> str:
+    """"now" for a peer heard within the last few gossip rounds, else how long ago.
+
+    Live peers are heard about every second, so an exact age would flip every row between
+    "now" and "1s ago" on every redraw: noise for the owner, and a full-table repaint.
+    """
+    if peer.is_self or now - peer.last_seen < RECENTLY_HEARD_SECONDS:
+        return "now"
+    return format_ago(peer.last_seen, now)
+
+
+def peer_facts(peer: PeerView, now: float) -> tuple[tuple[str, str | Text, str, str], ...]:
+    """What the detail pane says, as text: it is redrawn only when this changes."""
+    heard = last_heard(peer, now)
+    if heard != "now":
+        heard = f"{format_clock(peer.last_seen)} ({heard})"
+    return (
+        ("Node id", peer.node_id, "Incarnation", str(peer.incarnation)),
+        ("State", styled_state(peer.state), "Protocol", f"v{peer.protocol_version}"),
+        ("Idle extremity", f"{peer.idle_extremity:.2f}", "Heavy extremity", f"{peer.heavy_extremity:.2f}"),
+        ("Last heard", heard, "Mode", peer.mode),
+    )
+
+
+def describe_peer(facts: tuple[tuple[str, str | Text, str, str], ...]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_column(style="bold")
+    table.add_column()
+    for row in facts:
+        table.add_row(*row)
+    return table

@@ -1,0 +1,186 @@
+"""Tab 7, Settings: the owner's policy (like BOINC's computing preferences) and the join code.
+
+The form is generated from core's option table, so each field carries that option's bounds
+and documentation; saving sends the changed values to the node, which validates, writes the
+config file and applies them live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.validation import ValidationResult, Validator
+from textual.widgets import Button, Input, Label, Static, Switch
+
+from frost_core.api.commands import SaveSettings
+from frost_core.config import OPTIONS, Option
+from frost_core.api.snapshot import NodeSnapshot
+
+from frost_tui.tabs.pane import Pane
+
+# The owner-policy options, grouped as the owner thinks of them.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Computing", ("guests.cpus", "guests.memory_pool_mb")),
+    ("While you use this machine", ("owner.busy_cpu_percent", "owner.input_idle")),
+    ("Suspend and evict", ("owner.evict_after", "owner.resume_after")),
+    ("Checkpoints", ("checkpoints.min_interval", "checkpoints.max_interval", "checkpoints.owner_interruptions_per_hour")),
+    ("Cluster", ("cluster.allow_cluster_plugins",)),
+)
+_OPTIONS = {option.name: option for option in OPTIONS}
+
+
+class OptionValidator(Validator):
+    """Checks a typed value against the option's kind and bounds, with the option's own words."""
+
+    def __init__(self, option: Option) -> None:
+        super().__init__()
+        self.option = option
+
+    def validate(self, value: str) -> ValidationResult:
+        try:
+            parse_value(self.option, value)
+        except ValueError as error:
+            return self.failure(str(error))
+        return self.success()
+
+
+def parse_value(option: Option, text: str) -> Any:
+    """Turn the owner's text into the option's type, or raise ValueError saying what is wrong."""
+    text = text.strip()
+    try:
+        value: Any = int(text) if option.kind is int else float(text)
+    except ValueError:
+        kind = "a whole number" if option.kind is int else "a number"
+        raise ValueError(f"{option.name} must be {kind}") from None
+    if option.minimum is not None and not option.minimum <= value <= option.maximum:
+        raise ValueError(f"{option.name} must be between {option.minimum:g} and {option.maximum:g}")
+    return value
+
+
+def field_id(name: str) -> str:
+    return "opt-" + name.replace(".", "-").replace("_", "-")
+
+
+class SettingsPane(Pane):
+    """Fields follow the node's settings until the owner edits them; ctrl+s or Save sends them."""
+
+    class Save(Message):
+        """The owner asked to save; the app sends the command to the node."""
+
+        def __init__(self, command: SaveSettings) -> None:
+            super().__init__()
+            self.command = command
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._loaded: dict[str, Any] = {}
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="settings-form"):
+            for title, names in GROUPS:
+                yield Label(title, classes="settings-group")
+                for name in names:
+                    option = _OPTIONS[name]
+                    with Horizontal(classes="setting"):
+                        yield Label(name, classes="setting-name")
+                        if option.kind is bool:
+                            yield Switch(value=bool(option.default), id=field_id(name))
+                        else:
+                            yield Input(
+                                _as_text(option.default),
+                                id=field_id(name),
+                                validators=[OptionValidator(option)],
+                                validate_on=["changed", "submitted"],
+                                classes="setting-input",
+                            )
+                        yield Label(option.doc, classes="setting-doc")
+                    yield Label("", id=field_id(name) + "-error", classes="setting-error")
+            yield Label("Cluster join code", classes="settings-group")
+            yield Static(id="join-code")
+            with Horizontal(id="settings-buttons"):
+                yield Button("Save (ctrl+s)", id="settings-save", variant="primary")
+                yield Button("Revert", id="settings-revert")
+
+    def focus_main(self) -> None:
+        """Focus the form, not a field: number keys must still switch tabs."""
+        self.query_one("#settings-form").focus()
+
+    def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        self.query_one("#join-code", Static).update(
+            f"{snapshot.cluster_join_code}\nGive this code to a colleague so their desk can join this cluster."
+        )
+        if snapshot.settings == self._loaded:
+            return
+        previous, self._loaded = self._loaded, dict(snapshot.settings)
+        for title, names in GROUPS:
+            for name in names:
+                if name not in snapshot.settings:
+                    continue
+                widget = self.query_one("#" + field_id(name))
+                if self._current_text(name) != _as_text(previous.get(name, _OPTIONS[name].default)):
+                    continue  # the owner is editing this field: keep their text
+                if isinstance(widget, Switch):
+                    widget.value = bool(snapshot.settings[name])
+                else:
+                    widget.value = _as_text(snapshot.settings[name])
+
+    def changed_values(self) -> dict[str, Any]:
+        """Values that differ from the node's; raises ValueError naming the first invalid field."""
+        changed = {}
+        for title, names in GROUPS:
+            for name in names:
+                option = _OPTIONS[name]
+                widget = self.query_one("#" + field_id(name))
+                value = widget.value if isinstance(widget, Switch) else parse_value(option, widget.value)
+                if value != self._loaded.get(name, option.default):
+                    changed[name] = value
+        return changed
+
+    def request_save(self) -> None:
+        try:
+            values = self.changed_values()
+        except ValueError as error:
+            self.app.notify(str(error), title="Settings not saved", severity="error")
+            return
+        if not values:
+            self.app.notify("Nothing changed.", title="Settings")
+            return
+        self.post_message(self.Save(SaveSettings(values=values)))
+
+    def revert(self) -> None:
+        loaded, self._loaded = self._loaded, {}
+        for title, names in GROUPS:
+            for name in names:
+                widget = self.query_one("#" + field_id(name))
+                value = loaded.get(name, _OPTIONS[name].default)
+                if isinstance(widget, Switch):
+                    widget.value = bool(value)
+                else:
+                    widget.value = _as_text(value)
+        self._loaded = loaded
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        error = self.query_one(f"#{event.input.id}-error", Label)
+        result = event.validation_result
+        message = "" if result is None or result.is_valid else "; ".join(result.failure_descriptions)
+        error.update(message)
+        error.set_class(bool(message), "-shown")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "settings-save":
+            self.request_save()
+        elif event.button.id == "settings-revert":
+            self.revert()
+
+    def _current_text(self, name: str) -> str:
+        widget = self.query_one("#" + field_id(name))
+        return _as_text(widget.value)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:g}" if abs(value) < 1e15 else str(value)
+    return str(value)
