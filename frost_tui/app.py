@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
 
 import outcome
 import trio
@@ -37,6 +36,7 @@ from frost_core.api.commands import (
 )
 from frost_core.config import Config
 from frost_core.api.errors import FrostError
+from frost_core.api.node_api import NodeApi
 from frost_core.api.snapshot import NodeSnapshot
 
 from frost_tui.tabs.assignments import AssignmentsPane
@@ -68,18 +68,6 @@ EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 PASSIVE_REDRAW_INTERVAL = 1.0
 COMMAND_WINDOW = 3.0
 log = logging.getLogger("frost.tui")
-
-
-class NodeLike(Protocol):
-    """The part of `frost_core.node.wiring.Node` the UI uses (tests substitute a fake)."""
-
-    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None: ...
-
-    def snapshot(self) -> NodeSnapshot: ...
-
-    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None: ...
-
-    def send_nowait(self, command: Command) -> None: ...
 
 
 class SnapshotArrived(Message):
@@ -114,7 +102,7 @@ class FrostApp(App[int]):
         *(Binding(str(n), f"show_tab('{tab_id}')", label, show=False) for n, (tab_id, label, _) in enumerate(TABS, 1)),
     ]
 
-    def __init__(self, node: NodeLike, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, node: NodeApi, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.node = node
         self.clock = clock
@@ -409,7 +397,7 @@ def describe_topbar(snapshot: NodeSnapshot) -> str:
     )
 
 
-def create_app(node: NodeLike, *, clock: Callable[[], float] = time.time) -> FrostApp:
+def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time) -> FrostApp:
     """Build the app around a node (the real one, or a fake in tests and screenshots)."""
     return FrostApp(node, clock=clock)
 

@@ -1,6 +1,6 @@
 """Remote file access across moves: master -> remote, remote -> remote, remote -> master, with files intact.
 
-(master -> master is tests/node/test_files.py.) One unit reads an input file that only its
+(master -> master is tests/process/test_files.py.) One unit reads an input file that only its
 master has and writes an output file; it starts on a host, moves to a second host, whose first
 host is then stopped (no residual dependency on it), and moves home to the master. The output
 file and the result must be exactly those of a local run.

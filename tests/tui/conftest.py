@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 from frost_tui.app import FrostApp, create_app
 from frost_tui.shots.fixed import DEMO_NOW
 
-from .fake_node import FakeNode
+from tests.tui.fake_node import FakeNode
 
 os.environ["TZ"] = "UTC"
 time.tzset()

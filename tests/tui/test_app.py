@@ -7,8 +7,8 @@ import asyncio
 from frost_tui.app import SnapshotArrived, create_app
 from frost_tui.shots.fixed import DEMO_NOW
 
-from .conftest import run_ui, screen_text, wait_for
-from .fake_node import FakeNode
+from tests.tui.conftest import run_ui, screen_text, wait_for
+from tests.tui.fake_node import FakeNode
 
 
 def test_real_node_starts_shows_its_state_and_stops_cleanly_on_ctrl_q(real_node, tmp_path):

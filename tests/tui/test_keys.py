@@ -7,7 +7,7 @@ real nodes for each key would make the UI tests minutes long.
 
 from __future__ import annotations
 
-from .conftest import run_ui, screen_text
+from tests.tui.conftest import run_ui, screen_text
 
 
 

@@ -20,7 +20,7 @@ from frost_core.wire.security import ClusterKey
 from tests.nodes import start_node
 from tests.nodes import wait_for as wait_until
 
-from .conftest import make_config, run_ui, screen_text, wait_for
+from tests.tui.conftest import make_config, run_ui, screen_text, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

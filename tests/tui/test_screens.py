@@ -10,9 +10,9 @@ from textual.widgets import Input, Select
 from frost_core.api.snapshot import EventView
 from frost_tui.shots.fixed import DEMO_NOW
 
-from .conftest import make_config, run_ui, screen_text, wait_for
-from .fake_node import FakeNode
-from .test_widgets import make_png
+from tests.tui.conftest import make_config, run_ui, screen_text, wait_for
+from tests.tui.fake_node import FakeNode
+from tests.png_reader import make_png
 
 
 def test_an_error_event_becomes_a_titled_notification(node):

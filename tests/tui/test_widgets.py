@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-import zlib
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.text import Text
@@ -12,26 +9,7 @@ from rich.text import Text
 from frost_tui.widgets.chart import ChartData, Series, render_chart
 from frost_tui.widgets.format import format_bytes, format_duration, progress_bar
 from frost_tui.widgets.image_preview import ImageFormatError, decode_image, render_half_blocks
-
-
-def make_png(width: int, height: int, pixel=lambda x, y: (x * 40 % 256, y * 60 % 256, 128), filter_type: int = 0) -> bytes:
-    rows = b"".join(
-        bytes((filter_type,)) + b"".join(bytes(pixel(x, y)) for x in range(width)) for y in range(height)
-    )
-    if filter_type == 2:  # "up": store differences from the row above
-        raw = bytearray()
-        previous = bytes(width * 3)
-        for y in range(height):
-            row = b"".join(bytes(pixel(x, y)) for x in range(width))
-            raw += bytes((2,)) + bytes((a - b) & 0xFF for a, b in zip(row, previous))
-            previous = row
-        rows = bytes(raw)
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+from tests.png_reader import make_png
 
 
 def test_durations_read_like_a_clock():

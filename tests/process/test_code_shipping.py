@@ -20,7 +20,7 @@ from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message
 from frost_core.wire.security import ClusterKey
 
-from .test_plugin_registry import good_source, write
+from tests.plugin_sources import good_source, write
 
 KEY = ClusterKey.generate()
 STRANGER_KEY = ClusterKey.generate()

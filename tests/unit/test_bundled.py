@@ -11,7 +11,7 @@ from frost_core.api.errors import PluginError
 from frost_core.plugin.api import MAX_RESULT_BYTES, Done, Output, Plugin, decode_plain, encode_plain, parse_params, run_locally
 from frost_plugins import mandelbrot, montecarlo_pi, raytrace
 
-from .png_reader import read_png
+from tests.png_reader import read_png
 
 # Small fixed sizes so each reference run takes well under a second. The digests are of the
 # decoded pixels: PNG bytes also depend on the zlib build, pixels only on our arithmetic.

@@ -10,31 +10,10 @@ import pytest
 import trio
 
 from frost_core.guest import Completed, Evicted, Failed, GuestSupervisor
-from tests.core.test_guest_plugins import (
-    COUNTER,
-    Recorder,
-    counter_result,
-    fast_settings,
-    guest_processes,
-    make_task,
-    write_plugin,
+from tests.guest_kit import (
+    COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
-
-# About a second of guest CPU in small steps: long enough to pause, kill and evict it mid-way.
-LONG = {"n": 1500, "spin": 2000}
-
-
-async def wait_for(predicate, timeout: float = 60.0, poll: float = 0.01):
-    """Poll until `predicate()` is truthy; a starved idle-priority guest may take a while on a busy box."""
-    with trio.fail_after(timeout):
-        while not (value := predicate()):
-            await trio.sleep(poll)
-    return value
-
-
-def guest_cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
+from tests.waiting import wait_until
 
 
 async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path):
@@ -50,7 +29,7 @@ async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_p
             outcome_box.append(await guests.run(task))
 
         nursery.start_soon(run)
-        figures = await wait_for(lambda: [f for f in guests.figures() if f.last_checkpoint_seq and f.progress > 0])
+        figures = await wait_until(lambda: [f for f in guests.figures() if f.last_checkpoint_seq and f.progress > 0])
         seen.append(figures[0])
     outcome = outcome_box[0]
     assert isinstance(outcome, Completed)
@@ -83,7 +62,7 @@ async def test_kill_9_at_random_moments_then_restart_gives_the_identical_result(
             nursery.start_soon(run)
             if kills < 3:
                 # Kill at a random moment once the guest is under way (after its first checkpoint).
-                await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()) or outcome_box)
+                await wait_until(lambda: any(f.last_checkpoint_seq for f in guests.figures()) or outcome_box)
                 await trio.sleep(rng.uniform(0.0, 0.2))
                 for process in guest_processes():
                     process.send_signal(signal.SIGKILL)
@@ -111,7 +90,7 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
             outcome_box.append(await guests.run(task))
 
         nursery.start_soon(run)
-        await wait_for(lambda: any(f.state == "running" and f.cpu_seconds > 0.05 for f in guests.figures()))
+        await wait_until(lambda: any(f.state == "running" and f.cpu_seconds > 0.05 for f in guests.figures()))
         [process] = guest_processes()
 
         guests.pause_all()
@@ -123,7 +102,7 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
         assert process.status() == psutil.STATUS_STOPPED
 
         guests.resume_all()
-        await wait_for(lambda: guest_cpu(process) > frozen)
+        await wait_until(lambda: guest_cpu(process) > frozen)
 
         guests.pause_all()  # evicting a paused guest must still work
         evicted = await guests.evict()
@@ -148,7 +127,7 @@ async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path):
     task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.run, task)
-        await wait_for(lambda: any(f.state == "running" for f in guests.figures()))
+        await wait_until(lambda: any(f.state == "running" for f in guests.figures()))
         first = await guests.checkpoint_now(task.task_id, deadline=60)
         second = await guests.checkpoint_now(task.task_id, deadline=60)
         assert first is not None and second is not None and second.seq == first.seq + 1
@@ -165,7 +144,7 @@ async def test_a_checkpoint_from_a_newer_ownership_epoch_is_not_resumed(tmp_path
     path = write_plugin(tmp_path, "counter", COUNTER)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.run, make_task(path, LONG, epoch=5))
-        await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
+        await wait_until(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
         await guests.evict()
     outcome = await guests.run(make_task(path, LONG, epoch=4))
     assert isinstance(outcome, Failed) and not outcome.retryable
@@ -182,7 +161,7 @@ async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoint
             outcome_box.append(await guests.run(task))
 
         nursery.start_soon(run)
-        await wait_for(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
+        await wait_until(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
         assert await guests.cancel_assignment(task.assignment_id) == (task.task_id,)
         assert guest_processes() == []
     outcome = outcome_box[0]

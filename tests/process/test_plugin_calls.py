@@ -12,7 +12,7 @@ from frost_core.api.errors import PluginError
 from frost_core.plugin.calls import combine_output, split_units
 from frost_core.plugin.registry import PluginInfo, PluginRegistry, content_hash
 
-from .test_plugin_registry import good_source
+from tests.plugin_sources import good_source
 
 
 def plugin_at(path: Path, name: str = "squares") -> PluginInfo:

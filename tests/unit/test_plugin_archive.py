@@ -15,7 +15,7 @@ from frost_core.plugin.archive import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, pack
 from frost_core.plugin.registry import content_hash
 from frost_core.wire.codec import encode
 
-from .test_plugin_registry import good_source, write
+from tests.plugin_sources import good_source, write
 
 
 def archive_of(*files: tuple[str, bytes], format: int = 1) -> bytes:

@@ -13,8 +13,9 @@ import trio
 from frost_core.guest import GuestSupervisor
 from frost_core.guest.limits import MIB, address_space_cap, memory_verdict
 from frost_core.guest.priority import PriorityView
-from tests.core.test_guest_plugins import COUNTER, Recorder, fast_settings, guest_processes, make_task, write_plugin
-from tests.core.test_guest_supervisor import guest_cpu, wait_for
+from tests.guest_kit import COUNTER, Recorder, fast_settings, guest_processes, make_task, write_plugin
+from tests.guest_kit import guest_cpu
+from tests.waiting import wait_until
 
 FLOOR = PriorityView(nice=19, idle_policy=True, autogroup_nice=19)
 
@@ -79,7 +80,7 @@ async def test_a_guest_gets_almost_nothing_against_cpu_hogs_in_another_session(t
     hogs: list[subprocess.Popen] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.run, task)
-        await wait_for(lambda: any(f.state == "running" for f in guests.figures()))
+        await wait_until(lambda: any(f.state == "running" for f in guests.figures()))
         [guest] = guest_processes()
         try:
             for _ in range(os.cpu_count() or 1):

@@ -6,7 +6,7 @@ import pytest
 
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.loader import load_plugin_file
-from tests.node.guests import PLUGINS
+from tests.process.guests import PLUGINS
 
 pytestmark = pytest.mark.slow
 

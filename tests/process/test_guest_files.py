@@ -14,8 +14,8 @@ from frost_core.guest import Completed, Evicted, Failed, GuestSupervisor, InputF
 from frost_core.guest.envelope import STATE, unpack
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.registry import load_plugin_file
-from tests.core.test_guest_plugins import Recorder, fast_settings, guest_processes, make_task
-from tests.core.test_guest_supervisor import wait_for
+from tests.guest_kit import Recorder, fast_settings, guest_processes, make_task
+from tests.waiting import wait_until
 
 GREP = Path(__file__).resolve().parents[2] / "plugins" / "grep.py"
 UNIT = {"name": "log", "pattern": "needle", "ignore_case": False}
@@ -79,7 +79,7 @@ async def test_output_files_survive_an_eviction_and_resume_on_another_host(tmp_p
             outcome_box.append(await first.run(task))
 
         nursery.start_soon(run)
-        await wait_for(lambda: any(f.last_checkpoint_seq and f.progress > 0.02 for f in first.figures()))
+        await wait_until(lambda: any(f.last_checkpoint_seq and f.progress > 0.02 for f in first.figures()))
         first.pause_all()  # hold it mid-file; the eviction lets it run to its next migration point
         await first.evict()
     [evicted] = outcome_box
@@ -122,7 +122,7 @@ async def test_a_checkpoint_asked_for_while_a_file_is_opening_is_answered_after_
         nursery.start_soon(run)
         await asked.wait()
         nursery.start_soon(checkpoint)
-        await wait_for(lambda: [f for f in guests.figures() if f.state == "checkpointing"])
+        await wait_until(lambda: [f for f in guests.figures() if f.state == "checkpointing"])
         await trio.sleep(1.5)  # the request waits in the guest, which waits for the file mid-start (not stuck)
         assert checkpoints == []
         released.set()

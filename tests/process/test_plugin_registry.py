@@ -10,38 +10,7 @@ import trio
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import MAX_STATE_BYTES
 from frost_core.plugin.registry import PluginRegistry, content_hash, load_plugin_file
-
-GOOD = '''
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
-
-class Squares(Plugin):
-    name = "{name}"
-    version = "{version}"
-    description = "squares numbers"
-    params = (Param("count", int, 3, minimum=1),)
-
-    def split(self, params):
-        return [WorkUnit(i, {{"x": i}}, 1024, 1.0) for i in range(params["count"])]
-
-    def start(self, unit):
-        return {{"x": unit.data["x"]}}
-
-    def step(self, state):
-        return Done(state["x"] ** 2)
-
-    def progress(self, state):
-        return 0.0
-
-    def combine(self, params, results):
-        return Output(repr(results).encode(), "text/plain", "squares.txt")
-{tail}
-plugin = Squares()
-'''
-
-
-def good_source(name: str = "squares", version: str = "1.0", tail: str = "") -> str:
-    return GOOD.format(name=name, version=version, tail=tail)
-
+from tests.plugin_sources import good_source, write
 
 # name -> (source, words the error must contain)
 BROKEN = {
@@ -63,12 +32,6 @@ BROKEN = {
     "step_loops": (good_source().replace('return Done(state["x"] ** 2)', "while True:\n            pass"), ["step did not finish within"]),
     "bad_progress": (good_source().replace("return 0.0", "return 7"), ["progress must return a number in [0, 1], not 7"]),
 }
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ import trio
 
 from frost_core.guest import Completed, GuestSupervisor
 from frost_core.guest.limits import address_space_cap
-from tests.core.test_guest_plugins import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
-from tests.core.test_guest_supervisor import LONG, wait_for
-from tests.node.guests import spare_processes
+from tests.guest_kit import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
+from tests.guest_kit import LONG
+from tests.waiting import wait_until
+from tests.process.guests import spare_processes
 
 
 def spares() -> list[psutil.Process]:
@@ -35,8 +36,8 @@ async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spa
     outcomes = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
-        (spare,) = await wait_for(spares)
-        await wait_for(lambda: spare.nice() == 19)  # it lowers itself before it waits, not when its unit comes
+        (spare,) = await wait_until(spares)
+        await wait_until(lambda: spare.nice() == 19)  # it lowers itself before it waits, not when its unit comes
         if hasattr(os, "SCHED_IDLE"):
             assert os.sched_getscheduler(spare.pid) in (os.SCHED_IDLE, os.SCHED_OTHER)  # OTHER where refused
         assert guests.guest_pids() == ()  # waiting, it is no guest: it runs no unit and uses no CPU
@@ -47,12 +48,12 @@ async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spa
         nursery.start_soon(run)
         # The spare became the guest: in the unit's scratch folder, with the unit's memory cap.
         scratch = tmp_path / "node" / "scratch" / task.task_id
-        await wait_for(lambda: Path(spare.cwd()) == scratch)
+        await wait_until(lambda: Path(spare.cwd()) == scratch)
         cap = address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes)
         assert spare.rlimit(psutil.RLIMIT_AS) == (cap, cap)
-        (successor,) = await wait_for(spares)
+        (successor,) = await wait_until(spares)
         assert successor.pid != spare.pid
-        await wait_for(lambda: outcomes)
+        await wait_until(lambda: outcomes)
         nursery.cancel_scope.cancel()
     assert isinstance(outcomes[0], Completed)
     assert outcomes[0].value() == counter_result(path, LONG)
@@ -65,13 +66,13 @@ async def test_a_spare_killed_from_outside_is_replaced_and_units_still_run(tmp_p
     path = write_plugin(tmp_path, "counter", COUNTER)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
-        (spare,) = await wait_for(spares)
+        (spare,) = await wait_until(spares)
         os.kill(spare.pid, signal.SIGKILL)
-        await wait_for(lambda: dead(spare))
+        await wait_until(lambda: dead(spare))
         outcome = await guests.run(make_task(path, {"n": 5}))
         assert isinstance(outcome, Completed)
         assert outcome.value() == counter_result(path, {"n": 5})
-        (replacement,) = await wait_for(spares)
+        (replacement,) = await wait_until(spares)
         assert replacement.pid != spare.pid
         nursery.cancel_scope.cancel()
     assert guest_processes() == []
@@ -82,7 +83,7 @@ async def test_turning_the_spare_off_stops_it(tmp_path):
                              on_event=Recorder())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
-        await wait_for(spares)
+        await wait_until(spares)
         guests.update_settings(fast_settings(warm_spare=False))
-        await wait_for(lambda: not spares(), timeout=15)
+        await wait_until(lambda: not spares(), timeout=15)
         nursery.cancel_scope.cancel()

@@ -1,6 +1,7 @@
 """The design card's folders install under names that cannot collide, as a wheel and as an editable install."""
 
 import ast
+import shutil
 import site
 import subprocess
 import sys
@@ -53,8 +54,13 @@ def check_install(python: Path, cwd: Path) -> dict:
 def test_installs_under_distinct_import_names(tmp_path, mode):
     python = make_venv(tmp_path / "venv")
     if mode == "wheel":
+        # Built from a clean copy: setuptools never empties a checkout's build/, so a module
+        # that was moved away would still ship from there.
+        source = tmp_path / "source"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
         subprocess.check_call([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                               "-w", tmp_path / "dist", ROOT])
+                               "-w", tmp_path / "dist", source])
         (wheel,) = (tmp_path / "dist").glob("frost_tui-*.whl")
         subprocess.check_call([python, "-m", "pip", "install", "-q", "--no-deps", wheel])
     else:
