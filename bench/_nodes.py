@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from frost_core.config import Paths
-from frost_core.node.control import call_node
 from frost_core.api.errors import NodeUnavailableError
 from frost_core.wire.security import ClusterKey
 from bench_plugins.ballast import FIRST_STEP
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for the tests' node client
+from tests.nodes import call_verb  # noqa: E402
 
 BALLAST_PLUGIN = Path(__file__).resolve().parent / "bench_plugins" / "ballast.py"
 FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
@@ -57,7 +59,7 @@ class BenchNode:
 
     def call(self, verb: str, **args: Any) -> Any:
         paths = Paths.resolve(config_file=self.data_dir / "config.toml", data_dir=self.data_dir)
-        return call_node(paths, verb, **args)
+        return call_verb(paths, verb, **args)
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -199,85 +199,94 @@ def _measure(args: argparse.Namespace, paths: Paths) -> int:
     """The running node measures (and uses the figures at once); with none running, this process does."""
     from dataclasses import asdict
 
-    from frost_core.node.control import call_node
+    from frost_core.api.commands import Measurement, Remeasure
     from frost_core.api.errors import NodeUnavailableError
     from frost_core.measure.calibrate import load_or_measure
+    from frost_core.node.control import call_node
 
     try:
-        figures = call_node(paths, "remeasure")
+        figures = call_node(paths, Remeasure())
         where = "the running node uses them from now on"
     except NodeUnavailableError:
-        figures = asdict(load_or_measure(paths.extremities_file, remeasure=True))
+        figures = Measurement(**asdict(load_or_measure(paths.extremities_file, remeasure=True)))
         where = "no node is running here; it uses them from its next start"
     if args.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps(asdict(figures), indent=2))
         return 0
-    print(f"speed {figures['speed']:.3f} per CPU, {figures['cpus']} CPU(s)\n"
-          f"idle machine: guests get {figures['idle']:.3f} speed units\n"
-          f"busy machine: guests get {figures['heavy']:.3f} speed units\n"
+    print(f"speed {figures.speed:.3f} per CPU, {figures.cpus} CPU(s)\n"
+          f"idle machine: guests get {figures.idle:.3f} speed units\n"
+          f"busy machine: guests get {figures.heavy:.3f} speed units\n"
           f"saved to {paths.extremities_file}; {where}")
     return 0
 
 
 def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.node.control import call_node
+    from frost_core.api import commands, queries
+    from frost_core.node.control import call_node, plain_reply
 
     verb = args.verb
-    if verb == "status":
-        reply = call_node(paths, "status")
-        print(json.dumps(reply, indent=2) if args.json else tables.status(reply))
-    elif verb == "peers":
-        reply = call_node(paths, "peers")
-        print(json.dumps(reply, indent=2) if args.json else tables.peers(reply))
+    if verb in ("status", "peers", "assignments"):
+        request = {"status": queries.GetStatus, "peers": queries.ListPeers,
+                   "assignments": queries.ListAssignments}[verb]()
+        reply = plain_reply(request, call_node(paths, request))
+        table = {"status": tables.status, "peers": tables.peers, "assignments": tables.assignments}[verb]
+        print(json.dumps(reply, indent=2) if args.json else table(reply))
     elif verb == "plugins":
         return _plugins(args, paths)
     elif verb == "submit":
         return _submit(args, paths)
-    elif verb == "assignments":
-        reply = call_node(paths, "assignments")
-        print(json.dumps(reply, indent=2) if args.json else tables.assignments(reply))
     elif verb == "result":
-        reply = call_node(paths, "result", assignment=args.assignment, output=str(args.output.resolve()),
-                          files=str(args.files.resolve()) if args.files else None)
-        print(f"Saved {reply['bytes']} bytes ({reply['media_type']}) to {reply['path']}")
+        saved = call_node(paths, queries.FetchResult(
+            assignment_id=args.assignment, output=str(args.output.resolve()),
+            files=str(args.files.resolve()) if args.files else None))
+        print(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
         if args.files:
-            print(f"Saved {len(reply['files'])} output file(s) to {reply['files_folder']}")
+            print(f"Saved {len(saved.files)} output file(s) to {saved.files_folder}")
     elif verb == "cancel":
-        call_node(paths, "cancel", assignment=args.assignment)
+        call_node(paths, commands.CancelAssignment(assignment_id=args.assignment))
         print(f"Cancelled {args.assignment}.")
     elif verb == "pause":
-        reply = call_node(paths, "pause", until=args.until)
-        print(reply["message"])
-    elif verb in ("resume", "finish"):
-        print(call_node(paths, verb)["message"])
+        from frost_core.policies.intents import parse_until
+
+        until = parse_until(args.until, now=time.time()) if args.until else None
+        print(call_node(paths, commands.PauseHosting(until=until)))
+    elif verb == "resume":
+        print(call_node(paths, commands.ResumeHosting()))
+    elif verb == "finish":
+        print(call_node(paths, commands.FinishThenPause()))
     elif verb == "evict":
-        print(call_node(paths, "evict", task=args.task)["message"])
+        print(call_node(paths, commands.EvictGuests(task_id=args.task)))
     elif verb == "move":
-        print(call_node(paths, "move", task=args.task, node=args.node)["message"])
+        print(call_node(paths, commands.MoveTask(task_id=args.task, node=args.node)))
     return 0
 
 
 def _plugins(args: argparse.Namespace, paths: Paths) -> int:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core.node.control import call_node
+    from frost_core.api.commands import AddPlugin
     from frost_core.api.errors import NodeUnavailableError
+    from frost_core.api.queries import ListPlugins
+    from frost_core.node.control import call_node, plain_reply
+    from frost_core.node.views import plugin_view
     from frost_core.plugin.registry import PluginRegistry
 
     adding = args.plugin_verb == "add"
     try:
         if adding:
-            reply = [call_node(paths, "add-plugin", path=str(args.path.resolve()))]
+            views = (call_node(paths, AddPlugin(path=str(args.path.resolve()))),)
         else:
-            reply = call_node(paths, "plugins")
+            views = call_node(paths, ListPlugins())
     except NodeUnavailableError:
         registry = PluginRegistry(paths.data_dir)
-        infos = [registry.add(args.path.resolve())] if adding else registry.scan()
-        reply = [info.to_plain() for info in infos]
+        views = tuple(plugin_view(info) for info in ([registry.add(args.path.resolve())] if adding else registry.scan()))
+    reply = plain_reply(ListPlugins(), views)
     print(json.dumps(reply, indent=2) if getattr(args, "json", False) else tables.plugins(reply))
-    return 0 if all(info["ok"] for info in reply) or not adding else 1
+    return 0 if all(view.ok for view in views) or not adding else 1
 
 
 def _submit(args: argparse.Namespace, paths: Paths) -> int:
+    from frost_core.api.commands import SubmitAssignment
+    from frost_core.api.queries import FetchResult, GetAssignment
     from frost_core.node.control import call_node
 
     params = {}
@@ -288,25 +297,24 @@ def _submit(args: argparse.Namespace, paths: Paths) -> int:
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
-    reply = call_node(paths, "submit", plugin=args.plugin, params=params, one_per_host=args.one_per_host,
-                      inputs=_input_files(args.input))
-    assignment_id = reply["id"]
-    print(f"Submitted {assignment_id}: {reply['units']} unit(s) of {args.plugin}.")
+    submitted = call_node(paths, SubmitAssignment(plugin=args.plugin, params=params, one_per_host=args.one_per_host,
+                                                  inputs=_input_files(args.input)))
+    print(f"Submitted {submitted.id}: {submitted.units} unit(s) of {args.plugin}.")
     if not args.wait:
         return 0
     while True:
-        state = call_node(paths, "assignment", assignment=assignment_id)
-        if state["state"] in ("done", "failed", "cancelled"):
+        state = call_node(paths, GetAssignment(assignment_id=submitted.id))
+        if state.state in ("done", "failed", "cancelled"):
             break
         time.sleep(0.5)
-    if state["state"] != "done":
-        print(f"Assignment {assignment_id} {state['state']}: {state.get('error') or ''}", file=sys.stderr)
+    if state.state != "done":
+        print(f"Assignment {submitted.id} {state.state}: {state.error or ''}", file=sys.stderr)
         return 1
     if args.output:
-        saved = call_node(paths, "result", assignment=assignment_id, output=str(args.output.resolve()))
-        print(f"Saved {saved['bytes']} bytes ({saved['media_type']}) to {saved['path']}")
+        saved = call_node(paths, FetchResult(assignment_id=submitted.id, output=str(args.output.resolve())))
+        print(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
     else:
-        print(f"Assignment {assignment_id} is done.")
+        print(f"Assignment {submitted.id} is done.")
     return 0
 
 

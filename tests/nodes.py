@@ -11,9 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from frost_core.config import Paths
-from frost_core.node.control import call_node
+from frost_core.api.commands import (
+    AddPlugin, CancelAssignment, EvictGuests, FinishThenPause, MoveTask, PauseHosting, Remeasure, ResumeHosting,
+    SubmitAssignment,
+)
 from frost_core.api.errors import NodeUnavailableError
+from frost_core.api.queries import (
+    FetchResult, GetAssignment, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins,
+)
+from frost_core.config import Paths
+from frost_core.node.control import call_node, plain_reply
+from frost_core.policies.intents import parse_until
 
 FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 
@@ -32,6 +40,27 @@ input_idle = 0
 """
 
 
+REQUESTS = {
+    "status": GetStatus, "peers": ListPeers, "events": ListEvents, "plugins": ListPlugins,
+    "assignments": ListAssignments, "remeasure": Remeasure, "resume": ResumeHosting, "finish": FinishThenPause,
+    "submit": SubmitAssignment,
+    "assignment": lambda assignment: GetAssignment(assignment_id=assignment),
+    "result": lambda assignment, output, files=None: FetchResult(assignment_id=assignment, output=output, files=files),
+    "cancel": lambda assignment: CancelAssignment(assignment_id=assignment),
+    "pause": lambda until=None: PauseHosting(until=parse_until(until, now=time.time()) if until else None),
+    "evict": lambda task=None: EvictGuests(task_id=task),
+    "move": lambda task, node: MoveTask(task_id=task, node=node),
+    "add-plugin": lambda path: AddPlugin(path=path),
+}
+"""The typed request behind each CLI verb, built from the verb's arguments, for tests that script a node."""
+
+
+def call_verb(paths: Paths, verb: str, **args: Any) -> Any:
+    """Send the request behind `verb`; the reply comes back as the plain data `--json` prints."""
+    request = REQUESTS[verb](**args)
+    return plain_reply(request, call_node(paths, request))
+
+
 @dataclass
 class NodeProcess:
     data_dir: Path
@@ -44,7 +73,7 @@ class NodeProcess:
         return Paths.resolve(config_file=self.data_dir / "config.toml", data_dir=self.data_dir)
 
     def call(self, verb: str, **args: Any) -> Any:
-        return call_node(self.paths, verb, **args)
+        return call_verb(self.paths, verb, **args)
 
     @property
     def address(self) -> str:

@@ -1,47 +1,61 @@
-"""What the owner can tell a node to do: one frozen dataclass per verb.
+"""What the owner can tell a node to do: one frozen dataclass per verb, each naming its reply type.
 
 The UI sends these one way with `Node.send_nowait` and learns the outcome from later
-snapshots and events; the control socket runs them with `Node.execute` and gets a reply.
+snapshots and events; the control socket runs them with `Node.execute` and gets the `REPLY`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from frost_core.api.snapshot import PluginView
 
 
 @dataclass(frozen=True)
 class PauseHosting:
     """Stop every guest at once and advertise nothing; `until` is a wall-clock time or None."""
 
+    REPLY: ClassVar[Any] = str  # what the node does now, in words
     until: float | None = None
 
 
 @dataclass(frozen=True)
 class ResumeHosting:
-    pass
+    REPLY: ClassVar[Any] = str
 
 
 @dataclass(frozen=True)
 class FinishThenPause:
     """Take nothing new and pause when the current guests are done."""
 
+    REPLY: ClassVar[Any] = str
+
 
 @dataclass(frozen=True)
 class EvictGuests:
     """Checkpoint and send away one guest (`task_id`) or all of them (None)."""
 
+    REPLY: ClassVar[Any] = str
     task_id: str | None = None
 
 
 @dataclass(frozen=True)
 class MoveTask:
+    REPLY: ClassVar[Any] = str
     task_id: str
     node: str  # node id, node id prefix or node name
 
 
 @dataclass(frozen=True)
+class Submitted:
+    id: str
+    units: int
+
+
+@dataclass(frozen=True)
 class SubmitAssignment:
+    REPLY: ClassVar[Any] = Submitted
     plugin: str
     params: dict[str, Any] = field(default_factory=dict)
     one_per_host: bool = False  # FROST's rule; otherwise one unit per free core of each host
@@ -50,11 +64,13 @@ class SubmitAssignment:
 
 @dataclass(frozen=True)
 class CancelAssignment:
+    REPLY: ClassVar[Any] = str  # the cancelled assignment's id
     assignment_id: str
 
 
 @dataclass(frozen=True)
 class AddPlugin:
+    REPLY: ClassVar[Any] = PluginView  # `ok` is false, with the reason, for a broken plugin
     path: str
 
 
@@ -62,10 +78,29 @@ class AddPlugin:
 class SaveSettings:
     """Options by name ("guests.cpus": 2); validated, saved to the config file, applied live."""
 
+    REPLY: ClassVar[Any] = str
     values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What guests get here on an idle and on a busy machine, in speed units."""
+
+    speed: float
+    cpus: int
+    idle: float
+    heavy: float
+    measured_at: float
+
+
+@dataclass(frozen=True)
+class Remeasure:
+    """Measure the machine again and use the figures from the next reading on."""
+
+    REPLY: ClassVar[Any] = Measurement
 
 
 Command = (
     PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | MoveTask | SubmitAssignment
-    | CancelAssignment | AddPlugin | SaveSettings
+    | CancelAssignment | AddPlugin | SaveSettings | Remeasure
 )

@@ -3,17 +3,19 @@
 The embedded node (`frost_core.node.wiring.Node`) implements it in-process; a client attached
 over the control socket implements it across a connection. The UI holds the latest snapshot,
 sends commands one way and learns their outcome from later snapshots and events, so no screen
-needs to know which of the two it has.
+needs to know which of the two it has. Scripts (the CLI) wait instead: `execute` and `ask`
+return the typed reply each command and query declares as its `REPLY`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
 from frost_core.api.commands import Command
+from frost_core.api.queries import Query
 from frost_core.api.snapshot import NodeSnapshot
 
 
@@ -31,3 +33,9 @@ class NodeApi(Protocol):
 
     def send_nowait(self, command: Command) -> None:
         """Hand a command to the node without waiting; its outcome shows in later snapshots."""
+
+    async def execute(self, command: Command) -> Any:
+        """Carry out `command` now and return its REPLY; a FrostError says why it could not."""
+
+    async def ask(self, query: Query) -> Any:
+        """Answer `query` with its REPLY, changing nothing; a FrostError says why it could not."""

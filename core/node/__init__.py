@@ -1,1 +1,1 @@
-"""The running node: wiring, its views and verbs, the control socket, headless mode."""
+"""The running node: wiring, its views, its answers to queries, the control socket, headless mode."""

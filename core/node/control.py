@@ -1,8 +1,9 @@
 """The local control socket: how `frost-tui status`, `submit`, `pause`… reach a running node.
 
 A Unix socket in the data dir, created with mode 0600 so only the owner's account can command
-the node. Requests and replies use the same framing and strict decoder as the network; the
-reply body is plain data (CBOR), which the CLI prints as a table or as JSON.
+the node. A request is one typed command or query (`frost_core.api.commands`, `.queries`), named
+by its class and checked against its type hints on arrival exactly as a wire message is; the
+reply is checked the same way against the type the request declares as its `REPLY`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import logging
 import os
 import socket
+import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -18,18 +20,24 @@ from typing import Any
 import trio
 
 from frost_core.config import Paths
+from frost_core.api.commands import Command
 from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.queries import Query
 from frost_core.wire.channel import Channel
 from frost_core.wire.pipe import read_frame, write_frame
 from frost_core.wire.codec import decode_strict, encode
 from frost_core.wire.codes import MessageCode
-from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, from_plain, register, to_plain
 
 log = logging.getLogger("frost.control")
 
 CALL_TIMEOUT = 120.0
 
-Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+Request = Command | Query
+REQUESTS: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(Request)}
+"""Every request the socket carries, by the class name that travels as `ControlRequest.kind`."""
+
+Handler = Callable[[Request], Awaitable[Any]]
 
 
 @register
@@ -37,8 +45,8 @@ Handler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 class ControlRequest(Message):
     CODE = MessageCode.CONTROL_REQUEST
     MAX_SIZE = 64 * 1024
-    verb: str
-    args: bytes  # a CBOR map, decoded strictly by the node
+    kind: str     # a class name from REQUESTS
+    fields: bytes  # that class's fields as a CBOR map, decoded strictly by the node
 
 
 @register
@@ -47,7 +55,7 @@ class ControlReply(Message):
     CODE = MessageCode.CONTROL_REPLY
     MAX_SIZE = MAX_MESSAGE_SIZE
     ok: bool
-    body: bytes = b""  # CBOR data on success
+    body: bytes = b""  # the request's REPLY as CBOR data, on success
     error_title: str = ""
     error_message: str = ""
 
@@ -109,17 +117,25 @@ async def _serve_client(stream: trio.SocketStream, handler: Handler) -> None:
 
 async def _answer(request: ControlRequest, handler: Handler) -> ControlReply:
     try:
-        args = decode_strict(request.args) if request.args else {}
-        if not isinstance(args, dict):
-            raise ProtocolError("control request arguments must be a map")
-        body = await handler(request.verb, args)
-        return ControlReply(ok=True, body=encode(body))
+        cls = REQUESTS.get(request.kind)
+        if cls is None:
+            raise ProtocolError(f"unknown control request {request.kind!r}")
+        try:
+            typed = from_plain(cls, decode_strict(request.fields))
+        except ProtocolError as error:
+            raise ProtocolError(f"bad {request.kind}: {error.message}") from None
+        return ControlReply(ok=True, body=encode(plain_reply(typed, await handler(typed))))
     except FrostError as error:
         return ControlReply(ok=False, error_title=error.title, error_message=error.message)
 
 
-def call_node(paths: Paths, verb: str, **args: Any) -> Any:
-    """Send one request to the node that owns `paths.data_dir` and return its answer (blocking).
+def plain_reply(request: Request, reply: Any) -> Any:
+    """`reply` to `request` as plain data (maps, lists, strings, numbers): the body of `--json`."""
+    return to_plain(type(request).REPLY, reply)
+
+
+def call_node(paths: Paths, request: Request) -> Any:
+    """Send one request to the node that owns `paths.data_dir` and return its typed reply (blocking).
 
     Raises NodeUnavailableError when no node listens there, and FrostError with the node's
     own title and message when the node refuses.
@@ -136,7 +152,8 @@ def call_node(paths: Paths, verb: str, **args: Any) -> Any:
                 "(start one with `frost-tui` or `frost-tui --headless`)"
             ) from error
         with sock.makefile("rwb") as pipe:
-            write_frame(pipe, ControlRequest(verb=verb, args=encode(args)))
+            write_frame(pipe, ControlRequest(kind=type(request).__name__,
+                                             fields=encode(to_plain(type(request), request))))
             pipe.flush()
             reply = read_frame(pipe)
     except TimeoutError as error:
@@ -147,4 +164,4 @@ def call_node(paths: Paths, verb: str, **args: Any) -> Any:
         raise ProtocolError(f"the node answered with {type(reply).__name__}, not a control reply")
     if not reply.ok:
         raise FrostError(reply.error_message, title=reply.error_title)
-    return decode_strict(reply.body)
+    return from_plain(type(request).REPLY, decode_strict(reply.body))

@@ -2,8 +2,8 @@
 
 The node is the one narrow API between the UI (or the headless runner) and everything else:
 `serve()` runs it, `snapshot()` reads its whole state as one frozen value, `send_nowait()`
-hands it a command without ever blocking, and `execute()` runs a command and returns its
-outcome (the control socket uses that). All of it runs on one trio thread, which may be a
+hands it a command without ever blocking, `execute()` runs a command and returns its typed
+reply, and `ask()` answers a typed query (the control socket uses those two). All of it runs on one trio thread, which may be a
 guest run on Textual's loop, so nothing here does long synchronous work.
 """
 
@@ -30,11 +30,11 @@ from frost_core.cluster.messages import Verdict
 from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
-    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, MoveTask, PauseHosting,
-    ResumeHosting, SaveSettings, SubmitAssignment,
+    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
+    Remeasure, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, save_config
-from frost_core.node.control import serve_control
+from frost_core.node.control import Request, serve_control
 from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
@@ -44,7 +44,8 @@ from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
 from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
-from frost_core.node.verbs import answer_control
+from frost_core.node.answers import answer
+from frost_core.api.queries import Query
 from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.balance import Step
@@ -169,11 +170,15 @@ class Node:
             self.mark_changed()
 
     async def execute(self, command: Command) -> Any:
-        """Carry out one command now and return its outcome; FrostError says why it could not."""
+        """Carry out one command now and return its REPLY; FrostError says why it could not."""
         try:
             return await self._execute(command)
         finally:
             self.mark_changed()
+
+    async def ask(self, query: Query) -> Any:
+        """Answer one query with its REPLY; FrostError says why it could not (an unknown id, say)."""
+        return await answer(self, query)
 
     def mark_changed(self) -> None:
         self._changed.set()
@@ -289,7 +294,7 @@ class Node:
                 else:
                     self.events.add("plugin", f"plugin at {path} is broken: {info.error}", severity="error",
                                     title="Broken plugin")
-                return info
+                return node_views.plugin_view(info)
             case SaveSettings(values=values):
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
                 save_config(self.config)
@@ -300,11 +305,13 @@ class Node:
                 return "saved"
             case MoveTask(task_id=task_id, node=node):
                 return await self.move(task_id, node)
+            case Remeasure():
+                return Measurement(**dataclasses.asdict(await self.machine.remeasure()))
         raise FrostError(f"unknown command {command!r}")
 
     async def _submit(
         self, plugin_name: str, raw_params: dict[str, Any], *, one_per_host: bool = False, inputs: dict[str, str],
-    ) -> dict[str, Any]:
+    ) -> Submitted:
         if not self.registry.plugins():
             await self.registry.scan_async()
         info = self.registry.get(plugin_name)
@@ -322,7 +329,7 @@ class Node:
         )
         self.events.add("assignment", f"assignment {assignment_id} submitted: {len(units)} unit(s) of {info.name}")
         self._scheduler.wake()
-        return {"id": assignment_id, "units": len(units)}
+        return Submitted(id=assignment_id, units=len(units))
 
     async def _evict(self, task_id: str | None) -> str:
         """Free the CPU now, then send each guest to the best peer (or back to its master's queue).
@@ -467,8 +474,8 @@ class Node:
                 self._listener(self._snapshot)
             await trio.sleep(PUBLISH_INTERVAL)
 
-    async def _control(self, verb: str, args: dict[str, Any]) -> Any:
-        return await answer_control(self, verb, args)
+    async def _control(self, request: Request) -> Any:
+        return await (self.ask(request) if isinstance(request, Query) else self.execute(request))
 
     # -- figures and views -----------------------------------------------------------------
 

@@ -101,6 +101,28 @@ def decode_message(code: int, body: bytes | bytearray | memoryview) -> Message:
         raise ProtocolError(f"bad {cls.__name__}: {exc.message}") from None
 
 
+def from_plain(hint: Any, value: Any) -> Any:
+    """`value` (decoded CBOR) checked and converted to `hint`, as a message field of that type would be.
+
+    For typed data that travels inside a message body, such as a control request or its reply.
+    """
+    return _plain_converters(hint)[0](value)
+
+
+def to_plain(hint: Any, value: Any) -> Any:
+    """`value` of type `hint` as plain data (maps, lists, strings, numbers) for CBOR or JSON."""
+    return _plain_converters(hint)[1](value)
+
+
+_PLAIN: dict[Any, tuple[_Convert, _Convert]] = {}
+
+
+def _plain_converters(hint: Any) -> tuple[_Convert, _Convert]:
+    if hint not in _PLAIN:
+        _PLAIN[hint] = _converters(hint, repr(hint))
+    return _PLAIN[hint]
+
+
 # ---------------------------------------------------------------------------------------------
 # Schemas from type hints
 
@@ -479,7 +501,9 @@ __all__ = [
     "Message",
     "decode_message",
     "encode_message",
+    "from_plain",
     "max_body_size",
     "message_class",
     "register",
+    "to_plain",
 ]

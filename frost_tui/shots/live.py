@@ -33,8 +33,9 @@ from typing import Any
 
 import psutil
 
-from frost_core.api.commands import MoveTask, SubmitAssignment
+from frost_core.api.commands import MoveTask, PauseHosting, ResumeHosting, SubmitAssignment
 from frost_core.config import Config, Paths, load_config, save_config
+from frost_core.api.queries import GetStatus
 from frost_core.node.control import call_node
 from frost_core.api.errors import FrostError, NodeUnavailableError
 from frost_core.api.snapshot import AssignmentView, NodeSnapshot, UnitView
@@ -100,7 +101,7 @@ def export_live_shots(shots=SHOTS) -> dict[str, str]:
         with _running_peers(root, key_file) as peers:
             node = Node(node_config(root / DESK[0], DESK[0], DESK[1], key_file, [p.address for p in peers]))
             for peer in peers:  # until the first peer's guest has come here
-                call_node(peer.paths, "pause")
+                call_node(peer.paths, PauseHosting())
             guests: list[psutil.Process] = []
             try:
                 return asyncio.run(_capture(node, peers, shots, guests))
@@ -160,7 +161,7 @@ def _wait_until_answering(peer: Peer) -> None:
     deadline = time.monotonic() + STEP_TIMEOUT
     while True:
         try:
-            peer.address = call_node(peer.paths, "status")["address"]
+            peer.address = call_node(peer.paths, GetStatus()).address
             return
         except NodeUnavailableError:
             if peer.process.poll() is not None or time.monotonic() > deadline:
@@ -217,11 +218,11 @@ async def _stage_and_shoot(app, pilot, peers: list[Peer], shots) -> dict[str, st
     stage = _Stage(app, pilot)
     names = {peer.name for peer in peers}
     await stage.reach(lambda s: s.address != "" and names <= _alive_peers(s), "every peer alive")
-    await asyncio.to_thread(call_node, peers[0].paths, "submit", plugin="montecarlo-pi", params=PEERS_GUEST)
+    await asyncio.to_thread(call_node, peers[0].paths, SubmitAssignment(plugin="montecarlo-pi", params=PEERS_GUEST))
     await stage.reach(lambda s: any(g.origin == peers[0].name and g.progress > 0 for g in s.guests),
                       f"a guest from {peers[0].name} running here")
     for peer in peers:
-        await asyncio.to_thread(call_node, peer.paths, "resume")
+        await asyncio.to_thread(call_node, peer.paths, ResumeHosting())
     await stage.reach(lambda s: s.history[-1].at - s.history[0].at >= HISTORY_SECONDS,
                       f"{HISTORY_SECONDS:.0f} s of measurements", timeout=HISTORY_SECONDS + STEP_TIMEOUT)
     slots = DESK[1] + sum(cpus for _, cpus in PEERS)

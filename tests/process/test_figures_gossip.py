@@ -57,7 +57,7 @@ async def test_a_peer_sees_a_guest_arrive_and_leave_without_waiting_for_the_next
                 while not desk.snapshot().guests:
                     await trio.sleep(0.05)
             await guests_seen_by(peer, desk.node_id, 1, timeout=5)
-            await desk.execute(CancelAssignment(assignment["id"]))
+            await desk.execute(CancelAssignment(assignment.id))
             await guests_seen_by(peer, desk.node_id, 0, timeout=5)
             nursery.cancel_scope.cancel()
     finally:

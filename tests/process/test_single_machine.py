@@ -48,13 +48,13 @@ def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
     assignment_id = submit(node, "mandelbrot", params)
     wait_for(lambda: sum(u["state"] == "done" for u in node.call("assignment", assignment=assignment_id)["units"]) >= 2,
              timeout=60, what="a few units done")
-    done_before = {u["id"] for u in node.call("assignment", assignment=assignment_id)["units"] if u["state"] == "done"}
+    done_before = {u["task_id"] for u in node.call("assignment", assignment=assignment_id)["units"] if u["state"] == "done"}
     node.kill()
     for guest in guest_processes(node.process.pid):
         guest.kill()
     node = single_node()
     record = node.call("assignment", assignment=assignment_id)
-    assert done_before <= {u["id"] for u in record["units"] if u["state"] == "done"}, "completed units survive"
+    assert done_before <= {u["task_id"] for u in record["units"] if u["state"] == "done"}, "completed units survive"
     wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "done", timeout=120,
              what="the assignment to finish after the restart")
     output = tmp_path / "after-kill.png"

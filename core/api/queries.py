@@ -1,0 +1,87 @@
+"""What a script or a UI may ask a node: one frozen dataclass per question, each naming its reply type.
+
+Queries change nothing; commands (`frost_core.api.commands`) do. Both travel over the control
+socket as the same typed requests, checked against their type hints on arrival, and each
+declares its `REPLY` so the client checks the answer the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from frost_core.api.snapshot import AssignmentView, EventView, GuestView, HostingView, PeerView, PluginView
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What `frost-tui status` shows: this node, its guests, its peers and its latest events."""
+
+    node_id: str
+    name: str
+    address: str
+    state: str
+    hosting: HostingView
+    guests: tuple[GuestView, ...]
+    peers: tuple[PeerView, ...]
+    assignments: int
+    events: tuple[EventView, ...]
+
+
+@dataclass(frozen=True)
+class SavedResult:
+    """Where FetchResult wrote an assignment's result, and which output files it saved beside it."""
+
+    path: str
+    bytes: int
+    media_type: str
+    files: tuple[str, ...] = ()
+    files_folder: str | None = None
+
+
+@dataclass(frozen=True)
+class GetStatus:
+    REPLY: ClassVar[Any] = NodeStatus
+
+
+@dataclass(frozen=True)
+class ListPeers:
+    REPLY: ClassVar[Any] = tuple[PeerView, ...]
+
+
+@dataclass(frozen=True)
+class ListPlugins:
+    """Every plugin this node can run, after a fresh scan of its plugin folders."""
+
+    REPLY: ClassVar[Any] = tuple[PluginView, ...]
+
+
+@dataclass(frozen=True)
+class ListAssignments:
+    REPLY: ClassVar[Any] = tuple[AssignmentView, ...]
+
+
+@dataclass(frozen=True)
+class GetAssignment:
+    REPLY: ClassVar[Any] = AssignmentView
+    assignment_id: str
+
+
+@dataclass(frozen=True)
+class ListEvents:
+    """The recent event log (what the Events tab shows), oldest first."""
+
+    REPLY: ClassVar[Any] = tuple[EventView, ...]
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """Save an assignment's combined result to `output` and, given `files` (a folder), its units' output files."""
+
+    REPLY: ClassVar[Any] = SavedResult
+    assignment_id: str
+    output: str
+    files: str | None = None
+
+
+Query = GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | ListEvents | FetchResult

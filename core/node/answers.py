@@ -1,0 +1,66 @@
+"""How a node answers each typed query: the slice of its state the query asks for, as frozen views."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from frost_core.api.errors import FrostError
+from frost_core.api.queries import (
+    FetchResult, GetAssignment, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins, NodeStatus, Query,
+    SavedResult,
+)
+from frost_core.master.results import save_files, write_atomically
+from frost_core.node.views import assignment_view, plugin_view
+
+if TYPE_CHECKING:
+    from frost_core.node.wiring import Node
+
+STATUS_EVENTS = 20
+"""How many of the latest events `status` carries; `ListEvents` has them all."""
+
+
+async def answer(node: Node, query: Query) -> Any:
+    """The reply to `query`, of the type the query declares as its REPLY."""
+    match query:
+        case GetStatus():
+            snapshot = node.fresh_snapshot()
+            return NodeStatus(
+                node_id=snapshot.node_id, name=snapshot.name, address=snapshot.address,
+                state=snapshot.hosting.state, hosting=snapshot.hosting, guests=snapshot.guests,
+                peers=snapshot.peers, assignments=len(snapshot.assignments),
+                events=snapshot.events[-STATUS_EVENTS:],
+            )
+        case ListPeers():
+            return node.fresh_snapshot().peers
+        case ListEvents():
+            return node.fresh_snapshot().events
+        case ListPlugins():
+            await node.registry.scan_async()
+            return tuple(plugin_view(info) for info in node.registry.plugins())
+        case ListAssignments():
+            return tuple(_assignment(node, record) for record in node.store.assignments())
+        case GetAssignment(assignment_id=assignment_id):
+            return _assignment(node, node.store.assignment(assignment_id))
+        case FetchResult(assignment_id=assignment_id, output=output, files=files):
+            return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
+    raise FrostError(f"unknown query {query!r}")
+
+
+def _assignment(node: Node, record):
+    return assignment_view(record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
+                           etas=node.unit_etas())
+
+
+async def _fetch_result(node: Node, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:
+    data, media_type, _filename = node.store.result(assignment_id)
+    await trio.to_thread.run_sync(write_atomically, output, data)
+    saved = SavedResult(path=str(output), bytes=len(data), media_type=media_type)
+    if folder is None:
+        return saved
+    names = await trio.to_thread.run_sync(save_files, node.store, assignment_id, folder)
+    return SavedResult(path=saved.path, bytes=saved.bytes, media_type=media_type, files=tuple(names),
+                       files_folder=str(folder))
