@@ -1,4 +1,5 @@
-"""Logging to a rotating file in the log directory, so a long-running node never fills the disk."""
+"""Logging to a rotating file in the log directory, so a long-running node never fills the disk,
+or to the journal when systemd runs the node (it rotates and timestamps by itself)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,23 @@ def configure_logging(log_dir: Path, level: str, *, also_stderr: bool = False) -
     root.setLevel(level.upper())
     root.propagate = False
     return path
+
+
+_JOURNAL_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+"""syslog priorities: journald reads a leading `<N>` on each stderr line as the line's priority."""
+
+
+class _JournalFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        priority = _JOURNAL_PRIORITY.get(record.levelno, 6)
+        return "\n".join(f"<{priority}>{line}" for line in super().format(record).splitlines())
+
+
+def configure_journal_logging(level: str) -> None:
+    """Send frost's log records to stderr, one `<N>`-prefixed line each, for journald."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_JournalFormatter("%(name)s: %(message)s"))
+    root = logging.getLogger("frost")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -68,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     key_verbs.add_parser("show", parents=[common], help="print this cluster's join code")
     key_set = key_verbs.add_parser("set", parents=[common], help="join another cluster with its join code")
     key_set.add_argument("code")
+    key_verbs.add_parser("owner-token", parents=[common],
+                         help="print this node's owner token (what `--attach` from another machine asks for)")
+
+    service = verb("service", "run the node as a systemd service, or stop doing so")
+    service_verbs = service.add_subparsers(dest="service_verb", metavar="ACTION", required=True)
+    for action, help_text in (("install", "write, enable and start the systemd unit"),
+                              ("uninstall", "stop, disable and remove the systemd unit")):
+        service_action = service_verbs.add_parser(action, parents=[common], help=help_text)
+        where = service_action.add_mutually_exclusive_group()
+        where.add_argument("--user", action="store_false", dest="system",
+                           help="a user unit: runs while you are logged in, or always with linger (default)")
+        where.add_argument("--system", action="store_true", dest="system", help="a system unit: runs from boot")
 
     plugins = verb("plugins", "list calculation plugins, or add one")
     plugins.add_argument("--json", action="store_true", help="machine-readable output")
@@ -160,6 +172,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _key(args, paths)
     if args.verb == "config":
         return _show_config(paths)
+    if args.verb == "service":
+        return _service(args, paths)
     if args.verb == "measure":
         return _measure(args, paths)
     if args.verb == "screenshots":
@@ -175,12 +189,34 @@ def _key(args: argparse.Namespace, paths: Paths) -> int:
     from frost_core.wire.security import ClusterKey
 
     config = load_config(paths, _node_overrides(args))
+    if args.key_verb == "owner-token":
+        from frost_core.node.identity import load_owner_token
+
+        print(load_owner_token(paths.data_dir).to_join_code())
+        return 0
     if args.key_verb == "show":
         print(ClusterKey.load_or_create(config.cluster_key_file).to_join_code())
         return 0
     key = ClusterKey.from_join_code(args.code.strip())
     key.save(config.cluster_key_file)
     print(f"Saved the cluster key to {config.cluster_key_file}. Restart the node to join that cluster.")
+    return 0
+
+
+def _service(args: argparse.Namespace, paths: Paths) -> int:
+    from frost_tui import service
+
+    config = load_config(paths)
+    reason = service.systemd_missing_reason()
+    if reason is not None:
+        print(service.without_systemd(reason, config), file=sys.stderr)
+        return 1
+    scope = service.Scope(system=args.system)
+    if args.service_verb == "install":
+        lines = service.install(config, scope, executable=str(Path(sys.argv[0]).resolve()))
+    else:
+        lines = service.uninstall(scope)
+    print("\n".join(lines))
     return 0
 
 

@@ -1,4 +1,9 @@
-"""`frost-tui --headless`: the same node under plain `trio.run`, stopped cleanly by SIGINT or SIGTERM."""
+"""`frost-tui --headless`: the same node under plain `trio.run`, stopped cleanly by SIGINT or SIGTERM.
+
+Under systemd it is a `Type=notify` service: READY=1 once it listens, WATCHDOG=1 while its loop
+runs, STOPPING=1 on the way out, and its log goes to the journal. A SIGTERM (a stop, a reboot)
+first hands the guests to peers, within `node.stop_handoff` seconds, so a reboot loses nothing.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,19 @@ import trio
 
 from frost_core.config import Config
 from frost_core.api.errors import FrostError
-from frost_core.logs import configure_logging
+from frost_core.logs import configure_journal_logging, configure_logging
+from frost_core.node import service_manager
 
 log = logging.getLogger("frost.headless")
 
 
 def run_headless(config: Config) -> int:
     """Run a node until a signal asks it to stop; a stop announces our departure to the peers."""
-    log_path = configure_logging(config.paths.log_dir, config.get("log.level"))
+    if service_manager.logs_to_journal():
+        configure_journal_logging(config.get("log.level"))
+        log_path = "the journal"
+    else:
+        log_path = configure_logging(config.paths.log_dir, config.get("log.level"))
     from frost_core.node.wiring import Node
 
     node = Node(config)
@@ -59,7 +69,30 @@ async def _serve_until_signalled(node) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.serve)
             print(f"listening on {node.address}; data dir {node.paths.data_dir}", flush=True)
+            service_manager.notify("READY=1", f"STATUS=listening on {node.address}")
+            interval = service_manager.watchdog_interval()
+            if interval is not None:
+                nursery.start_soon(_keep_watchdog_fed, interval)
             async for signum in signals:
                 log.info("stopping on %s", signal.Signals(signum).name)
+                service_manager.notify("STOPPING=1", "STATUS=handing guests to peers")
+                if signum == signal.SIGTERM:
+                    await _hand_off(node, node.config.get("node.stop_handoff"))
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _hand_off(node, deadline: float) -> None:
+    """Checkpoint the guests and send them on; whatever is not gone by `deadline` stays checkpointed here."""
+    with trio.move_on_after(deadline) as scope:
+        count = await node.hand_off_guests()
+        log.info("handed %d guest(s) to peers before stopping", count)
+    if scope.cancelled_caught:
+        log.warning("stopping with guests still leaving after %.0f s; they resume from their checkpoints", deadline)
+
+
+async def _keep_watchdog_fed(interval: float) -> None:
+    """WATCHDOG=1 from the node's own loop: if that loop hangs, systemd restarts the node."""
+    while True:
+        service_manager.notify("WATCHDOG=1")
+        await trio.sleep(interval)

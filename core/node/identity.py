@@ -1,4 +1,4 @@
-"""Who this node is: a node id that survives restarts, and the key of the cluster it belongs to."""
+"""Who this node is: a node id that survives restarts, and the owner token that commands it from afar."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 from frost_core.api.errors import ConfigError
+from frost_core.wire.security import ClusterKey
 
 
 def load_node_id(data_dir: Path) -> str:
@@ -23,3 +24,12 @@ def load_node_id(data_dir: Path) -> str:
     temporary.write_text(node_id, encoding="ascii")
     os.replace(temporary, path)
     return node_id
+
+
+def load_owner_token(data_dir: Path) -> ClusterKey:
+    """This node's owner token (data_dir/owner.token, mode 0600), created on first use.
+
+    It keys the channel of a UI attached from another machine, and it is not the cluster key:
+    a peer, or a guest that stole the cluster key, can never command this desk with that.
+    """
+    return ClusterKey.load_or_create(data_dir / "owner.token")

@@ -353,6 +353,23 @@ class Node:
         self.events.add("evict", message)
         return message
 
+    async def hand_off_guests(self) -> int:
+        """Before a stop: checkpoint every guest and send it on, taking nothing new meanwhile.
+
+        Unlike the owner's evict it sets no hold (a restarted node takes guests again at once);
+        the caller bounds it with a deadline. Returns how many guests left.
+        """
+        self._evicting += 1
+        self._hosting_changed()
+        try:
+            evicted = await self.host.evict(None)
+            while any(h.task.task_id in evicted for h in self.host.hosted()):
+                await trio.sleep(0.05)
+        finally:
+            self._evicting -= 1
+            self._hosting_changed()
+        return len(evicted)
+
     async def move(self, task_id: str, node: str) -> str:
         """move(task, host): the same operation for the operator and the balancer, wherever the unit runs.
 
