@@ -1,0 +1,109 @@
+"""Presence from a desktop session: each D-Bus source drives idle -> active -> idle on a private bus."""
+
+import time
+
+import pytest
+
+from frost_core.measure import presence
+from frost_core.measure.presence import PresenceReader
+from tests.process.dbus import (
+    MANAGER_PATH, SESSION_PATH, PrivateBus, logind_service, mutter_service, screensaver_service,
+)
+
+
+@pytest.fixture
+def buses(tmp_path, monkeypatch):
+    """A session bus and a system bus of our own, in the environment as the node would find them."""
+    session, system = PrivateBus(tmp_path, "session"), PrivateBus(tmp_path, "system")
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", system.address)
+    yield session, system
+    session.close()
+    system.close()
+
+
+@pytest.fixture
+def started():
+    """Stand-in services the test starts; each is stopped after it."""
+    services = []
+    yield services.append
+    for service in services:
+        service.stop()
+
+
+def _no_tty():
+    raise presence.NoPresence("tty: not in this test")
+
+
+# The D-Bus sources as the node tries them, without the last-resort tty (the test machine's own terminals).
+DBUS_ONLY = tuple((name, read) for name, read in presence.SOURCES if read is not presence.tty_idle) + (
+    ("tty/input access times", _no_tty),)
+
+
+def _drive(reader: PresenceReader, idle: list[float], source: str) -> None:
+    for seconds in (600.0, 0.0, 900.0):     # idle -> active -> idle
+        idle[0] = seconds
+        reading = reader.read_blocking()
+        assert reading.source == source
+        assert reading.idle_seconds == pytest.approx(seconds, abs=1.5)
+
+
+def test_mutter_idle_monitor_is_read_first(buses, started):
+    session, system = buses
+    idle = [0.0]
+    started(mutter_service(session.address, lambda: idle[0]))
+    started(screensaver_service(session.address, lambda: 1.0))
+    started(logind_service(system.address, lambda: None))
+    _drive(PresenceReader(DBUS_ONLY), idle, "GNOME Mutter IdleMonitor")
+
+
+def test_freedesktop_screensaver_answers_without_gnome(buses, started):
+    session, system = buses
+    idle = [0.0]
+    started(screensaver_service(session.address, lambda: idle[0]))
+    started(logind_service(system.address, lambda: None))
+    _drive(PresenceReader(DBUS_ONLY), idle, "freedesktop ScreenSaver")
+
+
+def test_logind_idle_hint_of_the_session_on_the_system_bus(buses, started):
+    _, system = buses
+    idle = [0.0]
+    started(logind_service(system.address, lambda: time.time() - idle[0] if idle[0] else None))
+    _drive(PresenceReader(DBUS_ONLY), idle, "logind IdleHint")
+
+
+def test_a_session_that_appears_later_is_picked_up_and_one_that_goes_is_left(buses):
+    session, _ = buses
+    now = [0.0]
+    reader = PresenceReader(DBUS_ONLY, clock=lambda: now[0])
+    assert reader.read_blocking().source is None
+    service = screensaver_service(session.address, lambda: 5.0)
+    assert reader.read_blocking().source is None, "a failed source rests before it is tried again"
+    now[0] += presence.RETRY_AFTER
+    assert reader.read_blocking().source == "freedesktop ScreenSaver"
+    service.stop()
+    assert reader.read_blocking().source is None
+
+
+def test_without_any_bus_there_is_no_presence_source_and_it_says_why(monkeypatch, tmp_path):
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={tmp_path}/nothing")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    reading = PresenceReader(DBUS_ONLY).read_blocking()
+    assert reading.source is None and reading.idle_seconds is None
+    assert reading.describe().startswith("no presence source (")
+    assert "xscreensaver: no DISPLAY" in reading.describe()
+
+
+def test_logind_finds_the_users_display_session_when_the_node_has_none_of_its_own(buses, started):
+    """A node run as a user service is in no session: the user's graphical one is where the owner types."""
+    _, system = buses
+    user = "/org/freedesktop/login1/user/_1000"
+    started(logind_service(system.address, lambda: time.time() - 300, extra={
+        (MANAGER_PATH, "org.freedesktop.login1.Manager", "GetSessionByPID"):
+            lambda body: "org.freedesktop.login1.NoSessionForPID",
+        (MANAGER_PATH, "org.freedesktop.login1.Manager", "GetUser"): lambda body: ("o", (user,)),
+        (user, "org.freedesktop.login1.User", "Get:Display"): lambda body: ("v", (("(so)", ("31", SESSION_PATH)),)),
+    }))
+    reading = PresenceReader(DBUS_ONLY).read_blocking()
+    assert reading.source == "logind IdleHint" and reading.idle_seconds == pytest.approx(300, abs=2)
