@@ -18,6 +18,7 @@ from typing import Any
 import platformdirs
 
 from frost_core.api.errors import ConfigError
+from frost_core.policies.desk import POLICIES, parse_window
 
 APP_NAME = "frost-tui"
 DEFAULT_PORT = 47631
@@ -123,6 +124,23 @@ OPTIONS: tuple[Option, ...] = (
     Option("owner", "resume_after", float, 30.0, "Quiet seconds before suspended guests resume.", 0, 86400),
     Option("owner", "evict_hold", float, 300.0,
            "Seconds after an eviction during which this machine takes no new guests.", 0, 86400),
+    # [desk]
+    Option("desk", "on_battery", bool, True,
+           "Suspend guests while this machine runs on its battery; a machine without a battery never suspends "
+           "for it."),
+    Option("desk", "max_temperature", float, 90.0,
+           "Suspend guests while any temperature sensor reads this many degrees Celsius or more, until the "
+           "hottest is 10 degrees below it; 0 turns the rule off. `status` says when this machine has no sensors.",
+           0, 150),
+    Option("desk", "programs", list, [],
+           "Process or executable names that suspend guests while any of them runs (games, video calls: "
+           "[\"steam\", \"zoom\"]); checked every second."),
+    Option("desk", "schedule", dict, {},
+           "Recurring windows that pick the owner policy in force, as a table of \"DAYS HH:MM-HH:MM\" = "
+           "\"POLICY\" (`{\"Mon-Fri 09:00-17:00\" = \"idle-only\", \"22:00-07:00\" = \"always\"}`): days "
+           "like Mon-Fri or Sat,Sun, none for every day; a window past midnight ends the next morning; the "
+           "first window that covers the local time wins; outside all of them the default policy holds. "
+           "Policies: " + ", ".join(f"`{policy}`" for policy in POLICIES) + "."),
     # [log]
     Option("log", "level", str, "info", "Log level of the rotating log file.",
            choices=("debug", "info", "warning", "error")),
@@ -305,6 +323,14 @@ def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: checkpoints.min_interval must not exceed checkpoints.max_interval")
     for seed in values["node.seeds"]:
         parse_address(seed, option="node.seeds")
+    for window, policy in values["desk.schedule"].items():
+        try:
+            parse_window(window)
+        except ValueError as error:
+            raise ConfigError(f"{source}: desk.schedule: {error}") from None
+        if policy not in POLICIES:
+            raise ConfigError(f"{source}: desk.schedule: window {window!r} names the policy {policy!r}; "
+                              f"use one of {', '.join(POLICIES)}")
     return values
 
 
@@ -316,6 +342,10 @@ def _check(option: Option, value: Any, source: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where} must be a list of strings, not {value!r}")
         return list(value)
+    if option.kind is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ConfigError(f"{where} must be a table of strings, not {value!r}")
+        return dict(value)
     if not isinstance(value, option.kind) or (option.kind is not bool and isinstance(value, bool)):
         raise ConfigError(f"{where} must be {_article(option.kind.__name__)}, not {value!r}")
     if option.minimum is not None and not option.minimum <= value <= option.maximum:
@@ -341,5 +371,7 @@ def _toml_value(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     return repr(value)
 

@@ -60,3 +60,21 @@ def test_ints_are_accepted_where_numbers_are_expected(tmp_path):
 def test_every_option_is_documented_in_docs():
     documented = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     assert describe_options() in documented, "regenerate docs/configuration.md with `frost-tui config`"
+
+
+def test_desk_schedule_is_a_table_of_windows_and_policies_saved_back_as_written(tmp_path):
+    paths = paths_for(tmp_path, '[desk]\nschedule = { "Mon-Fri 09:00-17:00" = "idle-only", "22:00-07:00" = "always" }\n')
+    config = load_config(paths)
+    assert config.get("desk.schedule") == {"Mon-Fri 09:00-17:00": "idle-only", "22:00-07:00": "always"}
+    save_config(config)
+    assert load_config(paths).values == config.values
+
+
+@pytest.mark.parametrize("table, complaint", [
+    ('{ "Mon-Fry 09:00-17:00" = "always" }', "unknown day"),
+    ('{ "09:00-17:00" = "sometimes" }', "use one of share, idle-only, always"),
+    ('["09:00-17:00"]', "must be a table of strings"),
+])
+def test_desk_schedule_errors_name_the_window(tmp_path, table, complaint):
+    with pytest.raises(ConfigError, match=complaint):
+        load_config(paths_for(tmp_path, f"[desk]\nschedule = {table}\n"))
