@@ -101,6 +101,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "warm_spare", bool, True,
            "Keep one guest process started and waiting at the lowest priority (no CPU, ~15 MiB), so an "
            "arriving unit skips the interpreter's start-up (~0.1 s)."),
+    Option("guests", "isolation", str, "best-effort",
+           "\"strict\" refuses to start a guest when any isolation layer (cgroups, Landlock, network namespace, "
+           "unprivileged user) is missing here; \"best-effort\" runs it with what the machine offers and shows a "
+           "warning.", choices=("best-effort", "strict")),
+    Option("guests", "cpu_cap_percent", float, 0.0,
+           "CPU all guests together may use, in percent of one core, enforced by the guests' cgroup "
+           "(cpu.max / cpu.cfs_quota_us); 0 means no cap.", 0, 409600),
+    Option("guests", "max_processes", int, 64,
+           "Processes and threads one guest may have at once (its cgroup's pids.max).", 4, 65536),
     # [checkpoints]
     Option("checkpoints", "min_interval", float, 30.0, "Shortest time between periodic checkpoints, seconds.", 1, 86400),
     Option("checkpoints", "max_interval", float, 900.0, "Longest time between periodic checkpoints, seconds.", 1, 86400),

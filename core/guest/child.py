@@ -1,7 +1,7 @@
 """The guest subprocess (`python -m frost_core.guest.child`): lower itself, then step one plugin unit.
 
-Order matters: priority and memory caps are set before the plugin file is even read, so no
-plugin code ever runs at a higher priority or without its cap. The protocol runs on two
+Order matters: priority, memory caps and confinement (confine.py) are set before the plugin file
+is even read, so no plugin code ever runs at a higher priority, without its cap or unconfined. The protocol runs on two
 private pipe fds given on the command line; fd 1 and 2 belong to the plugin (its prints go to
 the node's event log), so a stray print cannot corrupt a frame.
 """
@@ -20,7 +20,8 @@ from typing import Any, BinaryIO
 from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
-from frost_core.guest.priority import enter_guest_priority
+from frost_core.guest.confine import become_user, leave_network, restrict_files
+from frost_core.guest.priority import forbid_raising, lower_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
@@ -67,9 +68,14 @@ class GuestRunner:
     output files live in scratch/out/ and travel inside every checkpoint and the result.
     """
 
-    def __init__(self, inbox: BinaryIO, outbox: BinaryIO) -> None:
+    def __init__(self, inbox: BinaryIO, outbox: BinaryIO, *, strict: bool = False,
+                 unconfined: tuple[str, ...] = ()) -> None:
         self.inbox = inbox
         self.outbox = outbox
+        self.strict = strict
+        """Refuse to run plugin code with any confinement step failed (`guests.isolation = "strict"`)."""
+        self.unconfined = list(unconfined)
+        """The confinement steps that failed, as "name: why"."""
         self.output_dir = Path("out")  # in the unit's scratch folder, which GuestStart names and we move into
         self.steps = 0
         self.max_state_bytes = 0
@@ -95,7 +101,7 @@ class GuestRunner:
             return self._run(start, plugin, unit, saved)
 
     def _settle_in(self, start: GuestStart) -> None:
-        """Move into the unit's scratch folder and cap memory, before any state or plugin code is read."""
+        """Move into the unit's scratch folder, cap memory and confine files, before any state or plugin code is read."""
         scratch = Path(start.scratch)
         os.chdir(scratch)
         os.environ.update(HOME=str(scratch), TMPDIR=str(scratch))
@@ -103,6 +109,14 @@ class GuestRunner:
         for name, outcome in steps:
             if outcome != "ok":
                 write_frame(self.outbox, GuestLog(level="warning", text=f"guest limit step {name}: {outcome}"))
+        if start.readable:
+            outcome = restrict_files(start.readable, (str(scratch),))
+            if outcome != "ok":
+                self.unconfined.append(f"files: {outcome}")
+                write_frame(self.outbox, GuestLog(level="warning", text=f"guest confinement step files: {outcome}"))
+        if self.strict and self.unconfined:
+            raise GuestFailure("isolation", "strict isolation: the guest could not confine itself: "
+                               + "; ".join(self.unconfined))
 
     def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> int:
         if start.resume:
@@ -232,14 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="frost_core.guest.child")
     parser.add_argument("--read-fd", type=int, required=True)
     parser.add_argument("--write-fd", type=int, required=True)
+    parser.add_argument("--no-network", action="store_true", help="enter a network namespace of its own")
+    parser.add_argument("--user", default="", help="UID:GID to run as (a root node's guests)")
+    parser.add_argument("--strict", action="store_true", help="fail rather than run with a layer missing")
     args = parser.parse_args(argv)
-    steps = enter_guest_priority().steps
+    steps = lower_priority().steps + _leave_the_desk(args) + forbid_raising().steps
     inbox = os.fdopen(args.read_fd, "rb", buffering=0)  # unbuffered, so select() sees every byte
     outbox = os.fdopen(args.write_fd, "wb")
     for name, outcome in steps:
         if outcome != "ok":
-            write_frame(outbox, GuestLog(level="warning", text=f"guest priority step {name}: {outcome}"))
-    runner = GuestRunner(inbox, outbox)
+            write_frame(outbox, GuestLog(level="warning", text=f"guest start step {name}: {outcome}"))
+    unconfined = tuple(f"{name}: {outcome}" for name, outcome in steps if name in _CONFINEMENT and outcome != "ok")
+    runner = GuestRunner(inbox, outbox, strict=args.strict, unconfined=unconfined)
     try:
         return runner.run()
     except GuestFailure as failure:
@@ -253,6 +271,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ProtocolError, EOFError, BrokenPipeError, PipeLost) as error:
         print(f"guest pipe failed: {error}", file=sys.stderr)
         return EXIT_PROTOCOL
+
+
+_CONFINEMENT = ("network", "user")
+
+
+def _leave_the_desk(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The steps that need the node's privileges, so they come before `forbid_raising` drops them."""
+    steps = []
+    if args.no_network:
+        steps.append(("network", leave_network()))
+    if args.user:
+        uid, _, gid = args.user.partition(":")
+        steps.append(("user", become_user(int(uid), int(gid))))
+    return tuple(steps)
 
 
 if __name__ == "__main__":

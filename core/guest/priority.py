@@ -165,7 +165,8 @@ def _lock_nice_limit() -> str:
     return "ok"
 
 
-def _libc() -> ctypes.CDLL | None:
+def libc() -> ctypes.CDLL | None:
+    """The C library, errno kept for ctypes.get_errno (Linux; None elsewhere)."""
     if not sys.platform.startswith("linux"):
         return None
     name = ctypes.util.find_library("c") or "libc.so.6"
@@ -176,10 +177,10 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def _set_no_new_privs() -> str:
-    libc = _libc()
-    if libc is None:
+    lib = libc()
+    if lib is None:
         return "not available on this OS"
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if lib.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return f"failed: {os.strerror(ctypes.get_errno())}"
     return "ok"
 
@@ -194,18 +195,18 @@ class _CapData(ctypes.Structure):
 
 def _drop_capabilities() -> str:
     """Empty the bounding, ambient, effective, permitted and inheritable sets."""
-    libc = _libc()
-    if libc is None or not hasattr(libc, "capset"):
+    lib = libc()
+    if lib is None or not hasattr(lib, "capset"):
         return "not available on this OS"
     for capability in range(_HIGHEST_CAPABILITY + 1):
         # Fails with EINVAL past the kernel's last capability and EPERM when unprivileged;
         # either way the capset below still empties what this process holds.
-        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+        if lib.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             if ctypes.get_errno() == errno.EINVAL:
                 break
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    if libc.capset(ctypes.byref(header), data) != 0:
+    if lib.capset(ctypes.byref(header), data) != 0:
         return f"failed: {os.strerror(ctypes.get_errno())}"
     return "ok"

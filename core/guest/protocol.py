@@ -32,6 +32,7 @@ class GuestStart(Message):
     resume: bool
     scratch: str
     address_space: int  # RLIMIT_AS in bytes; 0 for none
+    readable: tuple[str, ...] = ()  # what the guest may read besides scratch (see confine.py); () leaves files open
 
 
 @register

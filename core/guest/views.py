@@ -59,6 +59,11 @@ class GuestSettings:
     log_lines_per_second: int = 50
     warm_spare: bool = False
     """Keep one guest process started ahead (`GuestSupervisor.keep_warm`); the node turns it on."""
+    isolation: str = "best-effort"
+    """"strict": refuse a guest when an isolation layer is missing here (see isolation.py)."""
+    cpu_cap_percent: float = 0.0
+    """All guests together, in percent of one core; 0 for no cap."""
+    max_processes: int = 64
 
     @classmethod
     def from_config(cls, config: Any) -> GuestSettings:
@@ -69,6 +74,9 @@ class GuestSettings:
             interruptions_per_hour=float(config.get("checkpoints.owner_interruptions_per_hour")),
             step_timeout=float(config.get("guests.step_timeout")),
             warm_spare=bool(config.get("guests.warm_spare")),
+            isolation=str(config.get("guests.isolation")),
+            cpu_cap_percent=float(config.get("guests.cpu_cap_percent")),
+            max_processes=int(config.get("guests.max_processes")),
         )
 
 

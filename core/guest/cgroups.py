@@ -1,0 +1,405 @@
+"""A cgroup per guest under an idle parent: across cgroups only weights count, so a guest's class alone loses.
+
+Autogroups and SCHED_IDLE rank tasks inside one cgroup; a node in `system.slice` and the owner's
+apps in their own scopes compete by cgroup weight, and a SCHED_IDLE guest took 69 % of a core.
+A parent cgroup with `cpu.idle = 1` (or the smallest weight) for this node's guests took 0 %.
+The same cgroups cap each guest's memory (children and page cache included), its process count,
+and freeze its whole process tree at once for a pause.
+
+Three backends: cgroup v2 (a delegated subtree), cgroup v1 (one parent per writable hierarchy)
+and none (the priority recipe alone; `missing` says why). The parent is named after the node's
+pid, inside the node's own cgroup, so a node killed with -9 leaves parents the next node finds
+and removes (`remove_stale`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PARENT_PREFIX = "frost-guests-"
+CFS_PERIOD_US = 100_000
+V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
+V2_CONTROLLERS = ("cpu", "memory", "pids")
+REMOVE_TRIES = 50
+REMOVE_DELAY = 0.02
+_V1_LEAST_SHARES = 2  # the smallest cpu.shares the kernel accepts
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """Where each cgroup hierarchy is mounted and where this process sits in it (from /proc)."""
+
+    v1: dict[str, Path]
+    """Controller -> the directory of this process's cgroup in that v1 hierarchy."""
+    v2: Path | None
+    """This process's cgroup directory in the unified hierarchy, if one is mounted."""
+
+
+def parse_mounts(mountinfo: str, proc_cgroup: str) -> Mounts:
+    """Join /proc/self/mountinfo and /proc/self/cgroup: the cgroup directory of this process per controller."""
+    v1_roots: dict[str, Path] = {}
+    v2_root: Path | None = None
+    for line in mountinfo.splitlines():
+        head, _, tail = line.partition(" - ")
+        fields, tail_fields = head.split(), tail.split()
+        if len(fields) < 5 or len(tail_fields) < 3 or fields[3] != "/":
+            continue  # a bind mount of a sub-cgroup (containers) is not the hierarchy's root
+        kind, mount_point, options = tail_fields[0], Path(fields[4]), tail_fields[2].split(",")
+        if kind == "cgroup2":
+            v2_root = mount_point
+        elif kind == "cgroup":
+            for controller in options:
+                if controller in V1_CONTROLLERS:
+                    v1_roots[controller] = mount_point
+    v1: dict[str, Path] = {}
+    v2: Path | None = None
+    for line in proc_cgroup.splitlines():
+        number, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        relative = path.lstrip("/")
+        if number == "0" and controllers == "" and v2_root is not None:
+            v2 = v2_root / relative
+        for controller in controllers.split(","):
+            if controller in v1_roots:
+                v1[controller] = v1_roots[controller] / relative
+    return Mounts(v1=v1, v2=v2)
+
+
+def current_mounts() -> Mounts:
+    try:
+        return parse_mounts(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return Mounts(v1={}, v2=None)
+
+
+def quota_us(cap_percent: float | None, period_us: int = CFS_PERIOD_US) -> int | None:
+    """The CFS quota per period for a cap in percent of one core; None for no cap (0 or None)."""
+    if not cap_percent or cap_percent <= 0:
+        return None
+    return max(int(period_us * cap_percent / 100), 1000)  # the kernel's least quota is 1 ms
+
+
+def parse_counter(text: str, name: str) -> int:
+    """The value of `name` in a flat keyed file (memory.events, pids.events, memory.oom_control)."""
+    match = re.search(rf"^{re.escape(name)} (\d+)$", text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _pids(folder: Path) -> list[int]:
+    return [int(word) for word in _read(folder / "cgroup.procs").split()]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_folder(folder: Path) -> None:
+    """rmdir a cgroup once its killed processes are reaped (they leave it only then)."""
+    for _ in range(REMOVE_TRIES):
+        try:
+            folder.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY:
+                raise
+            time.sleep(REMOVE_DELAY)
+    folder.rmdir()
+
+
+class GuestCgroup:
+    """One guest's cgroup: a folder per hierarchy (one in v2). Every call is a few small file writes."""
+
+    def __init__(self, folders: dict[str, Path], version: int) -> None:
+        self.folders = folders
+        self.version = version
+
+    def add(self, pid: int) -> None:
+        """Move `pid` in; do it before the guest runs plugin code, so everything it forks follows."""
+        for folder in dict.fromkeys(self.folders.values()):
+            _write(folder / "cgroup.procs", str(pid))
+
+    def pids(self) -> list[int]:
+        folder = self.folders.get("freezer") or self.folders.get("pids") or next(iter(self.folders.values()))
+        return _pids(folder)
+
+    @property
+    def can_freeze(self) -> bool:
+        return "freezer" in self.folders
+
+    def freeze(self) -> None:
+        """Stop every process of the guest at once, forks included (the caller checks `can_freeze`)."""
+        if self.version == 2:
+            _write(self.folders["freezer"] / "cgroup.freeze", "1")
+        else:
+            _write(self.folders["freezer"] / "freezer.state", "FROZEN")
+
+    def thaw(self) -> None:
+        if not self.can_freeze:
+            return
+        if self.version == 2:
+            _write(self.folders["freezer"] / "cgroup.freeze", "0")
+        else:
+            _write(self.folders["freezer"] / "freezer.state", "THAWED")
+
+    def kill(self) -> None:
+        """SIGKILL every process in the guest, including those that left its process group."""
+        if self.version == 2 and (self.folders["cpu"] / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                _write(self.folders["cpu"] / "cgroup.kill", "1")
+                return
+        # Frozen, nothing can fork between reading the list and the signals; a v1 freezer holds
+        # even SIGKILL back until the thaw, which is why the thaw comes last.
+        with contextlib.suppress(OSError):
+            if self.can_freeze:
+                self.freeze()
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.thaw()
+
+    def memory_kills(self) -> int:
+        """How often the kernel's OOM killer killed a process of this guest for its memory limit."""
+        folder = self.folders.get("memory")
+        if folder is None:
+            return 0
+        if self.version == 2:
+            return parse_counter(_read(folder / "memory.events"), "oom_kill")
+        return parse_counter(_read(folder / "memory.oom_control"), "oom_kill")
+
+    def fork_refusals(self) -> int:
+        """How often a fork of this guest was refused for its process limit."""
+        folder = self.folders.get("pids")
+        return parse_counter(_read(folder / "pids.events"), "max") if folder else 0
+
+    def cpu_seconds(self) -> float | None:
+        """CPU used by every process of the guest, exited children included; None without accounting."""
+        if self.version == 2:
+            usec = parse_counter(_read(self.folders["cpu"] / "cpu.stat"), "usage_usec")
+            return usec / 1e6
+        folder = self.folders.get("cpuacct")
+        if folder is None:
+            return None
+        text = _read(folder / "cpuacct.usage").strip()
+        return int(text) / 1e9 if text else None
+
+    def remove(self) -> None:
+        """Kill what is left and delete the folders."""
+        self.kill()
+        for folder in dict.fromkeys(self.folders.values()):
+            with contextlib.suppress(OSError):
+                _remove_folder(folder)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which cgroup backend is in force and why the rest is missing: the isolation report's cgroup line."""
+
+    kind: str
+    """"v2", "v1" or "none"."""
+    controllers: tuple[str, ...]
+    missing: tuple[str, ...]
+    """Why a controller (or every cgroup) is not in force, one sentence each."""
+
+
+class GuestCgroups:
+    """The parent cgroup of this node's guests; `open_guest_cgroups` makes one (or the "none" stand-in)."""
+
+    def __init__(self, parents: dict[str, Path], version: int, layout: Layout) -> None:
+        self.parents = parents
+        self.version = version
+        self.layout = layout
+
+    @property
+    def active(self) -> bool:
+        return bool(self.parents)
+
+    def guest(self, name: str, *, memory_bytes: int, pids_max: int) -> GuestCgroup | None:
+        """A new cgroup for one guest with its memory and process limits; None when there are no cgroups."""
+        if not self.parents:
+            return None
+        folders: dict[str, Path] = {}
+        for controller, parent in self.parents.items():
+            folder = parent / name
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+            folders[controller] = folder
+        cgroup = GuestCgroup(folders, self.version)
+        if self.version == 2:
+            folder = folders["cpu"]
+            _write(folder / "memory.high", str(memory_bytes * 9 // 10))
+            _write(folder / "memory.max", str(memory_bytes))
+            with contextlib.suppress(OSError):  # no swap, no file
+                _write(folder / "memory.swap.max", "0")
+            _write(folder / "pids.max", str(pids_max))
+        else:
+            if "memory" in folders:
+                _write(folders["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+                with contextlib.suppress(OSError):  # without swap accounting there is no memsw file
+                    _write(folders["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            if "pids" in folders:
+                _write(folders["pids"] / "pids.max", str(pids_max))
+        return cgroup
+
+    def set_cpu_cap(self, cap_percent: float | None) -> None:
+        """Cap all guests together at `cap_percent` of one core (None or 0: no cap)."""
+        quota = quota_us(cap_percent)
+        if self.version == 2 and "cpu" in self.parents:
+            _write(self.parents["cpu"] / "cpu.max", f"{quota if quota else 'max'} {CFS_PERIOD_US}")
+        elif "cpu" in self.parents:
+            _write(self.parents["cpu"] / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            _write(self.parents["cpu"] / "cpu.cfs_quota_us", str(quota if quota else -1))
+
+    def close(self) -> None:
+        """Kill any guest still inside and remove every folder this node made."""
+        for parent in dict.fromkeys(self.parents.values()):
+            _remove_tree(parent)
+
+
+def _remove_tree(parent: Path) -> None:
+    if not parent.is_dir():
+        return
+    for child in parent.iterdir():
+        if child.is_dir():
+            _remove_tree(child)
+    for pid in _pids(parent):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for thaw, value in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):  # v1 and v2 hold SIGKILL while frozen
+        if (parent / thaw).exists():
+            with contextlib.suppress(OSError):
+                _write(parent / thaw, value)
+    with contextlib.suppress(OSError):
+        _remove_folder(parent)
+
+
+def remove_stale(folders: list[Path]) -> list[Path]:
+    """Remove guest parents in `folders` whose node is gone (killed with -9); returns those removed."""
+    removed = []
+    for folder in folders:
+        for entry in _entries(folder):
+            pid = entry.name.removeprefix(PARENT_PREFIX)
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                _remove_tree(entry)
+                removed.append(entry)
+    return removed
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(entry for entry in folder.iterdir() if entry.name.startswith(PARENT_PREFIX) and entry.is_dir())
+    except OSError:
+        return []
+
+
+def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float | None = None) -> GuestCgroups:
+    """Make this node's guest parent cgroup with the best backend the machine grants; never raises."""
+    mounts = mounts or current_mounts()
+    name = f"{PARENT_PREFIX}{os.getpid()}"
+    reasons: list[str] = []
+    if mounts.v2 is not None and set(V2_CONTROLLERS) <= set(_read(mounts.v2 / "cgroup.controllers").split()):
+        remove_stale([mounts.v2])
+        try:
+            cgroups = _open_v2(mounts.v2, name)
+        except OSError as error:
+            reasons.append(f"cgroup v2 at {mounts.v2} is not delegated to this node: {error.strerror}")
+        else:
+            cgroups.set_cpu_cap(cpu_cap_percent)
+            return cgroups
+    elif mounts.v2 is not None:
+        reasons.append("the unified (v2) hierarchy lacks the cpu, memory or pids controller here")
+    if "cpu" in mounts.v1:
+        remove_stale(list(dict.fromkeys(mounts.v1.values())))
+        cgroups = _open_v1(mounts.v1, name)
+        if cgroups.active:
+            cgroups.set_cpu_cap(cpu_cap_percent)
+            return cgroups
+        reasons.extend(cgroups.layout.missing)
+    elif not mounts.v1 and mounts.v2 is None:
+        reasons.append("no cgroup hierarchy is mounted")
+    else:
+        reasons.append("the v1 cpu hierarchy is not mounted")
+    return GuestCgroups({}, 0, Layout("none", (), (
+        *reasons, "guests run with the priority recipe alone and may compete with programs in other cgroups",
+    )))
+
+
+def _open_v2(node_cgroup: Path, name: str) -> GuestCgroups:
+    """A guest parent next to the node in its delegated subtree (the node moves into a leaf first).
+
+    cgroup v2 forbids processes in a cgroup whose children use controllers, so the node's own
+    processes move to `<its cgroup>/node` before the controllers are enabled below it.
+    """
+    enable = " ".join(f"+{c}" for c in V2_CONTROLLERS)
+    if _pids(node_cgroup):
+        leaf = node_cgroup / "node"
+        leaf.mkdir(exist_ok=True)
+        for pid in _pids(node_cgroup):
+            with contextlib.suppress(ProcessLookupError):
+                _write(leaf / "cgroup.procs", str(pid))
+    _write(node_cgroup / "cgroup.subtree_control", enable)
+    parent = node_cgroup / name
+    parent.mkdir(exist_ok=True)
+    try:
+        _write(parent / "cgroup.subtree_control", enable)
+        _write(parent / "cpu.idle", "1")
+    except OSError:
+        _remove_tree(parent)
+        raise
+    controllers = V2_CONTROLLERS + ("freezer",)
+    return GuestCgroups(dict.fromkeys(controllers, parent), 2, Layout("v2", controllers, ()))
+
+
+def _open_v1(node_cgroups: dict[str, Path], name: str) -> GuestCgroups:
+    parents: dict[str, Path] = {}
+    reasons: list[str] = []
+    for controller in V1_CONTROLLERS:
+        if controller not in node_cgroups:
+            reasons.append(f"the v1 {controller} hierarchy is not mounted")
+            continue
+        parent = node_cgroups[controller] / name
+        try:
+            parent.mkdir(exist_ok=True)
+        except OSError as error:
+            reasons.append(f"cannot create a cgroup in the v1 {controller} hierarchy: {error.strerror}")
+            continue
+        parents[controller] = parent
+    if "cpu" in parents:
+        try:
+            _write(parents["cpu"] / "cpu.idle", "1")
+        except OSError:  # kernels before 5.15 have no cpu.idle: the least weight is close
+            try:
+                _write(parents["cpu"] / "cpu.shares", str(_V1_LEAST_SHARES))
+            except OSError as error:
+                reasons.append(f"cannot lower the guests' CPU weight: {error.strerror}")
+                _remove_tree(parents.pop("cpu"))
+    if "cpu" not in parents:
+        for parent in dict.fromkeys(parents.values()):
+            _remove_tree(parent)
+        return GuestCgroups({}, 0, Layout("none", (), tuple(reasons)))
+    return GuestCgroups(parents, 1, Layout("v1", tuple(parents), tuple(reasons)))
