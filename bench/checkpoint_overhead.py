@@ -36,7 +36,7 @@ DEFAULTS = GuestSettings()
 WORKER = textwrap.dedent(
     """
     import time
-    from frost_core.plugin.api import Done, Output, Plugin, WorkUnit
+    from frost_core import Done, Output, Plugin, WorkUnit
 
     class Worker(Plugin):
         name = "worker"

@@ -34,7 +34,7 @@ from frost_core.plugin.registry import content_hash  # noqa: E402
 ROUNDS = int(os.environ.get("PAUSE_ROUNDS", "200"))
 SPINNER = textwrap.dedent(
     """
-    from frost_core.plugin.api import Done, Output, Plugin, WorkUnit
+    from frost_core import Done, Output, Plugin, WorkUnit
 
     class Spinner(Plugin):
         name = "spinner"

@@ -24,20 +24,20 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from frost_core.api.commands import (
+from frost_core import (
     AddPlugin,
     Command,
+    Config,
     EvictGuests,
     FinishThenPause,
+    FrostError,
     MoveTask,
+    NodeApi,
+    NodeSnapshot,
     PauseHosting,
     ResumeHosting,
     SubmitAssignment,
 )
-from frost_core.config import Config
-from frost_core.api.errors import FrostError
-from frost_core.api.node_api import NodeApi
-from frost_core.api.snapshot import NodeSnapshot
 
 from frost_tui.tabs.assignments import AssignmentsPane
 from frost_tui.dialogs.small import MoveDialog, PathDialog, QuitDialog
@@ -404,8 +404,7 @@ def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time) -> Fros
 
 def run_app(config: Config) -> int:
     """Run the terminal UI with a real node until the owner quits; the exit code for the shell."""
-    from frost_core.logs import configure_logging
-    from frost_core.node.wiring import Node
+    from frost_core import Node, configure_logging
 
     if not logging.getLogger("frost").handlers:  # a log file, never the screen: stderr would tear the UI
         configure_logging(config.paths.log_dir, config.get("log.level"))

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from frost_core.config import OPTIONS, Paths, describe_options, load_config, parse_address
-from frost_core.api.errors import ConfigError, FrostError
+from frost_core import OPTIONS, ConfigError, FrostError, Paths, describe_options, load_config, parse_address
 
 from frost_tui import tables
 
@@ -128,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
-        from frost_core.sim import main as simulate  # the simulator parses its own options
+        from frost_core import run_simulator as simulate  # the simulator parses its own options
 
         return simulate(argv[1:])
     parser = build_parser()
@@ -162,7 +161,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb is None:
         config = load_config(paths, _node_overrides(args))
         if args.headless:
-            from frost_core.node.headless import run_headless
+            from frost_core import run_headless
 
             return run_headless(config)
         from frost_tui.app import run_app
@@ -186,11 +185,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _key(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.wire.security import ClusterKey
+    from frost_core import ClusterKey
 
     config = load_config(paths, _node_overrides(args))
     if args.key_verb == "owner-token":
-        from frost_core.node.identity import load_owner_token
+        from frost_core import load_owner_token
 
         print(load_owner_token(paths.data_dir).to_join_code())
         return 0
@@ -235,10 +234,7 @@ def _measure(args: argparse.Namespace, paths: Paths) -> int:
     """The running node measures (and uses the figures at once); with none running, this process does."""
     from dataclasses import asdict
 
-    from frost_core.api.commands import Measurement, Remeasure
-    from frost_core.api.errors import NodeUnavailableError
-    from frost_core.measure.calibrate import load_or_measure
-    from frost_core.node.control import call_node
+    from frost_core import Measurement, NodeUnavailableError, Remeasure, call_node, load_or_measure
 
     try:
         figures = call_node(paths, Remeasure())
@@ -257,13 +253,24 @@ def _measure(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.api import commands, queries
-    from frost_core.node.control import call_node, plain_reply
+    from frost_core import (
+        CancelAssignment,
+        EvictGuests,
+        FetchResult,
+        FinishThenPause,
+        GetStatus,
+        ListAssignments,
+        ListPeers,
+        MoveTask,
+        PauseHosting,
+        ResumeHosting,
+        call_node,
+        plain_reply,
+    )
 
     verb = args.verb
     if verb in ("status", "peers", "assignments"):
-        request = {"status": queries.GetStatus, "peers": queries.ListPeers,
-                   "assignments": queries.ListAssignments}[verb]()
+        request = {"status": GetStatus, "peers": ListPeers, "assignments": ListAssignments}[verb]()
         reply = plain_reply(request, call_node(paths, request))
         table = {"status": tables.status, "peers": tables.peers, "assignments": tables.assignments}[verb]
         print(json.dumps(reply, indent=2) if args.json else table(reply))
@@ -272,39 +279,42 @@ def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
     elif verb == "submit":
         return _submit(args, paths)
     elif verb == "result":
-        saved = call_node(paths, queries.FetchResult(
+        saved = call_node(paths, FetchResult(
             assignment_id=args.assignment, output=str(args.output.resolve()),
             files=str(args.files.resolve()) if args.files else None))
         print(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
         if args.files:
             print(f"Saved {len(saved.files)} output file(s) to {saved.files_folder}")
     elif verb == "cancel":
-        call_node(paths, commands.CancelAssignment(assignment_id=args.assignment))
+        call_node(paths, CancelAssignment(assignment_id=args.assignment))
         print(f"Cancelled {args.assignment}.")
     elif verb == "pause":
-        from frost_core.policies.intents import parse_until
+        from frost_core import parse_until
 
         until = parse_until(args.until, now=time.time()) if args.until else None
-        print(call_node(paths, commands.PauseHosting(until=until)))
+        print(call_node(paths, PauseHosting(until=until)))
     elif verb == "resume":
-        print(call_node(paths, commands.ResumeHosting()))
+        print(call_node(paths, ResumeHosting()))
     elif verb == "finish":
-        print(call_node(paths, commands.FinishThenPause()))
+        print(call_node(paths, FinishThenPause()))
     elif verb == "evict":
-        print(call_node(paths, commands.EvictGuests(task_id=args.task)))
+        print(call_node(paths, EvictGuests(task_id=args.task)))
     elif verb == "move":
-        print(call_node(paths, commands.MoveTask(task_id=args.task, node=args.node)))
+        print(call_node(paths, MoveTask(task_id=args.task, node=args.node)))
     return 0
 
 
 def _plugins(args: argparse.Namespace, paths: Paths) -> int:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core.api.commands import AddPlugin
-    from frost_core.api.errors import NodeUnavailableError
-    from frost_core.api.queries import ListPlugins
-    from frost_core.node.control import call_node, plain_reply
-    from frost_core.node.views import plugin_view
-    from frost_core.plugin.registry import PluginRegistry
+    from frost_core import (
+        AddPlugin,
+        ListPlugins,
+        NodeUnavailableError,
+        PluginRegistry,
+        call_node,
+        plain_reply,
+        plugin_view,
+    )
 
     adding = args.plugin_verb == "add"
     try:
@@ -321,9 +331,7 @@ def _plugins(args: argparse.Namespace, paths: Paths) -> int:
 
 
 def _submit(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core.api.commands import SubmitAssignment
-    from frost_core.api.queries import FetchResult, GetAssignment
-    from frost_core.node.control import call_node
+    from frost_core import FetchResult, GetAssignment, SubmitAssignment, call_node
 
     params = {}
     for item in args.param:

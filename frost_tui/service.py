@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from frost_core.api.errors import FrostError
-from frost_core.config import Config
+from frost_core import Config, FrostError
 
 UNIT_NAME = "frost-tui.service"
 WATCHDOG_SECONDS = 60

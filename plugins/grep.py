@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 
-from frost_core.api.errors import PluginError
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
+from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit, open_input, output_path
 
 CHUNK = 64 * 1024
 """Bytes read per step: a few milliseconds of work."""

@@ -3,8 +3,7 @@ per step, a PNG out. Only + - * / on floats, so every machine computes the same 
 
 from __future__ import annotations
 
-from frost_core.api.errors import PluginError
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, encode_png
+from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit, encode_png
 
 # The well-known 16-colour "Ultra Fractal" gradient, indexed by escape count.
 PALETTE = bytes(

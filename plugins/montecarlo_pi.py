@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import math
 
-from frost_core.api.errors import PluginError
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
+from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit
 
 MASK = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15

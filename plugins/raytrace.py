@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 
-from frost_core.api.errors import PluginError
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, encode_png
+from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit, encode_png
 
 # (centre, radius, colour, reflectivity, specular exponent)
 SPHERES = (

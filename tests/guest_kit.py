@@ -13,7 +13,7 @@ from frost_core.plugin.registry import content_hash, load_plugin_file
 
 MIB = 1024 * 1024
 
-HEADER = "from frost_core.plugin.api import Done, Output, Plugin, WorkUnit\n"
+HEADER = "from frost_core import Done, Output, Plugin, WorkUnit\n"
 COMBINE = """
 def split(self, params):
     return [WorkUnit(0, {}, 1 << 20, 1.0)]

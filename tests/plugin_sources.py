@@ -4,7 +4,7 @@ import textwrap
 from pathlib import Path
 
 GOOD = '''
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
+from frost_core import Done, Output, Param, Plugin, WorkUnit
 
 class Squares(Plugin):
     name = "{name}"

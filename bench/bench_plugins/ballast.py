@@ -16,7 +16,7 @@ import hashlib
 import random
 import time
 
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
+from frost_core import Done, Output, Param, Plugin, WorkUnit
 
 FIRST_STEP = "bench-first-step"
 """The marker of the line the first step in each guest process prints: `FIRST_STEP <unix time> <steps done>`."""

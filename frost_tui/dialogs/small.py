@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from frost_core.api.snapshot import PeerView
+from frost_core import PeerView
 
 
 class QuitDialog(ModalScreen[str | None]):

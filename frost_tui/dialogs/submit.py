@@ -11,8 +11,7 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Select, Switch
 
-from frost_core.api.commands import SubmitAssignment
-from frost_core.api.snapshot import ParamView, PluginView
+from frost_core import ParamView, PluginView, SubmitAssignment
 
 
 def parse_param(param: ParamView, text: str) -> Any:

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from frost_core.api.commands import Command
-from frost_core.api.snapshot import (
+from frost_core import (
     AssignmentView,
+    Command,
     EventView,
     GuestView,
     HostingView,

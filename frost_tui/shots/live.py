@@ -33,13 +33,24 @@ from typing import Any
 
 import psutil
 
-from frost_core.api.commands import MoveTask, PauseHosting, ResumeHosting, SubmitAssignment
-from frost_core.config import Config, Paths, load_config, save_config
-from frost_core.api.queries import GetStatus
-from frost_core.node.control import call_node
-from frost_core.api.errors import FrostError, NodeUnavailableError
-from frost_core.api.snapshot import AssignmentView, NodeSnapshot, UnitView
-from frost_core.wire.security import ClusterKey
+from frost_core import (
+    AssignmentView,
+    ClusterKey,
+    Config,
+    FrostError,
+    GetStatus,
+    MoveTask,
+    NodeSnapshot,
+    NodeUnavailableError,
+    Paths,
+    PauseHosting,
+    ResumeHosting,
+    SubmitAssignment,
+    UnitView,
+    call_node,
+    load_config,
+    save_config,
+)
 
 from frost_tui.shots.fixed import SHOTS, SIZE, take_shots
 
@@ -93,7 +104,7 @@ class Peer:
 
 def export_live_shots(shots=SHOTS) -> dict[str, str]:
     """Start the cluster, stage it, take every shot, stop it all; the SVG of each shot by name."""
-    from frost_core.node.wiring import Node
+    from frost_core import Node
 
     with _temporary_root() as root:
         key_file = root / "cluster.key"

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Input
 
-from frost_core.api.snapshot import EventView, NodeSnapshot
+from frost_core import EventView, NodeSnapshot
 
 from frost_tui.widgets.format import format_clock, styled_state
 from frost_tui.widgets.live_table import LiveTable

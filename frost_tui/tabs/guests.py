@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from frost_core.api.snapshot import GuestView, NodeSnapshot
+from frost_core import GuestView, NodeSnapshot
 
 from frost_tui.widgets.format import format_bytes, format_duration, progress_bar, styled_state
 from frost_tui.widgets.live_table import LiveTable

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from frost_core.api.snapshot import HostingView, NodeSnapshot, ResourceSample
+from frost_core import HostingView, NodeSnapshot, ResourceSample
 
 from frost_tui.widgets.chart import Chart, ChartData, Series, plot_dots
 from frost_tui.widgets.format import format_bytes, progress_bar, styled_state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.containers import Vertical
 
-from frost_core.api.snapshot import NodeSnapshot
+from frost_core import NodeSnapshot
 
 
 class Pane(Vertical):

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Input, Static
 
-from frost_core.api.snapshot import NodeSnapshot, PeerView
+from frost_core import NodeSnapshot, PeerView
 
 from frost_tui.widgets.format import format_ago, format_bytes, format_clock, styled_state
 from frost_tui.widgets.live_table import LiveTable

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from frost_core.api.snapshot import NodeSnapshot, PluginView
+from frost_core import NodeSnapshot, PluginView
 
 from frost_tui.widgets.live_table import LiveTable
 from frost_tui.widgets.redraw import update_static

@@ -15,9 +15,7 @@ from textual.message import Message
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Static, Switch
 
-from frost_core.api.commands import SaveSettings
-from frost_core.config import OPTIONS, Option
-from frost_core.api.snapshot import NodeSnapshot
+from frost_core import OPTIONS, NodeSnapshot, Option, SaveSettings
 
 from frost_tui.tabs.pane import Pane
 

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from frost_core.api.snapshot import HostingView
+from frost_core import HostingView
 
 from frost_tui.widgets.format import format_until
 

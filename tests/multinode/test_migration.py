@@ -98,7 +98,7 @@ def test_evict_on_a_host_sends_its_guest_to_another_peer_and_frees_the_cpu(trio_
 
 
 PRIVATE_PLUGIN = '''
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
+from frost_core import Done, Output, Param, Plugin, WorkUnit
 
 
 class SquareSum(Plugin):

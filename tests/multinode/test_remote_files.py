@@ -20,7 +20,7 @@ from tests.nodes import wait_for
 pytestmark = pytest.mark.timeout(240)
 
 SLOW_UPPER = '''
-from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
+from frost_core import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
 
 
 class SlowUpper(Plugin):

@@ -10,7 +10,7 @@ from tests.nodes import wait_for
 pytestmark = pytest.mark.slow
 
 GOOD_HEAD = textwrap.dedent("""
-    from frost_core.plugin.api import Done, Output, Param, Plugin, WorkUnit
+    from frost_core import Done, Output, Param, Plugin, WorkUnit
 
     class Endless(Plugin):
         name = "endless"
