@@ -8,26 +8,18 @@ load balancer: a benchmark issues every move, evict and pause itself, so each on
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
 
-from frost_core.config import Paths
-from frost_core.api.errors import NodeUnavailableError
-from frost_core.wire.security import ClusterKey
-from bench_plugins.ballast import FIRST_STEP
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' node harness is the one harness
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for the tests' node client
-from tests.nodes import call_verb  # noqa: E402
+from frost_core.wire.security import ClusterKey  # noqa: E402
+from bench_plugins.ballast import FIRST_STEP  # noqa: E402
+from tests.nodes import NodeProcess as BenchNode  # noqa: E402
+from tests.nodes import start_node  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 BALLAST_PLUGIN = Path(__file__).resolve().parent / "bench_plugins" / "ballast.py"
-FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 
 BENCH_CONFIG = """
 [gossip]
@@ -50,28 +42,6 @@ balance_interval = 0
 """Fast gossip, one guest CPU per node, no owner policy, no evict hold, no balancer."""
 
 
-@dataclass
-class BenchNode:
-    name: str
-    data_dir: Path
-    process: subprocess.Popen
-    output: IO[str]
-
-    def call(self, verb: str, **args: Any) -> Any:
-        paths = Paths.resolve(config_file=self.data_dir / "config.toml", data_dir=self.data_dir)
-        return call_verb(paths, verb, **args)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.output.close()
-
-
 def start_cluster(folder: Path, names: list[str], extra_config: str = "") -> list[BenchNode]:
     """Start one node per name (the first is the others' seed) and wait until all see each other alive."""
     key_file = folder / "cluster.key"
@@ -79,7 +49,7 @@ def start_cluster(folder: Path, names: list[str], extra_config: str = "") -> lis
     nodes: list[BenchNode] = []
     try:
         for name in names:
-            seeds = ["--seed", nodes[0].call("status")["address"]] if nodes else []
+            seeds = [nodes[0].address] if nodes else []
             nodes.append(_start_node(folder / name, name, key_file, seeds, extra_config))
         ids = {n.call("status")["node_id"] for n in nodes}
         for node in nodes:
@@ -109,39 +79,8 @@ def stop_all(nodes: list[BenchNode]) -> None:
 
 
 def _start_node(data_dir: Path, name: str, key_file: Path, seeds: list[str], extra_config: str) -> BenchNode:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "config.toml").write_text(BENCH_CONFIG + extra_config)
-    command = [
-        FROST_TUI, "--headless", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
-        "--listen-host", "127.0.0.1", "--port", "0", "--broadcast-address", "", "--cluster-key-file", str(key_file),
-        "--name", name, *seeds,
-    ]
-    output = open(data_dir / "stdout.log", "a")  # noqa: SIM115 - closed by stop()
-    process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                               env={**os.environ, "NO_COLOR": "1"})
-    node = BenchNode(name=name, data_dir=data_dir, process=process, output=output)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            node.call("status")
-            return node
-        except NodeUnavailableError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                node.stop()
-                raise RuntimeError(f"node {name} did not start:\n{(data_dir / 'stdout.log').read_text()}") from None
-            time.sleep(0.1)
-
-
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.02) -> Any:
-    """Poll until predicate() is truthy (real processes: there is no clock to fake)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")
+    return start_node(data_dir, key_file=key_file, seeds=tuple(seeds), name=name, base_config=BENCH_CONFIG,
+                      extra_config=extra_config, env={"NO_COLOR": "1"}, log_level="info")
 
 
 def first_steps(node: BenchNode, task_id: str, after: float) -> list[tuple[float, int]]:

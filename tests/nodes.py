@@ -76,6 +76,10 @@ class NodeProcess:
         return call_verb(self.paths, verb, **args)
 
     @property
+    def name(self) -> str:
+        return self.data_dir.name
+
+    @property
     def address(self) -> str:
         return self.call("status")["address"]
 
@@ -111,7 +115,7 @@ def start_node(
     data_dir: Path, *, key_file: Path, seeds: tuple[str, ...] = (), port: int = 0, name: str | None = None,
     broadcast: str = "", listen_host: str = "127.0.0.1", extra_config: str = "", netns: str | None = None,
     base_config: str = FAST_CONFIG,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, log_level: str = "debug",
 ) -> NodeProcess:
     """Start a headless node and wait until its control socket answers."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +123,7 @@ def start_node(
     command = [
         FROST_TUI, "--headless", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
         "--listen-host", listen_host, "--port", str(port), "--broadcast-address", broadcast,
-        "--cluster-key-file", str(key_file), "--name", name or data_dir.name, "--log-level", "debug",
+        "--cluster-key-file", str(key_file), "--name", name or data_dir.name, "--log-level", log_level,
     ]
     for seed in seeds:
         command += ["--seed", seed]
@@ -139,15 +143,3 @@ def start_node(
                 node.stop()
                 raise RuntimeError(f"node in {data_dir} did not start:\n{(data_dir / 'stdout.log').read_text()}")
             time.sleep(0.1)
-
-
-def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.2):
-    """Poll until predicate() is truthy; fail naming `what` (real processes: no fake clock here)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")

@@ -12,12 +12,12 @@ import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from frost_core.wire.security import ClusterKey
-from tests.nodes import FAST_CONFIG, FROST_TUI, start_node, wait_for
+from tests.nodes import FAST_CONFIG, FROST_TUI, start_node
+from tests.waiting import wait_for
 
 pytestmark = [
     pytest.mark.slow,

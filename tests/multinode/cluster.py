@@ -7,7 +7,8 @@ from pathlib import Path
 
 from frost_core.plugin.api import parse_params, run_locally
 from frost_core.plugin.loader import load_plugin_file
-from tests.nodes import NodeProcess, wait_for
+from tests.nodes import NodeProcess
+from tests.waiting import wait_for
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from frost_core.wire.security import ClusterKey
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from tests.multinode.cluster import (
     CLUSTER_CONFIG, RAYTRACE, assignment, params_args, reference_sha256, result_sha256, running_units,
     wait_for_members,
 )
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 

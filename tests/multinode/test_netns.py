@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from tests.netns import BROADCAST, Topology, require_netns
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
 

@@ -10,7 +10,8 @@ from tests.multinode.cluster import (
     CLUSTER_CONFIG, RAYTRACE, assignment, reference_sha256, result_sha256, running_units, wait_for_members,
 )
 from tests.netns import Topology, require_netns
-from tests.nodes import FAST_CONFIG, wait_for
+from tests.nodes import FAST_CONFIG
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 

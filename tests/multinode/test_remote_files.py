@@ -15,7 +15,7 @@ import pytest
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.loader import load_plugin_file
 from tests.multinode.cluster import CLUSTER_CONFIG, assignment, running_units, wait_for_members
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 

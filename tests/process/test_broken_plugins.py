@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

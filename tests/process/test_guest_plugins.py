@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
-import psutil
 import pytest
 
-from frost_core.guest import Completed, Failed, GuestEvent, GuestSettings, GuestSupervisor, GuestTask
+from frost_core.guest import Completed, Failed, GuestSupervisor
 
 from tests.guest_kit import (
-    MIB, COUNTER, broken, FOREVER, NOT_CBOR, HUGE_STATE, GREEDY, RAISER, CRASHER, CLIMBER, AUTOGROUP_CLIMBER, SCRIBBLER, SYNTAX_ERROR, Recorder, fast_settings, write_plugin, make_task, counter_result, guest_processes,
+    MIB, COUNTER, FOREVER, NOT_CBOR, HUGE_STATE, GREEDY, RAISER, CRASHER, CLIMBER, AUTOGROUP_CLIMBER, SCRIBBLER, SYNTAX_ERROR, Recorder, fast_settings, write_plugin, make_task, counter_result, guest_processes,
 )
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.process.guests import guest_cpu_seconds, guest_processes
-from tests.nodes import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,6 @@
 """The plugin registry: bundled, entry-point and added plugins; broken ones listed, never fatal."""
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest

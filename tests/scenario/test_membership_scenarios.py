@@ -9,6 +9,7 @@ import trio
 from frost_core.membership import MembershipConfig, MemberState, ResourceFigures
 from frost_core.membership.suspicion import suspicion_timeout
 from frost_core.membership.testing import SimCluster, SimNode, open_sim_cluster
+from tests.waiting import wait_until
 
 ALIVE, SUSPECT, DEAD, LEFT = MemberState.ALIVE, MemberState.SUSPECT, MemberState.DEAD, MemberState.LEFT
 NO_BROADCAST = MembershipConfig(announce_interval=1e6)
@@ -22,15 +23,6 @@ def active_counts(nodes: list[SimNode]) -> list[int]:
     return [sum(1 for r in node.membership.members() if r.is_active) for node in nodes]
 
 
-async def wait_for(predicate, limit: float, step: float = 0.25) -> float:
-    """Sleep in mock time until predicate() holds; returns the mock seconds it took (or fails)."""
-    start = trio.current_time()
-    while not predicate():
-        assert trio.current_time() - start < limit, f"not reached within {limit} s"
-        await trio.sleep(step)
-    return trio.current_time() - start
-
-
 async def start_via_seed(cluster: SimCluster, count: int) -> list[SimNode]:
     """Broadcast reaches no one here (partitioned per node is overkill): nodes join through node 0."""
     first = await cluster.start_node()
@@ -40,11 +32,11 @@ async def start_via_seed(cluster: SimCluster, count: int) -> list[SimNode]:
 async def test_joining_through_one_seed_learns_the_whole_cluster(autojump_clock):
     async with open_sim_cluster(1, config=NO_BROADCAST) as cluster:
         nodes = await start_via_seed(cluster, 8)
-        await wait_for(lambda: active_counts(nodes) == [8] * 8, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [8] * 8, timeout=30, interval=0.25)
         # a latecomer that only knows the last joiner still learns everyone, and everyone learns it
         late = await cluster.start_node(seeds=(nodes[-1].address,))
         everyone = nodes + [late]
-        await wait_for(lambda: active_counts(everyone) == [9] * 9, limit=30)
+        await wait_until(lambda: active_counts(everyone) == [9] * 9, timeout=30, interval=0.25)
 
 
 async def test_twenty_nodes_converge_on_one_table_despite_loss(autojump_clock):
@@ -61,17 +53,19 @@ async def test_twenty_nodes_converge_on_one_table_despite_loss(autojump_clock):
                 for node in nodes
             )
 
-        await wait_for(one_table_all_alive, limit=30)
+        await wait_until(one_table_all_alive, timeout=30, interval=0.25)
 
 
 async def test_a_figure_change_reaches_every_table(autojump_clock):
     async with open_sim_cluster(3, loss=0.05) as cluster:
         nodes = [await cluster.start_node() for _ in range(20)]
-        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [20] * 20, timeout=30, interval=0.25)
         source = nodes[5]
         source.membership.set_local_figures(ResourceFigures(available=0.25, cpus=4, guests=2, mode="receiver"))
         seen = lambda: all(n.membership.member(source.node_id).figures.available == 0.25 for n in nodes)  # noqa: E731
-        took = await wait_for(seen, limit=20, step=0.1)
+        start = trio.current_time()
+        await wait_until(seen, timeout=20, interval=0.1)
+        took = trio.current_time() - start
         assert took <= math.ceil(math.log2(20)) + 3  # rounds of one second
         assert nodes[0].membership.member(source.node_id).figures.mode == "receiver"
 
@@ -80,11 +74,11 @@ async def test_a_crashed_node_is_dead_everywhere_within_the_bound(autojump_clock
     config = MembershipConfig()
     async with open_sim_cluster(4, loss=0.05, config=config) as cluster:
         nodes = [await cluster.start_node() for _ in range(20)]
-        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [20] * 20, timeout=30, interval=0.25)
         victim = nodes[11]
         cluster.crash(victim)
         bound = suspicion_timeout(20, 3, config) + 3.0  # confirmed suspicion, plus detection and spread
-        await wait_for(lambda: views_of(nodes, victim) == [DEAD] * 19, limit=bound)
+        await wait_until(lambda: views_of(nodes, victim) == [DEAD] * 19, timeout=bound, interval=0.25)
         survivors = [n for n in nodes if n is not victim]
         assert all(e.record.node_id == victim.node_id for n in survivors for e in n.events if e.kind == "dead")
 
@@ -92,13 +86,13 @@ async def test_a_crashed_node_is_dead_everywhere_within_the_bound(autojump_clock
 async def test_a_suspected_node_that_is_alive_refutes_and_survives(autojump_clock):
     async with open_sim_cluster(5) as cluster:
         nodes = [await cluster.start_node() for _ in range(10)]
-        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [10] * 10, timeout=30, interval=0.25)
         target = nodes[3]
         accuser = nodes[0]
         before = target.membership.table.own.incarnation
         accuser.membership.prober.suspect(accuser.membership.member(target.node_id))
         assert accuser.state_of(target.node_id) == SUSPECT
-        await wait_for(lambda: views_of(nodes, target) == [ALIVE] * 9, limit=10)
+        await wait_until(lambda: views_of(nodes, target) == [ALIVE] * 9, timeout=10, interval=0.25)
         assert target.membership.table.own.incarnation > before
         await trio.sleep(60)
         assert views_of(nodes, target) == [ALIVE] * 9
@@ -107,7 +101,7 @@ async def test_a_suspected_node_that_is_alive_refutes_and_survives(autojump_cloc
 async def test_a_starved_node_is_not_declared_dead_and_kills_no_one(autojump_clock):
     async with open_sim_cluster(6, loss=0.05) as cluster:
         nodes = [await cluster.start_node() for _ in range(20)]
-        await wait_for(lambda: active_counts(nodes) == [20] * 20, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [20] * 20, timeout=30, interval=0.25)
         starved = nodes[7]
         for _ in range(3):
             cluster.network.stall(starved.address, 10.0)
@@ -120,10 +114,12 @@ async def test_a_starved_node_is_not_declared_dead_and_kills_no_one(autojump_clo
 async def test_a_node_that_leaves_is_seen_as_left_not_dead(autojump_clock):
     async with open_sim_cluster(7, loss=0.05) as cluster:
         nodes = [await cluster.start_node() for _ in range(10)]
-        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [10] * 10, timeout=30, interval=0.25)
         leaver = nodes[4]
         await cluster.stop(leaver)
-        took = await wait_for(lambda: views_of(nodes, leaver) == [LEFT] * 9, limit=5, step=0.05)
+        start = trio.current_time()
+        await wait_until(lambda: views_of(nodes, leaver) == [LEFT] * 9, timeout=5, interval=0.05)
+        took = trio.current_time() - start
         assert took < 2.0  # at once, not after a suspicion timeout
         await trio.sleep(30)
         assert views_of(nodes, leaver) == [LEFT] * 9
@@ -134,19 +130,19 @@ async def test_a_healed_partition_merges_back_into_one_cluster(autojump_clock):
     config = MembershipConfig(announce_interval=20.0)
     async with open_sim_cluster(8, config=config) as cluster:
         nodes = [await cluster.start_node() for _ in range(10)]
-        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [10] * 10, timeout=30, interval=0.25)
         left, right = nodes[:5], nodes[5:]
         cluster.network.partition({n.address for n in left}, {n.address for n in right})
-        await wait_for(lambda: all(views_of(left, r).count(DEAD) == 5 for r in right), limit=60)
+        await wait_until(lambda: all(views_of(left, r).count(DEAD) == 5 for r in right), timeout=60, interval=0.25)
         cluster.network.heal()
         # the periodic announcements find the other side again; refutations revive everyone
-        await wait_for(lambda: active_counts(nodes) == [10] * 10, limit=60)
+        await wait_until(lambda: active_counts(nodes) == [10] * 10, timeout=60, interval=0.25)
 
 
 async def test_the_peers_table_reads_round_trip_time_and_last_heard_in_wall_clock(autojump_clock):
     async with open_sim_cluster(9, latency=0.002) as cluster:
         nodes = [await cluster.start_node() for _ in range(4)]
-        await wait_for(lambda: active_counts(nodes) == [4] * 4, limit=30)
+        await wait_until(lambda: active_counts(nodes) == [4] * 4, timeout=30, interval=0.25)
         await trio.sleep(10)
         reader, peer = nodes[0].membership, nodes[2]
         # a ping and its ack each cross the network once: 2 × 2 ms, whatever the smoothing

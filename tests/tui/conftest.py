@@ -66,15 +66,6 @@ def make_config(tmp_path, **overrides):
     return load_config(paths, values)
 
 
-async def wait_for(pilot: Pilot, condition: Callable[[], bool], *, timeout: float = 10.0) -> None:
-    """Let the app run until `condition` holds (a real node answers in its own time)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.05)
-
-
 @pytest.fixture
 def real_node(tmp_path):
     """A real frost_core Node on loopback."""

@@ -7,7 +7,8 @@ import asyncio
 from frost_tui.app import SnapshotArrived, create_app
 from frost_tui.shots.fixed import DEMO_NOW
 
-from tests.tui.conftest import run_ui, screen_text, wait_for
+from tests.tui.conftest import run_ui, screen_text
+from tests.waiting import wait_in_app
 from tests.tui.fake_node import FakeNode
 
 
@@ -16,7 +17,7 @@ def test_real_node_starts_shows_its_state_and_stops_cleanly_on_ctrl_q(real_node,
 
     async def scenario(app, pilot):
         # the node is up once it has bound a port and published its address
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.address.startswith("127.0.0.1:"))
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address.startswith("127.0.0.1:"))
         text = screen_text(app)
         assert "desk-a" in text
         assert app.snapshot.hosting.state.replace("-", " ").upper().split()[0][0] in text
@@ -32,12 +33,12 @@ def test_real_node_pause_key_pauses_hosting(real_node):
     node = real_node
 
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.address != "")
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address != "")
         await pilot.press("p")
-        await wait_for(pilot, lambda: app.snapshot.hosting.state == "paused")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state == "paused")
         assert "P A U S E D" in screen_text(app)
         await pilot.press("p")
-        await wait_for(pilot, lambda: app.snapshot.hosting.state != "paused")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state != "paused")
 
     run_ui(node, scenario)
 
@@ -96,7 +97,7 @@ def test_a_burst_of_snapshots_is_one_redraw_showing_the_latest():
             for n in range(200):
                 node.publish(name=f"storm-{n}")
             # A passive burst may wait for the next redraw slot (at most a second), then shows the last.
-            await wait_for(pilot, lambda: "storm-199" in screen_text(app), timeout=5)
+            await wait_in_app(pilot, lambda: "storm-199" in screen_text(app), timeout=5)
         return app
 
     asyncio.run(main())

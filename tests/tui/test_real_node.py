@@ -18,9 +18,10 @@ from frost_core.api.commands import SubmitAssignment
 from frost_core.node.wiring import Node
 from frost_core.wire.security import ClusterKey
 from tests.nodes import start_node
-from tests.nodes import wait_for as wait_until
+from tests.waiting import wait_for as wait_blocking
 
-from tests.tui.conftest import make_config, run_ui, screen_text, wait_for
+from tests.tui.conftest import make_config, run_ui, screen_text
+from tests.waiting import wait_in_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -88,9 +89,9 @@ def peer_alive(app) -> bool:
 
 async def start_guest_here(app, pilot, desk: Node, *, units: int = 1) -> list[str]:
     """Submit a long assignment from the desk (peer-b paused, so its units run here); their task ids."""
-    await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
+    await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
     app.send(SubmitAssignment(plugin="montecarlo-pi", params={**LONG_PI, "units": units}))
-    await wait_for(pilot, lambda: len(app.snapshot.guests) == units
+    await wait_in_app(pilot, lambda: len(app.snapshot.guests) == units
                    and all(g.state == "running" for g in app.snapshot.guests), timeout=60)
     return [g.task_id for g in app.snapshot.guests]
 
@@ -98,7 +99,7 @@ async def start_guest_here(app, pilot, desk: Node, *, units: int = 1) -> list[st
 async def wait_to_see(app, pilot, *words: str, timeout: float = 10.0) -> None:
     """Wait until every one of `words` is on the screen; on failure, say what the screen showed."""
     try:
-        await wait_for(pilot, lambda: all(w in screen_text(app) for w in words), timeout=timeout)
+        await wait_in_app(pilot, lambda: all(w in screen_text(app) for w in words), timeout=timeout)
     except AssertionError:
         raise AssertionError(f"never saw {words}; the screen showed:\n{screen_text(app)}") from None
 
@@ -117,7 +118,7 @@ def process_states(desk: Node) -> set[str]:
 def test_every_tab_shows_the_real_nodes_state(desk):
     async def scenario(app, pilot):
         task_id, = await start_guest_here(app, pilot, desk)
-        await wait_for(pilot, lambda: peer_alive(app), timeout=30)
+        await wait_in_app(pilot, lambda: peer_alive(app), timeout=30)
         assignment = app.snapshot.assignments[0]
         expected = {
             "1": ("H O S T I N G", "Transfer mode", "desk-a"),
@@ -139,11 +140,11 @@ def test_p_stops_the_guest_process_and_p_again_lets_it_run(desk):
     async def scenario(app, pilot):
         await start_guest_here(app, pilot, desk)
         await pilot.press("p")
-        await wait_for(pilot, lambda: app.snapshot.hosting.state == "paused")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state == "paused")
         assert "P A U S E D" in screen_text(app)
         assert process_states(desk) == {psutil.STATUS_STOPPED}
         await pilot.press("p")
-        await wait_for(pilot, lambda: app.snapshot.hosting.state != "paused")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state != "paused")
         assert process_states(desk) <= {psutil.STATUS_RUNNING, psutil.STATUS_SLEEPING}
         assert "P A U S E D" not in screen_text(app)
 
@@ -156,14 +157,14 @@ def test_x_evicts_only_the_selected_guest_and_e_all_the_others(tmp_path, cluster
     async def scenario(app, pilot):
         first, second = await start_guest_here(app, pilot, desk, units=2)
         await pilot.press("2")
-        await wait_for(pilot, lambda: first in screen_text(app))
+        await wait_in_app(pilot, lambda: first in screen_text(app))
         selected = app.query_one("GuestsPane").selected_guest().task_id
         await pilot.press("x")
         staying = second if selected == first else first
-        await wait_for(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [staying], timeout=30)
+        await wait_in_app(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [staying], timeout=30)
         assert selected not in screen_text(app)
         await pilot.press("e")  # one key, no confirmation
-        await wait_for(pilot, lambda: not app.snapshot.guests, timeout=30)
+        await wait_in_app(pilot, lambda: not app.snapshot.guests, timeout=30)
         assert len(app.screen_stack) == 1
         assert "No guests" in screen_text(app)
         assert not desk.supervisor.guest_pids()
@@ -175,7 +176,7 @@ def test_f_finishes_the_current_guest_then_pauses(desk):
     async def scenario(app, pilot):
         await start_guest_here(app, pilot, desk)
         await pilot.press("f")
-        await wait_for(pilot, lambda: app.snapshot.hosting.finishing)
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.finishing)
         assert "then pausing" in screen_text(app)
         assert process_states(desk) <= {psutil.STATUS_RUNNING, psutil.STATUS_SLEEPING}  # it keeps running
 
@@ -184,22 +185,22 @@ def test_f_finishes_the_current_guest_then_pauses(desk):
 
 def test_s_submits_through_the_dialog_and_the_node_runs_it(desk):
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
         await pilot.press("s")
-        await wait_for(pilot, lambda: "Submit an assignment" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Submit an assignment" in screen_text(app))
         app.screen.query_one("#submit-plugin").value = "montecarlo-pi"
-        await wait_for(pilot, lambda: bool(app.screen.query("#param-units")))
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#param-units")))
         await pilot.click("#param-units")
         await pilot.press("end", "ctrl+u", *"0")
-        await wait_for(pilot, lambda: "units must be at least 1" in screen_text(app))
+        await wait_in_app(pilot, lambda: "units must be at least 1" in screen_text(app))
         await pilot.press("backspace", "2")
         await pilot.click("#param-samples")
         await pilot.press("end", "ctrl+u", *"20000", "enter")
-        await wait_for(pilot, lambda: len(app.snapshot.assignments) == 1)
+        await wait_in_app(pilot, lambda: len(app.snapshot.assignments) == 1)
         assignment = app.snapshot.assignments[0]
         assert (assignment.plugin, assignment.params["units"], len(assignment.units)) == ("montecarlo-pi", 2, 2)
-        await wait_for(pilot, lambda: app.snapshot.assignments[0].state == "done", timeout=60)
-        await wait_for(pilot, lambda: "done" in screen_text(app) and assignment.id in screen_text(app))
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].state == "done", timeout=60)
+        await wait_in_app(pilot, lambda: "done" in screen_text(app) and assignment.id in screen_text(app))
 
     run_ui(desk, scenario)
 
@@ -211,14 +212,14 @@ def test_l_loads_a_plugin_file_and_reports_a_broken_one(desk, tmp_path, monkeypa
     (tmp_path / "nonsense.py").write_text("this is not python\n")
 
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
         await pilot.press("l")
         await pilot.press(*"julia.py", "enter")
-        await wait_for(pilot, lambda: any(p.name == "julia" and p.ok for p in app.snapshot.plugins))
-        await wait_for(pilot, lambda: "julia" in screen_text(app) and "added" in screen_text(app))
+        await wait_in_app(pilot, lambda: any(p.name == "julia" and p.ok for p in app.snapshot.plugins))
+        await wait_in_app(pilot, lambda: "julia" in screen_text(app) and "added" in screen_text(app))
         await pilot.press("l")
         await pilot.press(*"nonsense.py", "enter")
-        await wait_for(pilot, lambda: "Broken plugin" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Broken plugin" in screen_text(app))
         assert "Traceback" not in screen_text(app)
 
     run_ui(desk, scenario)
@@ -230,26 +231,26 @@ def test_m_moves_a_guest_to_the_peer_and_back_from_the_assignments_tab(desk, pee
 
     async def scenario(app, pilot):
         task_id, = await start_guest_here(app, pilot, desk)
-        await wait_for(pilot, lambda: peer_alive(app), timeout=30)
+        await wait_in_app(pilot, lambda: peer_alive(app), timeout=30)
         peer.call("resume")
         await pilot.press("2", "m")
-        await wait_for(pilot, lambda: f"Move {task_id} to" in screen_text(app))
+        await wait_in_app(pilot, lambda: f"Move {task_id} to" in screen_text(app))
         assert "peer-b" in screen_text(app) and "this machine" not in screen_text(app)
         await pilot.press("enter")  # the only live peer
-        await wait_for(pilot, lambda: not app.snapshot.guests, timeout=30)
-        await wait_for(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "peer-b", timeout=30)
+        await wait_in_app(pilot, lambda: not app.snapshot.guests, timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "peer-b", timeout=30)
         assert task_id in {g["task_id"] for g in peer.call("status")["guests"]}
 
         await pilot.press("4")  # the unit of my assignment, now running on peer-b
-        await wait_for(pilot, lambda: "peer-b" in screen_text(app))
+        await wait_in_app(pilot, lambda: "peer-b" in screen_text(app))
         await pilot.click("#units-table", offset=(3, 2))
         await pilot.press("m")
-        await wait_for(pilot, lambda: "desk-a (this machine)" in screen_text(app))
+        await wait_in_app(pilot, lambda: "desk-a (this machine)" in screen_text(app))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [task_id], timeout=30)
-        await wait_for(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "desk-a", timeout=30)
+        await wait_in_app(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [task_id], timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "desk-a", timeout=30)
         assert app.snapshot.assignments[0].units[0].moves == 2
-        await wait_for(pilot, lambda: "desk-a" in screen_text(app))
+        await wait_in_app(pilot, lambda: "desk-a" in screen_text(app))
 
     run_ui(desk, scenario)
 
@@ -257,9 +258,9 @@ def test_m_moves_a_guest_to_the_peer_and_back_from_the_assignments_tab(desk, pee
 def test_m_to_a_peer_that_refuses_is_a_titled_notification(desk, peer):
     async def scenario(app, pilot):
         task_id, = await start_guest_here(app, pilot, desk)
-        await wait_for(pilot, lambda: peer_alive(app), timeout=30)
+        await wait_in_app(pilot, lambda: peer_alive(app), timeout=30)
         await pilot.press("2", "m", "enter")  # peer-b is paused: it refuses the guest
-        await wait_for(pilot, lambda: "Move failed" in screen_text(app), timeout=30)
+        await wait_in_app(pilot, lambda: "Move failed" in screen_text(app), timeout=30)
         assert "Traceback" not in screen_text(app)
         assert [g.task_id for g in app.snapshot.guests] == [task_id]  # still running here
 
@@ -268,22 +269,22 @@ def test_m_to_a_peer_that_refuses_is_a_titled_notification(desk, peer):
 
 def test_slash_filters_peers_and_events(desk):
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: peer_alive(app), timeout=30)
+        await wait_in_app(pilot, lambda: peer_alive(app), timeout=30)
         await pilot.press("3", "slash", *"peer-")
-        await wait_for(pilot, lambda: re.search(r"\b1 of \d+ · sorted", screen_text(app)) is not None)
+        await wait_in_app(pilot, lambda: re.search(r"\b1 of \d+ · sorted", screen_text(app)) is not None)
         assert "peer-b" in screen_text(app) and "★ desk-a" not in screen_text(app)
         await pilot.press("enter", "6", "slash", *"desk-a started")
-        await wait_for(pilot, lambda: re.search(r"\b1 of \d+", screen_text(app)) is not None)
+        await wait_in_app(pilot, lambda: re.search(r"\b1 of \d+", screen_text(app)) is not None)
         assert "node desk-a started at 127.0.0.1:" in screen_text(app)
         await pilot.press(*" on mars")
-        await wait_for(pilot, lambda: re.search(r"\b0 of \d+", screen_text(app)) is not None)
+        await wait_in_app(pilot, lambda: re.search(r"\b0 of \d+", screen_text(app)) is not None)
 
     run_ui(desk, scenario)
 
 
 def test_x_without_a_guest_says_what_to_do(desk):
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
         await pilot.press("x")
         await wait_to_see(app, pilot, "No guest selected")
         await pilot.press("4", "m")
@@ -294,12 +295,12 @@ def test_x_without_a_guest_says_what_to_do(desk):
 
 def test_the_command_palette_offers_the_commands(desk):
     async def scenario(app, pilot):
-        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
         await pilot.press("ctrl+p")
         await pilot.press(*"pause or resume")
         await wait_to_see(app, pilot, "Pause or resume hosting (p)")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.snapshot.hosting.state == "paused")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state == "paused")
         assert desk.intents.paused
 
     run_ui(desk, scenario)
@@ -308,7 +309,7 @@ def test_the_command_palette_offers_the_commands(desk):
 def test_question_mark_shows_every_key(desk):
     async def scenario(app, pilot):
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: "frost-tui keys" in screen_text(app))
+        await wait_in_app(pilot, lambda: "frost-tui keys" in screen_text(app))
         for words in ("pause hosting", "evict every guest", "finish the current guests", "submit an assignment",
                       "load a plugin", "move the selected unit", "filter", "quit"):
             assert words in screen_text(app)
@@ -316,7 +317,7 @@ def test_question_mark_shows_every_key(desk):
         for label in ("Pause/resume", "Evict all", "Submit", "Quit", "Help"):
             assert label in footer
         await pilot.press("escape")
-        await wait_for(pilot, lambda: "frost-tui keys" not in screen_text(app))
+        await wait_in_app(pilot, lambda: "frost-tui keys" not in screen_text(app))
 
     run_ui(desk, scenario)
 
@@ -326,23 +327,23 @@ def test_q_keep_leaves_the_guest_checkpointed_and_stops_it(desk):
 
     async def scenario(app, pilot):
         await start_guest_here(app, pilot, desk)
-        await wait_for(pilot, lambda: app.snapshot.guests[0].checkpoint_bytes > 0, timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot.guests[0].checkpoint_bytes > 0, timeout=30)
         pids.extend(desk.supervisor.guest_pids())
         await pilot.press("q")
-        await wait_for(pilot, lambda: "Evict first" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Evict first" in screen_text(app))
         await pilot.press("k")
 
     app = run_ui(desk, scenario)
     assert app.return_code == 0
     assert pids
-    wait_until(lambda: not any(alive(pid) for pid in pids), timeout=15, what="the guest process to end")
+    wait_blocking(lambda: not any(alive(pid) for pid in pids), timeout=15, what="the guest process to end")
 
 
 def test_q_evict_first_quits_once_the_guest_has_left(desk, peer):
     async def scenario(app, pilot):
         await start_guest_here(app, pilot, desk)
         await pilot.press("q")
-        await wait_for(pilot, lambda: "Evict first" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Evict first" in screen_text(app))
         await pilot.press("e")
         for _ in range(600):  # the app exits by itself once the guest has left
             if not app.is_running:

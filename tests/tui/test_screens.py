@@ -10,7 +10,8 @@ from textual.widgets import Input, Select
 from frost_core.api.snapshot import EventView
 from frost_tui.shots.fixed import DEMO_NOW
 
-from tests.tui.conftest import make_config, run_ui, screen_text, wait_for
+from tests.tui.conftest import make_config, run_ui, screen_text
+from tests.waiting import wait_in_app
 from tests.tui.fake_node import FakeNode
 from tests.png_reader import make_png
 
@@ -19,7 +20,7 @@ def test_an_error_event_becomes_a_titled_notification(node):
     async def scenario(app, pilot):
         node.publish(events=node.snapshot().events + (
             EventView(DEMO_NOW + 5, "error", "raytrace.py: step() took longer than 120 s", "error", "Guest stuck"),))
-        await wait_for(pilot, lambda: "Guest stuck" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Guest stuck" in screen_text(app))
         assert "step() took longer than 120 s" in screen_text(app)
         assert "Traceback" not in screen_text(app)
 
@@ -31,7 +32,7 @@ def test_a_failed_command_is_reported_not_raised(node):
         await pilot.press("l")
         await pilot.pause()
         await pilot.press(*"/etc/hostname", "enter")  # a file that is no plugin
-        await wait_for(pilot, lambda: "Plugin error" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Plugin error" in screen_text(app))
 
     run_ui(node, scenario)
 
@@ -56,7 +57,7 @@ def test_paused_until_is_said_in_the_owners_words(node):
     async def scenario(app, pilot):
         node.publish(hosting=dataclasses.replace(node.snapshot().hosting, state="paused", paused_until=DEMO_NOW + 3600))
         # A snapshot the owner did not cause is drawn at the next passive redraw (within a second).
-        await wait_for(pilot, lambda: "paused until 10:20" in screen_text(app), timeout=5)  # DEMO_NOW is 09:20 UTC
+        await wait_in_app(pilot, lambda: "paused until 10:20" in screen_text(app), timeout=5)  # DEMO_NOW is 09:20 UTC
 
     run_ui(node, scenario)
 
@@ -73,12 +74,12 @@ def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
 
     async def scenario(app, pilot):
         await pilot.press("4")
-        await wait_for(pilot, lambda: "▀▀▀▀" in screen_text(app))
+        await wait_in_app(pilot, lambda: "▀▀▀▀" in screen_text(app))
         assert "press w to save it" in screen_text(app)
         await pilot.press("w")
         await pilot.pause()
         await pilot.press("end", "ctrl+u", *str(target), "enter")
-        await wait_for(pilot, lambda: target.exists() and "Result saved" in screen_text(app))
+        await wait_in_app(pilot, lambda: target.exists() and "Result saved" in screen_text(app))
 
     run_ui(node, scenario)
     assert target.read_bytes() == image.read_bytes()
@@ -95,13 +96,13 @@ def test_settings_are_validated_inline_and_saved_to_the_config_file(tmp_path):
         await pilot.pause()
         assert "guests.cpus must be a whole number" in screen_text(app)
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: "Settings not saved" in screen_text(app))
+        await wait_in_app(pilot, lambda: "Settings not saved" in screen_text(app))
         assert not config.paths.config_file.exists()
         await pilot.press("home", "delete")
         await pilot.pause()
         assert not app.query_one("#opt-guests-cpus-error").has_class("-shown")  # the inline error went away
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: config.paths.config_file.exists())
+        await wait_in_app(pilot, lambda: config.paths.config_file.exists())
 
     run_ui(node, scenario)
     saved = tomllib.loads(config.paths.config_file.read_text())
@@ -124,7 +125,7 @@ def test_the_submit_form_keeps_what_was_typed_when_the_select_reports_its_value_
 
     async def scenario(app, pilot):
         await pilot.press("s")
-        await wait_for(pilot, lambda: bool(app.screen.query("#submit-params Input")))
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#submit-params Input")))
         dialog = app.screen
         typed = dialog.query("#submit-params Input").first(Input)
         typed.value = "12345"

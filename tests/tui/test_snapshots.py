@@ -22,12 +22,15 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 def test_every_screen_matches_its_stored_snapshot():
     if os.environ.get("NO_COLOR"):
         pytest.skip("NO_COLOR changes every snapshot")
-    changed = []
+    changed, missing = [], []
     for stem, svg in asyncio.run(export_shots()).items():
         path = SNAPSHOTS / f"{stem}.svg"
-        if os.environ.get("FROST_UPDATE_SNAPSHOTS") or not path.exists():
+        if os.environ.get("FROST_UPDATE_SNAPSHOTS"):
             SNAPSHOTS.mkdir(exist_ok=True)
             path.write_text(svg, encoding="utf-8")
-        if svg != path.read_text(encoding="utf-8"):
+        if not path.exists():
+            missing.append(stem)  # a picture nobody has looked at is no baseline
+        elif svg != path.read_text(encoding="utf-8"):
             changed.append(stem)
+    assert missing == [], f"no stored snapshot for {missing}: regenerate with FROST_UPDATE_SNAPSHOTS=1 and look at them"
     assert changed == [], f"these screens changed: {changed}; compare with {SNAPSHOTS}"

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
+from frost_core.cluster.outbox import Outbox, owed_failure
 
 
 def test_owed_results_survive_a_kill_9_and_expire_only_after_the_hold(tmp_path):
