@@ -10,6 +10,7 @@ return the typed reply each command and query declares as its `REPLY`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import trio
@@ -17,6 +18,22 @@ import trio
 from frost_core.api.commands import Command
 from frost_core.api.queries import Query
 from frost_core.api.snapshot import NodeSnapshot
+
+
+@dataclass(frozen=True)
+class Link:
+    """How the UI reaches its node: what the header says, and whether commands can get through."""
+
+    kind: str                  # embedded (in this process) or attached (over a connection)
+    where: str                 # "this process", "local node", or HOST:PORT
+    connected: bool = True     # False while an attached UI reconnects: commands are dropped then
+    watch: bool = False        # attached to watch only: the node refuses every command
+
+    def describe(self) -> str:
+        if self.kind == "embedded":
+            return "embedded node"
+        text = f"attached to {self.where}" if self.connected else f"reconnecting to {self.where}…"
+        return text + (" (watching)" if self.watch else "")
 
 
 class NodeApi(Protocol):
@@ -33,6 +50,9 @@ class NodeApi(Protocol):
 
     def send_nowait(self, command: Command) -> None:
         """Hand a command to the node without waiting; its outcome shows in later snapshots."""
+
+    def link(self) -> Link:
+        """How this UI reaches the node right now (a change comes with a new snapshot)."""
 
     async def execute(self, command: Command) -> Any:
         """Carry out `command` now and return its REPLY; a FrostError says why it could not."""

@@ -23,6 +23,7 @@ from frost_core.config import Paths
 from frost_core.api.commands import Command
 from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
 from frost_core.api.queries import Query
+from frost_core.node.attach_protocol import AttachRequest
 from frost_core.wire.channel import Channel
 from frost_core.wire.pipe import read_frame, write_frame
 from frost_core.wire.codec import decode_strict, encode
@@ -38,6 +39,7 @@ REQUESTS: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(Reques
 """Every request the socket carries, by the class name that travels as `ControlRequest.kind`."""
 
 Handler = Callable[[Request], Awaitable[Any]]
+AttachHandler = Callable[[Channel, AttachRequest], Awaitable[None]]
 
 
 @register
@@ -60,12 +62,17 @@ class ControlReply(Message):
     error_message: str = ""
 
 
-async def serve_control(path: Path, handler: Handler, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Answer control requests on `path` until cancelled; one bad client never hurts the node."""
+async def serve_control(
+    path: Path, handler: Handler, attach: AttachHandler, *, task_status=trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Answer control requests on `path` until cancelled; one bad client never hurts the node.
+
+    A connection that opens with an AttachRequest belongs to an attached UI from then on.
+    """
     listener = _bind(path)
     try:
         task_status.started()
-        await trio.serve_listeners(lambda stream: _serve_client(stream, handler), [listener])
+        await trio.serve_listeners(lambda stream: _serve_client(stream, handler, attach), [listener])
     finally:
         path.unlink(missing_ok=True)
 
@@ -96,13 +103,16 @@ def _bind(path: Path) -> trio.SocketListener:
     return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
 
-async def _serve_client(stream: trio.SocketStream, handler: Handler) -> None:
+async def _serve_client(stream: trio.SocketStream, handler: Handler, attach: AttachHandler) -> None:
     channel = Channel(stream)
     try:
         while True:
             try:
                 request = await channel.receive()
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if isinstance(request, AttachRequest):
+                await attach(channel, request)
                 return
             if not isinstance(request, ControlRequest):
                 raise ProtocolError(f"expected a control request, got {type(request).__name__}")

@@ -34,7 +34,11 @@ from frost_core.api.commands import (
     Remeasure, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, save_config
+from frost_core.node.attach_protocol import AttachRequest
+from frost_core.node.attach_service import serve_attached
 from frost_core.node.control import Request, serve_control
+from frost_core.api.node_api import Link
+from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
@@ -107,6 +111,7 @@ class Node:
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
         self._changed = trio.Event()
+        self._published = trio.Event()
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._transport = None
         self.links = Links(node_id=self.node_id, address_of=self._address_of)
@@ -149,6 +154,21 @@ class Node:
 
     def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
         self._listener = callback
+
+    async def wait_snapshot(self, seen: NodeSnapshot | None) -> NodeSnapshot:
+        """The latest snapshot once it is not `seen`: what an attached UI is pushed next."""
+        while self._snapshot is seen:
+            await self._published.wait()
+        return self._snapshot
+
+    def refuse(self, message: str) -> None:
+        """A client asked for something it may not have: the owner reads it in Events and the log."""
+        log.warning("%s", message)
+        self.events.add("refused", message, severity="warning", title="Refused")
+        self.mark_changed()
+
+    def link(self) -> Link:
+        return Link(kind="embedded", where="this process")
 
     def send_nowait(self, command: Command) -> None:
         """Queue a command without blocking; its outcome shows up in later snapshots and events.
@@ -235,7 +255,7 @@ class Node:
                 )
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.membership.serve, transport)
-                    await nursery.start(serve_control, self.paths.control_socket, self._control)
+                    await nursery.start(serve_control, self.paths.control_socket, self._control, self._attach)
                     await nursery.start(self.host.serve)
                     nursery.start_soon(self.supervisor.keep_warm)
                     nursery.start_soon(self._run_commands)
@@ -489,7 +509,12 @@ class Node:
             self._snapshot = self._build_snapshot()
             if self._listener is not None:
                 self._listener(self._snapshot)
+            self._published.set()
+            self._published = trio.Event()
             await trio.sleep(PUBLISH_INTERVAL)
+
+    async def _attach(self, channel: Channel, request: AttachRequest) -> None:
+        await serve_attached(channel, request, self, client="a local UI")
 
     async def _control(self, request: Request) -> Any:
         return await (self.ask(request) if isinstance(request, Query) else self.execute(request))

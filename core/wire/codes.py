@@ -54,6 +54,11 @@ class MessageCode(enum.IntEnum):
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101
+    # An attached UI (node -> UI snapshots, UI -> node one-way commands; core/node/attach_protocol.py).
+    ATTACH_REQUEST = 110
+    SNAPSHOT_PUSH = 111
+    ATTACH_COMMAND = 112
+    KEEP_ALIVE = 113
     # Guest pipe (node <-> guest subprocess).
     GUEST_START = 200
     GUEST_PROGRESS = 201

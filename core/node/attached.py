@@ -1,0 +1,200 @@
+"""`AttachedNode`: the `NodeApi` of a node in another process, reached over a control connection.
+
+The UI cannot tell it from the embedded node: it reads the latest snapshot (pushed by the node),
+sends commands one way, and learns their outcome from later snapshots. When the connection
+breaks or falls silent it says so through `link()` and reconnects by itself; a command given
+while it is not connected is dropped, never replayed later against a state the owner did not see.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from frost_core.api.commands import Command
+from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.node_api import Link
+from frost_core.api.snapshot import HostingView, NodeSnapshot
+from frost_core.node.attach_protocol import (
+    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush,
+)
+from frost_core.wire.channel import Address, Channel, open_channel
+from frost_core.wire.codec import encode
+from frost_core.wire.messages import to_plain
+from frost_core.wire.security import ClusterKey
+
+log = logging.getLogger("frost.attached")
+
+CONNECT_TIMEOUT = 10.0
+RETRY_INTERVAL = 0.5
+COMMAND_QUEUE = 64
+
+
+@dataclass(frozen=True)
+class Target:
+    """One node the UI can attach to: how the header names it, and how to open its connection."""
+
+    where: str
+    connect: Callable[[], Awaitable[Channel]]
+
+
+def local_target(socket_path: Path) -> Target:
+    """The node of this data dir, over its Unix control socket (mode 0600: this account only)."""
+
+    async def connect() -> Channel:
+        return Channel(await trio.open_unix_socket(str(socket_path)))
+
+    return Target("local node", connect)
+
+
+def remote_target(address: Address, token: ClusterKey, client_id: str) -> Target:
+    """A node on another machine, over a channel keyed by its owner token (refused without it)."""
+
+    async def connect() -> Channel:
+        return await open_channel(address, token, client_id)
+
+    return Target(f"{address[0]}:{address[1]}", connect)
+
+
+class AttachedNode:
+    """A node elsewhere, seen through the snapshots it pushes; `next_target()` switches between nodes."""
+
+    def __init__(self, targets: Sequence[Target], *, watch: bool = False) -> None:
+        if not targets:
+            raise ValueError("an attached UI needs at least one node to attach to")
+        self._targets = tuple(targets)
+        self._index = 0
+        self._watch = watch
+        self._connected = False
+        self._snapshot = waiting_snapshot(self._targets[0].where, time.time())
+        self._listener: Callable[[NodeSnapshot], None] | None = None
+        self._commands: trio.MemorySendChannel[Command] | None = None
+        self._session_scope: trio.CancelScope | None = None
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+
+    # -- NodeApi ---------------------------------------------------------------------------
+
+    def snapshot(self) -> NodeSnapshot:
+        return self._snapshot
+
+    def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
+        self._listener = callback
+
+    def link(self) -> Link:
+        return Link(kind="attached", where=self._targets[self._index].where, connected=self._connected,
+                    watch=self._watch)
+
+    def send_nowait(self, command: Command) -> None:
+        """Queue `command` for the node; dropped while not connected (see the module docstring)."""
+        if self._trio_token is None:
+            return
+        self._trio_token.run_sync_soon(self._enqueue, command)
+
+    def next_target(self) -> None:
+        """Leave this node for the next one in the list (the same one again if it is the only one)."""
+        if self._trio_token is not None:
+            self._trio_token.run_sync_soon(self._switch)
+
+    async def serve(self, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        """Attach, and attach again after every loss, until cancelled. Ready at once: the first
+        snapshot says whom it waits for until the node's own arrives."""
+        self._trio_token = trio.lowlevel.current_trio_token()
+        task_status.started()
+        while True:
+            target = self._targets[self._index]
+            with trio.CancelScope() as self._session_scope:
+                try:
+                    await self._attach(target)
+                except* (OSError, FrostError, trio.TooSlowError, trio.EndOfChannel, trio.BrokenResourceError) as lost:
+                    log.info("attachment to %s lost: %s", target.where, lost.exceptions[0])
+            self._commands = None
+            if self._connected:
+                self._connected = False
+                self._publish(dataclasses.replace(self._snapshot))  # same figures, the header tells
+            await trio.sleep(RETRY_INTERVAL)
+
+    # -- one attachment ----------------------------------------------------------------------
+
+    async def _attach(self, target: Target) -> None:
+        with trio.fail_after(CONNECT_TIMEOUT):
+            channel = await target.connect()
+        async with channel:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                await channel.send(AttachRequest(watch=self._watch))
+                first = await channel.receive()
+            if not isinstance(first, SnapshotPush):
+                raise ProtocolError(f"the node answered the attach request with {type(first).__name__}")
+            commands_in, commands_out = trio.open_memory_channel[Command](COMMAND_QUEUE)
+            self._commands = commands_in
+            self._connected = True
+            log.info("attached to %s", target.where)
+            self._publish(first.snapshot)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._send_commands, channel, commands_out)
+                await self._receive_snapshots(channel)
+                nursery.cancel_scope.cancel()
+
+    async def _receive_snapshots(self, channel: Channel) -> None:
+        while True:
+            with trio.move_on_after(SILENCE_TIMEOUT) as silence:
+                message = await channel.receive()
+            if silence.cancelled_caught:
+                raise NodeUnavailableError(f"the node said nothing for {SILENCE_TIMEOUT:.0f} s")
+            if isinstance(message, SnapshotPush):
+                self._publish(message.snapshot)
+            elif not isinstance(message, KeepAlive):
+                raise ProtocolError(f"expected a snapshot or a keep-alive, got {type(message).__name__}")
+
+    async def _send_commands(self, channel: Channel, commands: trio.MemoryReceiveChannel[Command]) -> None:
+        """Commands as they come, a keep-alive when there were none for KEEP_ALIVE_INTERVAL."""
+        while True:
+            command = None
+            with trio.move_on_after(KEEP_ALIVE_INTERVAL):
+                command = await commands.receive()
+            if command is None:
+                await channel.send(KeepAlive())
+            else:
+                await channel.send(AttachCommand(kind=type(command).__name__,
+                                                 fields=encode(to_plain(type(command), command))))
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _enqueue(self, command: Command) -> None:
+        if self._commands is None:
+            log.info("not attached: %s dropped", type(command).__name__)
+            return
+        try:
+            self._commands.send_nowait(command)
+        except trio.WouldBlock:
+            log.warning("too many commands at once: %s dropped", type(command).__name__)
+
+    def _switch(self) -> None:
+        self._index = (self._index + 1) % len(self._targets)
+        self._connected = False
+        self._publish(waiting_snapshot(self._targets[self._index].where, time.time()))
+        if self._session_scope is not None:
+            self._session_scope.cancel()
+
+    def _publish(self, snapshot: NodeSnapshot) -> None:
+        self._snapshot = snapshot
+        if self._listener is not None:
+            self._listener(snapshot)
+
+
+def waiting_snapshot(where: str, now: float) -> NodeSnapshot:
+    """What the UI shows before the node's first snapshot: nothing known yet, and whom it waits for."""
+    hosting = HostingView(
+        state="unknown", reason=f"waiting for the node at {where}", paused_until=None, finishing=False,
+        transfer_mode="neutral", system_average=0.0, lower_threshold=0.0, upper_threshold=0.0,
+        memory_pool_bytes=0, memory_used_bytes=0, guest_cpus=0,
+    )
+    return NodeSnapshot(
+        node_id="", name=where, address="", cluster_join_code="", taken_at=now, hosting=hosting, history=(),
+        peers=(), guests=(), assignments=(), plugins=(), events=(), settings={},
+    )

@@ -1,0 +1,102 @@
+"""An attached UI's connection to a real headless node: snapshots pushed live, commands carried out,
+a watch-only connection refused at the protocol level, and a killed node reconnected to by itself."""
+
+from __future__ import annotations
+
+
+import pytest
+import trio
+
+from frost_core.api.commands import PauseHosting, ResumeHosting
+from frost_core.node.attach_protocol import AttachCommand, AttachRequest, SnapshotPush
+from frost_core.node.attached import AttachedNode, local_target
+from frost_core.wire.channel import Channel
+from frost_core.wire.codec import encode
+from frost_core.wire.messages import to_plain
+from frost_core.wire.security import ClusterKey
+from tests.nodes import start_node
+from tests.waiting import wait_until
+
+
+@pytest.fixture
+def node(tmp_path):
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    started = start_node(tmp_path / "desk", key_file=key, name="desk")
+    yield started
+    started.stop()
+
+
+async def _attached(node_process, *, watch: bool = False):
+    attached = AttachedNode([local_target(node_process.paths.control_socket)], watch=watch)
+    seen = []
+    attached.set_snapshot_listener(seen.append)
+    return attached, seen
+
+
+def test_an_attached_node_streams_snapshots_and_carries_out_commands(node):
+    async def main():
+        attached, seen = await _attached(node)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached")
+            assert attached.snapshot().name == "desk" and attached.link().describe() == "attached to local node"
+            attached.send_nowait(PauseHosting())
+            await wait_until(lambda: attached.snapshot().hosting.state == "paused", timeout=30, what="paused")
+            attached.send_nowait(ResumeHosting())
+            await wait_until(lambda: attached.snapshot().hosting.state != "paused", timeout=30, what="resumed")
+            count = len(seen)
+            await wait_until(lambda: len(seen) > count + 1, timeout=30, what="live snapshots")  # once a second or so
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert node.call("status")["state"] != "paused"  # detaching stopped nothing
+    assert node.process.poll() is None
+
+
+def test_the_node_refuses_every_command_on_a_watch_connection_even_if_sent(node):
+    """Below the UI: a raw watch connection sends a pause anyway; the node refuses it and says so."""
+    async def main():
+        with trio.fail_after(30):
+            stream = await trio.open_unix_socket(str(node.paths.control_socket))
+            async with Channel(stream) as channel:
+                await channel.send(AttachRequest(watch=True))
+                first = await channel.receive()
+                assert isinstance(first, SnapshotPush)
+                assert first.snapshot.cluster_join_code == ""  # a watcher never learns the cluster key
+                await channel.send(AttachCommand(kind="PauseHosting", fields=encode(to_plain(PauseHosting, PauseHosting()))))
+                while True:
+                    message = await channel.receive()
+                    if isinstance(message, SnapshotPush) and any(e.kind == "refused" for e in message.snapshot.events):
+                        return message.snapshot
+
+    snapshot = trio.run(main)
+    assert snapshot.hosting.state != "paused"
+    refusal = next(e for e in snapshot.events if e.kind == "refused")
+    assert "PauseHosting" in refusal.message and "watch" in refusal.message
+    assert node.call("status")["state"] != "paused"
+
+
+def test_an_attached_node_says_reconnecting_when_its_node_dies_and_comes_back_when_restarted(node, tmp_path):
+    async def main():
+        attached, _ = await _attached(node)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached")
+            first_id = attached.snapshot().node_id
+            await trio.to_thread.run_sync(node.kill)
+            await wait_until(lambda: not attached.link().connected, timeout=30, what="the loss noticed")
+            assert attached.link().describe() == "reconnecting to local node…"
+            attached.send_nowait(PauseHosting())  # pressed while reconnecting: dropped, never replayed
+            restarted = await trio.to_thread.run_sync(lambda: start_node(
+                node.data_dir, key_file=tmp_path / "cluster.key", name="desk"))
+            try:
+                await wait_until(lambda: attached.link().connected, timeout=30, what="attached again")
+                assert attached.snapshot().node_id == first_id
+                await trio.sleep(1.0)
+                assert attached.snapshot().hosting.state != "paused"
+            finally:
+                await trio.to_thread.run_sync(restarted.stop)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
