@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         Output,
         Param,
         Plugin,
+        RowBands,
         WorkUnit,
         encode_png,
         open_input,
@@ -123,7 +124,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "PluginError", "ProtocolError")},
     # the plugin author API
     **{name: ("frost_core.plugin.api", name) for name in (
-        "Done", "Output", "Param", "Plugin", "WorkUnit", "encode_png", "open_input", "output_path", "run_locally")},
+        "Done", "Output", "Param", "Plugin", "RowBands", "WorkUnit", "encode_png", "open_input", "output_path", "run_locally")},
     "load_plugin_file": ("frost_core.plugin.loader", "load_plugin_file"),
     # what the command line needs besides the node
     "PluginRegistry": ("frost_core.plugin.registry", "PluginRegistry"),

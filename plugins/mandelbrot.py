@@ -3,7 +3,7 @@ per step, a PNG out. Only + - * / on floats, so every machine computes the same 
 
 from __future__ import annotations
 
-from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit, encode_png
+from frost_core import Param, RowBands
 
 # The well-known 16-colour "Ultra Fractal" gradient, indexed by escape count.
 PALETTE = bytes(
@@ -18,7 +18,7 @@ PALETTE = bytes(
 INSIDE = b"\x00\x00\x00"
 
 
-class Mandelbrot(Plugin):
+class Mandelbrot(RowBands):
     name = "mandelbrot"
     version = "1.0"
     description = "Renders the Mandelbrot set to a PNG; each unit is a band of rows."
@@ -32,39 +32,14 @@ class Mandelbrot(Plugin):
         Param("span", float, 3.2, "width of the view in the complex plane", minimum=1e-12, maximum=100.0),
     )
 
-    def split(self, params: dict) -> list[WorkUnit]:
-        width, height, band = params["width"], params["height"], params["rows_per_unit"]
-        view = {key: params[key] for key in ("width", "height", "max_iter", "center_x", "center_y", "span")}
-        units = []
-        for index, y0 in enumerate(range(0, height, band)):
-            rows = min(band, height - y0)
-            units.append(
-                WorkUnit(
-                    index=index,
-                    data={**view, "y0": y0, "y1": y0 + rows},
-                    memory_bytes=8 * 1024 * 1024 + rows * width * 3,
-                    cost=float(rows * width * params["max_iter"]),
-                )
-            )
-        return units
+    view_params = ("width", "height", "max_iter", "center_x", "center_y", "span")
+    image_name = "mandelbrot"
 
-    def start(self, unit: WorkUnit) -> dict:
-        return {**unit.data, "y": unit.data["y0"], "pixels": b""}
+    def row_cost(self, params: dict) -> float:
+        return float(params["width"] * params["max_iter"])
 
-    def step(self, state: dict) -> dict | Done:
-        row = render_row(state, state["y"])
-        state = {**state, "y": state["y"] + 1, "pixels": state["pixels"] + row}
-        if state["y"] == state["y1"]:
-            return Done({"y0": state["y0"], "rows": state["y1"] - state["y0"], "pixels": state["pixels"]})
-        return state
-
-    def progress(self, state: dict) -> float:
-        return (state["y"] - state["y0"]) / (state["y1"] - state["y0"])
-
-    def combine(self, params: dict, results: list) -> Output:
-        width, height = params["width"], params["height"]
-        pixels = join_bands(results, width, height)
-        return Output(encode_png(width, height, pixels), "image/png", f"mandelbrot-{width}x{height}.png")
+    def render_row(self, view: dict, y: int) -> bytes:
+        return render_row(view, y)
 
 
 def render_row(view: dict, y: int) -> bytes:
@@ -95,20 +70,6 @@ def render_row(view: dict, y: int) -> bytes:
             k = (n % 16) * 3
             out += PALETTE[k : k + 3]
     return bytes(out)
-
-
-def join_bands(results: list, width: int, height: int) -> bytes:
-    """Concatenate row bands in unit order, checking that they tile the image exactly."""
-    pixels = bytearray()
-    for index, result in enumerate(results):
-        if not isinstance(result, dict) or not isinstance(result.get("pixels"), bytes):
-            raise PluginError(f"result of unit {index} is not a band of pixels")
-        if result.get("y0") != len(pixels) // (width * 3) or len(result["pixels"]) != result.get("rows", -1) * width * 3:
-            raise PluginError(f"result of unit {index} does not continue the image where unit {index - 1} ended")
-        pixels += result["pixels"]
-    if len(pixels) != width * height * 3:
-        raise PluginError(f"the results cover {len(pixels) // (width * 3)} of {height} rows")
-    return bytes(pixels)
 
 
 plugin = Mandelbrot()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from frost_core import Done, Output, Param, Plugin, PluginError, WorkUnit, encode_png
+from frost_core import Param, RowBands
 
 # (centre, radius, colour, reflectivity, specular exponent)
 SPHERES = (
@@ -29,7 +29,7 @@ EPSILON = 1e-6
 FAR = 1e30
 
 
-class RayTracer(Plugin):
+class RayTracer(RowBands):
     name = "raytrace"
     version = "1.0"
     description = "Ray-traces a fixed scene (spheres, plane, two lights, shadows, reflection) to a PNG."
@@ -41,48 +41,14 @@ class RayTracer(Plugin):
         Param("samples", int, 1, "anti-aliasing: samples x samples rays per pixel", minimum=1, maximum=8),
     )
 
-    def split(self, params: dict) -> list[WorkUnit]:
-        width, height, band = params["width"], params["height"], params["rows_per_unit"]
-        view = {key: params[key] for key in ("width", "height", "max_depth", "samples")}
-        rays_per_pixel = params["samples"] ** 2 * (params["max_depth"] + 1)
-        units = []
-        for index, y0 in enumerate(range(0, height, band)):
-            rows = min(band, height - y0)
-            units.append(
-                WorkUnit(
-                    index=index,
-                    data={**view, "y0": y0, "y1": y0 + rows},
-                    memory_bytes=8 * 1024 * 1024 + rows * width * 3,
-                    cost=float(rows * width * rays_per_pixel),
-                )
-            )
-        return units
+    view_params = ("width", "height", "max_depth", "samples")
+    image_name = "raytrace"
 
-    def start(self, unit: WorkUnit) -> dict:
-        return {**unit.data, "y": unit.data["y0"], "pixels": b""}
+    def row_cost(self, params: dict) -> float:
+        return float(params["width"] * params["samples"] ** 2 * (params["max_depth"] + 1))
 
-    def step(self, state: dict) -> dict | Done:
-        row = render_row(state["width"], state["height"], state["y"], state["max_depth"], state["samples"])
-        state = {**state, "y": state["y"] + 1, "pixels": state["pixels"] + row}
-        if state["y"] == state["y1"]:
-            return Done({"y0": state["y0"], "rows": state["y1"] - state["y0"], "pixels": state["pixels"]})
-        return state
-
-    def progress(self, state: dict) -> float:
-        return (state["y"] - state["y0"]) / (state["y1"] - state["y0"])
-
-    def combine(self, params: dict, results: list) -> Output:
-        width, height = params["width"], params["height"]
-        pixels = bytearray()
-        for index, result in enumerate(results):
-            if not isinstance(result, dict) or not isinstance(result.get("pixels"), bytes):
-                raise PluginError(f"result of unit {index} is not a band of pixels")
-            if result.get("y0") != len(pixels) // (width * 3) or len(result["pixels"]) != result.get("rows", -1) * width * 3:
-                raise PluginError(f"result of unit {index} does not continue the image where unit {index - 1} ended")
-            pixels += result["pixels"]
-        if len(pixels) != width * height * 3:
-            raise PluginError(f"the results cover {len(pixels) // (width * 3)} of {height} rows")
-        return Output(encode_png(width, height, bytes(pixels)), "image/png", f"raytrace-{width}x{height}.png")
+    def render_row(self, view: dict, y: int) -> bytes:
+        return render_row(view["width"], view["height"], y, view["max_depth"], view["samples"])
 
 
 def render_row(width: int, height: int, y: int, max_depth: int, samples: int) -> bytes:

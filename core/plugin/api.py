@@ -213,6 +213,73 @@ class Plugin(abc.ABC):
         """Merge the units' results (given in unit index order) into the assignment's output."""
 
 
+class RowBands(Plugin):
+    """A plugin whose work units are bands of image rows, one row per step, joined into a PNG.
+
+    Most image plugins cut the picture the same way (the MINIPROCs Mandelbrot did), so the
+    cutting, the stepping and the joining live here once: a subclass declares its `params`
+    (with `width`, `height` and `rows_per_unit`), which of them a row needs (`view_params`),
+    what a row costs, and how to render row `y`. Finished rows are kept as a list and joined
+    once, so a band costs linear time however many rows it has.
+    """
+
+    view_params: tuple[str, ...] = ("width", "height")
+    image_name: str = "image"  # the output is "{image_name}-{width}x{height}.png"
+
+    @abc.abstractmethod
+    def render_row(self, view: dict, y: int) -> bytes:
+        """The 8-bit RGB pixels of row `y` (3 x width bytes), from the view's parameters only."""
+
+    def row_cost(self, params: dict) -> float:
+        """A row's relative cost, for placement; by default one per pixel."""
+        return float(params["width"])
+
+    def split(self, params: dict) -> list[WorkUnit]:
+        width, height, band = params["width"], params["height"], params["rows_per_unit"]
+        view = {key: params[key] for key in self.view_params}
+        return [
+            WorkUnit(
+                index=index,
+                data={**view, "y0": y0, "y1": y0 + min(band, height - y0)},
+                memory_bytes=8 * 1024 * 1024 + min(band, height - y0) * width * 3,
+                cost=min(band, height - y0) * self.row_cost(params),
+            )
+            for index, y0 in enumerate(range(0, height, band))
+        ]
+
+    def start(self, unit: WorkUnit) -> dict:
+        return {**unit.data, "y": unit.data["y0"], "done": []}
+
+    def step(self, state: dict) -> dict | Done:
+        done = state["done"]
+        done.append(self.render_row(state, state["y"]))  # the runtime never reuses a state it has stepped
+        if state["y"] + 1 == state["y1"]:
+            return Done({"y0": state["y0"], "rows": len(done), "pixels": b"".join(done)})
+        return {**state, "y": state["y"] + 1, "done": done}
+
+    def progress(self, state: dict) -> float:
+        return (state["y"] - state["y0"]) / (state["y1"] - state["y0"])
+
+    def combine(self, params: dict, results: list) -> Output:
+        width, height = params["width"], params["height"]
+        pixels = join_row_bands(results, width, height)
+        return Output(encode_png(width, height, pixels), "image/png", f"{self.image_name}-{width}x{height}.png")
+
+
+def join_row_bands(results: list, width: int, height: int) -> bytes:
+    """Concatenate row bands in unit order, checking that they tile the image exactly."""
+    pixels = bytearray()
+    for index, result in enumerate(results):
+        if not isinstance(result, dict) or not isinstance(result.get("pixels"), bytes):
+            raise PluginError(f"result of unit {index} is not a band of pixels")
+        if result.get("y0") != len(pixels) // (width * 3) or len(result["pixels"]) != result.get("rows", -1) * width * 3:
+            raise PluginError(f"result of unit {index} does not continue the image where unit {index - 1} ended")
+        pixels += result["pixels"]
+    if len(pixels) != width * height * 3:
+        raise PluginError(f"the results cover {len(pixels) // (width * 3)} of {height} rows")
+    return bytes(pixels)
+
+
 def check_plugin(plugin: object) -> Plugin:
     """Check the declarations of a loaded plugin object; PluginError says what is wrong."""
     if not isinstance(plugin, Plugin):

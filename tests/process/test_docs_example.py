@@ -6,13 +6,14 @@ from pathlib import Path
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.calls import combine_output, split_units
 from frost_core.plugin.registry import PluginRegistry, load_plugin_file
+from tests.png_reader import read_png
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 
 
-def example_source() -> str:
-    found = re.search(r"<!-- example: primes.py -->\n```python\n(.*?)```", DOC.read_text(), re.S)
-    assert found, "docs/plugins.md lost its worked example"
+def example_source(name: str = "primes.py") -> str:
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", DOC.read_text(), re.S)
+    assert found, f"docs/plugins.md lost its worked example {name}"
     return found.group(1)
 
 
@@ -40,3 +41,17 @@ async def test_example_is_accepted_by_the_registry_and_runs_in_workers(tmp_path)
         results.append(state.result)
     output = await combine_output(info, {"limit": 100, "units": 2}, results)
     assert output.data.decode().splitlines()[0] == "25 primes below 100"
+
+
+def test_the_row_bands_example_draws_its_picture_as_the_doc_says(tmp_path, monkeypatch):
+    (tmp_path / "rings.py").write_text(example_source("rings.py"))
+    monkeypatch.chdir(tmp_path)
+    plugin = load_plugin_file("rings.py")
+    assert len(plugin.split({"width": 64, "height": 48, "rows_per_unit": 8, "ring": 6})) == 6
+    out = run_locally(plugin, {"width": "64"})
+    assert out.filename == "rings-64x48.png" and out.media_type == "image/png"
+    width, height, pixels = read_png(out.data)
+    assert (width, height) == (64, 48)
+    centre = (24 * 64 + 32) * 3
+    assert pixels[centre:centre + 3] == bytes((255, 255, 255))  # distance 0: the first ring is light
+    assert "`rings-64x48.png`" in DOC.read_text()

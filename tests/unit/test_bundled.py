@@ -147,3 +147,34 @@ def test_default_units_declare_memory_and_cost(plugin):
     assert len(units) > 1
     assert all(u.memory_bytes >= 1024 * 1024 and u.cost > 0 for u in units)
     assert all(len(encode_plain(plugin.start(u))) < 64 * 1024 for u in units)  # states start small
+
+
+# Hashes taken with the plugins as they were before RowBands (commit 8d4ddec): the units, every
+# unit's result and the PNG must stay the same bytes, so old checkpoints and results still fit.
+BEFORE_ROW_BANDS = {
+    "mandelbrot": ({"width": 37, "height": 29, "rows_per_unit": 6, "max_iter": 60},
+                   "30b942d6985f3f5f859c2a8179dddfb747522957c337435cbf8eb87b5075603f",
+                   "f6b2ba41210bd0cab625d3c68f6ce79413e3f9a1d16359abad9909b1bbaf6087",
+                   "090203ae0ac0fa7bbedad7f8ab61ce4f2c16722473b264d99868ac9ae1fb7a07"),
+    "raytrace": ({"width": 23, "height": 17, "rows_per_unit": 5},
+                 "f79748c44d547d007e824de58ea1822489b5734cfaf5706665cacd81c5c383c5",
+                 "52cf6c7118bccc31256cce8f2a8d390248894d36c07ea33140865514e6208c27",
+                 "921449162742ebd55f76926bba2fc25483103ea98532e4b3eafcc2ca7b86ce31"),
+}
+
+
+@pytest.mark.parametrize("plugin", [mandelbrot.plugin, raytrace.plugin], ids=["mandelbrot", "raytrace"])
+def test_units_and_results_are_the_same_bytes_as_before_row_bands(plugin):
+    overrides, units_sha, results_sha, png_sha = BEFORE_ROW_BANDS[plugin.name]
+    params = {p.name: p.default for p in plugin.params} | overrides
+    units = plugin.split(params)
+    results = []
+    for unit in units:
+        state = plugin.start(unit)
+        while not isinstance(state, Done):
+            state = plugin.step(decode_plain(encode_plain(state)))  # as after a checkpoint at every step
+        results.append(state.result)
+    encoded_units = b"".join(encode_plain({"i": u.index, "d": u.data, "m": u.memory_bytes, "c": u.cost}) for u in units)
+    assert hashlib.sha256(encoded_units).hexdigest() == units_sha
+    assert hashlib.sha256(b"".join(encode_plain(r) for r in results)).hexdigest() == results_sha
+    assert hashlib.sha256(plugin.combine(params, results).data).hexdigest() == png_sha
