@@ -2,20 +2,27 @@
 
 Autogroups and SCHED_IDLE rank tasks inside one cgroup; a node in `system.slice` and the owner's
 apps in their own scopes compete by cgroup weight, and a SCHED_IDLE guest took 69 % of a core.
-A parent cgroup with `cpu.idle = 1` (or the smallest weight) for this node's guests took 0 %.
-The same cgroups cap each guest's memory (children and page cache included), its process count,
-and freeze its whole process tree at once for a pause.
+Idleness does not climb either: an idle cgroup *inside* the node's cgroup still took 44 % of a
+core from hogs in a sibling of the node's cgroup, while an idle cgroup at the top of the
+hierarchy took 0 %. So the guests' CPU parent (`cpu.idle = 1`, or the least weight) sits at
+the top of the cpu hierarchy where the node may write there, and inside the node's own
+cgroup otherwise (reported as a missing layer). Memory, pids and freezer parents sit inside
+the node's cgroup, so whatever limits the node has also bound its guests. These cgroups cap
+each guest's memory (children and page cache included) and process count, and freeze its whole
+process tree at once for a pause.
 
-Three backends: cgroup v2 (a delegated subtree), cgroup v1 (one parent per writable hierarchy)
-and none (the priority recipe alone; `missing` says why). The parent is named after the node's
-pid, inside the node's own cgroup, so a node killed with -9 leaves parents the next node finds
-and removes (`remove_stale`).
+Three backends: cgroup v2 (root's hierarchy or a delegated subtree), cgroup v1 (one parent per
+writable hierarchy) and none (the priority recipe alone; `missing` says why). Parents are named
+after the node's pid, so a node killed with -9 leaves parents the next node finds and removes
+(`remove_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import itertools
 import os
 import re
 import signal
@@ -30,6 +37,7 @@ V2_CONTROLLERS = ("cpu", "memory", "pids")
 REMOVE_TRIES = 50
 REMOVE_DELAY = 0.02
 _V1_LEAST_SHARES = 2  # the smallest cpu.shares the kernel accepts
+_numbers = itertools.count(1)  # several supervisors in one process (tests) each get their own parents
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,9 @@ class Mounts:
     """Controller -> the directory of this process's cgroup in that v1 hierarchy."""
     v2: Path | None
     """This process's cgroup directory in the unified hierarchy, if one is mounted."""
+    v1_roots: dict[str, Path] = dataclasses.field(default_factory=dict)
+    """Controller -> where its v1 hierarchy is mounted (its top)."""
+    v2_root: Path | None = None
 
 
 def parse_mounts(mountinfo: str, proc_cgroup: str) -> Mounts:
@@ -69,7 +80,7 @@ def parse_mounts(mountinfo: str, proc_cgroup: str) -> Mounts:
         for controller in controllers.split(","):
             if controller in v1_roots:
                 v1[controller] = v1_roots[controller] / relative
-    return Mounts(v1=v1, v2=v2)
+    return Mounts(v1=v1, v2=v2, v1_roots=v1_roots, v2_root=v2_root)
 
 
 def current_mounts() -> Mounts:
@@ -303,7 +314,7 @@ def remove_stale(folders: list[Path]) -> list[Path]:
     removed = []
     for folder in folders:
         for entry in _entries(folder):
-            pid = entry.name.removeprefix(PARENT_PREFIX)
+            pid = entry.name.removeprefix(PARENT_PREFIX).partition(".")[0]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
                 _remove_tree(entry)
                 removed.append(entry)
@@ -318,24 +329,30 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float | None = None) -> GuestCgroups:
-    """Make this node's guest parent cgroup with the best backend the machine grants; never raises."""
+    """Make this node's guest parent cgroups with the best backend the machine grants; never raises."""
     mounts = mounts or current_mounts()
-    name = f"{PARENT_PREFIX}{os.getpid()}"
+    name = f"{PARENT_PREFIX}{os.getpid()}.{next(_numbers)}"
     reasons: list[str] = []
     if mounts.v2 is not None and set(V2_CONTROLLERS) <= set(_read(mounts.v2 / "cgroup.controllers").split()):
-        remove_stale([mounts.v2])
-        try:
-            cgroups = _open_v2(mounts.v2, name)
-        except OSError as error:
-            reasons.append(f"cgroup v2 at {mounts.v2} is not delegated to this node: {error.strerror}")
-        else:
-            cgroups.set_cpu_cap(cpu_cap_percent)
-            return cgroups
-    elif mounts.v2 is not None:
+        top = mounts.v2_root if mounts.v2_root is not None else mounts.v2
+        remove_stale(list(dict.fromkeys((top, mounts.v2))))
+        for home in dict.fromkeys((top, mounts.v2)):
+            try:
+                cgroups = _open_v2(home, name, nested=home != top)
+            except OSError as error:
+                reasons.append(f"cgroup v2 at {home} is not delegated to this node: {error.strerror}")
+            else:
+                cgroups.set_cpu_cap(cpu_cap_percent)
+                return cgroups
+    elif mounts.v2 is not None and mounts.v2_root is not None and not mounts.v1:
         reasons.append("the unified (v2) hierarchy lacks the cpu, memory or pids controller here")
     if "cpu" in mounts.v1:
-        remove_stale(list(dict.fromkeys(mounts.v1.values())))
-        cgroups = _open_v1(mounts.v1, name)
+        homes = {c: mounts.v1_roots.get(c, folder) if c == "cpu" else folder for c, folder in mounts.v1.items()}
+        remove_stale(list(dict.fromkeys((*homes.values(), *mounts.v1.values()))))
+        cgroups = _open_v1(homes, name, cpu_nested=homes["cpu"] == mounts.v1["cpu"] != mounts.v1_roots.get("cpu"))
+        if "cpu" not in cgroups.parents and homes["cpu"] != mounts.v1["cpu"]:
+            cgroups.close()
+            cgroups = _open_v1({**homes, "cpu": mounts.v1["cpu"]}, name, cpu_nested=True)
         if cgroups.active:
             cgroups.set_cpu_cap(cpu_cap_percent)
             return cgroups
@@ -349,21 +366,26 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
     )))
 
 
-def _open_v2(node_cgroup: Path, name: str) -> GuestCgroups:
-    """A guest parent next to the node in its delegated subtree (the node moves into a leaf first).
+def _nested_warning(folder: Path) -> str:
+    return (f"the guests' idle CPU parent is inside the node's cgroup {folder} (the top of the hierarchy is not "
+            "writable here), so programs in other cgroups weigh the same as the node and its guests together")
 
-    cgroup v2 forbids processes in a cgroup whose children use controllers, so the node's own
-    processes move to `<its cgroup>/node` before the controllers are enabled below it.
+
+def _open_v2(home: Path, name: str, *, nested: bool) -> GuestCgroups:
+    """A guest parent in `home`: the top of the unified hierarchy, or the node's delegated cgroup.
+
+    cgroup v2 forbids processes in a cgroup whose children use controllers, so in its own
+    cgroup the node's processes move to `<its cgroup>/node` before the controllers are enabled.
     """
     enable = " ".join(f"+{c}" for c in V2_CONTROLLERS)
-    if _pids(node_cgroup):
-        leaf = node_cgroup / "node"
+    if nested and _pids(home):
+        leaf = home / "node"
         leaf.mkdir(exist_ok=True)
-        for pid in _pids(node_cgroup):
+        for pid in _pids(home):
             with contextlib.suppress(ProcessLookupError):
                 _write(leaf / "cgroup.procs", str(pid))
-    _write(node_cgroup / "cgroup.subtree_control", enable)
-    parent = node_cgroup / name
+    _write(home / "cgroup.subtree_control", enable)
+    parent = home / name
     parent.mkdir(exist_ok=True)
     try:
         _write(parent / "cgroup.subtree_control", enable)
@@ -372,17 +394,19 @@ def _open_v2(node_cgroup: Path, name: str) -> GuestCgroups:
         _remove_tree(parent)
         raise
     controllers = V2_CONTROLLERS + ("freezer",)
-    return GuestCgroups(dict.fromkeys(controllers, parent), 2, Layout("v2", controllers, ()))
+    return GuestCgroups(dict.fromkeys(controllers, parent), 2,
+                        Layout("v2", controllers, (_nested_warning(home),) if nested else ()))
 
 
-def _open_v1(node_cgroups: dict[str, Path], name: str) -> GuestCgroups:
+def _open_v1(homes: dict[str, Path], name: str, *, cpu_nested: bool) -> GuestCgroups:
+    """One parent per hierarchy in `homes` (controller -> folder); cpu's gets the idle weight."""
     parents: dict[str, Path] = {}
     reasons: list[str] = []
     for controller in V1_CONTROLLERS:
-        if controller not in node_cgroups:
+        if controller not in homes:
             reasons.append(f"the v1 {controller} hierarchy is not mounted")
             continue
-        parent = node_cgroups[controller] / name
+        parent = homes[controller] / name
         try:
             parent.mkdir(exist_ok=True)
         except OSError as error:
@@ -402,4 +426,6 @@ def _open_v1(node_cgroups: dict[str, Path], name: str) -> GuestCgroups:
         for parent in dict.fromkeys(parents.values()):
             _remove_tree(parent)
         return GuestCgroups({}, 0, Layout("none", (), tuple(reasons)))
+    if cpu_nested:
+        reasons.append(_nested_warning(homes["cpu"]))
     return GuestCgroups(parents, 1, Layout("v1", tuple(parents), tuple(reasons)))
