@@ -25,7 +25,7 @@ import trio
 
 from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, PluginError, ProtocolError
 from frost_core.guest.views import GuestTask, InputFile
-from frost_core.plugin.api import check_file_name
+from frost_core.plugin.limits import check_file_name
 from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.codes import MessageCode

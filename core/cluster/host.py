@@ -30,7 +30,9 @@ from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableEr
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, GuestTask
-from frost_core.plugin.api import MAX_RESULT_BYTES, WorkUnit, decode_plain
+from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
 

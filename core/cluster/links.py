@@ -23,7 +23,7 @@ from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
-from frost_core.plugin.api import MAX_RESULT_BYTES, MAX_STATE_BYTES
+from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
 from frost_core.policies.views import NodeView
 from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel

@@ -35,7 +35,9 @@ from frost_core.guest.protocol import (
     GuestStart,
 )
 from frost_core.guest.state_codec import encode_state
-from frost_core.plugin.api import MAX_RESULT_BYTES, Done, Plugin, WorkUnit, collect_outputs, decode_plain, unit_files
+from frost_core.plugin.api import Done, Plugin, WorkUnit, collect_outputs, unit_files
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from frost_core.api.errors import PluginError
 from frost_core.guest.state_codec import encode_state
-from frost_core.plugin.api import check_file_name, decode_plain
+from frost_core.plugin.limits import check_file_name
+from frost_core.plugin.plain import decode_plain
 
 STATE = "state"
 RESULT = "result"

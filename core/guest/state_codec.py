@@ -16,7 +16,7 @@ from typing import Any
 import cbor2
 
 from frost_core.api.errors import PluginError
-from frost_core.plugin.api import check_plain
+from frost_core.plugin.plain import check_plain
 
 BY_REFERENCE_FROM = 4096
 """Byte strings at least this long are not copied into intermediate buffers."""

@@ -56,7 +56,8 @@ from frost_core.guest.views import (
     InputFile,
     Outcome,
 )
-from frost_core.plugin.api import MAX_RESULT_BYTES, encode_plain
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import encode_plain
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 

@@ -8,7 +8,9 @@ from typing import Any
 
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.guest.limits import MIB
-from frost_core.plugin.api import MAX_STATE_BYTES, WorkUnit, decode_plain
+from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.limits import MAX_STATE_BYTES
+from frost_core.plugin.plain import decode_plain
 
 
 @dataclass(frozen=True)

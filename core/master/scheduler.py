@@ -26,7 +26,8 @@ from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
 from frost_core.events import EventLog
-from frost_core.plugin.api import WorkUnit, encode_plain
+from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.registry import PluginRegistry
 from frost_core.policies.views import NodeView

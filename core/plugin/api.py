@@ -3,7 +3,7 @@
 A plugin module exposes one instance as the module-level name `plugin`. The runtime calls
 `split` once on the assignment's master, `start` and `step` wherever a unit happens to run
 (between two steps is a migration point), and `combine` back on the master. Everything that
-crosses a process or a machine is plain CBOR data, checked here with `encode_plain`.
+crosses a process or a machine is plain CBOR data (`frost_core.plugin.plain`).
 """
 
 from __future__ import annotations
@@ -20,19 +20,13 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-import cbor2
 
 from frost_core.api.errors import PluginError
+from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES, check_file_name
+from frost_core.plugin.plain import check_plain, decode_plain, encode_plain
 
 API_VERSION = 1
 KINDS = ("int", "float", "str", "bool")
-MAX_STATE_BYTES = 256 * 1024 * 1024
-"""A unit's state travels with every checkpoint and migration, so small is fast (FROST's were ~500 KB);
-the cap leaves room for the 100 MB states of real simulations. It travels in 256 KiB chunks."""
-MAX_RESULT_BYTES = 256 * 1024 * 1024
-MAX_DEPTH = 64
-MAX_FILE_NAME_BYTES = 255
-_INT_MIN, _INT_MAX = -(2**64), 2**64 - 1  # what CBOR holds without bignum tags
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 
@@ -425,21 +419,6 @@ class LocalFiles:
         return open(path, "rb")
 
 
-def check_file_name(name: object, what: str = "file") -> str:
-    """Return `name` if it is one plain file name, the same on every host; PluginError if not.
-
-    No folders, no leading dot (the runtime's own temporary files start with one), no control
-    characters, at most MAX_FILE_NAME_BYTES bytes of UTF-8.
-    """
-    if (
-        not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
-        or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name.encode(errors="replace")) > MAX_FILE_NAME_BYTES
-    ):
-        raise PluginError(f"{what} name {name!r} must be a plain file name (no folders, no leading dot, "
-                          f"at most {MAX_FILE_NAME_BYTES} bytes)")
-    return name
-
-
 def collect_outputs(folder: Path, limit: int = MAX_STATE_BYTES) -> dict[str, bytes]:
     """The files a unit left in its output folder, by name; PluginError for what cannot travel.
 
@@ -460,59 +439,6 @@ def collect_outputs(folder: Path, limit: int = MAX_STATE_BYTES) -> dict[str, byt
 
 
 
-def check_plain(value: object, what: str = "value") -> None:
-    """Raise PluginError unless `value` is plain CBOR data that survives a round trip.
-
-    Plain means None, bool, int (64-bit), float, str, bytes, lists (tuples become lists) and
-    maps with str or int keys. Anything else would change or vanish on a migration.
-    """
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise PluginError(f"{what} is nested deeper than {MAX_DEPTH} levels")
-        if item is None or isinstance(item, (bool, str, bytes, float)):
-            continue
-        if isinstance(item, int):
-            if not _INT_MIN <= item <= _INT_MAX:
-                raise PluginError(f"{what} holds an integer beyond 64 bits; store it as bytes")
-        elif isinstance(item, (list, tuple)):
-            stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, (str, int)) or isinstance(key, bool):
-                    raise PluginError(f"{what} has a map key of type {type(key).__name__}; use str or int")
-                stack.append((child, depth + 1))
-        else:
-            raise PluginError(f"{what} holds a {type(item).__name__}, which is not plain CBOR data")
-
-
-def encode_plain(value: object, what: str = "state", limit: int = MAX_STATE_BYTES) -> bytes:
-    """Check and encode plain data canonically; PluginError if it is not plain or too big."""
-    check_plain(value, what)
-    data = cbor2.dumps(value, canonical=True)
-    if len(data) > limit:
-        raise PluginError(f"{what} is {len(data)} bytes encoded, over the limit of {limit} bytes")
-    return data
-
-
-def decode_plain(data: bytes, what: str = "state") -> Any:
-    """Decode CBOR written by `encode_plain`: no tags, no indefinite lengths, plain types only."""
-    try:
-        value = cbor2.loads(
-            data,
-            allow_indefinite=False,
-            allow_duplicate_keys=False,
-            max_depth=MAX_DEPTH,
-            semantic_decoders=_REFUSED_TAGS,
-            tag_hook=_refuse_tag,
-        )
-    except (cbor2.CBORDecodeError, ValueError, RecursionError) as exc:
-        raise PluginError(f"{what} is not valid plain CBOR: {exc}") from exc
-    check_plain(value, what)
-    return value
-
-
 def encode_png(width: int, height: int, rgb: bytes) -> bytes:
     """Encode 8-bit RGB pixels (rows top to bottom) as a PNG, with the standard library only."""
     if width <= 0 or height <= 0 or len(rgb) != width * height * 3:
@@ -525,13 +451,6 @@ def encode_png(width: int, height: int, rgb: bytes) -> bytes:
 
 def _png_chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-
-def _refuse_tag(*_args: object) -> None:
-    raise ValueError("CBOR tags are not allowed in plugin data")
-
-
-_REFUSED_TAGS = {tag: _refuse_tag for tag in (*range(1024), 55799)}  # every tag cbor2 knows
 
 
 def _is_number(value: object) -> bool:

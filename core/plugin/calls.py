@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from frost_core.api.errors import PluginError
-from frost_core.plugin.api import MAX_RESULT_BYTES, Output, WorkUnit, decode_plain, encode_plain
+from frost_core.plugin.api import Output, WorkUnit
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.worker import PHASE_MARK
 
 if TYPE_CHECKING:

@@ -18,18 +18,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from frost_core.api.errors import PluginError
-from frost_core.plugin.api import (
-    API_VERSION,
-    MAX_RESULT_BYTES,
-    Done,
-    Output,
-    Plugin,
-    WorkUnit,
-    decode_plain,
-    encode_plain,
-    parse_params,
-    unit_files,
-)
+from frost_core.plugin.api import API_VERSION, Done, Output, Plugin, WorkUnit, parse_params, unit_files
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
 
 PHASE_MARK = "frost-plugin-phase: "

@@ -1,0 +1,30 @@
+"""How big and how named anything a plugin hands the runtime may be: states, results, nesting, file names.
+
+The cluster and the guest check the same limits as the author API, so they live below both.
+"""
+
+from __future__ import annotations
+
+from frost_core.api.errors import PluginError
+
+MAX_STATE_BYTES = 256 * 1024 * 1024
+"""A unit's state travels with every checkpoint and migration, so small is fast (FROST's were ~500 KB);
+the cap leaves room for the 100 MB states of real simulations. It travels in 256 KiB chunks."""
+MAX_RESULT_BYTES = 256 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_FILE_NAME_BYTES = 255
+
+
+def check_file_name(name: object, what: str = "file") -> str:
+    """Return `name` if it is one plain file name, the same on every host; PluginError if not.
+
+    No folders, no leading dot (the runtime's own temporary files start with one), no control
+    characters, at most MAX_FILE_NAME_BYTES bytes of UTF-8.
+    """
+    if (
+        not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name.encode(errors="replace")) > MAX_FILE_NAME_BYTES
+    ):
+        raise PluginError(f"{what} name {name!r} must be a plain file name (no folders, no leading dot, "
+                          f"at most {MAX_FILE_NAME_BYTES} bytes)")
+    return name
