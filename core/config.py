@@ -71,6 +71,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster", "host_timeout", float, 30.0,
            "Seconds a master waits without a report of a unit before restarting it elsewhere from its last "
            "replicated checkpoint.", 1, 86400),
+    Option("cluster", "unit_lease", float, 300.0,
+           "Seconds a master that lost every peer at once keeps its units' places on them: it is then the "
+           "likely one cut off (Wi-Fi, a closed lid, a VPN reconnecting) and its hosts keep computing. A few "
+           "minutes covers those; past it, the master re-places the units it can.", 1, 86400),
     Option("cluster", "balance_interval", float, 10.0,
            "Seconds between rounds of the load balancer (send a guest away, or ask a loaded peer for one); "
            "0 turns it off.", 0, 3600),

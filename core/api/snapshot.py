@@ -87,6 +87,8 @@ class AssignmentView:
     result_filename: str | None   # the name the plugin suggests for the result
     result_path: str | None       # a readable copy of the result on this machine, once done
     error: str | None
+    wasted_seconds: float = 0.0   # guest-seconds thrown away (given-up, refused or overtaken copies)
+    waste: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by reason (master.waste)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class HostingView:
     memory_used_bytes: int
     guest_cpus: int
     balance: str = ""          # the load balancer's last decision and why ("" before its first round)
+    reach: str = ""            # "out of reach of all peers since ...; N unit(s) left running on them", or ""
 
 
 @dataclass(frozen=True)

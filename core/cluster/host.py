@@ -23,7 +23,7 @@ import trio
 
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.messages import Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
@@ -246,6 +246,14 @@ class HostService:
 
     async def figures(self) -> NodeView:
         return self._own_figures()
+
+    async def holdings(self, master: str) -> Holdings:
+        """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
+        progress = {f.task_id: f.progress for f in self.supervisor.figures()}
+        running = tuple(UnitStatus(task_id, h.task.epoch, progress.get(task_id, h.progress))
+                        for task_id, h in self._hosted.items() if h.master == master)
+        owed = await trio.to_thread.run_sync(self._outbox.entries)
+        return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
 
     # -- what the owner does ------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import trio
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
-    CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
+    CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
@@ -58,6 +58,7 @@ class HostSide(Protocol):
     async def move(self, task_id: str, destination: str) -> Verdict: ...
     async def work_request(self, requester: NodeView) -> Verdict: ...
     async def figures(self) -> NodeView: ...
+    async def holdings(self, master: str) -> Holdings: ...
 
 
 class KeeperSide(Protocol):
@@ -85,7 +86,7 @@ class Links:
         """Answer master and host calls from peers on `transport` (and use it for outgoing ones)."""
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
-                     UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery):
+                     UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery):
             transport.set_stream_handler(code.CODE, self._answer)
 
     def master(self, node_id: str) -> MasterSide:
@@ -218,6 +219,8 @@ class Links:
                 return await host.work_request(requester.view())
             case FiguresQuery():
                 return FiguresReply(figures=Figures.of(await host.figures()))
+            case HoldingsQuery():
+                return await host.holdings(peer)
         raise ProtocolError(f"no handler for {type(request).__name__}")
 
 
@@ -307,6 +310,11 @@ class _RemoteHost:
         answer = await self._links.call(self._node, FiguresQuery(), reply=FiguresReply)
         assert isinstance(answer, FiguresReply)
         return answer.figures.view()
+
+    async def holdings(self, master: str) -> Holdings:
+        answer = await self._links.call(self._node, HoldingsQuery(), reply=Holdings)
+        assert isinstance(answer, Holdings)
+        return answer
 
     async def _verdict(self, request: Message, data: bytes | None, timeout: float) -> Verdict:
         answer = await self._links.call(self._node, request, data, timeout=timeout)

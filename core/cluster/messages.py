@@ -284,3 +284,24 @@ class ReplicaFetch(Message):
     MAX_SIZE = 1024
     task_id: str
     after_seq: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class HoldingsQuery(Message):
+    """Master -> a host it hears again after a cut-off: what do you hold of mine? Asked before re-placing."""
+
+    CODE = MessageCode.HOLDINGS_QUERY
+    MAX_SIZE = 64
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class Holdings(Message):
+    """Host -> master: its copies of the master's units still running (with their progress), and the
+    finished ones whose result or failure waits in its outbox, each as (task id, epoch)."""
+
+    CODE = MessageCode.HOLDINGS
+    MAX_SIZE = 256 * 1024
+    running: tuple[UnitStatus, ...] = ()
+    finished: tuple[tuple[str, int], ...] = ()

@@ -4,9 +4,16 @@ Hosts are every live peer and this machine itself, ranked by `placement.plan` fr
 resource table. Placing a unit is an offer, then a start under a new ownership epoch that ships
 the unit's newest checkpoint (replicated here by its earlier hosts). After that the master only
 listens: hosts report their units every few seconds, send replicas of checkpoints, deliver
-results (accepted once per unit), give evicted units back, and say when one moved. A unit whose
-host is declared dead, or whose reports stop for `cluster.host_timeout`, is queued again and
-restarts elsewhere from its last replica; if the old host comes back, its older epoch stops it.
+results (the first complete one of each unit is accepted, whichever copy it comes from), give
+evicted units back, and say when one moved.
+
+Each copy has its own silence clock, started at its placement or move; news of an older copy never
+touches it. A unit is given up, and restarts elsewhere from its last replica, only on evidence:
+its host was declared dead while other peers stayed reachable, the host says it no longer has it,
+or it was silent for `cluster.host_timeout` while this master could hear. A master that lost every
+peer at once is the likely one cut off (a laptop's Wi-Fi, a closed lid): it leaves its units
+running where they are for `cluster.unit_lease`, and when it hears its peers again it first asks
+each host what it holds (`reconcile`) before re-placing anything.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import trio
 
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import UnitOffer, UnitSpec, UnitStatus
+from frost_core.cluster.messages import Holdings, UnitOffer, UnitSpec, UnitStatus
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
@@ -33,11 +40,18 @@ from frost_core.plugin.registry import PluginRegistry
 from frost_core.policies.views import NodeView
 from frost_core.master.placement import Need, plan
 from frost_core.master.results import export_result
+from frost_core.master import waste
+from frost_core.master.reach import Reach
 from frost_core.master.store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
+from frost_core.master.waste import CopyRun
 
 log = logging.getLogger("frost.master")
 
 OFFER_TIMEOUT = 3.0
+DEATH_SETTLE = 3.0
+"""Seconds a host's death waits before its units restart elsewhere: when this master is the one cut
+off, its other peers fall silent within a few probe rounds too, and a death with nobody else
+reachable is no evidence against the host."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +59,25 @@ class MasterSettings:
     max_retries: int = 3
     host_timeout: float = 30.0
     replica_peers: int = 0
+    unit_lease: float = 300.0
 
     @classmethod
     def from_config(cls, config) -> MasterSettings:
         return cls(max_retries=config.get("guests.max_retries"), host_timeout=config.get("cluster.host_timeout"),
-                   replica_peers=config.get("checkpoints.replica_peers"))
+                   replica_peers=config.get("checkpoints.replica_peers"), unit_lease=config.get("cluster.unit_lease"))
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The copy of a unit the master counts on: its epoch and host, and its own silence clock."""
+
+    epoch: int
+    host: str
+    run: CopyRun
+
+    @property
+    def heard_at(self) -> float:
+        return self.run.heard_at
 
 
 class MasterScheduler:
@@ -58,6 +86,7 @@ class MasterScheduler:
         results_dir: Path, replicas: CheckpointStore, local_checkpoints: CheckpointStore,
         hosts: Callable[[], Sequence[NodeView]], settings: Callable[[], MasterSettings],
         on_change: Callable[[], None], alive: Callable[[], list[str]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._node_id = node_id
         self._store = store
@@ -71,12 +100,15 @@ class MasterScheduler:
         self._settings = settings
         self._on_change = on_change
         self._alive = alive
-        self._heard: dict[str, float] = {}        # task id -> when its host last reported it
-        self._progress: dict[str, float] = {}     # task id -> progress its host reported
-        self._placed: dict[str, tuple[float, float]] = {}  # task id -> (when, progress) at its placement
+        self._clock = clock
+        self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
+        self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
+        self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
+        self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
+        self.reach = Reach(events, clock)
         self._combining: set[str] = set()
         self._wake = trio.Event()
-        self._started_at = time.monotonic()
+        self._nursery: trio.Nursery | None = None
 
     def wake(self) -> None:
         """Look at the queue again now (a submit, a resume, a unit back in the queue)."""
@@ -84,17 +116,16 @@ class MasterScheduler:
 
     def progress(self) -> dict[str, float]:
         """Live progress of this node's running units, as their hosts last reported it."""
-        return dict(self._progress)
+        return {task_id: copy.run.progress for task_id, copy in self._copies.items()}
 
     def etas(self) -> dict[str, float]:
-        """Seconds each running unit still needs, at the rate it progressed since it was placed (moves included)."""
-        now = time.monotonic()
+        """Seconds each running unit still needs, at the rate its copy progressed since it was placed or moved."""
         etas = {}
-        for task_id, (since, start) in self._placed.items():
-            done = self._progress.get(task_id, start) - start
-            if done > 0:
-                etas[task_id] = (now - since) * (1.0 - self._progress[task_id]) / done
-        return etas
+        for task_id, copy in self._copies.items():
+            rate = copy.run.seconds_per_progress()
+            if rate is not None:
+                etas[task_id] = rate * (1.0 - copy.run.progress) - (self._clock() - copy.heard_at)
+        return {task_id: max(eta, 0.0) for task_id, eta in etas.items()}
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for record in self._store.assignments():
@@ -103,11 +134,14 @@ class MasterScheduler:
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
             self._events.add("assignment", f"{len(requeued)} unit(s) this machine ran when it stopped are queued again")
-        self._started_at = time.monotonic()  # units on other hosts get a full timeout to report after a restart
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self.reach.watch_for_sleep)
             task_status.started()
             while True:
                 self._combine_ready(nursery)
+                self._watch_peers()
+                self._recover_dead()
                 self._recover_silent()
                 await self._place_queued()
                 with trio.move_on_after(1.0):
@@ -167,8 +201,11 @@ class MasterScheduler:
             self._store.requeue_unit(unit.assignment_id, unit.index, epoch=epoch)
             self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
             return False
-        self._heard[unit.task_id] = time.monotonic()
-        self._placed[unit.task_id] = (time.monotonic(), self._progress.get(unit.task_id, 0.0))
+        now = self._clock()
+        seq, start = self._checkpoint_progress.get(unit.task_id, (0, 0.0))
+        start = start if checkpoint is not None and checkpoint.seq == seq else 0.0
+        self._copies[unit.task_id] = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start))
+        self._count_redone(unit, epoch, start)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
@@ -192,24 +229,57 @@ class MasterScheduler:
                                      f"({held.seq}) than this master")
         return best
 
+    def _count_redone(self, unit: UnitRecord, epoch: int, start: float) -> None:
+        """A copy given up earlier is replaced from `start`: what it had done past that is computed again."""
+        lost = self._given_up.get((unit.task_id, unit.epoch))
+        if lost is not None:
+            self._store.add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
+                                  seconds=waste.redone(lost.run, start))
+
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 
     async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]:
         stop = []
-        now = time.monotonic()
+        now = self._clock()
         for status in units:
+            progress = min(max(status.progress, 0.0), 1.0)
             try:
-                assignment_id, index = split_task_id(status.task_id)
-                current = self._store.confirm_location(assignment_id, index, epoch=status.epoch, host=host)
+                current = self._current(host, status.task_id, status.epoch)
             except UnknownAssignmentError:
                 current = False
             if current:
-                self._heard[status.task_id] = now
-                self._progress[status.task_id] = min(max(status.progress, 0.0), 1.0)
+                self._heard(status.task_id, status.epoch, host, progress, now)
             else:
                 stop.append(status.task_id)
+                self._count_stopped(status.task_id, status.epoch, progress, now)
         self._on_change()
         return tuple(stop)
+
+    def _current(self, host: str, task_id: str, epoch: int) -> bool:
+        """Whether the copy at `epoch` on `host` is the one that counts; a given-up copy whose unit still
+        waits in the queue under its epoch is taken back rather than stopped."""
+        assignment_id, index = split_task_id(task_id)
+        if self._store.readopt(assignment_id, index, epoch=epoch, host=host):
+            self._given_up.pop((task_id, epoch), None)
+            self._events.add("assignment", f"{task_id} still runs on {host[:8]} (epoch {epoch}): taken back from "
+                             "the queue")
+        return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
+
+    def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float) -> None:
+        """The copy at `epoch` reported: its clock restarts; a newer epoch than known (a move) gets a clock of its own."""
+        copy = self._copies.get(task_id)
+        if copy is None or copy.epoch != epoch or copy.host != host:
+            start = copy.run.progress if copy is not None else progress
+            copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start))
+        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now))
+
+    def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float) -> None:
+        """A copy given up earlier still ran and is stopped now: what it did since is thrown away."""
+        lost = self._given_up.pop((task_id, epoch), None)
+        if lost is not None:
+            assignment_id, index = split_task_id(task_id)
+            self._store.add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
+                                  seconds=waste.ran_on(lost.run, progress))
 
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
         """`result` is the guest's result envelope: the plugin's result and the unit's output files."""
@@ -219,15 +289,27 @@ class MasterScheduler:
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
         accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files)
-        self._forget(task_id)
         where = "here" if host == self._node_id else f"on {host[:8]}"
+        lost = self._given_up.pop((task_id, epoch), None)
         if accepted:
+            current = self._copies.pop(task_id, None)
+            if current is not None and current.epoch > epoch:
+                # An older copy finished first: its work was kept, the newer copy's is what is thrown away.
+                self._store.withdraw_waste(assignment_id, index, reason=waste.REDONE)
+                self._store.add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
+                                      seconds=waste.overtaken(current.run, self._clock()))
+                self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
+                                 f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
+            self._checkpoint_progress.pop(task_id, None)
             await trio.to_thread.run_sync(self._replicas.discard, task_id)
             self._events.add("assignment", f"{task_id} result accepted: finished {where} (epoch {epoch})")
             self.wake()
         else:
+            if lost is not None:
+                self._store.add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
+                                      seconds=waste.ran_on(lost.run, 1.0))
             self._events.add("assignment", f"{task_id} result refused: it came {where} with epoch {epoch}, "
-                             "and the unit is done or owned by a newer epoch")
+                             "and the unit is already done or cancelled")
         self._on_change()
         return accepted
 
@@ -237,7 +319,7 @@ class MasterScheduler:
             await self._keep_replica(record)
         requeued = self._store.requeue_unit(assignment_id, index, epoch=epoch)
         if requeued:
-            self._forget(task_id)
+            self._forget(task_id, epoch)
             self._events.add("assignment", f"{task_id} is back in the queue (evicted from {host[:8]})")
             self.wake()
         self._on_change()
@@ -245,15 +327,17 @@ class MasterScheduler:
 
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None:
         assignment_id, index = split_task_id(task_id)
-        self._forget(task_id)
+        self._given_up.pop((task_id, epoch), None)
         unit = self._store.unit(assignment_id, index)
         retries_left = self._settings().max_retries - unit.failures
         if retryable and retries_left > 0:
             if self._store.requeue_unit(assignment_id, index, epoch=epoch, error=reason):
+                self._forget(task_id, epoch)
                 self._events.add("assignment", f"unit {task_id} failed on {host[:8]} ({reason}); retrying, "
                                  f"{retries_left} retries left", severity="warning")
                 self.wake()
         elif self._store.fail_unit(assignment_id, index, epoch=epoch, error=reason):
+            self._forget(task_id, epoch)
             self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}")
             self._events.add("assignment", f"assignment {assignment_id} failed: unit {index}: {reason}",
                              severity="error", title="Assignment failed")
@@ -263,7 +347,9 @@ class MasterScheduler:
         assignment_id, index = split_task_id(task_id)
         current = self._store.confirm_location(assignment_id, index, epoch=epoch, host=destination)
         if current:
-            self._heard[task_id] = time.monotonic()
+            copy = self._copies.get(task_id)
+            if copy is None or copy.epoch < epoch:  # the move's clock starts now (its first report may have won the race)
+                self._heard(task_id, epoch, destination, copy.run.progress if copy else 0.0, self._clock())
             self._events.add("move", f"{task_id} moved from {host[:8]} to {destination[:8]} (epoch {epoch})")
         self._on_change()
         return current
@@ -272,6 +358,9 @@ class MasterScheduler:
         assignment_id, index = split_task_id(record.task_id)
         if not self._store.confirm_location(assignment_id, index, epoch=record.epoch, host=host):
             raise FrostError(f"{record.task_id} epoch {record.epoch} is not the current copy; replica refused")
+        copy = self._copies.get(record.task_id)
+        if copy is not None and copy.epoch == record.epoch:
+            self._checkpoint_progress[record.task_id] = (record.seq, copy.run.progress)
         await self._keep_replica(record)
 
     async def _keep_replica(self, record: CheckpointRecord) -> None:
@@ -285,31 +374,125 @@ class MasterScheduler:
 
     # -- failure recovery ------------------------------------------------------------------------------
 
-    def host_lost(self, host: str) -> None:
-        """A host was declared dead: its units restart elsewhere from their last replicas."""
+    def host_lost(self, host: str, *, left: bool = False) -> None:
+        """Membership declared a host dead (or it left): its units restart elsewhere, once that is evidence.
+
+        A host that left said so itself. A death is evidence only if, a few probe rounds later, this
+        master still reaches another peer (`_recover_dead`); otherwise this master is the one cut off.
+        """
+        if host == self._node_id:
+            return
+        if left:
+            self._requeue_hosted(host, f"its host {host[:8]} left the cluster")
+        else:
+            self._dead.setdefault(host, self._clock())
+        self.wake()
+
+    def _peers(self) -> set[str]:
+        return set(self._alive()) - {self._node_id}
+
+    def _watch_peers(self) -> None:
+        """Notice when this master lost every peer at once, and when it hears them again."""
+        remote = [u for u in self._store.running_units() if u.host != self._node_id]
+        peers = self._peers()
+        healed = self.reach.observe(peers=bool(peers), remote_units=len(remote))
+        if healed or self.reach.woke():
+            for host in {u.host for u in remote} & peers:
+                self._reconcile_soon(host)
+
+    def _recover_dead(self) -> None:
+        now = self._clock()
+        peers = self._peers()
+        for host, since in list(self._dead.items()):
+            if host in peers:  # back before it was given up: ask it what it holds
+                del self._dead[host]
+                self._reconcile_soon(host)
+            elif self.reach.cut_off_since is None and peers and now - max(since, self.reach.hearing_since) >= DEATH_SETTLE:
+                del self._dead[host]
+                self._requeue_hosted(host, f"its host {host[:8]} is dead while other peers are reachable")
+
+    def _requeue_hosted(self, host: str, why: str) -> None:
         for unit in self._store.running_units():
             if unit.host == host and unit.host != self._node_id:
-                self._requeue_lost(unit, f"its host {host[:8]} is dead")
+                self._requeue_lost(unit, why)
 
     def _recover_silent(self) -> None:
-        timeout = self._settings().host_timeout
-        now = time.monotonic()
+        settings = self._settings()
+        now = self._clock()
+        lease_over = self.reach.cut_off_for() > settings.unit_lease
         for unit in self._store.running_units():
-            heard = self._heard.get(unit.task_id, self._started_at)
-            if now - heard > timeout:
-                self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {now - heard:.0f} s")
+            copy = self._copies.get(unit.task_id)
+            if copy is None or copy.epoch != unit.epoch:  # first seen (a restart): its clock starts now
+                copy = Copy(unit.epoch, unit.host, CopyRun(placed_at=now, start=unit.progress, heard_at=now,
+                                                           progress=unit.progress))
+                self._copies[unit.task_id] = copy
+            if self.reach.cut_off_since is not None:
+                if lease_over and unit.host != self._node_id:
+                    self._requeue_lost(unit, f"this master has been out of reach of its peers for longer than "
+                                       f"the unit lease ({settings.unit_lease:g} s)")
+                continue
+            silent = now - max(copy.heard_at, self.reach.hearing_since)
+            if silent > settings.host_timeout:
+                self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {silent:.0f} s")
 
     def _requeue_lost(self, unit: UnitRecord, why: str) -> None:
         if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch):
-            self._forget(unit.task_id)
+            copy = self._copies.pop(unit.task_id, None)
+            if copy is not None and copy.epoch == unit.epoch:
+                self._given_up[(unit.task_id, unit.epoch)] = copy
             self._events.add("assignment", f"{unit.task_id} restarts elsewhere from its last checkpoint: {why}",
                              severity="warning")
             self.wake()
 
-    def _forget(self, task_id: str) -> None:
-        self._heard.pop(task_id, None)
-        self._progress.pop(task_id, None)
-        self._placed.pop(task_id, None)
+    def _forget(self, task_id: str, epoch: int) -> None:
+        """The copy at `epoch` is over; a newer copy's bookkeeping is not this message's to touch."""
+        copy = self._copies.get(task_id)
+        if copy is not None and copy.epoch <= epoch:
+            del self._copies[task_id]
+
+    # -- reconciliation ----------------------------------------------------------------------------
+
+    def _reconcile_soon(self, host: str) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self.reconcile, host)
+
+    async def reconcile(self, host: str) -> None:
+        """Ask a host that is reachable again what it holds of this master's, and keep what is still good.
+
+        Its copies still running are heard from now (or taken back, if their unit waits in the queue
+        under the same epoch); finished results waiting in its outbox arrive by themselves; a unit this
+        master placed there that the host no longer has at all restarts elsewhere now.
+        """
+        try:
+            with trio.fail_after(OFFER_TIMEOUT * 2):
+                held = await self._links.host(host).holdings(self._node_id)
+        except (NodeUnavailableError, trio.TooSlowError):
+            return
+        kept, gone = self.apply_holdings(host, held)
+        if kept or gone:
+            self._events.add("assignment", f"{host[:8]} is reachable again: it holds {kept} unit(s) of this "
+                             f"master's still; {gone} restart elsewhere")
+        self._on_change()
+
+    def apply_holdings(self, host: str, held: Holdings) -> tuple[int, int]:
+        """(units kept, units given up) after a host's answer to `holdings`."""
+        now = self._clock()
+        kept = 0
+        for status in held.running:
+            if self._current(host, status.task_id, status.epoch):
+                self._heard(status.task_id, status.epoch, host, min(max(status.progress, 0.0), 1.0), now)
+                kept += 1
+        finished = {(task_id, epoch) for task_id, epoch in held.finished}
+        for task_id, epoch in finished:
+            copy = self._copies.get(task_id)
+            if copy is not None and copy.epoch == epoch:  # its result is on its way: not silent
+                self._copies[task_id] = Copy(epoch, host, copy.run.reported(1.0, now))
+                kept += 1
+        holding = {s.task_id for s in held.running} | {task_id for task_id, _ in finished}
+        gone = [u for u in self._store.running_units() if u.host == host and u.task_id not in holding]
+        for unit in gone:
+            self._requeue_lost(unit, f"its host {host[:8]} no longer has it")
+        return kept, len(gone)
 
     # -- combining -------------------------------------------------------------------------------------
 

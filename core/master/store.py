@@ -55,6 +55,13 @@ CREATE TABLE IF NOT EXISTS units (
     result BLOB,
     PRIMARY KEY (assignment_id, idx)
 );
+CREATE TABLE IF NOT EXISTS waste (
+    assignment_id TEXT NOT NULL REFERENCES assignments(id),
+    idx INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    seconds REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS intents (
     key TEXT PRIMARY KEY,
     value BLOB NOT NULL
@@ -119,6 +126,12 @@ class AssignmentRecord:
     one_per_host: bool = False
     """FROST's rule: at most one unit of this assignment per host (otherwise one per free core)."""
     inputs: tuple[InputFile, ...] = ()
+    waste: tuple[tuple[str, float], ...] = ()
+    """Guest-seconds thrown away, by reason (`master.waste`), largest first."""
+
+    @property
+    def wasted_seconds(self) -> float:
+        return sum(seconds for _, seconds in self.waste)
 
     @property
     def progress(self) -> float:
@@ -310,18 +323,20 @@ class MasterStore:
     def accept_result(
         self, assignment_id: str, index: int, *, epoch: int, result: bytes, files: dict[str, bytes] | None = None,
     ) -> bool:
-        """Store a unit's result once: a second result, or one from a superseded epoch, is refused.
+        """Store a unit's result once: the first complete result wins, whatever copy it came from.
 
-        A result from an epoch newer than the stored one is accepted: it comes from a move this
-        master had not heard of yet (its host was out of reach), and the lineage is the unit's.
-        A queued unit still takes the result of its last epoch (a host thought lost came back
-        with the work done). Returns True when this call completed the unit; the check and the
-        write are one transaction, so two deliveries racing each other cannot both be accepted.
+        A unit's result is the same wherever and from whichever checkpoint it ran, so a copy
+        given up earlier (its host was cut off, then came back with the work done) is as good as
+        the current one, and better, since it is here first; the newer copies are stopped at their
+        next report. A result from an epoch newer than the stored one comes from a move this master
+        had not heard of yet. Only a second result, or one for a cancelled assignment, is refused.
+        Returns True when this call completed the unit; the check and the write are one
+        transaction, so two deliveries racing each other cannot both be accepted.
         """
         with self._transaction() as db:
             cursor = db.execute(
                 "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL"
-                " WHERE assignment_id = ? AND idx = ? AND epoch <= ? AND state IN ('running', 'queued')"
+                " WHERE assignment_id = ? AND idx = ? AND epoch >= 1 AND ? >= 1 AND state IN ('running', 'queued')"
                 " AND EXISTS (SELECT 1 FROM assignments a WHERE a.id = assignment_id AND a.state = 'running')",
                 (result, cbor2.dumps(files, canonical=True) if files else None, assignment_id, index, epoch),
             )
@@ -363,6 +378,34 @@ class MasterStore:
                 )
                 return True
             return epoch == stored_epoch and host == stored_host and state == "running"
+
+    def readopt(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
+        """A unit queued after its copy at `epoch` on `host` was given up: that copy still runs, so keep it.
+
+        Only while the unit waits in the queue under that same epoch: once placed again, the newer
+        epoch owns it and the old copy is stopped at its next report.
+        """
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE units SET state = 'running' WHERE assignment_id = ? AND idx = ? AND epoch = ? AND host = ?"
+                " AND state = 'queued'",
+                (assignment_id, index, epoch, host),
+            )
+            return cursor.rowcount == 1
+
+    def add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
+        """Count guest-seconds thrown away by the copy at `epoch` of a unit (`master.waste` says why)."""
+        if seconds <= 0:
+            return
+        with self._transaction() as db:
+            db.execute("INSERT INTO waste (assignment_id, idx, epoch, reason, seconds) VALUES (?, ?, ?, ?, ?)",
+                       (assignment_id, index, epoch, reason, seconds))
+
+    def withdraw_waste(self, assignment_id: str, index: int, *, reason: str) -> None:
+        """Take back a unit's waste of one kind: the work it counted was kept after all."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM waste WHERE assignment_id = ? AND idx = ? AND reason = ?",
+                       (assignment_id, index, reason))
 
     def requeue_unit(self, assignment_id: str, index: int, *, epoch: int, error: str | None = None) -> bool:
         """Send a running unit back to the queue: evicted, or (with `error`) failed and worth a retry."""
@@ -442,6 +485,9 @@ class MasterStore:
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]),
+            waste=tuple(self._db.execute(
+                "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
+                " ORDER BY total DESC", (row[0],)).fetchall()),
         )
 
 

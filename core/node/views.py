@@ -43,6 +43,7 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
             lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
             balance=node.balancer.last.why if node.balancer.last else "",
+            reach=node.reach_status(),
         ),
         history=history,
         peers=peer_views(node),
@@ -114,6 +115,7 @@ def assignment_view(
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,
         error=record.error,
+        wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
     )
 
 

@@ -224,6 +224,10 @@ class Node:
         """Seconds each running unit of this node's assignments still needs, wherever it runs."""
         return self._scheduler.etas()
 
+    def reach_status(self) -> str:
+        """Whether this node, as a master, is cut off from every peer its units run on ("" if not)."""
+        return self._scheduler.reach.status
+
     def live_progress(self) -> dict[str, float]:
         """Progress of this node's running units wherever they run, and of the guests running here."""
         return {**self._scheduler.progress(), **{g.task_id: g.progress for g in self.supervisor.figures()}}
@@ -739,7 +743,7 @@ class Node:
                 "dead": f"{where} is dead", "left": f"{where} left the cluster"}[event.kind]
         kind = {"joined": "join", "left": "leave"}.get(event.kind, event.kind)
         if event.kind in ("dead", "left"):
-            self._scheduler.host_lost(record.node_id)
+            self._scheduler.host_lost(record.node_id, left=event.kind == "left")
         self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
         self.mark_changed()
 

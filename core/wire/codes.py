@@ -51,6 +51,9 @@ class MessageCode(enum.IntEnum):
     # Remote file access (core/cluster/files.py).
     FILE_FETCH = 70
     FILE_DATA = 71
+    # Reconciliation: a master asks a host it hears again what it holds (core/cluster/messages.py).
+    HOLDINGS_QUERY = 80
+    HOLDINGS = 81
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101

@@ -29,19 +29,22 @@ def test_ids_carry_the_master_and_units_start_queued(tmp_path):
     assert [u.task_id for u in store.queued_units()][:3] == ["abababab-1.0", "abababab-1.1", "abababab-1.2"]
 
 
-def test_a_result_is_accepted_once_and_only_for_the_current_epoch(tmp_path):
+def test_the_first_complete_result_wins_whatever_copy_it_came_from_and_only_once(tmp_path):
     store = new_store(tmp_path)
     aid = submit(store, 1)
     first_epoch = store.place_unit(aid, 0, host="n1")
-    assert store.requeue_unit(aid, 0, epoch=first_epoch)           # evicted: back to the queue
+    assert store.requeue_unit(aid, 0, epoch=first_epoch)           # its host was cut off: queued again
     second_epoch = store.place_unit(aid, 0, host="n2")
     assert second_epoch == first_epoch + 1
-    assert not store.accept_result(aid, 0, epoch=first_epoch, result=b"stale")
-    assert store.accept_result(aid, 0, epoch=second_epoch, result=cbor2.dumps(7))
-    assert not store.accept_result(aid, 0, epoch=second_epoch, result=cbor2.dumps(8))
+    # The cut-off copy finished first: its result is the unit's (results are the same wherever it ran).
+    assert store.accept_result(aid, 0, epoch=first_epoch, result=cbor2.dumps(7))
+    assert not store.accept_result(aid, 0, epoch=second_epoch, result=cbor2.dumps(7))
+    assert not store.accept_result(aid, 0, epoch=first_epoch, result=cbor2.dumps(8))
     assert store.unit_results(aid) == [7]
     unit = store.assignment(aid).units[0]
     assert (unit.state, unit.moves) == ("done", 1)
+    # The newer copy is stopped at its next report: the unit is done.
+    assert not store.confirm_location(aid, 0, epoch=second_epoch, host="n2")
 
 
 def test_failures_count_only_failed_runs(tmp_path):
@@ -127,17 +130,47 @@ def test_a_move_the_master_missed_is_adopted_and_the_same_epoch_elsewhere_loses(
     assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")
 
 
-def test_a_result_from_a_newer_epoch_than_known_is_accepted_once_a_stale_one_never(tmp_path):
+def test_a_result_from_a_newer_epoch_than_known_is_accepted_once(tmp_path):
     store = new_store(tmp_path)
-    aid = submit(store, 2)
+    aid = submit(store, 1)
     epoch = store.place_unit(aid, 0, host="n1")
     assert store.accept_result(aid, 0, epoch=epoch + 3, result=cbor2.dumps("moved twice"))
     assert not store.accept_result(aid, 0, epoch=epoch + 3, result=cbor2.dumps("again"))
-    later = store.place_unit(aid, 1, host="n1")
-    assert store.requeue_unit(aid, 1, epoch=later)
-    assert store.place_unit(aid, 1, host="n2") == later + 1
-    assert not store.accept_result(aid, 1, epoch=later, result=cbor2.dumps("stale copy"))
-    assert [u.state for u in store.assignment(aid).units] == ["done", "running"]
+    assert store.unit_results(aid) == ["moved twice"]
+
+
+def test_no_result_is_taken_for_a_cancelled_assignment(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    store.cancel_assignment(aid)
+    assert not store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))
+
+
+def test_a_given_up_copy_is_taken_back_while_its_unit_waits_in_the_queue_under_its_epoch(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    epoch = store.place_unit(aid, 0, host="n1")
+    assert store.requeue_unit(aid, 0, epoch=epoch)
+    assert not store.readopt(aid, 0, epoch=epoch, host="n2")       # another host's word is not enough
+    assert store.readopt(aid, 0, epoch=epoch, host="n1")
+    assert store.confirm_location(aid, 0, epoch=epoch, host="n1") and not store.queued_units()
+    assert store.requeue_unit(aid, 0, epoch=epoch)
+    store.place_unit(aid, 0, host="n2")                               # placed again: the old copy is stale
+    assert not store.readopt(aid, 0, epoch=epoch, host="n1")
+
+
+def test_waste_is_summed_by_reason_and_can_be_taken_back(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    store.add_waste(aid, 0, epoch=1, reason="redone since checkpoint", seconds=4.0)
+    store.add_waste(aid, 1, epoch=1, reason="redone since checkpoint", seconds=2.0)
+    store.add_waste(aid, 1, epoch=2, reason="superseded copy", seconds=1.5)
+    record = store.assignment(aid)
+    assert record.waste == (("redone since checkpoint", 6.0), ("superseded copy", 1.5))
+    assert record.wasted_seconds == 7.5
+    store.withdraw_waste(aid, 1, reason="redone since checkpoint")   # unit 1's lost copy came back with the work
+    assert store.assignment(aid).waste == (("redone since checkpoint", 4.0), ("superseded copy", 1.5))
 
 
 def test_a_queued_unit_still_takes_the_result_of_its_last_epoch(tmp_path):

@@ -1,0 +1,204 @@
+"""The master under MockClock: per-copy silence clocks, a master cut off from every peer, first result wins.
+
+A real MasterScheduler over a real SQLite store; the hosts are in-process stand-ins that accept
+every unit and answer `holdings` from a dict, so what the master decides is all that is tested.
+"""
+
+from __future__ import annotations
+
+import cbor2
+import trio
+import trio.testing
+
+from frost_core.cluster.messages import Holdings, UnitOfferReply, UnitStatus, Verdict
+from frost_core.events import EventLog
+from frost_core.guest import envelope
+from frost_core.master import waste
+from frost_core.master.scheduler import MasterScheduler, MasterSettings
+from frost_core.master.store import MasterStore, NewUnit
+from frost_core.storage.checkpoints import CheckpointStore
+from frost_core.policies.views import NodeView
+from tests.waiting import wait_until
+
+MASTER = "m" * 32
+HOSTS = ("a" * 32, "b" * 32)
+SETTINGS = MasterSettings()   # the defaults: host_timeout 30 s, unit_lease 300 s
+
+
+class StandInHost:
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.held: list[UnitStatus] = []
+
+    async def offer(self, source, offer):
+        return UnitOfferReply(accepted=True, reason="", available=1.0, guests=0, free_memory=1 << 30)
+
+    async def start(self, source, spec, record, *, moved=False):
+        return Verdict(ok=True)
+
+    async def holdings(self, master):
+        return Holdings(running=tuple(self.held))
+
+
+class StandInLinks:
+    def __init__(self) -> None:
+        self.hosts = {h: StandInHost(h) for h in HOSTS}
+
+    def host(self, node_id):
+        return self.hosts[node_id]
+
+
+class World:
+    def __init__(self, tmp_path, *, units: int = 2) -> None:
+        self.store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
+        self.assignment = self.store.create_assignment(
+            plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
+            units=[NewUnit(data={"i": i}, memory_bytes=1 << 20, cost=1.0) for i in range(units)])
+        self.events = EventLog()
+        self.links = StandInLinks()
+        self.alive = [MASTER, *HOSTS]
+        # Only the stand-in hosts take guests: the master's own machine does not (its units never go silent).
+        views = [NodeView(node_id=h, available=1.0, guests=0, cpus=4) for h in HOSTS]
+        self.scheduler = MasterScheduler(
+            node_id=MASTER, store=self.store, registry=None, links=self.links, events=self.events,
+            results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
+            local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: views,
+            settings=lambda: SETTINGS, on_change=lambda: None, alive=lambda: list(self.alive),
+            clock=trio.current_time,
+        )
+
+    def unit(self, index: int = 0):
+        return self.store.unit(self.assignment, index)
+
+    def task(self, index: int = 0) -> str:
+        return f"{self.assignment}.{index}"
+
+    def messages(self) -> list[str]:
+        return [e.message for e in self.events.recent()]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def run(test, tmp_path) -> None:
+    async def main():
+        world = World(tmp_path)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(world.scheduler.serve)
+                await test(world)
+                nursery.cancel_scope.cancel()
+        finally:
+            world.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def placed(world, epoch: int, index: int = 0) -> float:
+    await wait_until(lambda: world.unit(index).state == "running" and world.unit(index).epoch == epoch,
+                     timeout=120, what=f"unit {index} placed under epoch {epoch}")
+    return trio.current_time()
+
+
+def test_a_unit_placed_again_is_not_silent_until_its_own_limit_passed_despite_news_of_its_older_copy(tmp_path):
+    async def scenario(world):
+        await placed(world, 1)
+        old_host = world.unit().host
+        # Nobody reports: after the silence limit the unit is given up and placed again (epoch 2).
+        again = await placed(world, 2)
+        assert again >= SETTINGS.host_timeout
+        first_host = world.unit().host
+        # The older copy speaks up in between: a stale report, a retryable failure, an eviction's return.
+        await trio.sleep(3)
+        assert await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.4),)) == (world.task(),)
+        await world.scheduler.host_failed(old_host, world.task(), 1, "guest crashed", retryable=True)
+        assert not await world.scheduler.host_return(old_host, world.task(), 1, None)
+        await trio.sleep(SETTINGS.host_timeout - 8)
+        unit = world.unit()
+        assert (unit.state, unit.epoch, unit.host, unit.failures) == ("running", 2, first_host, 0), \
+            "the new copy was declared silent before its own limit"
+        # Its own limit does run out, counted from its own placement.
+        await placed(world, 3)
+        assert trio.current_time() - again > SETTINGS.host_timeout - 0.5
+
+    run(scenario, tmp_path)
+
+
+def test_a_master_cut_off_from_every_peer_keeps_its_units_in_place_and_reconciles_when_it_hears_them(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        await placed(world, 1, 1)
+        hosts = {world.unit(i).host for i in (0, 1)}
+        for index in (0, 1):
+            world.links.hosts[world.unit(index).host].held.append(UnitStatus(world.task(index), 1, 0.5))
+        world.alive = [MASTER]                       # every peer silent at once: this master is cut off
+        for host in hosts:
+            world.scheduler.host_lost(host)          # membership declares them dead on the way
+        await trio.sleep(75)                         # well past host_timeout
+        assert [world.unit(i).state for i in (0, 1)] == ["running", "running"]
+        assert [world.unit(i).epoch for i in (0, 1)] == [1, 1]
+        assert world.scheduler.reach.status.startswith("out of reach of all peers since")
+        assert any("2 unit(s) left running on them" in m for m in world.messages())
+        world.alive = [MASTER, *HOSTS]               # healed: the hosts are asked what they hold
+        await wait_until(lambda: any("reachable again" in m for m in world.messages()), timeout=5,
+                         what="the heal noticed")
+        await trio.sleep(SETTINGS.host_timeout - 2)
+        assert [(world.unit(i).state, world.unit(i).epoch) for i in (0, 1)] == [("running", 1), ("running", 1)]
+        assert world.store.assignment(world.assignment).wasted_seconds == 0
+        assert world.scheduler.reach.status == ""
+
+    run(scenario, tmp_path)
+
+
+def test_a_cut_off_master_re_places_only_after_the_unit_lease(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        world.alive = [MASTER]
+        await trio.sleep(SETTINGS.unit_lease - 10)
+        assert world.unit().epoch == 1 and world.unit().state == "running"
+        await wait_until(lambda: world.unit().state == "queued", timeout=20, what="the lease to run out")
+
+    run(scenario, tmp_path)
+
+
+def test_a_dead_host_is_evidence_only_while_other_peers_stay_reachable(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        dead = world.unit().host
+        world.alive = [MASTER, *(h for h in HOSTS if h != dead)]
+        world.scheduler.host_lost(dead)
+        await placed(world, 2, 0)
+        assert any("is dead while other peers are reachable" in m for m in world.messages())
+
+    run(scenario, tmp_path)
+
+
+def test_a_host_that_answers_it_no_longer_has_the_unit_loses_it_at_once(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        host = world.unit().host
+        await world.scheduler.reconcile(host)       # it holds nothing
+        await placed(world, 2, 0)
+        assert any(f"its host {host[:8]} no longer has it" in m for m in world.messages())
+
+    run(scenario, tmp_path)
+
+
+def test_an_older_copy_s_complete_result_wins_and_the_newer_copy_is_stopped_and_counted_as_waste(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        old_host = world.unit().host
+        await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.3),))
+        again = await placed(world, 2, 0)            # given up after its silence
+        new_host = world.unit().host
+        await trio.sleep(10)
+        result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
+        assert await world.scheduler.host_result(old_host, world.task(), 1, result)
+        assert not await world.scheduler.host_result(new_host, world.task(), 2, result)   # never twice
+        assert world.unit().state == "done"
+        assert await world.scheduler.host_report(new_host, (UnitStatus(world.task(), 2, 0.1),)) == (world.task(),)
+        record = world.store.assignment(world.assignment)
+        assert set(dict(record.waste)) == {waste.SUPERSEDED}          # the lost copy's work was kept after all
+        assert abs(record.wasted_seconds - (trio.current_time() - again)) < 0.5
+
+    run(scenario, tmp_path)
