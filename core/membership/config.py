@@ -52,8 +52,11 @@ class MembershipConfig:
     """Seconds between discovery broadcasts (the first goes out at start)."""
     reply_delay_max: float = 1.0
     """A node answering an announcement waits a random time in [0, this] (FROST fig. 5.1)."""
-    seed_retry_interval: float = 2.0
-    """Seconds between attempts to join through the seed addresses while we know no one."""
+    seed_retry_interval: float = 1.0
+    """First wait between attempts to join through the seeds and the members we knew, while we know
+    no live one; it doubles after each attempt nobody answered, up to `rejoin_max`."""
+    rejoin_max: float = 3.0
+    """Longest wait between those attempts: a healed partition re-forms within about this long."""
     dead_retention: float = 3600.0
     """Seconds a dead or departed member stays in the table (so old rumours cannot revive it)."""
 

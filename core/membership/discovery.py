@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from frost_core.membership.messages import Announce, AnnounceReply
-from frost_core.membership.records import Address
+from frost_core.membership.records import Address, MemberState
+
+REJOIN_PEERS = 4
+"""Members a node that lost every peer tries each round, the most recently lost first."""
 
 if TYPE_CHECKING:
     from frost_core.membership.service import Membership
@@ -43,14 +46,37 @@ class Discovery:
             await trio.sleep(node.rng.uniform(0.9 * period, 1.1 * period))
 
     async def join_through_seeds(self) -> None:
-        """While we know no live member, push-pull with each seed in turn until one answers."""
+        """While we know no live member, push-pull with the seeds and the members we knew, backing off.
+
+        A node that lost every peer at once is usually the one cut off (its link went down, its
+        process was stopped), and the others will not look for it: they have each other. So it
+        looks for them, from `seed_retry_interval` seconds up to `rejoin_max`, and a healed
+        partition re-forms within seconds instead of at the next announcement. Attempts run in the
+        background (an unreachable address takes `exchange_timeout` to fail). An exchange that
+        answers is followed at once by another: the first one told each side the other's news of
+        its death, which each refutes; the second carries the refutations.
+        """
         node = self.node
+        wait = node.config.seed_retry_interval
         while True:
-            if not node.table.active_peers():
-                for seed in node.rng.sample(self.seeds, len(self.seeds)):
-                    if seed != node.address and await node.gossip.push_pull(seed):
-                        break
-            await trio.sleep(node.config.seed_retry_interval)
+            if node.table.active_peers():
+                wait = node.config.seed_retry_interval
+            else:
+                for address in self._rejoin_addresses():
+                    node.nursery.start_soon(self._rejoin_through, address)
+                wait = min(wait * 2, node.config.rejoin_max)
+            await trio.sleep(wait)
+
+    def _rejoin_addresses(self) -> list[Address]:
+        """The seeds, and the last few members we knew (most recently lost first), but never ourselves."""
+        node = self.node
+        known = sorted((r for r in node.table.records() if r.node_id != node.node_id and r.state == MemberState.DEAD),
+                       key=lambda r: -r.state_since)[:REJOIN_PEERS]
+        return [a for a in dict.fromkeys([*self.seeds, *(r.address for r in known)]) if a != node.address]
+
+    async def _rejoin_through(self, address: Address) -> None:
+        if await self.node.gossip.push_pull(address):
+            await self.node.gossip.push_pull(address)
 
     def on_announce(self, address: Address, announce: Announce) -> None:
         node = self.node

@@ -156,3 +156,18 @@ async def test_the_peers_table_reads_round_trip_time_and_last_heard_in_wall_cloc
         assert 29 < silent_for < 33  # thirty mock seconds of silence (its death is no news from it)
         with pytest.raises(KeyError):
             reader.last_heard("0" * 32)
+
+
+async def test_a_node_cut_off_from_all_its_peers_finds_them_within_seconds_of_the_heal(autojump_clock):
+    # No broadcast: only the cut-off node's own retries can bring it back (the others have each other).
+    async with open_sim_cluster(9, config=NO_BROADCAST) as cluster:
+        nodes = await start_via_seed(cluster, 3)
+        await wait_for(lambda: active_counts(nodes) == [3] * 3, limit=30)
+        alone, others = nodes[0], nodes[1:]
+        cluster.network.partition({alone.address}, {n.address for n in others})
+        await wait_for(lambda: views_of(nodes, alone) == [DEAD, DEAD] and views_of([alone], others[0]) == [DEAD],
+                       limit=120)
+        await trio.sleep(75)
+        cluster.network.heal()
+        took = await wait_for(lambda: active_counts(nodes) == [3] * 3, limit=30, step=0.1)
+        assert took <= 5.0, f"re-formed {took:.1f} s after the heal"
