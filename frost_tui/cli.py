@@ -176,7 +176,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "measure":
         return _measure(args, paths)
     if args.verb == "screenshots":
-        from frost_tui.shots.fixed import render_screenshots
+        from frost_tui.shots import render_screenshots
 
         for path in render_screenshots(args.out, live=args.live):
             print(path)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 import trio
 
+from frost_core.membership.local import LocalMember
 from frost_core.membership.messages import Announce, AnnounceReply
 from frost_core.membership.records import Address, MemberState
 
 REJOIN_PEERS = 4
 """Members a node that lost every peer tries each round, the most recently lost first."""
-
-if TYPE_CHECKING:
-    from frost_core.membership.service import Membership
 
 
 def reply_delay(rng: random.Random, delay_max: float) -> float:
@@ -30,7 +27,7 @@ class Discovery:
     newcomer has said so or has already talked to it.
     """
 
-    def __init__(self, node: Membership, seeds: tuple[Address, ...]) -> None:
+    def __init__(self, node: LocalMember, seeds: tuple[Address, ...]) -> None:
         self.node = node
         self.seeds = seeds
         self.replies_sent = 0

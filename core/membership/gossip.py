@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import trio
 
 from frost_core.api.errors import ProtocolError
+from frost_core.membership.local import LocalMember
 from frost_core.membership.messages import PushPull, PushPullReply, ResourceUpdate, entry_from_record
 from frost_core.membership.records import Address, NodeRecord
-
-if TYPE_CHECKING:
-    from frost_core.membership.service import Membership
 
 log = logging.getLogger("frost.membership")
 
@@ -29,7 +26,7 @@ class Gossip:
     while a cluster of 100 stays well under 50 kbit/s per node on the wire.
     """
 
-    def __init__(self, node: Membership) -> None:
+    def __init__(self, node: LocalMember) -> None:
         self.node = node
 
     async def run_rounds(self) -> None:

@@ -6,16 +6,13 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import trio
 
+from frost_core.membership.local import LocalMember
 from frost_core.membership.messages import Ack, Nack, Ping, PingReq
 from frost_core.membership.records import Address, MemberState, NodeRecord, add_suspicion, declare
 from frost_core.membership.suspicion import suspicion_timeout
-
-if TYPE_CHECKING:
-    from frost_core.membership.service import Membership
 
 log = logging.getLogger("frost.membership")
 
@@ -40,7 +37,7 @@ class Prober:
     awareness rises instead, stretching our timeouts.
     """
 
-    def __init__(self, node: Membership) -> None:
+    def __init__(self, node: LocalMember) -> None:
         self.node = node
         self._seq = itertools.count(node.rng.randrange(1 << 30))
         self._pending: dict[int, _Pending] = {}

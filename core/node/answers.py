@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -13,17 +13,21 @@ from frost_core.api.queries import (
     FetchResult, GetAssignment, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins, NodeStatus, Query,
     SavedResult,
 )
+from frost_core.api.snapshot import NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
-from frost_core.node.views import assignment_view, plugin_view
-
-if TYPE_CHECKING:
-    from frost_core.node.wiring import Node
+from frost_core.node.views import NodeParts, assignment_view, plugin_view
 
 STATUS_EVENTS = 20
 """How many of the latest events `status` carries; `ListEvents` has them all."""
 
 
-async def answer(node: Node, query: Query) -> Any:
+class Answering(NodeParts, Protocol):
+    """The node as a query sees it: its parts, and a snapshot built now."""
+
+    def fresh_snapshot(self) -> NodeSnapshot: ...
+
+
+async def answer(node: Answering, query: Query) -> Any:
     """The reply to `query`, of the type the query declares as its REPLY."""
     match query:
         case GetStatus():
@@ -50,12 +54,12 @@ async def answer(node: Node, query: Query) -> Any:
     raise FrostError(f"unknown query {query!r}")
 
 
-def _assignment(node: Node, record):
+def _assignment(node: Answering, record):
     return assignment_view(record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
                            etas=node.unit_etas())
 
 
-async def _fetch_result(node: Node, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:
+async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:
     data, media_type, _filename = node.store.result(assignment_id)
     await trio.to_thread.run_sync(write_atomically, output, data)
     saved = SavedResult(path=str(output), bytes=len(data), media_type=media_type)

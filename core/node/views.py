@@ -1,6 +1,7 @@
 """Turns the node's live parts into the frozen views of a NodeSnapshot.
 
-Kept apart from node.py so the node wires and decides, and this module only describes.
+Kept apart from wiring.py so the node wires and decides, and this module only describes; it
+reads the node through the `NodeParts` protocol, never the Node class, so it does not import it.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from frost_core.policies.intents import HostingState
+from frost_core.policies.intents import HostingState, Intents
 from frost_core.master.results import exported_path
 from frost_core.master.store import AssignmentRecord
 from frost_core.api.snapshot import (
@@ -19,12 +20,46 @@ from frost_core.api.snapshot import (
 )
 
 if TYPE_CHECKING:
-    from frost_core.node.wiring import Node
+    from frost_core.cluster.balancer import Balancer
+    from frost_core.config import Config
+    from frost_core.events import EventLog
+    from frost_core.guest.supervisor import GuestSupervisor
+    from frost_core.master.store import MasterStore
+    from frost_core.measure.machine import MachineWatch
+    from frost_core.membership import Membership
+    from frost_core.plugin.registry import PluginRegistry
+    from frost_core.wire.security import ClusterKey
 
 MAX_EVENTS_IN_SNAPSHOT = 500
 
 
-def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
+class NodeParts(Protocol):
+    """What the views read of a running node (`wiring.Node` is the one implementation)."""
+
+    node_id: str
+    address: str
+    config: Config
+    cluster_key: ClusterKey
+    supervisor: GuestSupervisor
+    machine: MachineWatch
+    balancer: Balancer
+    membership: Membership | None
+    store: MasterStore
+    registry: PluginRegistry
+    events: EventLog
+    results_dir: Path
+
+    @property
+    def intents(self) -> Intents: ...
+
+    def transfer_view(self) -> tuple[str, float, float, float]: ...
+
+    def live_progress(self) -> dict[str, float]: ...
+
+    def unit_etas(self) -> dict[str, float]: ...
+
+
+def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
     guests = node.supervisor.figures()
     memory_used = sum(g.memory_bytes for g in guests)
     mode, average, lower, upper = node.transfer_view()
@@ -66,7 +101,7 @@ def build_snapshot(node: Node, hosting: HostingState, history: tuple[ResourceSam
     )
 
 
-def peer_views(node: Node) -> tuple[PeerView, ...]:
+def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
     if node.membership is None:
         return ()
     views = []
@@ -132,7 +167,7 @@ def plugin_view(info) -> PluginView:
     )
 
 
-def peer_names(node: Node) -> dict[str, str]:
+def peer_names(node: NodeParts) -> dict[str, str]:
     """Node id -> peer name for every member this node knows, itself included."""
     names = {node.node_id: node.config.node_name}
     if node.membership is not None:
@@ -140,7 +175,7 @@ def peer_names(node: Node) -> dict[str, str]:
     return names
 
 
-def _peer_name(node: Node, node_id: str) -> str:
+def _peer_name(node: NodeParts, node_id: str) -> str:
     if node_id == node.node_id:
         return f"{node.config.node_name} (me)"
     if node.membership is not None:

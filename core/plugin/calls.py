@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
@@ -23,15 +23,22 @@ from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.worker import PHASE_MARK
 
-if TYPE_CHECKING:
-    from frost_core.plugin.registry import PluginInfo
-
 SPLIT_TIMEOUT = 60.0
 COMBINE_TIMEOUT = 300.0
 STDERR_TAIL = 4000
 
 
-async def split_units(info: PluginInfo, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> list[WorkUnit]:
+class PluginFile(Protocol):
+    """What a call needs of a plugin: its name for messages and the file a worker loads (a registry's PluginInfo)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+
+async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> list[WorkUnit]:
     """Cut an assignment into work units by running the plugin's `split` in a subprocess."""
     reply = await run_worker({"op": "split", "path": info.path, "params": dict(params)}, timeout=timeout, label=info.name)
     units = reply.get("units")
@@ -41,7 +48,7 @@ async def split_units(info: PluginInfo, params: Mapping[str, object], *, timeout
 
 
 async def combine_output(
-    info: PluginInfo, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT
+    info: PluginFile, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT
 ) -> Output:
     """Merge unit results (in unit index order) by running the plugin's `combine` in a subprocess."""
     request = {"op": "combine", "path": info.path, "params": dict(params), "results": list(results)}

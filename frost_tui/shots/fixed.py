@@ -1,22 +1,13 @@
-"""`frost-tui screenshots`: a PNG (and SVG) of every tab in a realistic, fixed state.
+"""The screenshots' fixed state: a small demo cluster at a fixed moment, and the shots taken of it.
 
-The state comes from `demo_snapshot`, a small cluster at a fixed moment, so the pictures (and
-the snapshot tests that use the same state) come out the same on every machine; `--live` takes
-the same shots from a real cluster instead (`live_screenshots`). SVGs are
-exported by Textual; PNGs are converted with cairosvg, with the SVG's web font replaced by an
-installed monospace font (DejaVu Sans Mono) so the columns line up.
+`demo_snapshot` comes out the same on every machine, so the pictures (and the snapshot tests
+that use the same state) do too; `shots.live` takes the same shots from a real cluster instead.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-import os
-import re
-import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -34,15 +25,9 @@ from frost_core import (
     UnitView,
 )
 
-if TYPE_CHECKING:
-    from textual.app import App
-    from textual.pilot import Pilot
+from frost_tui.shots.render import SHOTS, SIZE, take_shots
 
 DEMO_NOW = 1_767_000_000.0  # a fixed moment, so every run draws the same times
-SIZE = (132, 40)
-MONOSPACE_FONT = "DejaVu Sans Mono"
-BRAILLE_FONT = "DejaVu Sans"
-_BRAILLE_TEXT = re.compile(r"<text [^>]*>[\u2800-\u28ff]+</text>")
 _NAMES = ("ada", "babbage", "curie", "dijkstra", "euler", "fermat", "gauss", "hopper", "ising", "jacobi")
 _GiB = 1024**3
 
@@ -217,20 +202,6 @@ class StillNode:
         pass
 
 
-# (file stem, keys to press after start-up) for each picture
-SHOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("1-machine", ()),
-    ("2-guests", ("2",)),
-    ("3-peers", ("3",)),
-    ("4-assignments", ("4",)),
-    ("5-plugins", ("5", "down", "down", "down")),
-    ("6-events", ("6",)),
-    ("7-settings", ("7",)),
-    ("8-submit", ("s",)),
-    ("9-help", ("question_mark",)),
-)
-
-
 async def export_shots(shots=SHOTS) -> dict[str, str]:
     """Run the app once, headless, on the demo state; return the SVG of each shot by name."""
     from frost_tui.app import create_app
@@ -239,59 +210,3 @@ async def export_shots(shots=SHOTS) -> dict[str, str]:
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         return await take_shots(app, pilot, shots)
-
-
-async def take_shots(app: App, pilot: Pilot, shots=SHOTS) -> dict[str, str]:
-    """The SVG of each shot by name, from an app already running under `run_test`.
-
-    Each shot starts from the first tab with no dialog open, so one app serves them all.
-    """
-    svgs = {}
-    for stem, keys in shots:
-        for key in keys:
-            await pilot.press(key)
-        await pilot.pause()
-        svgs[stem] = app.export_screenshot(title="frost-tui")
-        while len(app.screen_stack) > 1:
-            app.pop_screen()
-        await pilot.press("1")
-        await pilot.pause()
-    return svgs
-
-
-def convert_to_png(svg: Path) -> Path:
-    """SVG → PNG with cairosvg, swapping the web font Textual names for an installed monospace one."""
-    import cairosvg
-
-    text = svg.read_text(encoding="utf-8").replace('"Fira Code"', f'"{MONOSPACE_FONT}"')
-    text = text.replace("Fira Code", MONOSPACE_FONT)
-    # DejaVu Sans Mono has no braille (the charts): draw those cells, placed one by one, with DejaVu Sans.
-    text = _BRAILLE_TEXT.sub(lambda m: f'<text style="font-family: {BRAILLE_FONT}" ' + m.group(0)[len("<text "):], text)
-    png = svg.with_suffix(".png")
-    cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=str(png), scale=1.0)
-    return png
-
-
-def render_screenshots(out_dir: Path, *, live: bool = False) -> list[Path]:
-    """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths.
-
-    `live` takes them from a real cluster started for the purpose (`live_screenshots`), else
-    from the demo state.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.pop("NO_COLOR", None)  # NO_COLOR would turn every picture grey
-    os.environ["TZ"] = "UTC"  # the event times shown, the same on every machine
-    if hasattr(time, "tzset"):
-        time.tzset()
-    if live:
-        from frost_tui.shots.live import export_live_shots
-
-        svgs = export_live_shots()
-    else:
-        svgs = asyncio.run(export_shots())
-    pngs = []
-    for stem, svg in svgs.items():
-        path = out_dir / f"{stem}.svg"
-        path.write_text(svg, encoding="utf-8")
-        pngs.append(convert_to_png(path))
-    return pngs

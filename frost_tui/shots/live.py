@@ -52,7 +52,7 @@ from frost_core import (
     save_config,
 )
 
-from frost_tui.shots.fixed import SHOTS, SIZE, take_shots
+from frost_tui.shots.render import SHOTS, SIZE, take_shots
 
 log = logging.getLogger("frost.tui.screenshots")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from frost_tui.shots.live import PEERS
-from frost_tui.shots.fixed import SHOTS
+from frost_tui.shots.render import SHOTS
 from tests.nodes import FROST_TUI
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

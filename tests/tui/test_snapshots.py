@@ -1,7 +1,7 @@
 """Deterministic pictures of every tab and dialog, compared with the stored SVGs.
 
 The state is the fixed demo cluster at a fixed time (the one the screenshots use); the keys
-pressed for each picture are in `frost_tui.shots.fixed.SHOTS` ("3": the Peers tab, "s": the
+pressed for each picture are in `frost_tui.shots.render.SHOTS` ("3": the Peers tab, "s": the
 submit dialog). After an intended change of the UI, regenerate with
 `FROST_UPDATE_SNAPSHOTS=1 pytest tests/tui/test_snapshots.py` and look at the SVGs before keeping them.
 """
