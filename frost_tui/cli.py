@@ -1,22 +1,43 @@
 """The `frost-tui` command: the terminal UI by default, a headless node, and the local control verbs.
 
-Every verb that talks to a running node goes through its control socket in the data dir, so
-`--data-dir` picks which local node answers; a verb exits non-zero with a clear message when
-no node answers or the node refuses.
+Every verb that talks to a running node sends it a typed command or query over its control
+socket, so `--data-dir` picks which local node answers. The contract scripts rely on is in
+docs/cli.md: `--json` output in a versioned envelope, and the exit codes below.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import enum
 import json
+import os
 import sys
 import time
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from frost_core import OPTIONS, ConfigError, FrostError, Paths, describe_options, load_config, parse_address
+from frost_core import (
+    OPTIONS, AssignmentView, ConfigError, FrostError, Measurement, NodeStatus, NodeUnavailableError, Paths, PeerView,
+    PluginView, SavedResult, Submitted, describe_options, load_config, parse_address,
+)
 
 from frost_tui import tables
+
+JSON_SCHEMA_VERSION = 1
+"""The `schema` field of every `--json` document; raised when a shape changes incompatibly."""
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_NODE, EXIT_INTERRUPTED, EXIT_READER_GONE = 0, 1, 2, 3, 130, 141
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_REFUSED: "the node (or the data dir) refused: an unknown id, a broken plugin, a failed assignment",
+    EXIT_USAGE: "usage or configuration error: a bad flag, a missing --config file, a missing data dir or key",
+    EXIT_NO_NODE: "no node is running with this data dir",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_READER_GONE: "the reader of the output went away (`frost-tui config | head`); nothing more is printed",
+}
 
 # Options that run a node; every verb also accepts --data-dir and --config.
 _NODE_FLAGS = {
@@ -31,19 +52,82 @@ _NODE_FLAGS = {
 }
 
 
+@dataclass(frozen=True)
+class KeyResult:
+    key_file: str
+    join_code: str = ""  # `key show` only: the secret others join with
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    config_file: str
+    config_file_exists: bool
+    data_dir: str
+    log_dir: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    id: str
+    units: int
+    assignment: AssignmentView | None = None  # with --wait: how it ended
+    saved: SavedResult | None = None          # with --wait --output
+
+
+RESULTS: dict[str, Any] = {
+    "status": NodeStatus, "peers": tuple[PeerView, ...], "plugins": tuple[PluginView, ...],
+    "plugins add": tuple[PluginView, ...], "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
+    "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str,
+    "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
+    "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult, "measure": Measurement,
+    "screenshots": tuple[str, ...], "completion": str,
+}
+"""The type of `result` in each command's `--json` document (docs/cli.schema.json is built from it)."""
+
+
+class UsageError(ConfigError):
+    """The command line itself is wrong (argparse's complaint), reported like any configuration error."""
+
+    title = "Usage"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so `--json` can report a bad command line as JSON too."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+class _Output:
+    """Text goes out as the command runs; under `--json` one document is printed at the end instead."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.json = as_json
+
+    def say(self, text: str, *, file=None) -> None:
+        if not self.json:
+            print(text, file=file or sys.stdout, flush=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS,
                         help="this node's state directory (default: the platform's data dir)")
     common.add_argument("--config", type=Path, default=argparse.SUPPRESS,
                         help="configuration file (default: config.toml in the platform's config dir)")
     common.add_argument("--cluster-key-file", default=argparse.SUPPRESS,
                         help="file holding the cluster key (default: cluster.key in the data dir)")
+    scripting = _Parser(add_help=False, parents=[common])
+    scripting.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                           help="print one JSON document (shapes in docs/cli.md); errors too, on stderr")
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="frost-tui", parents=[common],
         description="Share idle CPU with your peers. Without a command: open the terminal UI.",
+        epilog="Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items()) + ".",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('frost-tui')}")
     node = parser.add_argument_group("running a node")
     node.add_argument("--headless", action="store_true", help="run the node without the UI (servers, tests, systemd)")
     node.add_argument("--name", help="name shown to peers")
@@ -57,33 +141,36 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
-        return verbs.add_parser(name, parents=[common], help=help_text, description=help_text)
+        return verbs.add_parser(name, parents=[scripting], help=help_text, description=help_text)
 
-    for name, help_text in (("status", "this node's state and its guests"), ("peers", "the cluster's resource table")):
-        verb(name, help_text).add_argument("--json", action="store_true", help="machine-readable output")
+    verb("status", "this node's state and its guests")
+    verb("peers", "the cluster's resource table")
 
     key = verb("key", "show or change the cluster key")
     key_verbs = key.add_subparsers(dest="key_verb", metavar="ACTION", required=True)
-    key_verbs.add_parser("show", parents=[common], help="print this cluster's join code")
-    key_set = key_verbs.add_parser("set", parents=[common], help="join another cluster with its join code")
+    key_verbs.add_parser("show", parents=[scripting], help="print this cluster's join code",
+                         description="print this cluster's join code (it never creates a key)")
+    key_set = key_verbs.add_parser("set", parents=[scripting], help="join another cluster with its join code",
+                                   description="join another cluster with its join code; restart the node after")
     key_set.add_argument("code")
-    key_verbs.add_parser("owner-token", parents=[common],
-                         help="print this node's owner token (what `--attach` from another machine asks for)")
+    key_verbs.add_parser("owner-token", parents=[scripting],
+                         help="print this node's owner token (what `--attach` from another machine asks for)",
+                         description="print this node's owner token (what `--attach` from another machine asks for)")
 
     service = verb("service", "run the node as a systemd service, or stop doing so")
     service_verbs = service.add_subparsers(dest="service_verb", metavar="ACTION", required=True)
     for action, help_text in (("install", "write, enable and start the systemd unit"),
                               ("uninstall", "stop, disable and remove the systemd unit")):
-        service_action = service_verbs.add_parser(action, parents=[common], help=help_text)
+        service_action = service_verbs.add_parser(action, parents=[scripting], help=help_text, description=help_text)
         where = service_action.add_mutually_exclusive_group()
         where.add_argument("--user", action="store_false", dest="system",
                            help="a user unit: runs while you are logged in, or always with linger (default)")
         where.add_argument("--system", action="store_true", dest="system", help="a system unit: runs from boot")
 
     plugins = verb("plugins", "list calculation plugins, or add one")
-    plugins.add_argument("--json", action="store_true", help="machine-readable output")
     plugin_verbs = plugins.add_subparsers(dest="plugin_verb", metavar="ACTION")
-    plugin_add = plugin_verbs.add_parser("add", parents=[common], help="add a plugin file or folder")
+    plugin_add = plugin_verbs.add_parser("add", parents=[scripting], help="add a plugin file or folder",
+                                         description="add a plugin file or folder")
     plugin_add.add_argument("path", type=Path)
 
     submit = verb("submit", "submit an assignment")
@@ -96,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
                         help="an input file the plugin opens by NAME; it stays on this machine (repeatable)")
 
-    verb("assignments", "my assignments and their units").add_argument("--json", action="store_true")
+    verb("assignments", "my assignments and their units")
     result = verb("result", "save an assignment's result")
     result.add_argument("assignment")
     result.add_argument("--output", type=Path, required=True)
@@ -112,13 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
     move.add_argument("node", help="the destination: a peer's name, node id or node id prefix")
     verb("finish", "take nothing new and pause once the current guests finish")
     verb("config", "show every option, its value and its meaning")
-    verb("measure", "measure again what a guest gets here on an idle and on a busy machine").add_argument(
-        "--json", action="store_true", help="machine-readable output")
-    shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder")
+    verb("measure", "measure again what a guest gets here on an idle and on a busy machine")
+    shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder (needs frost-tui[screenshots])")
     shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
     shots.add_argument("--live", action="store_true",
                        help="take them from a real cluster of four nodes started on loopback for ~1 minute "
                             "(default: a fixed demo state)")
+    completion = verb("completion", "print the shell completion script: "
+                                    "eval \"$(frost-tui completion bash)\", or see docs/cli.md")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
                      add_help=False)
     return parser
@@ -130,19 +219,87 @@ def main(argv: list[str] | None = None) -> int:
         from frost_core import run_simulator as simulate  # the simulator parses its own options
 
         return simulate(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    as_json = "--json" in argv
+    command = _command_name(argv)
     try:
-        return _dispatch(args)
+        args = build_parser().parse_args(argv)
+        command = _command_of(args)
+        code = _dispatch(args, _Output(as_json))
+        sys.stdout.flush()  # a reader gone shows here, inside the try, not at exit as a traceback
+        return code
     except FrostError as error:
-        print(f"frost-tui: {error.title}: {error.message}", file=sys.stderr)
-        return 2 if isinstance(error, ConfigError) else 1
+        code = _exit_code(error)
+        if as_json:
+            print(json.dumps({"schema": JSON_SCHEMA_VERSION, "command": command, "ok": False, "exit_code": code,
+                              "error": {"title": error.title, "message": error.message}}), file=sys.stderr)
+        else:
+            print(f"frost-tui: {error.title}: {error.message}", file=sys.stderr)
+        return code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader (`head`) has all it wanted: say nothing more, and keep Python from
+        # complaining when it flushes stdout on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_READER_GONE
+
+
+def _command_name(argv: list[str]) -> str:
+    """The command an argv names, for an error met before parsing succeeds ("" for the UI)."""
+    words = [word for word in argv if not word.startswith("-")]
+    for length in (2, 1):
+        if " ".join(words[:length]) in RESULTS:
+            return " ".join(words[:length])
+    return ""
+
+
+def _command_of(args: argparse.Namespace) -> str:
+    """"status", "key show", "plugins add"…: the key of RESULTS and the `command` of the JSON document."""
+    nested = (getattr(args, name, None) for name in ("key_verb", "plugin_verb", "service_verb"))
+    return " ".join(filter(None, (args.verb, *nested)))
+
+
+def _exit_code(error: FrostError) -> int:
+    if isinstance(error, NodeUnavailableError):
+        return EXIT_NO_NODE
+    return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_REFUSED
+
+
+def _dispatch(args: argparse.Namespace, out: _Output) -> int:
+    paths = _paths(args)
+    if args.verb is None:
+        config = load_config(paths, _node_overrides(args))
+        if args.headless:
+            from frost_core import run_headless
+
+            return run_headless(config)
+        from frost_tui.app import run_app
+
+        return run_app(config)
+    result, code = _COMMANDS[args.verb](args, paths, out)
+    if out.json:
+        print(json.dumps({"schema": JSON_SCHEMA_VERSION, "command": _command_of(args), "ok": code == EXIT_OK,
+                          "result": _plain(result)}, indent=2))
+    return code
+
+
+def _plain(value: Any) -> Any:
+    """A result as JSON data: dataclasses as objects, tuples as arrays, enums as their values."""
+    if dataclasses.is_dataclass(value):
+        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def _paths(args: argparse.Namespace) -> Paths:
-    return Paths.resolve(config_file=getattr(args, "config", None), data_dir=getattr(args, "data_dir", None))
+    config_file = getattr(args, "config", None)
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"--config {config_file}: no such file" if not config_file.exists()
+                          else f"--config {config_file}: not a file")
+    return Paths.resolve(config_file=config_file, data_dir=getattr(args, "data_dir", None))
 
 
 def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -156,182 +313,169 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    paths = _paths(args)
-    if args.verb is None:
-        config = load_config(paths, _node_overrides(args))
-        if args.headless:
-            from frost_core import run_headless
+def _call(paths: Paths, request: Any) -> Any:
+    from frost_core import call_node
 
-            return run_headless(config)
-        from frost_tui.app import run_app
-
-        return run_app(config)
-    if args.verb == "key":
-        return _key(args, paths)
-    if args.verb == "config":
-        return _show_config(paths)
-    if args.verb == "service":
-        return _service(args, paths)
-    if args.verb == "measure":
-        return _measure(args, paths)
-    if args.verb == "screenshots":
-        from frost_tui.shots import render_screenshots
-
-        for path in render_screenshots(args.out, live=args.live):
-            print(path)
-        return 0
-    return _control_verb(args, paths)
+    return call_node(paths, request)
 
 
-def _key(args: argparse.Namespace, paths: Paths) -> int:
+def _key(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[KeyResult | str, int]:
+    """`key show` reads the key and never makes one: a typo in --data-dir must not start a new cluster."""
     from frost_core import ClusterKey
 
     config = load_config(paths, _node_overrides(args))
+    key_file = config.cluster_key_file
     if args.key_verb == "owner-token":
         from frost_core import load_owner_token
 
-        print(load_owner_token(paths.data_dir).to_join_code())
-        return 0
+        token = load_owner_token(paths.data_dir).to_join_code()
+        out.say(token)
+        return token, EXIT_OK
     if args.key_verb == "show":
-        print(ClusterKey.load_or_create(config.cluster_key_file).to_join_code())
-        return 0
-    key = ClusterKey.from_join_code(args.code.strip())
-    key.save(config.cluster_key_file)
-    print(f"Saved the cluster key to {config.cluster_key_file}. Restart the node to join that cluster.")
-    return 0
+        if not key_file.exists():
+            if not paths.data_dir.is_dir() and getattr(args, "data_dir", None) is not None:
+                raise ConfigError(f"--data-dir {paths.data_dir}: no such directory")
+            raise ConfigError(f"no cluster key at {key_file} yet: a node makes one when it first starts, "
+                              "or join a cluster with `frost-tui key set CODE`")
+        code = ClusterKey.load(key_file).to_join_code()
+        out.say(code)
+        return KeyResult(key_file=str(key_file), join_code=code), EXIT_OK
+    ClusterKey.from_join_code(args.code.strip()).save(key_file)
+    out.say(f"Saved the cluster key to {key_file}. Restart the node to join that cluster.")
+    return KeyResult(key_file=str(key_file)), EXIT_OK
 
 
-def _service(args: argparse.Namespace, paths: Paths) -> int:
+def _service(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[str, ...], int]:
     from frost_tui import service
 
     config = load_config(paths)
     reason = service.systemd_missing_reason()
     if reason is not None:
-        print(service.without_systemd(reason, config), file=sys.stderr)
-        return 1
+        raise FrostError(service.without_systemd(reason, config), title="No systemd here")
     scope = service.Scope(system=args.system)
     if args.service_verb == "install":
         lines = service.install(config, scope, executable=str(Path(sys.argv[0]).resolve()))
     else:
         lines = service.uninstall(scope)
-    print("\n".join(lines))
-    return 0
+    out.say("\n".join(lines))
+    return tuple(lines), EXIT_OK
 
 
-def _show_config(paths: Paths) -> int:
+def _show_config(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[ConfigResult, int]:
     config = load_config(paths)
-    print(f"# configuration file: {paths.config_file}{'' if paths.config_file.exists() else ' (not created yet)'}")
-    print(f"# data dir: {paths.data_dir}\n# log dir: {paths.log_dir}\n")
-    for option in OPTIONS:
-        print(f"{option.name} = {config.get(option.name)!r}")
-    print()
-    print(describe_options())
-    return 0
+    exists = paths.config_file.exists()
+    out.say(f"# configuration file: {paths.config_file}{'' if exists else ' (not created yet)'}\n"
+            f"# data dir: {paths.data_dir}\n# log dir: {paths.log_dir}\n")
+    out.say("\n".join(f"{option.name} = {config.get(option.name)!r}" for option in OPTIONS) + "\n")
+    out.say(describe_options())
+    return ConfigResult(config_file=str(paths.config_file), config_file_exists=exists, data_dir=str(paths.data_dir),
+                        log_dir=str(paths.log_dir), values=dict(config.values)), EXIT_OK
 
 
-def _measure(args: argparse.Namespace, paths: Paths) -> int:
+def _measure(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Measurement, int]:
     """The running node measures (and uses the figures at once); with none running, this process does."""
     from dataclasses import asdict
 
-    from frost_core import Measurement, NodeUnavailableError, Remeasure, call_node, load_or_measure
+    from frost_core import Remeasure, load_or_measure
 
     try:
-        figures = call_node(paths, Remeasure())
+        figures = _call(paths, Remeasure())
         where = "the running node uses them from now on"
     except NodeUnavailableError:
         figures = Measurement(**asdict(load_or_measure(paths.extremities_file, remeasure=True)))
         where = "no node is running here; it uses them from its next start"
-    if args.json:
-        print(json.dumps(asdict(figures), indent=2))
-        return 0
-    print(f"speed {figures.speed:.3f} per CPU, {figures.cpus} CPU(s)\n"
-          f"idle machine: guests get {figures.idle:.3f} speed units\n"
-          f"busy machine: guests get {figures.heavy:.3f} speed units\n"
-          f"saved to {paths.extremities_file}; {where}")
-    return 0
+    out.say(f"speed {figures.speed:.3f} per CPU, {figures.cpus} CPU(s)\n"
+            f"idle machine: guests get {figures.idle:.3f} speed units\n"
+            f"busy machine: guests get {figures.heavy:.3f} speed units\n"
+            f"saved to {paths.extremities_file}; {where}")
+    return figures, EXIT_OK
 
 
-def _control_verb(args: argparse.Namespace, paths: Paths) -> int:
+def _screenshots(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[str, ...], int]:
+    from frost_tui.shots import render_screenshots
+
+    try:
+        import cairosvg  # noqa: F401 - checked before any screen is rendered, not after the first one
+    except (ImportError, OSError) as error:  # cairosvg, or the cairo library it loads, is missing
+        raise ConfigError(f"`frost-tui screenshots` needs the screenshots extra ({error}): "
+                          "pip install 'frost-tui[screenshots]' (and the cairo library, e.g. apt install libcairo2)",
+                          title="Screenshots not installed") from error
+    saved = tuple(str(path) for path in render_screenshots(args.out, live=args.live))
+    out.say("\n".join(saved))
+    return saved, EXIT_OK
+
+
+def _completion(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[str, int]:
+    """Made from the parser at run time: a pip install has no directory the shells read completions from."""
+    import shtab
+
+    script = shtab.complete(build_parser(), shell=args.shell)
+    out.say(script)
+    return script, EXIT_OK
+
+
+def _table_query(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Any, int]:
+    from frost_core import GetStatus, ListAssignments, ListPeers, plain_reply
+
+    request, table = {"status": (GetStatus(), tables.status), "peers": (ListPeers(), tables.peers),
+                      "assignments": (ListAssignments(), tables.assignments)}[args.verb]
+    reply = _call(paths, request)
+    if not out.json:
+        out.say(table(plain_reply(request, reply)))
+    return reply, EXIT_OK
+
+
+def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SavedResult, int]:
+    from frost_core import FetchResult
+
+    saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(args.output.resolve()),
+                                     files=str(args.files.resolve()) if args.files else None))
+    out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    if args.files:
+        out.say(f"Saved {len(saved.files)} output file(s) to {saved.files_folder}")
+    return saved, EXIT_OK
+
+
+def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[str, int]:
     from frost_core import (
-        CancelAssignment,
-        EvictGuests,
-        FetchResult,
-        FinishThenPause,
-        GetStatus,
-        ListAssignments,
-        ListPeers,
-        MoveTask,
-        PauseHosting,
-        ResumeHosting,
-        call_node,
-        plain_reply,
+        CancelAssignment, EvictGuests, FinishThenPause, MoveTask, PauseHosting, ResumeHosting, parse_until,
     )
 
-    verb = args.verb
-    if verb in ("status", "peers", "assignments"):
-        request = {"status": GetStatus, "peers": ListPeers, "assignments": ListAssignments}[verb]()
-        reply = plain_reply(request, call_node(paths, request))
-        table = {"status": tables.status, "peers": tables.peers, "assignments": tables.assignments}[verb]
-        print(json.dumps(reply, indent=2) if args.json else table(reply))
-    elif verb == "plugins":
-        return _plugins(args, paths)
-    elif verb == "submit":
-        return _submit(args, paths)
-    elif verb == "result":
-        saved = call_node(paths, FetchResult(
-            assignment_id=args.assignment, output=str(args.output.resolve()),
-            files=str(args.files.resolve()) if args.files else None))
-        print(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
-        if args.files:
-            print(f"Saved {len(saved.files)} output file(s) to {saved.files_folder}")
-    elif verb == "cancel":
-        call_node(paths, CancelAssignment(assignment_id=args.assignment))
-        print(f"Cancelled {args.assignment}.")
-    elif verb == "pause":
-        from frost_core import parse_until
-
-        until = parse_until(args.until, now=time.time()) if args.until else None
-        print(call_node(paths, PauseHosting(until=until)))
-    elif verb == "resume":
-        print(call_node(paths, ResumeHosting()))
-    elif verb == "finish":
-        print(call_node(paths, FinishThenPause()))
-    elif verb == "evict":
-        print(call_node(paths, EvictGuests(task_id=args.task)))
-    elif verb == "move":
-        print(call_node(paths, MoveTask(task_id=args.task, node=args.node)))
-    return 0
+    match args.verb:
+        case "cancel":
+            command = CancelAssignment(assignment_id=args.assignment)
+        case "pause":
+            command = PauseHosting(until=parse_until(args.until, now=time.time()) if args.until else None)
+        case "resume":
+            command = ResumeHosting()
+        case "finish":
+            command = FinishThenPause()
+        case "evict":
+            command = EvictGuests(task_id=args.task)
+        case _:
+            command = MoveTask(task_id=args.task, node=args.node)
+    reply = _call(paths, command)
+    out.say(f"Cancelled {reply}." if args.verb == "cancel" else reply)
+    return reply, EXIT_OK
 
 
-def _plugins(args: argparse.Namespace, paths: Paths) -> int:
+def _plugins(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[PluginView, ...], int]:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core import (
-        AddPlugin,
-        ListPlugins,
-        NodeUnavailableError,
-        PluginRegistry,
-        call_node,
-        plain_reply,
-        plugin_view,
-    )
+    from frost_core import AddPlugin, ListPlugins, PluginRegistry, plain_reply, plugin_view
 
     adding = args.plugin_verb == "add"
     try:
-        if adding:
-            views = (call_node(paths, AddPlugin(path=str(args.path.resolve()))),)
-        else:
-            views = call_node(paths, ListPlugins())
+        views = (_call(paths, AddPlugin(path=str(args.path.resolve()))),) if adding else _call(paths, ListPlugins())
     except NodeUnavailableError:
         registry = PluginRegistry(paths.data_dir)
         views = tuple(plugin_view(info) for info in ([registry.add(args.path.resolve())] if adding else registry.scan()))
-    reply = plain_reply(ListPlugins(), views)
-    print(json.dumps(reply, indent=2) if getattr(args, "json", False) else tables.plugins(reply))
-    return 0 if all(view.ok for view in views) or not adding else 1
+    if not out.json:
+        out.say(tables.plugins(plain_reply(ListPlugins(), views)))
+    return views, EXIT_OK if all(view.ok for view in views) or not adding else EXIT_REFUSED
 
 
-def _submit(args: argparse.Namespace, paths: Paths) -> int:
-    from frost_core import FetchResult, GetAssignment, SubmitAssignment, call_node
+def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SubmitResult, int]:
+    from frost_core import FetchResult, GetAssignment, SubmitAssignment
 
     params = {}
     for item in args.param:
@@ -341,25 +485,24 @@ def _submit(args: argparse.Namespace, paths: Paths) -> int:
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
-    submitted = call_node(paths, SubmitAssignment(plugin=args.plugin, params=params, one_per_host=args.one_per_host,
-                                                  inputs=_input_files(args.input)))
-    print(f"Submitted {submitted.id}: {submitted.units} unit(s) of {args.plugin}.")
+    submitted: Submitted = _call(paths, SubmitAssignment(
+        plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input)))
+    out.say(f"Submitted {submitted.id}: {submitted.units} unit(s) of {args.plugin}.")
     if not args.wait:
-        return 0
-    while True:
-        state = call_node(paths, GetAssignment(assignment_id=submitted.id))
-        if state.state in ("done", "failed", "cancelled"):
-            break
+        return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK
+    while (state := _call(paths, GetAssignment(assignment_id=submitted.id))).state not in ("done", "failed",
+                                                                                            "cancelled"):
         time.sleep(0.5)
+    ended = SubmitResult(id=submitted.id, units=submitted.units, assignment=state)
     if state.state != "done":
-        print(f"Assignment {submitted.id} {state.state}: {state.error or ''}", file=sys.stderr)
-        return 1
-    if args.output:
-        saved = call_node(paths, FetchResult(assignment_id=submitted.id, output=str(args.output.resolve())))
-        print(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
-    else:
-        print(f"Assignment {submitted.id} is done.")
-    return 0
+        out.say(f"Assignment {submitted.id} {state.state}: {state.error or ''}", file=sys.stderr)
+        return ended, EXIT_REFUSED
+    if not args.output:
+        out.say(f"Assignment {submitted.id} is done.")
+        return ended, EXIT_OK
+    saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(args.output.resolve())))
+    out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    return SubmitResult(id=submitted.id, units=submitted.units, assignment=state, saved=saved), EXIT_OK
 
 
 def _input_files(items: list[str]) -> dict[str, str]:
@@ -377,6 +520,15 @@ def _input_files(items: list[str]) -> dict[str, str]:
                               else f"--input {name}: {path} does not exist")
         inputs[name] = str(resolved)
     return inputs
+
+
+_COMMANDS = {
+    "status": _table_query, "peers": _table_query, "assignments": _table_query, "key": _key,
+    "service": _service, "config": _show_config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
+    "plugins": _plugins, "submit": _submit, "result": _result, "cancel": _owner_command, "pause": _owner_command,
+    "resume": _owner_command, "finish": _owner_command, "evict": _owner_command, "move": _owner_command,
+}
+"""Each command's handler: it prints its text as it goes and returns (result, exit code)."""
 
 
 if __name__ == "__main__":

@@ -359,8 +359,11 @@ class Node:
         """Free the CPU now, then send each guest to the best peer (or back to its master's queue).
 
         Returns once the units are in other hands, or after EVICT_WAIT with the rest still on
-        their way (they go on in the background; the CPU is free either way).
+        their way (they go on in the background; the CPU is free either way). Naming a guest that
+        is not here is refused, so a script's typo does not pass for an eviction of nothing.
         """
+        if task_id is not None and task_id not in {h.task.task_id for h in self.host.hosted()}:
+            raise FrostError(f"no guest {task_id} runs here (see `frost-tui status`)", title="No such guest")
         hold = time.time() + self.config.get("owner.evict_hold")
         self._evicting += 1
         try:

@@ -50,7 +50,7 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
         result = node.cli("plugins", "add", str(path), check=False)
         assert result.returncode == 1
         assert "BROKEN" in result.stdout and reason in result.stdout
-    listed = json.loads(node.cli("plugins", "--json").stdout)
+    listed = json.loads(node.cli("plugins", "--json").stdout)["result"]
     broken = [p for p in listed if not p["ok"]]
     assert len(broken) == 2 and all(p["error"] for p in broken)
     assert {p["name"] for p in listed if p["ok"]} >= {"mandelbrot", "raytrace", "montecarlo-pi"}

@@ -19,11 +19,15 @@ async def _serving(tmp_path, handler, client):
     """Serve `handler` on a real socket in tmp_path and run the blocking `client(paths)` in a thread."""
     paths = Paths.resolve(config_file=tmp_path / "config.toml", data_dir=tmp_path)
     async with trio.open_nursery() as nursery:
-        await nursery.start(serve_control, paths.control_socket, handler)
+        await nursery.start(serve_control, paths.control_socket, handler, _no_attach)
         try:
             return await trio.to_thread.run_sync(client, paths)
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def _no_attach(*args):
+    raise AssertionError("these clients never attach")
 
 
 def _send_raw(paths, request):

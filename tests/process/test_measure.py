@@ -123,6 +123,8 @@ def test_sampler_refuses_an_uncalibrated_speed():
 def _measure_cli(data_dir, cache, *extra):
     from tests.nodes import FROST_TUI
 
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "config.toml").touch()  # --config must name a file that exists
     return subprocess.run([FROST_TUI, "measure", "--data-dir", str(data_dir), "--config", str(data_dir / "config.toml"),
                            *extra], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "XDG_CACHE_HOME": str(cache)})
@@ -132,7 +134,7 @@ def test_measure_without_a_node_saves_fresh_extremities(tmp_path):
     cache = tmp_path / "cache"
     done = _measure_cli(tmp_path / "data", cache, "--json")
     assert done.returncode == 0, done.stderr
-    shown = json.loads(done.stdout)
+    shown = json.loads(done.stdout)["result"]
     saved = Extremities.load(cache / "frost-tui" / "extremities.json")
     assert shown["idle"] == saved.idle and shown["measured_at"] == saved.measured_at
     assert saved.speed > 0 and 0 <= saved.heavy <= saved.idle * 1.5   # a busy machine never offers much more

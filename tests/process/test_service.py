@@ -58,6 +58,7 @@ def test_install_writes_enables_and_explains_linger_and_uninstall_removes(tmp_pa
 
 @pytest.mark.skipif(Path("/run/systemd/system").is_dir(), reason="systemd runs here")
 def test_service_install_without_systemd_says_what_to_do_instead(tmp_path):
+    (tmp_path / "config.toml").touch()  # --config must name a file that exists
     result = subprocess.run([FROST_TUI, "service", "install", "--data-dir", str(tmp_path), "--config",
                              str(tmp_path / "config.toml")], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")})

@@ -1,0 +1,165 @@
+"""The CLI contract scripts rely on (docs/cli.md): every `--json` document fits the schema, every exit code happens."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import jsonschema
+import pytest
+
+from frost_tui.cli_docs import MAN_PAGE, SCHEMA_FILE, json_schema, man_page
+from tests.nodes import FROST_TUI
+from tests.waiting import wait_for
+
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
+
+
+def _run(*args, env=None, **kwargs):
+    return subprocess.run([FROST_TUI, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, **kwargs)
+
+
+def _document(done, command: str, *, ok: bool = True):
+    """The one JSON document a command printed, checked against docs/cli.schema.json."""
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, SCHEMA)
+    assert (document["command"], document["ok"]) == (command, ok), done.stderr
+    return document["result"]
+
+
+def _error(done, code: int):
+    """The JSON error on stderr, checked against the schema; stdout stays empty."""
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    error = json.loads(done.stderr)
+    jsonschema.validate(error, SCHEMA)
+    assert error["exit_code"] == code and not error["ok"]
+    return error["error"]
+
+
+def test_the_schema_file_and_the_man_page_are_up_to_date():
+    assert SCHEMA == json_schema(), "run `python -m frost_tui.cli_docs`"
+    assert MAN_PAGE.read_text() == man_page(), "run `python -m frost_tui.cli_docs`"
+
+
+def test_every_command_talking_to_a_node_prints_a_document_that_fits_the_schema(single_node, tmp_path):
+    node = single_node()
+    status = _document(node.cli("status", "--json"), "status")
+    assert status["state"] in ("idle", "hosting") and status["address"]
+    assert [p["is_self"] for p in _document(node.cli("peers", "--json"), "peers")] == [True]
+    plugins = _document(node.cli("plugins", "--json"), "plugins")
+    assert {"mandelbrot", "montecarlo-pi"} <= {p["name"] for p in plugins}
+    output = tmp_path / "pi.json"
+    submitted = _document(node.cli("submit", "montecarlo-pi", "--param", "samples=1000", "--param", "units=1",
+                                   "--wait", "--output", str(output), "--json"), "submit")
+    assert submitted["assignment"]["state"] == "done" and submitted["saved"]["path"] == str(output)
+    assert [a["id"] for a in _document(node.cli("assignments", "--json"), "assignments")] == [submitted["id"]]
+    again = _document(node.cli("result", submitted["id"], "--output", str(tmp_path / "again.json"), "--json"),
+                      "result")
+    assert again["bytes"] == output.stat().st_size
+    endless = _document(node.cli("submit", "montecarlo-pi", "--param", "samples=1000000000000", "--param",
+                                 "units=1", "--json"), "submit")
+    assert endless["assignment"] is None
+    assert _document(node.cli("cancel", endless["id"], "--json"), "cancel") == endless["id"]
+
+
+def test_owner_commands_print_a_document_that_fits_the_schema(single_node):
+    node = single_node()
+    assert "pause" in _document(node.cli("pause", "--until", "23:59", "--json"), "pause")
+    _document(node.cli("resume", "--json"), "resume")
+    _document(node.cli("finish", "--json"), "finish")
+    assert _document(node.cli("evict", "--json"), "evict") == "evicted 0 guest(s)"
+    key_file = str(node.data_dir.parent / "cluster.key")  # where the single_node fixture keeps it
+    joined = _document(node.cli("key", "show", "--cluster-key-file", key_file, "--json"), "key show")
+    assert joined["join_code"].startswith("FROST")
+    config = _document(node.cli("config", "--json"), "config")
+    assert config["values"]["gossip.interval"] == 0.3 and config["config_file_exists"]
+
+
+def test_commands_without_a_node_print_documents_that_fit_the_schema(tmp_path):
+    script = _document(_run("completion", "bash", "--json"), "completion")
+    assert "frost-tui" in script
+    code = "FROST-AAAA"  # only its shape matters here: a bad code is refused with exit 2
+    assert _error(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), 2)["title"] == "Bad join code"
+    assert _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")
+
+
+def test_refused_is_1_with_the_nodes_reason(single_node):
+    node = single_node()
+    assert _error(node.cli("evict", "nosuch", "--json", check=False), 1)["title"] == "No such guest"
+    refused = node.cli("evict", "nosuch", check=False)
+    assert refused.returncode == 1 and "no guest nosuch runs here" in refused.stderr and refused.stdout == ""
+    _error(node.cli("cancel", "a999", "--json", check=False), 1)
+
+
+def test_usage_and_configuration_errors_are_2_and_create_nothing(tmp_path):
+    typo = tmp_path / "typo"
+    assert _error(_run("key", "show", "--data-dir", str(typo), "--json"), 2)["message"].startswith("--data-dir")
+    assert not typo.exists(), "key show must never make a key (a typo would start a new cluster)"
+    plain = _run("key", "show", "--data-dir", str(typo))
+    assert plain.returncode == 2 and "no such directory" in plain.stderr and "Traceback" not in plain.stderr
+    missing = tmp_path / "missing.toml"
+    assert "no such file" in _error(_run("--config", str(missing), "status", "--json"), 2)["message"]
+    assert _run("--config", str(missing), "--headless").returncode == 2
+    assert _error(_run("status", "--frobnicate", "--json"), 2)["title"] == "Usage"
+    assert _run("nosuchcommand").returncode == 2
+
+
+def test_no_node_running_is_3(tmp_path):
+    error = _error(_run("status", "--data-dir", str(tmp_path), "--json"), 3)
+    assert "no node is running" in error["message"]
+    assert _run("pause", "--data-dir", str(tmp_path)).returncode == 3
+
+
+def test_screenshots_without_their_extra_say_what_to_install(tmp_path):
+    blocker = tmp_path / "blocked" / "cairosvg"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named cairosvg')\n")
+    done = _run("screenshots", "--out", str(tmp_path / "shots"), env={"PYTHONPATH": str(blocker.parent)})
+    assert done.returncode == 2 and "pip install 'frost-tui[screenshots]'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "shots").exists()
+
+
+def test_a_reader_that_goes_away_is_141_without_a_traceback():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `frost-tui config | head` once head has its lines: every write meets a closed pipe
+    try:
+        writer = subprocess.run([FROST_TUI, "config"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert writer.returncode == 141 and writer.stderr == ""
+
+
+def test_interrupted_is_130(single_node, tmp_path):
+    node = single_node()
+    waiting = subprocess.Popen([FROST_TUI, "submit", "montecarlo-pi", "--param", "samples=1000000000000",
+                                "--param", "units=1", "--wait", "--data-dir", str(node.data_dir),
+                                "--config", str(node.data_dir / "config.toml")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with waiting:
+        wait_for(lambda: node.call("assignments"), timeout=30, what="the assignment to be submitted")
+        time.sleep(0.5)  # into the wait loop; an earlier SIGINT is still an interruption
+        waiting.send_signal(signal.SIGINT)
+        _, stderr = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130 and "Traceback" not in stderr
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    done = _run("--version")
+    assert (done.returncode, done.stdout.strip()) == (0, f"frost-tui {version('frost-tui')}")
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts_name_the_commands(shell):
+    done = _run("completion", shell)
+    assert done.returncode == 0 and "submit" in done.stdout and "--data-dir" in done.stdout
+
+
+def test_the_bash_completion_script_is_valid_bash(tmp_path):
+    script = tmp_path / "frost-tui.bash"
+    script.write_text(_run("completion", "bash").stdout)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0
