@@ -7,7 +7,9 @@ methods the node calls from figures the test sets, and emitting the signals it a
 
 from __future__ import annotations
 
+import os
 import queue
+import select
 import shutil
 import subprocess
 import threading
@@ -35,7 +37,8 @@ BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Config
 </busconfig>
 """
 
-Handler = Callable[[tuple], tuple[str, tuple]]     # body in, (signature, body) out
+# Body in; (signature, body) out, or (signature, body, fd) to close an fd once sent, or an error name.
+Handler = Callable[[tuple], "tuple | str"]
 
 
 class PrivateBus:
@@ -82,7 +85,10 @@ class FakeService(threading.Thread):
                 except TimeoutError:
                     continue
                 if message.header.message_type is MessageType.method_call:
-                    connection.send(self._answer(message))
+                    reply, sent_fds = self._answer(message)
+                    connection.send(reply)
+                    for fd in sent_fds:     # the receiver holds its own copy now
+                        os.close(fd)
 
     def _answer(self, message):
         fields = message.header.fields
@@ -92,11 +98,12 @@ class FakeService(threading.Thread):
         self.calls.append((path, interface, member))
         handler = self.handlers.get((path, interface, member))
         if handler is None:
-            return new_error(message, "org.freedesktop.DBus.Error.UnknownMethod", "s", (f"no {member}",))
+            return new_error(message, "org.freedesktop.DBus.Error.UnknownMethod", "s", (f"no {member}",)), ()
         result = handler(message.body)
         if isinstance(result, str):     # an error name
-            return new_error(message, result, "s", ("refused",))
-        return new_method_return(message, *result)
+            return new_error(message, result, "s", ("refused",)), ()
+        signature, body, *sent_fds = result
+        return new_method_return(message, signature, body), tuple(sent_fds)
 
     def start(self) -> FakeService:
         super().start()
@@ -145,3 +152,24 @@ def logind_service(address: str, idle_since: Callable[[], float | None],
         (SESSION_PATH, "org.freedesktop.login1.Session", "GetAll:"): session_properties,
         **(extra or {}),
     }).start()
+
+
+class Inhibitors:
+    """logind's Inhibit as the stand-in hands it out: the caller holds a pipe's write end; closing it releases."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[tuple, int]] = []    # (arguments, our read end)
+
+    def inhibit(self, body: tuple) -> tuple[str, tuple, int]:
+        read_end, write_end = os.pipe()
+        self.taken.append((body, read_end))
+        return "h", (write_end,), write_end
+
+    def held(self) -> int:
+        """How many inhibitors are still held (their write end open somewhere)."""
+        return sum(1 for _, read_end in self.taken if not select.select([read_end], [], [], 0)[0])
+
+    def close(self) -> None:
+        for _, read_end in self.taken:
+            os.close(read_end)
+

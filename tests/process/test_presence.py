@@ -7,28 +7,8 @@ import pytest
 from frost_core.measure import presence
 from frost_core.measure.presence import PresenceReader
 from tests.process.dbus import (
-    MANAGER_PATH, SESSION_PATH, PrivateBus, logind_service, mutter_service, screensaver_service,
+    MANAGER_PATH, SESSION_PATH, logind_service, mutter_service, screensaver_service,
 )
-
-
-@pytest.fixture
-def buses(tmp_path, monkeypatch):
-    """A session bus and a system bus of our own, in the environment as the node would find them."""
-    session, system = PrivateBus(tmp_path, "session"), PrivateBus(tmp_path, "system")
-    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", session.address)
-    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", system.address)
-    yield session, system
-    session.close()
-    system.close()
-
-
-@pytest.fixture
-def started():
-    """Stand-in services the test starts; each is stopped after it."""
-    services = []
-    yield services.append
-    for service in services:
-        service.stop()
 
 
 def _no_tty():

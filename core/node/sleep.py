@@ -1,0 +1,100 @@
+"""The machine going to sleep: logind's delay inhibitor buys the node time to hand its guests on and say goodbye.
+
+logind announces a suspend with `PrepareForSleep(true)` on the system bus and waits for every
+"delay" inhibitor to be released, at most `InhibitDelayMaxUSec` (5 s by default); waking, it
+sends `PrepareForSleep(false)`. The node holds one such inhibitor while it is awake: on the
+signal it checkpoints and sends on its guests and tells its peers it leaves, then lets go;
+on waking it rejoins and takes the inhibitor again. Without logind nothing is watched, and a
+laptop that sleeps costs its guests the work since their last checkpoint (its peers restart
+them from there once they count it dead); `status` says which of the two holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import trio
+from jeepney import AuthenticationError, DBusAddress, DBusErrorResponse, MatchRule, Properties, new_method_call
+from jeepney.bus_messages import message_bus
+from jeepney.io.trio import open_dbus_connection
+from jeepney.wrappers import unwrap_msg
+
+log = logging.getLogger("frost.sleep")
+
+LOGIND = DBusAddress("/org/freedesktop/login1", bus_name="org.freedesktop.login1",
+                     interface="org.freedesktop.login1.Manager")
+# The bus delivers only logind's own signal; the router's filter sees its unique name as the
+# sender, so it matches on the rest.
+PREPARE_FOR_SLEEP = MatchRule(type="signal", path=LOGIND.object_path, interface=LOGIND.interface,
+                              member="PrepareForSleep")
+FROM_LOGIND = MatchRule(type="signal", sender=LOGIND.bus_name, path=LOGIND.object_path, interface=LOGIND.interface,
+                        member="PrepareForSleep")
+CONNECT_TIMEOUT = 2.0       # seconds to reach the system bus and logind before giving up on watching sleep
+DEFAULT_DELAY = 5.0         # logind's default InhibitDelayMaxSec, when it does not say
+RELEASE_MARGIN = 0.5        # seconds kept back to let go of the inhibitor before logind stops waiting
+
+UNAVAILABLE = (OSError, EOFError, DBusErrorResponse, AuthenticationError, KeyError, ValueError,
+               trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+async def _inhibit(router) -> object:
+    """A delay inhibitor for sleep: a file descriptor whose closing releases it."""
+    reply = await router.send_and_get_reply(new_method_call(
+        LOGIND, "Inhibit", "ssss",
+        ("sleep", "frost-tui", "checkpointing guests and leaving the cluster before sleep", "delay")))
+    (descriptor,) = unwrap_msg(reply)
+    return descriptor
+
+
+async def _delay_budget(router) -> float:
+    """Seconds logind waits for a delay inhibitor, less a margin to release it in time."""
+    try:
+        reply = await router.send_and_get_reply(Properties(LOGIND).get("InhibitDelayMaxUSec"))
+        ((_, microseconds),) = unwrap_msg(reply)
+        delay = microseconds / 1e6
+    except DBusErrorResponse:
+        delay = DEFAULT_DELAY
+    return max(delay - RELEASE_MARGIN, RELEASE_MARGIN)
+
+
+async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wake: Callable[[], Awaitable[None]],
+                      report: Callable[[str], None], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Hold a sleep inhibitor; call `before_sleep(seconds it may take)` before a suspend, then release
+    it; call `after_wake()` on waking and take it again. `report` gets one line for `status`; a bus
+    that is missing or goes away ends the watch with a line that says so, never the node."""
+    started = False
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT):
+            connection = await open_dbus_connection("SYSTEM", enable_fds=True)
+        async with connection, connection.router() as router, \
+                router.filter(PREPARE_FOR_SLEEP, bufsize=4) as signals:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                unwrap_msg(await router.send_and_get_reply(message_bus.AddMatch(FROM_LOGIND)))
+                budget = await _delay_budget(router)
+                inhibitor = await _inhibit(router)
+            report(f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on")
+            task_status.started()
+            started = True
+            try:
+                async for signal in signals:
+                    (going,) = signal.body
+                    if going and inhibitor is not None:
+                        with trio.move_on_after(budget):
+                            await before_sleep(budget)
+                        inhibitor.close()
+                        inhibitor = None
+                    elif not going:
+                        await after_wake()
+                        with trio.fail_after(CONNECT_TIMEOUT):
+                            inhibitor = await _inhibit(router)
+            finally:
+                if inhibitor is not None:
+                    inhibitor.close()
+    except* UNAVAILABLE as group:     # the router's receiver runs in a nursery: its errors come grouped
+        error = group.exceptions[0]
+        why = getattr(error, "name", None) or type(error).__name__
+        log.info("sleep watch ended: %r", error)
+        report(f"sleep {'no longer' if started else 'not'} watched: no logind on a system bus ({why})")
+    if not started:
+        task_status.started()
