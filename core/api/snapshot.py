@@ -141,6 +141,8 @@ class HostingView:
     guest_cpus: int
     balance: str = ""          # the load balancer's last decision and why ("" before its first round)
     reach: str = ""            # "out of reach of all peers since ...; N unit(s) left running on them", or ""
+    presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
+    sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,17 @@ class Membership:
         for peer in self.table.active_peers():
             await self.send(peer.address, goodbye)
 
+    async def rejoin(self) -> None:
+        """Back after a goodbye that was not a stop (the machine woke from sleep): alive again, one
+        incarnation above the goodbye so it wins everywhere, pushed to the peers at once."""
+        self._leaving = False
+        own = self.table.own
+        now = trio.current_time()
+        back = dataclasses.replace(own, incarnation=own.incarnation + 1, state=MemberState.ALIVE, suspectors=(),
+                                   state_since=now, updated_at=now)
+        self.table.put(back)
+        await self.gossip.push([back], self.table.active_peers())
+
     # -- the plumbing the protocol parts share --------------------------------------------------
 
     def own_entry(self) -> MemberEntry:

@@ -48,6 +48,7 @@ class NodeParts(Protocol):
     registry: PluginRegistry
     events: EventLog
     results_dir: Path
+    sleep_watch: str
 
     @property
     def intents(self) -> Intents: ...
@@ -79,6 +80,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
             balance=node.balancer.last.why if node.balancer.last else "",
             reach=node.reach_status(),
+            sleep=node.sleep_watch,
         ),
         history=history,
         peers=peer_views(node),

@@ -44,6 +44,7 @@ from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state
 from frost_core.node.identity import load_node_id
+from frost_core.node.sleep import watch_sleep
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
@@ -107,6 +108,8 @@ class Node:
         self._intents = Intents.load(self.store)
         self._guests_stopped = False
         self._evicting = 0
+        self._asleep = False                    # between logind's PrepareForSleep(true) and waking
+        self.sleep_watch = "sleep not watched yet"
         self._history: list[ResourceSample] = []
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
@@ -267,6 +270,7 @@ class Node:
                     nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
                     nursery.start_soon(self._balance)
+                    nursery.start_soon(watch_sleep, self._before_sleep, self._after_wake, self._report_sleep_watch)
                     self.events.add("join", f"node {config.node_name} started at {self.address}")
                     task_status.started()
                     try:
@@ -396,6 +400,33 @@ class Node:
             self._evicting -= 1
             self._hosting_changed()
         return len(evicted)
+
+    async def _before_sleep(self, seconds: float) -> None:
+        """The machine is about to sleep: hand the guests on and tell the peers we leave, within `seconds`.
+
+        A sleeping laptop answers no probe: without this its peers would wait for the failure
+        detector, then restart its guests from their last replicated checkpoint.
+        """
+        self._asleep = True
+        self.events.add("sleep", f"the machine is going to sleep: handing {self.host.running_count} guest(s) on "
+                        "and leaving the cluster")
+        with trio.move_on_after(max(seconds - LEAVE_TIMEOUT, 0.0)):
+            await self.hand_off_guests()
+        if self.membership is not None:
+            await self.membership.leave()
+
+    async def _after_wake(self) -> None:
+        self._asleep = False
+        if self.membership is not None:
+            await self.membership.rejoin()
+        self.events.add("wake", "the machine woke up: rejoined the cluster")
+        self._hosting_changed()
+        self._scheduler.wake()
+
+    def _report_sleep_watch(self, line: str) -> None:
+        self.sleep_watch = line
+        log.info("%s", line)
+        self.mark_changed()
 
     async def move(self, task_id: str, node: str) -> str:
         """move(task, host): the same operation for the operator and the balancer, wherever the unit runs.
@@ -534,6 +565,8 @@ class Node:
             owner_reason = "measuring this machine" if not self.machine.started else None
         else:
             owner_reason = None if owner.action is GuestAction.RUN and owner.accepting else owner.reason
+        if self._asleep:
+            owner_reason = "the machine is going to sleep"
         return hosting_state(
             self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
             owner_active_reason=owner_reason,

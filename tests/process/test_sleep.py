@@ -1,10 +1,14 @@
 """The machine going to sleep: logind's delay inhibitor is held, guests go first, then it is released."""
 
+import pytest
 import trio
 
+from frost_core.wire.security import ClusterKey
+
 from frost_core.node.sleep import watch_sleep
+from tests.nodes import start_node
 from tests.process.dbus import MANAGER_PATH, Inhibitors, logind_service
-from tests.waiting import wait_until
+from tests.waiting import wait_for, wait_until
 
 MANAGER = "org.freedesktop.login1.Manager"
 
@@ -56,3 +60,60 @@ async def test_without_logind_sleep_is_not_watched_and_nothing_breaks(buses):
     with trio.fail_after(10):
         await watch_sleep(never, never, lines.append)
     assert lines == ["sleep not watched: no logind on a system bus (org.freedesktop.DBus.Error.ServiceUnknown)"]
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    """Two real nodes on loopback, one cluster key; stopped after the test."""
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    running = []
+
+    def start(name, **kwargs):
+        running.append(start_node(tmp_path / name, key_file=key, **kwargs))
+        return running[-1]
+
+    yield start
+    for node in running:
+        node.stop()
+
+
+NO_BUS = {"DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/frost-test-bus", "DBUS_SESSION_BUS_ADDRESS": ""}
+ONE_CPU = "\n[guests]\ncpus = 1\n\n[cluster]\nreport_interval = 0.5\nbalance_interval = 0\n"
+
+
+def test_a_sleeping_node_hands_its_guest_on_and_leaves_before_releasing_then_rejoins_on_waking(
+        buses, started, nodes):
+    _, system = buses
+    inhibitors = Inhibitors()
+    logind = stand_in_logind(system, inhibitors)
+    started(logind)
+    try:
+        # The laptop finds logind on its system bus; its peer has no bus (so no inhibitor of its own).
+        laptop = nodes("laptop")
+        desk = nodes("desk", seeds=(laptop.address,), env=NO_BUS, extra_config=ONE_CPU)
+        wait_for(lambda: {p["state"] for p in desk.call("peers")} == {"alive"} and len(desk.call("peers")) == 2,
+                 timeout=30, what="both nodes alive")
+        assert laptop.call("status")["hosting"]["sleep"].startswith("sleep watched")
+        assert desk.call("status")["hosting"]["sleep"].startswith("sleep not watched")
+        assert inhibitors.held() == 1
+        reply = desk.call("submit", plugin="montecarlo-pi", params={"samples": 10**12, "units": 2}, one_per_host=True)
+        wait_for(lambda: laptop.call("status")["guests"], timeout=30, what="a guest on the laptop")
+
+        logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (True,))
+        wait_for(lambda: inhibitors.held() == 0, timeout=15, what="the laptop to release its inhibitor")
+        # By the time logind may suspend: no guest left on the laptop, its unit in the master's hands
+        # (queued or running elsewhere) with its progress kept, and the peer told that it left.
+        assert not laptop.call("status")["guests"]
+        units = desk.call("assignment", assignment=reply["id"])["units"]
+        assert all(u["host"] != laptop.node_id or u["state"] != "running" for u in units)
+        wait_for(lambda: {p["name"]: p["state"] for p in desk.call("peers")}.get("laptop") == "left",
+                 timeout=5, what="the desk to learn that the laptop left")
+        assert any(e["kind"] == "sleep" for e in laptop.call("events"))
+
+        logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (False,))
+        wait_for(lambda: {p["name"]: p["state"] for p in desk.call("peers")}.get("laptop") == "alive",
+                 timeout=15, what="the laptop to rejoin after waking")
+        wait_for(lambda: inhibitors.held() == 1, timeout=10, what="a new inhibitor after waking")
+    finally:
+        inhibitors.close()
