@@ -67,13 +67,16 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
             connection = await open_dbus_connection("SYSTEM", enable_fds=True)
-        async with connection, connection.router() as router, \
-                router.filter(PREPARE_FOR_SLEEP, bufsize=4) as signals:
+        async with connection, connection.router() as router:
+            # Not `async with`: the router closes its filters' channels when it stops, and a filter
+            # leaving meanwhile breaks that loop (jeepney 0.9 iterates the live dict).
+            signals = router.filter(PREPARE_FOR_SLEEP, bufsize=4).receive_channel
             with trio.fail_after(CONNECT_TIMEOUT):
                 unwrap_msg(await router.send_and_get_reply(message_bus.AddMatch(FROM_LOGIND)))
                 budget = await _delay_budget(router)
                 inhibitor = await _inhibit(router)
-            report(f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on")
+            watched = f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on"
+            report(watched)
             task_status.started()
             started = True
             try:
@@ -84,10 +87,12 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
                             await before_sleep(budget)
                         inhibitor.close()
                         inhibitor = None
+                        report("asleep: the inhibitor is released")
                     elif not going:
                         await after_wake()
                         with trio.fail_after(CONNECT_TIMEOUT):
                             inhibitor = await _inhibit(router)
+                        report(watched)
             finally:
                 if inhibitor is not None:
                     inhibitor.close()

@@ -42,9 +42,10 @@ async def test_the_inhibitor_is_released_only_after_the_guests_are_handed_on_and
             logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (True,))
             await wait_until(lambda: calls and inhibitors.held() == 0, timeout=10, what="the inhibitor released")
             assert calls == [("sleep", 4.5, 1)], "released before the guests were handed on"
+            assert lines[-1] == "asleep: the inhibitor is released"
             logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (False,))
-            await wait_until(lambda: inhibitors.held() == 1, timeout=10, what="a new inhibitor after waking")
-            assert calls[1] == ("wake", 0)
+            await wait_until(lambda: lines[-1].startswith("sleep watched"), timeout=10, what="a new inhibitor")
+            assert inhibitors.held() == 1 and calls[1] == ("wake", 0)
             nursery.cancel_scope.cancel()
         assert inhibitors.held() == 0, "the inhibitor outlived the node"
     finally:
