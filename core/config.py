@@ -10,12 +10,15 @@ from __future__ import annotations
 import difflib
 import os
 import socket
+import tempfile
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+import tomlkit
 
 from frost_core.api.errors import ConfigError
 from frost_core.policies.desk import POLICIES, parse_window
@@ -267,21 +270,44 @@ def load_config(paths: Paths, overrides: dict[str, Any] | None = None) -> Config
     return Config(values=_validate_flat(raw, source=str(paths.config_file)), paths=paths)
 
 
-def save_config(config: Config) -> None:
-    """Write the options that differ from their defaults, atomically, as TOML."""
-    lines = ["# frost-tui configuration; every option is described in docs/configuration.md", ""]
-    for section in SECTIONS:
-        changed = [o for o in OPTIONS if o.section == section and config.values[o.name] != o.default]
-        if not changed:
-            continue
-        lines.append(f"[{section}]")
-        lines += [f"{o.key} = {_toml_value(config.values[o.name])}" for o in changed]
-        lines.append("")
+def save_config(config: Config, names: Collection[str] | None = None) -> None:
+    """Write options into the config file, editing it in place, atomically.
+
+    `names` are the options the owner just changed (Settings → save): only their keys are
+    written, so the owner's comments and layout, the other keys, and this run's command-line
+    flags (`--port`, `--seed`) stay as they were. Without `names`, every option that differs
+    from its default is written (a new file for a node started by a script). tomlkit writes the
+    values, so any string (a newline, an ESC, a quote) reads back exactly as it was.
+    """
     path = config.paths.config_file
+    if path.exists():
+        document = tomlkit.parse(path.read_text(encoding="utf-8"))
+    else:
+        document = tomlkit.document()
+        document.add(tomlkit.comment("frost-tui configuration; every option is described in docs/configuration.md"))
+    if names is None:
+        names = [o.name for o in OPTIONS if config.values[o.name] != o.default]
+    for name in names:
+        option = _BY_NAME[name]
+        if option.section not in document:
+            document.add(option.section, tomlkit.table())
+        document[option.section][option.key] = _toml_item(config.values[name])
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text("\n".join(lines), encoding="utf-8")
-    os.replace(temporary, path)
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                     delete=False) as temporary:
+        temporary.write(tomlkit.dumps(document))
+    os.replace(temporary.name, path)
+
+
+def _toml_item(value: Any) -> Any:
+    """A value as tomlkit writes it: tuples as arrays, maps as one inline table, as they were read."""
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        table.update({key: _toml_item(item) for key, item in value.items()})
+        return table
+    if isinstance(value, (list, tuple)):
+        return [_toml_item(item) for item in value]
+    return value
 
 
 def parse_address(text: str, *, option: str) -> tuple[str, int]:

@@ -325,7 +325,7 @@ class Node:
                 return node_views.plugin_view(info)
             case SaveSettings(values=values):
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
-                save_config(self.config)
+                save_config(self.config, names=values)  # only what the owner edited; flags stay flags
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self.machine.update_settings(self.config)
                 self._scheduler.wake()

@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import struct
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -105,16 +106,26 @@ class ClusterKey:
 
     def save(self, path: Path) -> None:
         """Write the key (as its join code) to `path`, readable by the owner only, atomically."""
+        temporary = self._write_beside(path)
+        os.replace(temporary, path)
+
+    def _write_beside(self, path: Path) -> Path:
+        """A complete, synced copy of the key in a temporary file of its own next to `path`.
+
+        Its own name (not one shared `cluster.key.tmp`), so two nodes started at once with one
+        key file never write, rename or delete each other's half-written copy.
+        """
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(path.name + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
         try:
-            os.fchmod(fd, 0o600)
             os.write(fd, (self.to_join_code() + "\n").encode())
             os.fsync(fd)
+        except BaseException:
+            os.unlink(name)
+            raise
         finally:
             os.close(fd)
-        os.replace(temp, path)
+        return Path(name)
 
     @classmethod
     def load(cls, path: Path) -> "ClusterKey":
@@ -130,11 +141,21 @@ class ClusterKey:
 
     @classmethod
     def load_or_create(cls, path: Path) -> "ClusterKey":
-        """The key at `path`; a fresh install gets a new random key, so it forms its own cluster."""
+        """The key at `path`; a fresh install gets a new random key, so it forms its own cluster.
+
+        The new key is published with a hard link, which fails if the file exists: of nodes that
+        start at once with one key file, exactly one key wins and every node uses it.
+        """
         if path.exists():
             return cls.load(path)
         key = cls.generate()
-        key.save(path)
+        temporary = key._write_beside(path)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return cls.load(path)  # another node made it a moment ago: theirs is the cluster's key
+        finally:
+            os.unlink(temporary)
         return key
 
 

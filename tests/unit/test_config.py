@@ -78,3 +78,23 @@ def test_desk_schedule_is_a_table_of_windows_and_policies_saved_back_as_written(
 def test_desk_schedule_errors_name_the_window(tmp_path, table, complaint):
     with pytest.raises(ConfigError, match=complaint):
         load_config(paths_for(tmp_path, f"[desk]\nschedule = {table}\n"))
+
+
+def test_saving_edited_options_keeps_comments_other_keys_and_leaves_flags_out(tmp_path):
+    paths = paths_for(tmp_path, "# my desk: keep guests small\n[guests]\ncpus = 1  # one core only\n\n"
+                                "[gossip]\n# fast on this LAN\ninterval = 0.5\n")
+    running = load_config(paths, {"node.port": 4711, "node.seeds": ["10.0.0.2:47700"]})  # this run's flags
+    save_config(running.replace(guests__memory_pool_mb=512, gossip__interval=0.7),
+                names=["guests.memory_pool_mb", "gossip.interval"])
+    text = paths.config_file.read_text()
+    assert "# my desk: keep guests small" in text and "cpus = 1  # one core only" in text
+    assert "# fast on this LAN" in text and "interval = 0.7" in text and "memory_pool_mb = 512" in text
+    assert "4711" not in text and "seeds" not in text, "command-line flags are not settings"
+    assert load_config(paths).get("guests.cpus") == 1
+
+
+@pytest.mark.parametrize("name", ['desk "one"', "two\nlines", "bell\x1b[31mred", "back\\slash", "tab\there"])
+def test_any_node_name_reads_back_exactly_as_saved(tmp_path, name):
+    paths = paths_for(tmp_path)
+    save_config(load_config(paths).replace(node__name=name), names=["node.name"])
+    assert load_config(paths).get("node.name") == name
