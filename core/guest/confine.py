@@ -73,12 +73,11 @@ def landlock_absence() -> str:
 
 def python_paths() -> tuple[str, ...]:
     """What this interpreter reads: its prefixes, stdlib and every import folder, and the frost_core package."""
-    import frost_core
-
+    package = Path(__file__).resolve().parent.parent  # frost_core's folder (its surface is a layer above guest/)
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(Path(sys.executable).resolve().parent)}
     paths.update(value for value in sysconfig.get_paths().values() if value)
     paths.update(entry for entry in sys.path if entry and os.path.isabs(entry))
-    paths.update(str(Path(folder)) for folder in frost_core.__path__)
+    paths.add(str(package))
     return tuple(sorted(path for path in paths if os.path.exists(path)))
 
 
