@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         PluginError,
         ProtocolError,
     )
-    from frost_core.api.node_api import NodeApi
+    from frost_core.api.node_api import EMBEDDED, Link, NodeApi
     from frost_core.api.queries import (
         FetchResult,
         GetAssignment,
@@ -62,12 +62,15 @@ if TYPE_CHECKING:
         ResourceSample,
         UnitView,
     )
-    from frost_core.config import OPTIONS, Config, Option, Paths, describe_options, load_config, parse_address, save_config
+    from frost_core.config import (
+        DEFAULT_PORT, OPTIONS, Config, Option, Paths, describe_options, load_config, parse_address, save_config,
+    )
     from frost_core.logs import configure_logging
     from frost_core.measure.calibrate import load_or_measure
-    from frost_core.node.control import call_node, plain_reply
+    from frost_core.node.attached import AttachedNode, local_target, remote_target
+    from frost_core.node.control import call_node, node_answers, plain_reply
     from frost_core.node.headless import run_headless
-    from frost_core.node.identity import load_owner_token
+    from frost_core.node.identity import load_owner_token, remember_owner_token, remembered_owner_token
     from frost_core.node.views import plugin_view
     from frost_core.node.wiring import Node
     from frost_core.plugin.api import (
@@ -93,13 +96,20 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # the node and how to reach a running one
     "Node": ("frost_core.node.wiring", "Node"),
     "NodeApi": ("frost_core.api.node_api", "NodeApi"),
+    "Link": ("frost_core.api.node_api", "Link"),
+    "EMBEDDED": ("frost_core.api.node_api", "EMBEDDED"),
+    "AttachedNode": ("frost_core.node.attached", "AttachedNode"),
+    "local_target": ("frost_core.node.attached", "local_target"),
+    "remote_target": ("frost_core.node.attached", "remote_target"),
     "run_headless": ("frost_core.node.headless", "run_headless"),
     "call_node": ("frost_core.node.control", "call_node"),
     "plain_reply": ("frost_core.node.control", "plain_reply"),
+    "node_answers": ("frost_core.node.control", "node_answers"),
     # configuration and logging
     "Config": ("frost_core.config", "Config"),
     "Option": ("frost_core.config", "Option"),
     "OPTIONS": ("frost_core.config", "OPTIONS"),
+    "DEFAULT_PORT": ("frost_core.config", "DEFAULT_PORT"),
     "Paths": ("frost_core.config", "Paths"),
     "describe_options": ("frost_core.config", "describe_options"),
     "load_config": ("frost_core.config", "load_config"),
@@ -130,6 +140,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "PluginRegistry": ("frost_core.plugin.registry", "PluginRegistry"),
     "load_or_measure": ("frost_core.measure.calibrate", "load_or_measure"),
     "load_owner_token": ("frost_core.node.identity", "load_owner_token"),
+    "remember_owner_token": ("frost_core.node.identity", "remember_owner_token"),
+    "remembered_owner_token": ("frost_core.node.identity", "remembered_owner_token"),
     "parse_until": ("frost_core.policies.intents", "parse_until"),
     "plugin_view": ("frost_core.node.views", "plugin_view"),
     "run_simulator": ("frost_core.sim", "main"),

@@ -157,6 +157,13 @@ OPTIONS: tuple[Option, ...] = (
            "like Mon-Fri or Sat,Sun, none for every day; a window past midnight ends the next morning; the "
            "first window that covers the local time wins; outside all of them the default policy holds. "
            "Policies: " + ", ".join(f"`{policy}`" for policy in POLICIES) + "."),
+    # [control]
+    Option("control", "listen", str, "",
+           "HOST:PORT where UIs on other machines may attach (`frost-tui --attach`), on a channel keyed by "
+           "this node's owner token (`frost-tui key owner-token`); empty: this machine's UIs only."),
+    Option("control", "hosts", list, [],
+           "Nodes on other machines, as \"HOST:PORT\" strings, that the UI switches between with `h` "
+           "(each needs its owner token once: `frost-tui key remember HOST:PORT TOKEN`)."),
     # [log]
     Option("log", "level", str, "info", "Log level of the rotating log file.",
            choices=("debug", "info", "warning", "error")),
@@ -362,6 +369,10 @@ def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: checkpoints.min_interval must not exceed checkpoints.max_interval")
     for seed in values["node.seeds"]:
         parse_address(seed, option="node.seeds")
+    for host in values["control.hosts"]:
+        parse_address(host, option="control.hosts")
+    if values["control.listen"]:
+        parse_address(values["control.listen"], option="control.listen")
     for window, policy in values["desk.schedule"].items():
         try:
             parse_window(window)

@@ -10,10 +10,10 @@ from pathlib import Path
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(log_dir: Path, level: str, *, also_stderr: bool = False) -> Path:
-    """Send frost's log records to log_dir/frost-tui.log (5 files of 2 MB); return the path."""
+def configure_logging(log_dir: Path, level: str, *, also_stderr: bool = False, filename: str = "frost-tui.log") -> Path:
+    """Send frost's log records to log_dir/`filename` (5 files of 2 MB); return the path."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    path = log_dir / "frost-tui.log"
+    path = log_dir / filename
     handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=4, encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FORMAT))
     root = logging.getLogger("frost")

@@ -31,6 +31,7 @@ from frost_core import (
     EvictGuests,
     FinishThenPause,
     FrostError,
+    Link,
     MoveTask,
     NodeApi,
     NodeSnapshot,
@@ -62,6 +63,9 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("events", "6 Events", EventsPane),
     ("settings", "7 Settings", SettingsPane),
 )
+STATE_CHANGING_ACTIONS = frozenset({
+    "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
+})
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 # Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
 # the ones that follow a keypress within COMMAND_WINDOW redraw at once.
@@ -94,6 +98,7 @@ class FrostApp(App[int]):
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
         Binding("slash", "filter", "Filter"),
+        Binding("h", "next_node", "Next node"),
         Binding("q", "request_quit", "Quit"),
         Binding("question_mark", "help", "Help"),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
@@ -182,7 +187,7 @@ class FrostApp(App[int]):
             pane = self.active_pane()
         except NoMatches:
             return  # on the way out: the screen's widgets are already gone
-        text = describe_topbar(snapshot)
+        text = describe_topbar(snapshot, self.node.link())
         if text != self._topbar:
             self._topbar = text
             topbar.update(text, layout=False)
@@ -220,9 +225,27 @@ class FrostApp(App[int]):
         return self.query_one(f"#{tab}-pane", Pane)
 
     def send(self, command: Command) -> None:
-        """One way: the outcome shows up in a later snapshot (or as an error event)."""
+        """One way: the outcome shows up in a later snapshot (or as an error event).
+
+        While an attached UI reconnects the command is dropped here, and the owner told so: the
+        node must not act later on a keypress made against a screen that was out of date.
+        """
+        link = self.node.link()
+        if not link.connected:
+            self.notify(f"Not connected to the node ({link.describe()}); nothing was sent.",
+                        title="Command dropped", severity="warning")
+            return
         self._last_command_at = time.monotonic()
         self.node.send_nowait(command)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A watching UI shows no key that changes the node; only an attached one switches nodes."""
+        link = self.node.link()
+        if action in STATE_CHANGING_ACTIONS and link.watch:
+            return False
+        if action == "next_node":
+            return link.switchable
+        return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -350,9 +373,13 @@ class FrostApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
+    def action_next_node(self) -> None:
+        self.node.next_target()
+
     def action_request_quit(self) -> None:
+        """Detach from a node that runs on its own; an embedded one stops, so ask about its guests."""
         guests = len(self.snapshot.guests) if self.snapshot else 0
-        if guests == 0:
+        if guests == 0 or self.node.link().kind != "embedded":
             self.exit(0)
             return
 
@@ -388,11 +415,12 @@ def _leaf_errors(error: BaseException) -> Iterable[BaseException]:
         yield error
 
 
-def describe_topbar(snapshot: NodeSnapshot) -> str:
+def describe_topbar(snapshot: NodeSnapshot, link: Link) -> str:
     alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
     running = sum(1 for a in snapshot.assignments if a.state == "running")
+    where = link.describe() if link.connected else f"[reverse]{link.describe()}[/reverse]"
     return (
-        f"[b]frost-tui[/b]  {snapshot.name} ({snapshot.address})  ·  [b]{snapshot.hosting.state}[/b]  ·  "
+        f"[b]frost-tui[/b]  {snapshot.name} ({snapshot.address})  ·  {where}  ·  [b]{snapshot.hosting.state}[/b]  ·  "
         f"{alive} peer(s)  ·  {len(snapshot.guests)} guest(s)  ·  {running} assignment(s) running"
     )
 
@@ -402,17 +430,26 @@ def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time) -> Fros
     return FrostApp(node, clock=clock)
 
 
-def run_app(config: Config) -> int:
-    """Run the terminal UI with a real node until the owner quits; the exit code for the shell."""
-    from frost_core import Node, configure_logging
+def run_app(config: Config, *, targets: list | None = None, watch: bool = False) -> int:
+    """Run the terminal UI until the owner quits; the exit code for the shell.
+
+    With `targets` the UI attaches to a node running elsewhere (`AttachedNode`); without, it runs
+    one embedded in this process.
+    """
+    from frost_core import AttachedNode, Node, configure_logging
 
     if not logging.getLogger("frost").handlers:  # a log file, never the screen: stderr would tear the UI
-        configure_logging(config.paths.log_dir, config.get("log.level"))
-    try:
-        node = Node(config)
-    except FrostError as error:
-        print(f"{error.title}: {error.message}", file=sys.stderr)
-        return 1
+        # An attached UI keeps a log of its own: the node it attaches to rotates frost-tui.log.
+        configure_logging(config.paths.log_dir, config.get("log.level"),
+                          filename="frost-tui.log" if targets is None else "frost-tui-attached.log")
+    if targets is not None:
+        node = AttachedNode(targets, watch=watch)
+    else:
+        try:
+            node = Node(config)
+        except FrostError as error:
+            print(f"{error.title}: {error.message}", file=sys.stderr)
+            return 1
     app = create_app(node)
     app.run()
     return app.return_code or 0

@@ -80,6 +80,7 @@ RESULTS: dict[str, Any] = {
     "plugins add": tuple[PluginView, ...], "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
     "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
+    "key remember": KeyResult,
     "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult, "measure": Measurement,
     "screenshots": tuple[str, ...], "completion": str,
 }
@@ -137,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument("--broadcast-address", help="discovery broadcast address ('' turns broadcast off)")
     node.add_argument("--seed", action="append", metavar="HOST:PORT", help="peer to join through (repeatable)")
     node.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    ui = parser.add_argument_group("the terminal UI (attaches to the node running for this data dir, if any)")
+    ui.add_argument("--attach", metavar="HOST[:PORT]",
+                    help="show the node on another machine (it needs control.listen and its owner token)")
+    ui.add_argument("--watch", action="store_true", help="attach read-only: the node refuses every command")
 
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
 
@@ -156,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     key_verbs.add_parser("owner-token", parents=[scripting],
                          help="print this node's owner token (what `--attach` from another machine asks for)",
                          description="print this node's owner token (what `--attach` from another machine asks for)")
+    key_remember = key_verbs.add_parser("remember", parents=[scripting],
+                                        help="keep another machine's owner token for `--attach` and control.hosts",
+                                        description="keep another machine's owner token (mode 0600) for "
+                                                    "`--attach` and the control.hosts list")
+    key_remember.add_argument("host", metavar="HOST[:PORT]")
+    key_remember.add_argument("token")
 
     service = verb("service", "run the node as a systemd service, or stop doing so")
     service_verbs = service.add_subparsers(dest="service_verb", metavar="ACTION", required=True)
@@ -274,8 +285,9 @@ def _dispatch(args: argparse.Namespace, out: _Output) -> int:
 
             return run_headless(config)
         from frost_tui.app import run_app
+        from frost_tui.targets import choose_targets
 
-        return run_app(config)
+        return run_app(config, targets=choose_targets(config, attach=args.attach, watch=args.watch), watch=args.watch)
     result, code = _COMMANDS[args.verb](args, paths, out)
     if out.json:
         print(json.dumps({"schema": JSON_SCHEMA_VERSION, "command": _command_of(args), "ok": code == EXIT_OK,
@@ -325,6 +337,14 @@ def _key(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[KeyResul
 
     config = load_config(paths, _node_overrides(args))
     key_file = config.cluster_key_file
+    if args.key_verb == "remember":
+        from frost_core import remember_owner_token
+        from frost_tui.targets import attach_address
+
+        address = attach_address(args.host)
+        path = remember_owner_token(paths.data_dir, address, ClusterKey.from_join_code(args.token.strip()))
+        out.say(f"Saved the owner token of {address[0]}:{address[1]} to {path}.")
+        return KeyResult(key_file=str(path)), EXIT_OK
     if args.key_verb == "owner-token":
         from frost_core import load_owner_token
 

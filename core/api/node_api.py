@@ -28,12 +28,16 @@ class Link:
     where: str                 # "this process", "local node", or HOST:PORT
     connected: bool = True     # False while an attached UI reconnects: commands are dropped then
     watch: bool = False        # attached to watch only: the node refuses every command
+    switchable: bool = False   # `next_target()` leads to another node (a host list)
 
     def describe(self) -> str:
         if self.kind == "embedded":
             return "embedded node"
         text = f"attached to {self.where}" if self.connected else f"reconnecting to {self.where}…"
         return text + (" (watching)" if self.watch else "")
+
+
+EMBEDDED = Link(kind="embedded", where="this process")
 
 
 class NodeApi(Protocol):
@@ -53,6 +57,9 @@ class NodeApi(Protocol):
 
     def link(self) -> Link:
         """How this UI reaches the node right now (a change comes with a new snapshot)."""
+
+    def next_target(self) -> None:
+        """Leave this node for the next of the host list; does nothing unless `link().switchable`."""
 
     async def execute(self, command: Command) -> Any:
         """Carry out `command` now and return its REPLY; a FrostError says why it could not."""

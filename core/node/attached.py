@@ -88,7 +88,7 @@ class AttachedNode:
 
     def link(self) -> Link:
         return Link(kind="attached", where=self._targets[self._index].where, connected=self._connected,
-                    watch=self._watch)
+                    watch=self._watch, switchable=len(self._targets) > 1)
 
     def send_nowait(self, command: Command) -> None:
         """Queue `command` for the node; dropped while not connected (see the module docstring)."""

@@ -77,21 +77,27 @@ async def serve_control(
         path.unlink(missing_ok=True)
 
 
+def node_answers(path: Path) -> bool:
+    """True when a node listens on the control socket at `path` (a file left by a killed one does not)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 def _bind(path: Path) -> trio.SocketListener:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # a stale socket left by a node that was killed
-        else:
+        if node_answers(path):
             raise FrostError(
                 f"another node is already running with the data dir {path.parent}; "
                 "give this one its own --data-dir", title="Node already running",
             )
-        finally:
-            probe.close()
+        path.unlink()  # a stale socket left by a node that was killed
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)
     try:

@@ -33,3 +33,20 @@ def load_owner_token(data_dir: Path) -> ClusterKey:
     a peer, or a guest that stole the cluster key, can never command this desk with that.
     """
     return ClusterKey.load_or_create(data_dir / "owner.token")
+
+
+def _token_path(data_dir: Path, address: tuple[str, int]) -> Path:
+    host = "".join(c if c.isalnum() or c in ".-" else "_" for c in address[0])
+    return data_dir / "owner-tokens" / f"{host}_{address[1]}.token"
+
+
+def remember_owner_token(data_dir: Path, address: tuple[str, int], token: ClusterKey) -> Path:
+    """Keep another machine's owner token (mode 0600) so `--attach` and the host list find it."""
+    path = _token_path(data_dir, address)
+    token.save(path)
+    return path
+
+
+def remembered_owner_token(data_dir: Path, address: tuple[str, int]) -> ClusterKey | None:
+    path = _token_path(data_dir, address)
+    return ClusterKey.load(path) if path.exists() else None

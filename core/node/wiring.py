@@ -33,17 +33,18 @@ from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
     Remeasure, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
-from frost_core.config import Config, save_config
+from frost_core.config import Config, parse_address, save_config
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.attach_service import serve_attached
 from frost_core.node.control import Request, serve_control
-from frost_core.api.node_api import Link
+from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state
-from frost_core.node.identity import load_node_id
+from frost_core.node.identity import load_node_id, load_owner_token
+from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
@@ -171,7 +172,10 @@ class Node:
         self.mark_changed()
 
     def link(self) -> Link:
-        return Link(kind="embedded", where="this process")
+        return EMBEDDED
+
+    def next_target(self) -> None:
+        """An embedded node is the only one this UI has: nothing to switch to."""
 
     def send_nowait(self, command: Command) -> None:
         """Queue a command without blocking; its outcome shows up in later snapshots and events.
@@ -263,6 +267,10 @@ class Node:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.membership.serve, transport)
                     await nursery.start(serve_control, self.paths.control_socket, self._control, self._attach)
+                    listen = config.get("control.listen")
+                    if listen:
+                        await nursery.start(serve_remote_control, parse_address(listen, option="control.listen"),
+                                            load_owner_token(self.paths.data_dir), self.node_id, self)
                     await nursery.start(self.host.serve)
                     nursery.start_soon(self.supervisor.keep_warm)
                     nursery.start_soon(self._run_commands)

@@ -12,11 +12,13 @@ from collections.abc import Callable
 import trio
 
 from frost_core import (
+    EMBEDDED,
     AssignmentView,
     Command,
     EventView,
     GuestView,
     HostingView,
+    Link,
     NodeSnapshot,
     ParamView,
     PeerView,
@@ -196,6 +198,12 @@ class StillNode:
         return self._snapshot
 
     def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
+        pass
+
+    def link(self) -> Link:
+        return EMBEDDED
+
+    def next_target(self) -> None:
         pass
 
     def send_nowait(self, command: Command) -> None:

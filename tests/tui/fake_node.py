@@ -28,6 +28,7 @@ from frost_core.api.commands import (
 )
 from frost_core.config import Config, save_config
 from frost_core.api.errors import ConfigError
+from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.api.snapshot import AssignmentView, EventView, NodeSnapshot, PluginView, UnitView
 from frost_tui.shots.fixed import DEMO_NOW, demo_snapshot
 
@@ -46,6 +47,7 @@ class FakeNode:
         self.serving = False
         self.stopped_cleanly = False
         self.tick_hz = tick_hz  # > 0: publish a fresh snapshot this often, like a live node
+        self.link_state: Link = EMBEDDED  # tests of an attached UI set another
 
     # ------------------------------------------------------------------ the Node API
 
@@ -73,6 +75,12 @@ class FakeNode:
 
     def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
         self._listener = callback
+
+    def link(self) -> Link:
+        return self.link_state
+
+    def next_target(self) -> None:
+        pass
 
     def send_nowait(self, command: Command) -> None:
         handler = getattr(self, "_on_" + type(command).__name__)

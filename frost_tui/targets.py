@@ -1,0 +1,59 @@
+"""Which node `frost-tui` shows: one on another machine, the one running for this data dir, or an embedded one."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import sys
+
+from frost_core import (
+    DEFAULT_PORT, ClusterKey, Config, ConfigError, NodeUnavailableError, local_target, node_answers, parse_address,
+    remember_owner_token, remembered_owner_token, remote_target,
+)
+
+DEFAULT_CONTROL_PORT = DEFAULT_PORT + 1
+"""The port `--attach HOST` assumes: `control.listen = "0.0.0.0:47632"` on the other machine."""
+
+
+def attach_address(text: str) -> tuple[str, int]:
+    """HOST or HOST:PORT (IPv6 as [::1]:PORT) for `--attach`."""
+    if text.count(":") == 1 or text.startswith("["):
+        return parse_address(text, option="--attach")
+    return text, DEFAULT_CONTROL_PORT
+
+
+def choose_targets(config: Config, *, attach: str | None, watch: bool) -> list | None:
+    """The nodes to attach to, the first one first; None means: no node runs here, embed one.
+
+    `--attach` puts that node first; otherwise the node running for this data dir. The
+    configured host list follows, for switching with `h`.
+    """
+    remote = [attach_address(attach)] if attach else []
+    remote += [a for a in (parse_address(h, option="control.hosts") for h in config.get("control.hosts"))
+               if a not in remote]
+    targets = []
+    if not attach and node_answers(config.paths.control_socket):
+        targets.append(local_target(config.paths.control_socket))
+    if not targets and not attach:
+        if watch:
+            raise NodeUnavailableError(f"no node runs with the data dir {config.paths.data_dir}, so none to watch")
+        return None
+    client_id = f"ui@{socket.gethostname()}"[:64]
+    targets += [remote_target(address, owner_token(config, address, ask=bool(attach) and address == remote[0]),
+                              client_id) for address in remote]
+    return targets
+
+
+def owner_token(config: Config, address: tuple[str, int], *, ask: bool) -> ClusterKey:
+    """The remembered owner token of the node at `address`; asked for once (and kept) on a terminal."""
+    token = remembered_owner_token(config.paths.data_dir, address)
+    if token is not None:
+        return token
+    where = f"{address[0]}:{address[1]}"
+    if not (ask and sys.stdin.isatty()):
+        raise ConfigError(f"no owner token for {where}: run `frost-tui key owner-token` there, then "
+                          f"`frost-tui key remember {where} TOKEN` here", title="Owner token needed")
+    token = ClusterKey.from_join_code(getpass.getpass(f"Owner token of {where} (`frost-tui key owner-token` there): ")
+                                      .strip())
+    remember_owner_token(config.paths.data_dir, address, token)
+    return token
