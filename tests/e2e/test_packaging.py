@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHECK = """
 import importlib, importlib.util, json, pkgutil, frost_core, frost_core.config, frost_plugins, frost_tui, frost_tui.cli
