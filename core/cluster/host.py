@@ -29,7 +29,8 @@ from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest import envelope
-from frost_core.guest.supervisor import Completed, Evicted, Failed, GuestSupervisor, GuestTask
+from frost_core.guest.supervisor import GuestSupervisor
+from frost_core.guest.views import Completed, Evicted, Failed, GuestTask
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain

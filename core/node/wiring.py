@@ -41,7 +41,8 @@ from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
-from frost_core.guest.supervisor import GuestEvent, GuestSettings, GuestSupervisor
+from frost_core.guest.supervisor import GuestSupervisor
+from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state
 from frost_core.node.identity import load_node_id, load_owner_token
 from frost_core.node.remote_control import serve_remote_control

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psutil
 
-from frost_core.guest.supervisor import SPARE_FOLDER
+from frost_core.guest.spawn import SPARE_FOLDER
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.loader import load_plugin_file
 

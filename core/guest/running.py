@@ -1,0 +1,501 @@
+"""One running guest: its bookkeeping and the tasks that speak its pipe, watch it and checkpoint it.
+
+The supervisor starts a `RunningGuest` per unit and waits for `finished`; everything that
+happens to one guest between its start and its outcome happens here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+import trio
+
+from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
+from frost_core.guest import checks, envelope
+from frost_core.guest.limits import address_space_cap, memory_verdict
+from frost_core.guest.priority import PriorityView, read_priority
+from frost_core.guest.protocol import (
+    GuestCheckpoint,
+    GuestCheckpointRequest,
+    GuestFailed,
+    GuestFileReady,
+    GuestFileRefused,
+    GuestFileRequest,
+    GuestLog,
+    GuestProgress,
+    GuestResult,
+    GuestStart,
+)
+from frost_core.guest.spawn import Child, close_child
+from frost_core.guest.views import (
+    Completed,
+    Evicted,
+    Failed,
+    GuestFigures,
+    GuestSettings,
+    GuestTask,
+    InputFile,
+    Outcome,
+)
+from frost_core.plugin.limits import MAX_RESULT_BYTES
+from frost_core.plugin.plain import encode_plain
+from frost_core.policies.checkpoint_interval import young_interval
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.wire.channel import Channel
+from frost_core.wire.messages import MAX_MESSAGE_SIZE
+
+MAX_LOG_LINE = 1000
+CPU_WINDOW = 1.0
+PROTOCOL_GRACE = 1.0
+STDERR_TAIL = 5
+
+
+class GuestHost(Protocol):
+    """What a running guest uses of its supervisor: the settings of the moment, the store, the news."""
+
+    settings: GuestSettings
+    store: CheckpointStore
+    on_checkpoint: Callable[[GuestTask, CheckpointRecord], None] | None
+    open_input: Callable[[GuestTask, InputFile], Awaitable[Path]] | None
+
+    def next_request_id(self) -> int: ...
+
+    def emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None: ...
+
+
+@dataclasses.dataclass(eq=False)
+class _Pending:
+    """One checkpoint request in flight."""
+
+    request_id: int
+    sent_at: float
+    received: trio.Event = dataclasses.field(default_factory=trio.Event)
+    done: trio.Event = dataclasses.field(default_factory=trio.Event)
+    record: CheckpointRecord | None = None
+
+
+class RunningGuest:
+    """Mutable bookkeeping for one running guest; the outside world sees `GuestFigures`."""
+
+    def __init__(self, host: GuestHost, task: GuestTask, resume_from: CheckpointRecord | None,
+                 next_seq: int) -> None:
+        now = time.monotonic()
+        self.host = host
+        self.task = task
+        self.resume_from = resume_from
+        self.last_record = resume_from
+        self.next_seq = next_seq
+        self.process: trio.Process | None = None
+        self.channel: Channel | None = None
+        self.outcome: Outcome | None = None
+        self.finished = trio.Event()
+        self.killed = False
+        self.paused = False
+        self.evicting = False
+        self.fetching = False  # waiting for an input file is not being stuck
+        self.pending: _Pending | None = None
+        self.started_at = now
+        self.progress = 0.0
+        self.steps_seen = False
+        self.cpu = 0.0
+        self.cpu_percent = 0.0
+        self.rss = 0
+        self.progress_cpu = 0.0
+        self.asleep_since: float | None = None
+        self.checkpoint_at = now
+        self.checkpoint_cpu = 0.0
+        self.checkpoint_cost = 0.0
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self.priority_floor: PriorityView | None = None
+
+    def state(self) -> str:
+        if isinstance(self.outcome, Failed):
+            return "failed"
+        if self.evicting:
+            return "evicting"
+        if self.paused:
+            return "paused"
+        if self.pending is not None:
+            return "checkpointing"
+        return "running" if self.steps_seen else "starting"
+
+    def figures(self, now: float) -> GuestFigures:
+        """Live figures from the watcher's latest sample (never blocks)."""
+        return GuestFigures(
+            task_id=self.task.task_id,
+            assignment_id=self.task.assignment_id,
+            plugin=self.task.plugin_name,
+            origin=self.task.origin,
+            state=self.state(),
+            progress=self.progress,
+            cpu_seconds=self.cpu,
+            cpu_percent=self.cpu_percent,
+            wall_seconds=now - self.started_at,
+            since_checkpoint_seconds=now - self.checkpoint_at,
+            cpu_since_checkpoint_seconds=max(self.cpu - self.checkpoint_cpu, 0.0),
+            checkpoint_bytes=self.last_record.size if self.last_record else 0,
+            memory_bytes=self.rss,
+            last_checkpoint_seq=self.last_record.seq if self.last_record else None,
+        )
+
+    def emit(self, kind: str, message: str, level: str = "info") -> None:
+        self.host.emit(self.task.task_id, kind, message, level)
+
+    # --- starting and ending -------------------------------------------------------------------
+
+    async def start(self, child: Child, scratch: Path, nursery: trio.Nursery, *, paused: bool) -> None:
+        """Give `child` this unit: start the tasks that serve it in `nursery`, then send GuestStart."""
+        task, settings = self.task, self.host.settings
+        process = self.process = child.process
+        self.channel = child.channel
+        if paused:
+            self.signal(signal.SIGSTOP)
+            self.paused = True
+        resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
+        self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
+        nursery.start_soon(self._read_messages)
+        nursery.start_soon(self._forward_output, process.stdout, "info")
+        nursery.start_soon(self._forward_output, process.stderr, "warning")
+        nursery.start_soon(self._watch, psutil.Process(process.pid))
+        nursery.start_soon(self._checkpoint_periodically)
+        start = GuestStart(
+            task_id=task.task_id,
+            plugin_path=str(task.plugin_path),
+            unit=encode_plain(task.unit.to_plain(), "work unit", MAX_MESSAGE_SIZE - 4096),
+            max_state_bytes=settings.max_state_bytes,
+            progress_interval=settings.progress_interval,
+            resume=self.resume_from is not None,
+            scratch=str(scratch),
+            address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
+        )
+        try:
+            await self.channel.send_bulk(start, self.resume_from.state if self.resume_from else b"")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # The guest died before reading; the message reader reports why.
+
+    async def reap(self) -> None:
+        self.kill()
+        if self.process is not None:
+            assert self.channel is not None
+            await close_child(Child(self.process, self.channel))
+
+    def finish(self, outcome: Outcome) -> None:
+        """Decide how the guest ended (first decision wins) and stop its process group at once."""
+        if self.outcome is not None:
+            return
+        self.kill()
+        self.outcome = outcome
+        self.finished.set()
+
+    def kill(self) -> None:
+        self.killed = True
+        self.signal(signal.SIGKILL)
+
+    def signal(self, signum: int) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signum)
+        except ProcessLookupError:
+            pass  # Already gone: the reader reports how it ended.
+
+    # --- messages from the guest -------------------------------------------------------------
+
+    async def _read_messages(self) -> None:
+        assert self.channel is not None
+        try:
+            while True:
+                message = await self.channel.receive()
+                await self._handle(message)
+        except trio.EndOfChannel:
+            problem = None
+        except ProtocolError as error:
+            problem = error.message
+        if self.killed or self.outcome is not None:
+            return
+        assert self.process is not None
+        if problem is not None:
+            # A guest that died mid-frame crashed; one still alive after this broke the protocol.
+            with trio.move_on_after(PROTOCOL_GRACE):
+                await self.process.wait()
+            if self.process.returncode is None:
+                self.finish(Failed(f"protocol: the guest broke the pipe protocol: {problem}", retryable=False))
+                return
+        code = await self.process.wait()
+        self.finish(checks.crash_failure(code, list(self.stderr_tail)))
+
+    async def _handle(self, message: object) -> None:
+        assert self.channel is not None and self.process is not None
+        if self.priority_floor is None:
+            # The child lowers itself before it sends anything: what it runs at now is its floor.
+            self.priority_floor = read_priority(self.process.pid)
+        if isinstance(message, GuestProgress):
+            self.progress = message.progress
+            self.steps_seen = self.steps_seen or message.steps > 0
+            self.progress_cpu = self._sample_cpu()
+            self.asleep_since = None
+        elif isinstance(message, GuestCheckpoint):
+            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes)
+            self.progress = message.progress
+            await self._store_checkpoint(message, data)
+        elif isinstance(message, GuestResult):
+            data = await self.channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
+            try:
+                result, files = envelope.unpack(envelope.RESULT, data)
+            except PluginError as error:
+                raise ProtocolError(error.message) from error
+            self.progress = 1.0
+            self.finish(Completed(result, files))
+        elif isinstance(message, GuestFileRequest):
+            self.fetching = True
+            try:
+                reply = await self._find_input(message.name)
+            finally:
+                self.fetching = False
+                self.asleep_since = None
+            try:
+                await self.channel.send(reply)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # The guest is gone; the reader reports how it ended.
+        elif isinstance(message, GuestFailed):
+            self.finish(checks.reported_failure(message.kind, message.reason))
+        elif isinstance(message, GuestLog):
+            self.emit("guest-log", message.text, message.level)
+        else:
+            raise ProtocolError(f"the guest sent an unexpected {type(message).__name__}")
+
+    async def _find_input(self, name: str) -> GuestFileReady | GuestFileRefused:
+        """Answer a guest's open_input; meanwhile the guest waits mid-step, deferring checkpoint requests."""
+        task = self.task
+        wanted = next((f for f in task.inputs if f.name == name), None)
+        if wanted is None:
+            known = ", ".join(f.name for f in task.inputs) or "none"
+            return GuestFileRefused(name=name, reason=f"no input file named {name!r} (this assignment has: {known})",
+                                    retryable=False)
+        if self.host.open_input is None:
+            return GuestFileRefused(name=name, reason="this node cannot fetch input files", retryable=True)
+        try:
+            path = await self.host.open_input(task, wanted)
+        except FrostError as error:
+            self.emit("error", f"input file {name}: {error.message}", "warning")
+            return GuestFileRefused(name=name, reason=f"input file {name!r} is unavailable: {error.message}",
+                                    retryable=True)
+        self.emit("guest-log", f"input file {name} ready ({wanted.size} bytes)")
+        return GuestFileReady(name=name, path=str(path))
+
+    async def _store_checkpoint(self, message: GuestCheckpoint, data: bytes) -> None:
+        pending = self.pending
+        if pending is None or pending.request_id != message.request_id:
+            raise ProtocolError(f"the guest answered checkpoint request {message.request_id}, which is not open")
+        pending.received.set()
+        task = self.task
+        commit = functools.partial(
+            self.host.store.commit,
+            task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
+            plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
+            seq=self.next_seq, taken_at=time.time(), state=data,
+        )
+        cpu = self._sample_cpu()
+        try:
+            record = await trio.to_thread.run_sync(commit)
+        except CheckpointError as error:
+            self.emit("error", error.message, "warning")
+        else:
+            self.next_seq += 1
+            self.last_record = pending.record = record
+            self.checkpoint_at = time.monotonic()
+            self.checkpoint_cpu = cpu
+            self.checkpoint_cost = self.checkpoint_at - pending.sent_at
+            self.emit("checkpoint", f"checkpoint {record.seq}: {record.size} bytes in "
+                      f"{self.checkpoint_cost * 1000:.0f} ms (encode {message.encode_seconds * 1000:.0f} ms)")
+            if self.host.on_checkpoint is not None:
+                self.host.on_checkpoint(task, record)
+        finally:
+            self.pending = None
+            pending.done.set()
+
+    async def _forward_output(self, stream: trio.abc.ReceiveStream | None, level: str) -> None:
+        """Plugin prints become guest-log events, at most `log_lines_per_second` per second."""
+        if stream is None:
+            return
+        budget, window, dropped = self.host.settings.log_lines_per_second, time.monotonic(), 0
+        buffer = b""
+        while data := await stream.receive_some(65536):
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            if len(buffer) > MAX_LOG_LINE:
+                lines.append(buffer)
+                buffer = b""
+            for raw in lines:
+                line = raw.decode(errors="replace").rstrip()[:MAX_LOG_LINE]
+                if level == "warning":
+                    self.stderr_tail.append(line)
+                now = time.monotonic()
+                if now - window >= 1.0:
+                    if dropped:
+                        self.emit("guest-log", f"({dropped} lines of output dropped)", "warning")
+                    budget, window, dropped = self.host.settings.log_lines_per_second, now, 0
+                if budget > 0:
+                    budget -= 1
+                    self.emit("guest-log", line, level)
+                else:
+                    dropped += 1
+
+    # --- watching ------------------------------------------------------------------------------
+
+    async def _watch(self, process: psutil.Process) -> None:
+        """Memory, priority and progress checks every `watch_interval`; the figures come from here."""
+        window: deque[tuple[float, float]] = deque()
+        while True:
+            settings = self.host.settings
+            try:
+                with process.oneshot():
+                    times = process.cpu_times()
+                    rss = process.memory_info().rss
+                    status = process.status()
+            except psutil.Error:
+                return  # Gone: the message reader reports how it ended.
+            now = time.monotonic()
+            self.cpu = times.user + times.system
+            self.rss = rss
+            window.append((now, self.cpu))
+            while now - window[0][0] > CPU_WINDOW:
+                window.popleft()
+            self.cpu_percent = checks.cpu_percent(window[0], now, self.cpu)
+            verdict = memory_verdict(rss, self.task.unit.memory_bytes, settings.memory_slack_bytes)
+            if verdict:
+                self.finish(Failed(verdict, retryable=False))
+                return
+            raised = self.priority_floor and read_priority(process.pid).raised_from(self.priority_floor)
+            if raised:
+                self.finish(Failed(f"priority: the guest raised its priority ({raised}); guests must "
+                                   "stay at the lowest priority", retryable=False))
+                return
+            stuck = self._stuck(status)
+            if stuck:
+                self.finish(Failed(stuck, retryable=False))
+                return
+            await trio.sleep(settings.watch_interval)
+
+    def _stuck(self, status: str) -> str | None:
+        if self.paused or self.evicting or self.fetching:
+            return None
+        now = time.monotonic()
+        self.asleep_since = checks.asleep_since(self.asleep_since, status, now)
+        return checks.stuck_reason(
+            cpu_since_progress=self.cpu - self.progress_cpu,
+            asleep_for=None if self.asleep_since is None else now - self.asleep_since,
+            step_timeout=self.host.settings.step_timeout,
+        )
+
+    def _sample_cpu(self) -> float:
+        if self.process is None:
+            return self.cpu
+        try:
+            times = psutil.Process(self.process.pid).cpu_times()
+        except psutil.Error:
+            return self.cpu
+        self.cpu = times.user + times.system
+        return self.cpu
+
+    # --- checkpoints ---------------------------------------------------------------------------
+
+    async def _checkpoint_periodically(self) -> None:
+        attempted = self.checkpoint_at
+        while True:
+            settings = self.host.settings
+            interval = young_interval(
+                self.checkpoint_cost, settings.interruptions_per_hour,
+                lower=settings.min_checkpoint_interval, upper=settings.max_checkpoint_interval,
+            )
+            await trio.sleep_until(_trio_time(max(self.checkpoint_at, attempted) + interval))
+            while self.paused or self.evicting:
+                await trio.sleep(settings.watch_interval)
+            attempted = time.monotonic()
+            await self.checkpoint(settings.checkpoint_deadline)
+
+    async def _request_checkpoint(self) -> _Pending | None:
+        """The checkpoint request in flight, sending a new one if none is; None if the guest is gone."""
+        if self.channel is None:
+            return None  # still starting: nothing to ask yet
+        if self.pending is None:
+            pending = self.pending = _Pending(self.host.next_request_id(), time.monotonic())
+            try:
+                await self.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self.pending = None
+        return self.pending
+
+    async def checkpoint(self, deadline: float) -> CheckpointRecord | None:
+        """Ask for the state at the next migration point; the last durable checkpoint if it is late."""
+        pending = await self._request_checkpoint()
+        if pending is None:
+            return self.last_record
+        with trio.move_on_after(deadline):
+            await pending.received.wait()
+        if not pending.received.is_set():
+            self.emit("error", f"the guest did not answer a checkpoint request within "
+                      f"{deadline:g} s; the last checkpoint stands", "warning")
+            return self.last_record
+        await pending.done.wait()
+        return pending.record or self.last_record
+
+    # --- the owner's commands ------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop the guest's process group now (SIGSTOP), unless it is leaving or gone."""
+        if self.paused or self.evicting or self.outcome is not None:
+            return
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+        self.emit("pause", "guest paused")
+
+    def resume(self) -> None:
+        """Let a paused guest run again (SIGCONT)."""
+        if not self.paused:
+            return
+        self.signal(signal.SIGCONT)
+        self.paused = False
+        self.asleep_since = None  # time spent stopped is not time spent stuck
+        self.emit("resume", "guest resumed")
+
+    async def evict(self, deadline: float) -> None:
+        """Checkpoint within `deadline` and stop: the outcome is Evicted with that checkpoint or the last."""
+        if self.outcome is not None or self.evicting:
+            return
+        self.evicting = True
+        self.emit("evict", "evicting: checkpoint now, then leave")
+        if self.paused:
+            # It must run to answer; at idle priority that costs the owner nothing noticeable.
+            self.signal(signal.SIGCONT)
+            self.paused = False
+        record = await self._checkpoint_then_kill(deadline)
+        self.finish(Evicted(record))
+        if self.process is not None:
+            await self.process.wait()  # gone, not just signalled, when evict() returns
+
+    async def _checkpoint_then_kill(self, deadline: float) -> CheckpointRecord | None:
+        pending = await self._request_checkpoint()
+        if pending is None:
+            self.kill()
+            return self.last_record
+        with trio.move_on_after(deadline):
+            await pending.received.wait()
+        self.kill()  # the state is in hand (or late): free the CPU before the disk write
+        if pending.received.is_set():
+            await pending.done.wait()
+        return pending.record or self.last_record
+
+
+def _trio_time(monotonic_deadline: float) -> float:
+    """Convert a time.monotonic() deadline to trio's clock."""
+    return trio.current_time() + (monotonic_deadline - time.monotonic())

@@ -1,0 +1,161 @@
+"""Guest processes: start one at the lowest priority behind its pipes, keep one warm spare, close them for good."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from frost_core.wire.channel import Channel
+
+SPARE_FOLDER = ".spare"
+"""Where the warm spare waits, under the scratch root (task ids cannot start with a dot)."""
+SPARE_CHECK_INTERVAL = 5.0
+"""Seconds between checks that the spare is still wanted (the owner may turn it off)."""
+PIPE_BUFFER_BYTES = 1 << 20
+"""Buffer of the guest pipes where the OS lets us choose it (see `widen_pipe`)."""
+
+
+@dataclasses.dataclass(eq=False)
+class Child:
+    """A guest process and the pipe channel to it, before or after it is given its unit."""
+
+    process: trio.Process
+    channel: Channel
+
+
+class WarmSpare:
+    """One guest process started ahead of need, waiting in its own folder for a unit."""
+
+    def __init__(self, folder: Path, wanted: Callable[[], bool]) -> None:
+        self.folder = folder
+        self.wanted = wanted
+        """Whether a spare should wait now (the owner's `warm_spare` setting, read at each check)."""
+        self._spare: Child | None = None
+        self._taken = trio.Event()
+
+    async def keep_warm(self) -> None:
+        """Keep one spare started and waiting while `wanted()` says so; runs until cancelled.
+
+        Starting the interpreter and importing the guest runtime is ~0.1 s, most of what a
+        small unit's move or start costs; a spare has done it already. It lowered itself to
+        guest priority first and then blocks on its pipe: no CPU, ~15 MiB of memory. It
+        learns its unit, scratch folder and memory cap from GuestStart.
+        """
+        await trio.to_thread.run_sync(fresh_folder, self.folder)
+        try:
+            while True:
+                if self._spare is not None and self._spare.process.returncode is not None:
+                    dead, self._spare = self._spare, None  # killed from outside: start another
+                    await close_child(dead)
+                if self.wanted() and self._spare is None:
+                    self._spare = await start_child(self.folder)
+                elif not self.wanted() and self._spare is not None:
+                    spare, self._spare = self._spare, None
+                    await close_child(spare)
+                self._taken = trio.Event()
+                with trio.move_on_after(SPARE_CHECK_INTERVAL):
+                    await self._taken.wait()
+        finally:
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                await close_child(spare)
+
+    async def take(self) -> Child | None:
+        """The spare, if one waits and is still alive; `keep_warm` then starts the next."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        self._taken.set()
+        if spare.process.returncode is not None:  # killed from outside meanwhile
+            await close_child(spare)
+            return None
+        return spare
+
+
+async def start_child(folder: Path) -> Child:
+    """Start a guest process in `folder`: it lowers its priority at once, then waits for GuestStart."""
+    to_child_read, to_child_write = os.pipe()
+    from_child_read, from_child_write = os.pipe()
+    for pipe_end in (to_child_write, from_child_write):
+        widen_pipe(pipe_end)
+    command = [
+        sys.executable, "-P", "-m", "frost_core.guest.child",
+        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write),
+    ]
+    try:
+        process = await trio.lowlevel.open_process(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(to_child_read, from_child_write),
+            start_new_session=True,  # its own session, so its own autogroup (see priority.py)
+            cwd=folder,
+            env=guest_environment(folder),
+        )
+    except BaseException:
+        os.close(to_child_write)
+        os.close(from_child_read)
+        raise
+    finally:
+        os.close(to_child_read)
+        os.close(from_child_write)
+    return Child(process, Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read)))
+
+
+def widen_pipe(fd: int) -> None:
+    """Give a pipe 1 MiB of buffer where the OS allows (Linux), from the usual 64 KiB.
+
+    A state crosses the pipe in 64 KiB turns otherwise, and the guest, at the lowest priority,
+    may wait for a CPU at each turn: on a busy machine a 10 MiB state took ten times longer.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return  # macOS and the BSDs size pipes themselves
+    with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size for an unprivileged node
+        fcntl.fcntl(fd, set_size, PIPE_BUFFER_BYTES)
+
+
+async def close_child(child: Child) -> None:
+    """Kill the process group (if still there), wait for it, close every pipe; even when cancelled,
+    as nothing else holds the process once its caller let go of it."""
+    with trio.CancelScope(shield=True):
+        if child.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+        await child.process.wait()
+        for stream in (child.process.stdout, child.process.stderr):
+            if stream is not None:
+                await stream.aclose()
+        await child.channel.aclose()
+
+
+def fresh_folder(folder: Path) -> None:
+    """An empty folder only the node can read, whatever was there before."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, mode=0o700)
+
+
+def guest_environment(scratch: Path) -> dict[str, str]:
+    """A small environment: no secrets of the node's, temp files in the scratch folder."""
+    env = {
+        "PATH": os.defpath,
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
