@@ -130,16 +130,32 @@ OPTIONS: tuple[Option, ...] = (
     Option("checkpoints", "replicate_max_mb", int, 256,
            "Largest checkpoint, in MiB, replicated to the master; bigger ones stay on this host only.", 0, 1 << 20),
     # [owner]
-    Option("owner", "busy_cpu_percent", float, 25.0,
-           "CPU use by the owner's own processes (percent of one core) that counts as the owner being active.", 1, 10000),
+    Option("owner", "policy", str, "share",
+           "What this desk lends: share (guests run at the lowest priority while you work, are suspended when your "
+           "programs contend for the CPU and leave if that lasts), idle-only (guests run only after input_idle "
+           "seconds without input and on a quiet CPU) or always (a dedicated server: only memory pressure and the "
+           "desk rules stop guests).", choices=("share", "idle-only", "always")),
+    Option("owner", "busy_cpu_percent", float, 70.0,
+           "CPU use by your programs, in percent of ALL cores averaged over cpu_window seconds, that counts as "
+           "contention. This node's own processes, its control-socket clients and programs at nice 19 or "
+           "SCHED_IDLE are not counted.", 1, 100),
+    Option("owner", "cpu_window", float, 2.0,
+           "Seconds the owner's CPU use is averaged over before it is judged: a program starting is not contention.",
+           1, 600),
+    Option("owner", "count_idle_priority", bool, False,
+           "Count programs at nice 19 or SCHED_IDLE (other nodes' guests, BOINC, Folding@home) as your own use."),
     Option("owner", "input_idle", float, 60.0,
-           "Seconds since the last keyboard or mouse input below which the owner counts as active "
+           "idle-only: seconds since the last keyboard or mouse input below which you count as at the desk "
            "(where the OS tells).", 0, 86400),
+    Option("owner", "memory_pressure", float, 10.0,
+           "Memory pressure (PSI memory some avg10, percent of time tasks stalled on memory) that evicts the guests "
+           "at once: a stopped guest keeps its memory.", 1, 100),
     Option("owner", "evict_after", float, 120.0,
-           "Seconds the owner may stay active before suspended guests are migrated away.", 0, 86400),
+           "Seconds of contention before suspended guests are migrated away.", 0, 86400),
     Option("owner", "resume_after", float, 30.0, "Quiet seconds before suspended guests resume.", 0, 86400),
     Option("owner", "evict_hold", float, 300.0,
-           "Seconds after an eviction during which this machine takes no new guests.", 0, 86400),
+           "Seconds after an eviction by the owner policy during which this machine takes no new guests "
+           "(your own evict keypress only keeps the evicted units from coming straight back).", 0, 86400),
     # [desk]
     Option("desk", "on_battery", bool, True,
            "Suspend guests while this machine runs on its battery; a machine without a battery never suspends "

@@ -26,17 +26,13 @@ from frost_core.policies.intents import parse_until
 FROST_TUI = str(Path(sys.executable).parent / "frost-tui")
 
 # Timings that keep multi-process tests short; the failure detector scales with them. The owner
-# policy is switched off (the test runner itself would count as a busy owner) except where a test
-# sets it on purpose.
+# policy keeps its defaults: the product has to work on a busy CI machine. A test that needs the
+# owner out of its way says so in its own body (`extra_config` with `[owner] policy = "always"`).
 FAST_CONFIG = """
 [gossip]
 interval = 0.3
 announce_interval = 2
 suspicion_min = 3
-
-[owner]
-busy_cpu_percent = 10000
-input_idle = 0
 """
 
 

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 import trio
@@ -58,6 +58,7 @@ class Capacity:
     cpus: int
     memory_pool_bytes: int
     available: float        # the gossiped availability, in speed units
+    sent_away: Mapping[str, float] = dataclasses.field(default_factory=dict)   # units the owner evicted -> until
 
 
 @dataclasses.dataclass(frozen=True)
@@ -459,6 +460,9 @@ class HostService:
         capacity = self._capacity()
         if not capacity.accepts_guests:
             return f"not taking guests: {capacity.reason}"
+        if task_id in capacity.sent_away:
+            until = time.strftime("%H:%M:%S", time.localtime(capacity.sent_away[task_id]))
+            return f"the owner evicted {task_id} from here; not taking it back before {until}"
         if task_id in self._hosted or task_id in self._reserved:
             return f"{task_id} already runs here"
         if moving and self._receiving:

@@ -14,8 +14,9 @@ import trio
 
 from frost_core.config import Config
 from frost_core.measure.calibrate import Extremities, load_or_measure
+from frost_core.measure.processes import Attribution, ControlClients
 from frost_core.measure.sampler import ResourceReading, ResourceSampler
-from frost_core.policies.owner import OwnerDecision, OwnerPolicy, OwnerSettings
+from frost_core.policies.owner import DeskVerdict, OwnerDecision, OwnerPolicy, OwnerSettings
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,8 @@ class MachineState:
 
 def owner_settings(config: Config) -> OwnerSettings:
     return OwnerSettings(
-        busy_cpu_percent=config.get("owner.busy_cpu_percent"), input_idle=config.get("owner.input_idle"),
+        policy=config.get("owner.policy"), busy_cpu_percent=config.get("owner.busy_cpu_percent"),
+        input_idle=config.get("owner.input_idle"), memory_pressure=config.get("owner.memory_pressure"),
         evict_after=config.get("owner.evict_after"), resume_after=config.get("owner.resume_after"),
         evict_hold=config.get("owner.evict_hold"),
     )
@@ -35,6 +37,9 @@ def owner_settings(config: Config) -> OwnerSettings:
 class MachineWatch:
     def __init__(self, config: Config, guest_pids) -> None:
         self._guest_pids = guest_pids
+        self.clients = ControlClients()     # the control socket reports who is connected: not the owner
+        self._count_idle_priority = config.get("owner.count_idle_priority")
+        self._cpu_window = config.get("owner.cpu_window")
         self._extremities_file: Path = config.paths.extremities_file
         self.owner = OwnerPolicy(owner_settings(config))
         self.extremities: Extremities | None = None
@@ -43,7 +48,9 @@ class MachineWatch:
     async def start(self) -> None:
         """Load the extremities, or measure them (a few seconds, in a thread) on this machine's first run."""
         self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
-        self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids)
+        attribution = Attribution(self.clients, count_idle_priority=self._count_idle_priority)
+        self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids, attribution=attribution,
+                                        cpu_window=self._cpu_window)
 
     async def remeasure(self) -> Extremities:
         """Measure the extremities again (new hardware, a changed machine) and use them from the next reading.
@@ -61,10 +68,22 @@ class MachineWatch:
 
     def update_settings(self, config: Config) -> None:
         self.owner.settings = owner_settings(config)
+        self._count_idle_priority = config.get("owner.count_idle_priority")
+        self._cpu_window = config.get("owner.cpu_window")
+        if self._sampler is not None:
+            self._sampler.attribution.count_idle_priority = self._count_idle_priority
+            self._sampler.cpu_window = self._cpu_window
 
-    async def sample(self, leave_after: float | None = None) -> MachineState:
+    @property
+    def accounting_gaps(self) -> str | None:
+        """What this OS hides from the owner's CPU accounting (None: nothing)."""
+        return self._sampler.attribution.missing if self._sampler is not None else None
+
+    async def sample(self, leave_after: float | None = None, desk: tuple[DeskVerdict, ...] = ()) -> MachineState:
         """One reading and the owner policy's decision on it; `leave_after` is what moving the
-        guests away would cost (`OwnerPolicy.decide`), None without guests."""
+        guests away would cost (`OwnerPolicy.decide`), None without guests; `desk` are the desk
+        rules' verdicts (battery, heat, programs, schedules), each one more input."""
         assert self._sampler is not None, "MachineWatch.start() first"
         reading = await self._sampler.sample()
-        return MachineState(reading=reading, decision=self.owner.decide(reading.owner_view(), reading.at, leave_after))
+        decision = self.owner.decide(reading.owner_view(desk), reading.at, leave_after)
+        return MachineState(reading=reading, decision=decision)

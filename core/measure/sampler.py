@@ -3,6 +3,8 @@
 The node calls `await sampler.sample()` from a trio task every interval at normal priority.
 Each reading is cheap (CPU counters); every `probe_every` readings with no guest running,
 a short probe runs at guest priority in a subprocess to check what a guest would really get.
+The owner's CPU is the machine's busy time minus what was not the owner's (`processes.Attribution`:
+this node's tree, its control clients, idle-priority programs), averaged over `cpu_window` seconds.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from dataclasses import dataclass
 import psutil
 
 from frost_core.policies.information import smooth
-from frost_core.policies.owner import OwnerView
+from frost_core.policies.owner import DeskVerdict, OwnerView, windowed_share
 from frost_core.measure.owner_activity import input_idle_seconds, read_pressure
 from frost_core.measure.probe import probe_share
+from frost_core.measure.processes import Attribution, NotOwner
+
+PSI_SPAN = 10.0     # seconds PSI's avg10 covers: a guest that ran within them inflates the cpu figure
 
 
 @dataclass(frozen=True)
@@ -29,16 +34,18 @@ class ResourceReading:
     wall_seconds: float
     available: float
     instant_available: float
-    owner_cpu_percent: float
+    owner_cpu_percent: float                # this interval, percent of one core (the chart's figure)
     guest_cpu_percent: float
     probe_share: float | None
     input_idle: float | None
-    memory_pressure: float | None
-    cpu_pressure: float | None
+    memory_pressure: float | None           # PSI memory some avg10
+    cpu_pressure: float | None              # PSI cpu some avg10, None while guests ran within its span
+    cpu_share: float = 0.0                  # owner CPU, percent of all cores, averaged over the window
+    not_owner: NotOwner = NotOwner(0.0, 0.0, 0.0)   # this interval's CPU seconds that were not the owner's
 
-    def owner_view(self) -> OwnerView:
-        return OwnerView(self.owner_cpu_percent, self.input_idle, self.memory_pressure, self.cpu_pressure,
-                         interval=self.wall_seconds)
+    def owner_view(self, desk: tuple[DeskVerdict, ...] = ()) -> OwnerView:
+        return OwnerView(self.cpu_share, self.input_idle, self.memory_pressure, self.cpu_pressure,
+                         interval=self.wall_seconds, desk=desk)
 
 
 def _busy_and_idle(times) -> tuple[float, float]:
@@ -54,7 +61,8 @@ class ResourceSampler:
 
     def __init__(self, speed: float, guest_pids: Callable[[], Iterable[int]], *, cpus: int | None = None,
                  window: int = 5, probe_every: int = 30, probe_seconds: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, attribution: Attribution | None = None,
+                 cpu_window: float = 2.0) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive (calibrate it first)")
         self.speed = speed
@@ -64,16 +72,14 @@ class ResourceSampler:
         self.probe_every = probe_every
         self.probe_seconds = probe_seconds
         self.clock = clock
-        self._own = psutil.Process()
+        self.attribution = attribution or Attribution()
+        self.cpu_window = cpu_window
+        self._owner_intervals: deque[tuple[float, float]] = deque(maxlen=600)   # (wall, owner CPU seconds)
         self._guest_cpu: dict[int, float] = {}
+        self._guest_ran_at = float("-inf")
         self._last_wall = clock()
         self._last_busy, self._last_idle = _busy_and_idle(psutil.cpu_times())
-        self._last_own = self._own_cpu()
         self._count = 0
-
-    def _own_cpu(self) -> float:
-        times = self._own.cpu_times()
-        return times.user + times.system
 
     def _guest_delta(self) -> float:
         """CPU seconds guests used since the last reading (children included, gone ones dropped)."""
@@ -100,16 +106,19 @@ class ResourceSampler:
         now = self.clock()
         wall = max(now - self._last_wall, 1e-6)
         busy, idle = _busy_and_idle(psutil.cpu_times())
-        own = self._own_cpu()
+        not_owner = self.attribution.take()
         guest = self._guest_delta()
+        if guest > 0.01 * wall:
+            self._guest_ran_at = now
         busy_delta = max(busy - self._last_busy, 0.0)
         idle_delta = max(idle - self._last_idle, 0.0)
-        own_delta = max(own - self._last_own, 0.0)
         if probe is not None:
-            # The probe's CPU is a guest's, not the owner's.
+            # What a guest would get: the probe's CPU counts as a guest's for the availability.
             guest += probe * self.probe_seconds
-        self._last_wall, self._last_busy, self._last_idle, self._last_own = now, busy, idle, own
-        owner_seconds = max(busy_delta - guest - own_delta, 0.0)
+        self._last_wall, self._last_busy, self._last_idle = now, busy, idle
+        # Guests, the probe and plugin checks are in the node's tree: all of it leaves here.
+        owner_seconds = max(busy_delta - not_owner.total, 0.0)
+        self._owner_intervals.append((wall, owner_seconds))
         instant = min((guest + idle_delta) / wall, float(self.cpus)) * self.speed
         if probe is not None:
             # Idle CPU time overstates what a guest gets when the owner's sessions would win
@@ -122,6 +131,9 @@ class ResourceSampler:
             at=now, wall_seconds=wall, available=smooth(self.window), instant_available=instant,
             owner_cpu_percent=100.0 * owner_seconds / wall, guest_cpu_percent=100.0 * guest / wall,
             probe_share=probe, input_idle=input_idle_seconds(),
-            memory_pressure=memory.full_avg10 if memory else None,
-            cpu_pressure=cpu.some_avg10 if cpu else None,
+            memory_pressure=memory.some_avg10 if memory else None,
+            # Runnable guests wait for a CPU too: PSI cpu means the owner's waiting only once none ran.
+            cpu_pressure=cpu.some_avg10 if cpu and now - self._guest_ran_at >= PSI_SPAN else None,
+            cpu_share=windowed_share(tuple(self._owner_intervals), self.cpus, self.cpu_window),
+            not_owner=not_owner,
         )

@@ -12,6 +12,8 @@ import dataclasses
 import logging
 import os
 import socket
+import struct
+import sys
 import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -40,6 +42,8 @@ REQUESTS: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(Reques
 
 Handler = Callable[[Request], Awaitable[Any]]
 AttachHandler = Callable[[Channel, AttachRequest], Awaitable[None]]
+Watcher = Callable[[int, bool], None]     # (client pid, connected?): its CPU is not the owner's meanwhile
+LOCAL_PEERPID = 0x002                     # macOS: getsockopt(0 /* SOL_LOCAL */, LOCAL_PEERPID)
 
 
 @register
@@ -63,16 +67,19 @@ class ControlReply(Message):
 
 
 async def serve_control(
-    path: Path, handler: Handler, attach: AttachHandler, *, task_status=trio.TASK_STATUS_IGNORED,
+    path: Path, handler: Handler, attach: AttachHandler, *, watch: Watcher | None = None,
+    task_status=trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Answer control requests on `path` until cancelled; one bad client never hurts the node.
 
     A connection that opens with an AttachRequest belongs to an attached UI from then on.
+    `watch` hears each client's pid when it connects and leaves, so the owner policy does not
+    take a `frost-tui status` or an attached UI for the owner's own work.
     """
     listener = _bind(path)
     try:
         task_status.started()
-        await trio.serve_listeners(lambda stream: _serve_client(stream, handler, attach), [listener])
+        await trio.serve_listeners(lambda stream: _serve_watched(stream, handler, attach, watch), [listener])
     finally:
         path.unlink(missing_ok=True)
 
@@ -87,6 +94,33 @@ def node_answers(path: Path) -> bool:
     finally:
         probe.close()
     return True
+
+
+def peer_pid(sock) -> int | None:
+    """The connected client's pid: SO_PEERCRED on Linux, LOCAL_PEERPID on macOS; None elsewhere
+    (the BSDs tell only the user), and then its CPU counts as the owner's."""
+    try:
+        if hasattr(socket, "SO_PEERCRED"):
+            pid, _uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                    struct.calcsize("3i")))
+            return pid or None
+        if sys.platform == "darwin":
+            return sock.getsockopt(0, LOCAL_PEERPID) or None
+    except OSError:
+        return None
+    return None
+
+
+async def _serve_watched(stream: trio.SocketStream, handler: Handler, attach: AttachHandler,
+                         watch: Watcher | None) -> None:
+    pid = peer_pid(stream.socket) if watch is not None else None
+    if pid is not None:
+        watch(pid, True)
+    try:
+        await _serve_client(stream, handler, attach)
+    finally:
+        if pid is not None:
+            watch(pid, False)
 
 
 def _bind(path: Path) -> trio.SocketListener:

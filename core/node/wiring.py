@@ -14,6 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
-from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state
+from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state, send_away
 from frost_core.node.identity import load_node_id, load_owner_token
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
@@ -267,7 +268,8 @@ class Node:
                 )
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.membership.serve, transport)
-                    await nursery.start(serve_control, self.paths.control_socket, self._control, self._attach)
+                    await nursery.start(partial(serve_control, watch=self._client_watch), self.paths.control_socket,
+                                        self._control, self._attach)
                     listen = config.get("control.listen")
                     if listen:
                         await nursery.start(serve_remote_control, parse_address(listen, option="control.listen"),
@@ -316,7 +318,7 @@ class Node:
                 self.events.add("pause", "finishing the current guests, then pausing")
                 return "taking nothing new; pausing once the current guests finish"
             case EvictGuests(task_id=task_id):
-                return await self._evict(task_id)
+                return await self._evict(task_id, by_owner=True)
             case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs):
                 return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs)
             case CancelAssignment(assignment_id=assignment_id):
@@ -368,20 +370,24 @@ class Node:
         self._scheduler.wake()
         return Submitted(id=assignment_id, units=len(units))
 
-    async def _evict(self, task_id: str | None) -> str:
+    async def _evict(self, task_id: str | None, *, by_owner: bool) -> str:
         """Free the CPU now, then send each guest to the best peer (or back to its master's queue).
 
         Returns once the units are in other hands, or after EVICT_WAIT with the rest still on
         their way (they go on in the background; the CPU is free either way). Naming a guest that
-        is not here is refused, so a script's typo does not pass for an eviction of nothing.
+        is not here is refused, so a script's typo does not pass for an eviction of nothing. The
+        owner's own evict (`by_owner`) holds nothing but the evicted units, which are not taken
+        straight back; the hold after an eviction by the owner policy is that policy's (`accepts_guests`).
         """
         if task_id is not None and task_id not in {h.task.task_id for h in self.host.hosted()}:
             raise FrostError(f"no guest {task_id} runs here (see `frost-tui status`)", title="No such guest")
-        hold = time.time() + self.config.get("owner.evict_hold")
         self._evicting += 1
         try:
-            # Publishes the figures, evicting already counted: peers see at once that nothing goes here now.
-            self._set_intents(Intents(**{**vars(self._intents), "evict_hold_until": hold}))
+            if by_owner:
+                leaving = tuple(h.task.task_id for h in self.host.hosted() if task_id in (None, h.task.task_id))
+                self._set_intents(send_away(self._intents, leaving, time.time() + self.config.get("owner.evict_hold")))
+            else:
+                self._hosting_changed()   # evicting already counted: peers see at once that nothing goes here now
             evicted = await self.host.evict(task_id)
             with trio.move_on_after(EVICT_WAIT):
                 while any(h.task.task_id in evicted for h in self.host.hosted()):
@@ -534,7 +540,7 @@ class Node:
         self._sync_guests()
         if action is GuestAction.EVICT and self.host.running_count and not self._evicting:
             async with self._balance_lock:  # not while the balancer is moving a guest itself
-                await self._evict(None)
+                await self._evict(None, by_owner=False)
         if action is GuestAction.RUN and before is not GuestAction.RUN:
             self._scheduler.wake()
 
@@ -570,23 +576,35 @@ class Node:
 
     def _hosting(self, now: float) -> HostingState:
         owner = self._machine_state.decision if self._machine_state else None
+        owner_reason = held = None
         if owner is None:
             owner_reason = "measuring this machine" if not self.machine.started else None
-        else:
-            owner_reason = None if owner.action is GuestAction.RUN and owner.accepting else owner.reason
+        elif owner.action is not GuestAction.RUN:
+            owner_reason = owner.describe(now)
+        elif not self.machine.owner.accepting(now):
+            held = owner.describe(now)
         if self._asleep:
             owner_reason = "the machine is going to sleep"
         return hosting_state(
             self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
-            owner_active_reason=owner_reason,
+            owner_active_reason=owner_reason, held_reason=held,
         )
 
     def _capacity(self) -> Capacity:
-        hosting = self._hosting(time.time())
+        now = time.time()
+        hosting = self._hosting(now)
         return Capacity(
             accepts_guests=hosting.accepts_guests, reason=hosting.reason, cpus=self.config.guest_cpus,
             memory_pool_bytes=self.config.memory_pool_bytes, available=self._available(hosting),
+            sent_away=dict(self._intents.sent_away),
         )
+
+    def _client_watch(self, pid: int, connected: bool) -> None:
+        """A control client came or went: its CPU meanwhile is not the owner's."""
+        if connected:
+            self.machine.clients.connected(pid)
+        else:
+            self.machine.clients.disconnected(pid)
 
     def _available(self, hosting: HostingState) -> float:
         state = self._machine_state

@@ -23,7 +23,9 @@ from frost_core.policies.location import (
     confirm_destination,
     rank_destinations,
 )
-from frost_core.policies.owner import GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, decide_owner
+from frost_core.policies.owner import (
+    DeskVerdict, GuestAction, OwnerDecision, OwnerPolicy, OwnerSettings, OwnerState, OwnerView, Preset, decide_owner,
+)
 from frost_core.policies.prediction import Prediction, distance, predict_destination, predict_move, predict_source
 from frost_core.policies.selection import Selection, may_leave, migration_cost, pays_off, select_guest, time_saved
 from frost_core.policies.share import resources_per_guest
@@ -41,8 +43,8 @@ from frost_core.policies.transfer import (
 from frost_core.policies.views import NodeView, PolicySettings, UnitView
 
 __all__ = [
-    "Action", "Bandwidths", "Destination", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy",
-    "OwnerSettings", "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Selection", "SystemView", "Tendency",
+    "Action", "Bandwidths", "Destination", "DeskVerdict", "GuestAction", "Mode", "NodeView", "OwnerDecision", "OwnerPolicy",
+    "OwnerSettings", "OwnerState", "OwnerView", "PolicySettings", "Prediction", "Preset", "Selection", "SystemView", "Tendency",
     "TransferDecision", "UnitView", "added_capacity", "admits", "assumed_bandwidth", "available_power",
     "choose_destination",
     "choose_source", "confirm_destination", "decide_owner", "decide_transfer", "distance", "estimate_bandwidth",

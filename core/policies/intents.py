@@ -1,4 +1,4 @@
-"""The owner's intents (pause, pause until, finish, evict hold-off) and what they mean right now.
+"""The owner's intents (pause, pause until, finish, units sent away) and what they mean right now.
 
 Intents are stored by the master store so they survive a restart; `hosting_state` is a pure
 function of them, the clock and the guests, so the UI can always say *why* the machine is in
@@ -24,11 +24,13 @@ class Intents:
     paused: bool = False
     paused_until: float | None = None     # wall-clock time the pause ends by itself
     finishing: bool = False               # take nothing new; pause once the guests are done
-    evict_hold_until: float | None = None  # no new guests before this time, after an eviction
+    sent_away: tuple[tuple[str, float], ...] = ()   # (task id, until): units the owner evicted stay away till then
 
     @classmethod
     def load(cls, store: IntentStore) -> Intents:
-        return cls(**{key: store.intent(key, default) for key, default in vars(cls()).items()})
+        loaded = {key: store.intent(key, default) for key, default in vars(cls()).items()}
+        loaded["sent_away"] = tuple((str(task), float(until)) for task, until in loaded["sent_away"])
+        return cls(**loaded)
 
     def save(self, store: IntentStore) -> None:
         for key, value in vars(self).items():
@@ -37,24 +39,37 @@ class Intents:
 
 @dataclass(frozen=True)
 class HostingState:
-    state: str        # hosting, idle, paused, finishing, evicting, owner-active
+    state: str        # hosting, idle, paused, finishing, evicting, owner-active, held
     reason: str
     accepts_guests: bool
 
 
 def expire_intents(intents: Intents, now: float) -> Intents:
-    """Drop intents whose time has come: a timed pause ends, an eviction hold-off runs out."""
+    """Drop intents whose time has come: a timed pause ends, a unit the owner sent away may come back."""
     if intents.paused and intents.paused_until is not None and now >= intents.paused_until:
         intents = replace(intents, paused=False, paused_until=None)
-    if intents.evict_hold_until is not None and now >= intents.evict_hold_until:
-        intents = replace(intents, evict_hold_until=None)
+    kept = tuple((task, until) for task, until in intents.sent_away if now < until)
+    if kept != intents.sent_away:
+        intents = replace(intents, sent_away=kept)
     return intents
 
 
+def send_away(intents: Intents, task_ids: tuple[str, ...], until: float) -> Intents:
+    """The owner evicted these units: they stay away until `until`; everything else is still welcome."""
+    others = tuple((task, end) for task, end in intents.sent_away if task not in task_ids)
+    return replace(intents, sent_away=others + tuple((task, until) for task in task_ids))
+
+
 def hosting_state(
-    intents: Intents, *, now: float, guests: int, evicting: bool, owner_active_reason: str | None = None
+    intents: Intents, *, now: float, guests: int, evicting: bool, owner_active_reason: str | None = None,
+    held_reason: str | None = None,
 ) -> HostingState:
-    """Decide what the machine does for guests, in the order the owner's wishes rank."""
+    """Decide what the machine does for guests, in the order the owner's wishes rank.
+
+    `owner_active_reason`: the owner policy suspends or evicts the guests; `held_reason`: guests
+    may run but no new one is taken (the hold after the policy's eviction), a state of its own so
+    the screen never says "owner active" beside "owner not active".
+    """
     if evicting:
         return HostingState("evicting", "guests are checkpointing and leaving", False)
     if intents.paused:
@@ -65,8 +80,8 @@ def hosting_state(
         return HostingState("owner-active", owner_active_reason, False)
     if intents.finishing:
         return HostingState("finishing", f"finishing {guests} guest(s), then pausing", False)
-    if intents.evict_hold_until is not None and now < intents.evict_hold_until:
-        return HostingState("idle", f"guests were evicted; taking new ones from {_clock(intents.evict_hold_until)}", False)
+    if held_reason:
+        return HostingState("held", held_reason, False)
     if guests:
         return HostingState("hosting", f"hosting {guests} guest(s) at the lowest priority", True)
     return HostingState("idle", "ready for guests", True)

@@ -1,14 +1,17 @@
-"""The owner policy: suspend guests at once, evict them if the owner stays, resume after quiet.
+"""The owner policy: guests share the desk at the lowest priority, step aside on contention, leave if it lasts.
 
-Like HTCondor's START/SUSPEND/CONTINUE/PREEMPT with BOINC's in-use signals, as a pure state
-machine: `decide_owner(state, view, now, settings)` returns the next state and a decision
-that names its rule and figures. Hysteresis has three layers: separate busy and quiet
-thresholds, a quiet period before resuming, and a quiet period that doubles when the owner
+Like BOINC's "while in use" and HTCondor's START/SUSPEND/CONTINUE/PREEMPT as a pure state
+machine: `decide_owner(state, view, now, settings)` returns the next state and a decision that
+names its rule, its figures and when it ends. The owner picks a preset (`share`, `idle-only`,
+`always`); desk rules (battery, heat, named programs, schedules) arrive as `DeskVerdict`s, each
+one more input with its own explanation line. Hysteresis has three layers: separate busy and
+quiet thresholds, a quiet period before resuming, and a quiet period that doubles when the owner
 comes back soon after a resume (so guests never flap), relaxing after a calm spell.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -22,39 +25,73 @@ class GuestAction(str, Enum):
     EVICT = "evict"
 
 
+class Preset(str, Enum):
+    """What the owner lends: `share` the desk while working, only an `idle-only` one, or `always` (a server)."""
+
+    SHARE = "share"
+    IDLE_ONLY = "idle-only"
+    ALWAYS = "always"
+
+
 @dataclass(frozen=True)
 class OwnerSettings:
     """Mirrors the [owner] section of the configuration (same names, same units)."""
 
-    busy_cpu_percent: float = 25.0      # owner's own CPU use (percent of one core) that means active
+    policy: str = Preset.SHARE.value    # share, idle-only or always
+    busy_cpu_percent: float = 70.0      # owner CPU, percent of ALL cores averaged over cpu_window, that is contention
     quiet_ratio: float = 0.5            # below busy × this the owner counts as quiet (hysteresis)
-    input_idle: float = 60.0            # input more recent than this means the owner is at the desk
-    memory_pressure: float = 10.0       # /proc/pressure/memory "full avg10" percent that means active
-    evict_after: float = 120.0          # seconds of activity before suspended guests leave
+    input_idle: float = 60.0            # idle-only: input more recent than this means the owner is at the desk
+    memory_pressure: float = 10.0       # PSI memory "some avg10" percent that evicts at once
+    cpu_pressure: float = 40.0          # PSI cpu "some avg10" percent (read while no guest ran) that is contention
+    evict_after: float = 120.0          # seconds of contention before suspended guests leave
     resume_after: float = 30.0          # quiet seconds before suspended guests continue
-    evict_hold: float = 300.0           # seconds after an eviction with no new guests
+    evict_hold: float = 300.0           # seconds after an eviction BY THIS POLICY with no new guests
     evict_window: float = 600.0         # activity adds up over this many seconds: an owner who keeps
                                         # coming back (spikes) counts like one who stays
     max_backoff: int = 8                # the quiet period grows up to this many times resume_after
 
     def __post_init__(self) -> None:
-        for name in ("busy_cpu_percent", "input_idle", "memory_pressure", "evict_after", "resume_after", "evict_hold",
-                     "evict_window"):
+        for name in ("busy_cpu_percent", "input_idle", "memory_pressure", "cpu_pressure", "evict_after",
+                     "resume_after", "evict_hold", "evict_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"owner setting {name} cannot be negative")
         if not 0 < self.quiet_ratio <= 1:
             raise ValueError("owner setting quiet_ratio must lie in (0, 1]")
+        if self.policy not in {p.value for p in Preset}:
+            raise ValueError(f"owner setting policy must be one of {', '.join(p.value for p in Preset)}")
+
+
+@dataclass(frozen=True)
+class DeskVerdict:
+    """One desk rule's say (battery, temperature, a named program, a schedule window, a CPU cap).
+
+    `action` RUN means no objection (the line still explains, e.g. a CPU cap in force); SUSPEND
+    counts like owner contention (suspend now, evict if it lasts); EVICT sends the guests away
+    now. `policy` lets a schedule window pick the preset for now (None keeps the configured one).
+    """
+
+    rule: str
+    action: GuestAction
+    reason: str
+    figures: tuple[tuple[str, float], ...] = ()
+    ends_at: float | None = None        # when this verdict ends by itself, if known
+    policy: str | None = None
+
+    def explain(self) -> str:
+        shown = ", ".join(f"{name} {value:.3g}" for name, value in self.figures)
+        return f"{self.rule}: {self.reason}" + (f" [{shown}]" if shown else "")
 
 
 @dataclass(frozen=True)
 class OwnerView:
-    """What the sampler saw of the owner over the last interval."""
+    """What the sampler saw of the owner; the CPU is already the window's average, self-inflicted use removed."""
 
-    owner_cpu_percent: float                # CPU of non-guest processes, percent of one core
+    cpu_share: float                        # owner CPU, percent of all cores, averaged over the window
     input_idle: float | None = None         # seconds since the last keyboard/mouse/tty input
-    memory_pressure: float | None = None    # PSI memory full avg10, percent
-    cpu_pressure: float | None = None       # PSI cpu some avg10, percent (shown, not acted on)
+    memory_pressure: float | None = None    # PSI memory some avg10, percent
+    cpu_pressure: float | None = None       # PSI cpu some avg10, percent; None while guests ran (they inflate it)
     interval: float = 0.0                   # seconds the reading covers: a quiet reading vouches for all of them
+    desk: tuple[DeskVerdict, ...] = ()      # the desk rules' verdicts, each with its own explanation line
 
 
 class Phase(str, Enum):
@@ -69,14 +106,14 @@ class OwnerState:
     active_since: float | None = None
     quiet_since: float | None = None
     resumed_at: float = float("-inf")
-    evicted_at: float = float("-inf")
+    evicted_at: float = float("-inf")      # the last eviction by this policy (the owner's own `e` is no hold)
     backoff: int = 1
     history: tuple[tuple[float, float], ...] = ()   # past (start, end) of activity within evict_window
 
 
 @dataclass(frozen=True)
 class OwnerDecision:
-    """What to do with every guest now, which rule said so, and on which figures."""
+    """What to do with every guest now, which rule said so, on which figures, and until when."""
 
     action: GuestAction
     rule: str
@@ -84,23 +121,102 @@ class OwnerDecision:
     accepting: bool                 # may this node take new guests now?
     recheck_at: float | None        # when the decision may change with no new reading
     figures: tuple[tuple[str, float], ...]
+    ends_at: float | None = None    # when the suspension evicts or the hold ends, if known
+    desk: tuple[DeskVerdict, ...] = ()
 
     def explain(self) -> str:
         shown = ", ".join(f"{name} {value:.3g}" for name, value in self.figures)
         return f"{self.action.value} by rule '{self.rule}': {self.reason} [{shown}]"
 
+    def lines(self) -> tuple[str, ...]:
+        """The decision's line, then one line per desk rule that had a say."""
+        return (self.explain(),) + tuple(verdict.explain() for verdict in self.desk)
 
-def owner_evidence(view: OwnerView, settings: OwnerSettings) -> tuple[str | None, bool]:
-    """(why the owner is active or None, whether the owner is clearly quiet)."""
+    def describe(self, now: float) -> str:
+        """In the owner's words, with its rule and when it ends, as of `now` (status, banner, Guests tab)."""
+        left = format_span(self.ends_at - now) if self.ends_at is not None else None
+        if self.action is GuestAction.RUN:
+            text = self.reason if self.accepting or left is None else \
+                f"holding new guests for {left} after an eviction (rule '{self.rule}')"
+        elif self.rule == "wait-quiet":
+            text = f"guests {self.action.value}ed by the owner policy: {self.reason}; they continue in {left}"
+        elif self.action is GuestAction.SUSPEND:
+            text = f"guests suspended by rule '{self.rule}': {self.reason}" + \
+                (f"; they leave in {left} if it lasts" if left is not None else "")
+        else:
+            text = f"guests evicted by rule '{self.rule}': {self.reason}"
+        desk = [v.explain() for v in self.desk if v.action is not GuestAction.RUN]
+        return "; ".join([text, *desk])
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One reason the owner counts as active: its rule, its words, and whether it evicts at once."""
+
+    rule: str
+    reason: str
+    evict: bool = False
+
+
+def current_preset(view: OwnerView, settings: OwnerSettings) -> Preset:
+    """The configured preset, unless a desk rule (a schedule window) picks another for now."""
+    chosen = [v.policy for v in view.desk if v.policy is not None]
+    return Preset(chosen[-1] if chosen else settings.policy)
+
+
+def windowed_share(intervals: Sequence[tuple[float, float]], cpus: int, window: float) -> float:
+    """The owner's CPU as a percent of all cores over the last `window` seconds of (wall, CPU seconds) intervals.
+
+    Judged on a window, not one reading: a program starting (a CLI call, a compiler's first
+    second) is a spike, contention is what lasts. Intervals count newest first until they
+    cover the window (readings a little over a second apart make a 2 s window two readings).
+    No reading yet: 0.
+    """
+    wall = cpu = 0.0
+    for seconds, used in reversed(intervals):
+        if wall >= window - _TOLERANCE:
+            break
+        wall += seconds
+        cpu += used
+    return 100.0 * cpu / (wall * max(cpus, 1)) if wall > 0 else 0.0
+
+
+def owner_evidence(view: OwnerView, settings: OwnerSettings) -> tuple[list[Evidence], bool]:
+    """(every reason the owner counts as active, whether the owner is clearly quiet).
+
+    `share`: CPU contention only (the window's average over all cores at or above busy, or the
+    owner's tasks waiting for a CPU per PSI while above the quiet line); typing and reading are
+    not contention, guests at SCHED_IDLE cost the owner no more than ~2 % of a core.
+    `idle-only`: any recent input, or a CPU above the quiet line. `always`: neither.
+    Every preset: memory pressure evicts at once (stopped guests keep their memory), and the
+    desk rules' SUSPEND/EVICT verdicts count.
+    """
+    preset = current_preset(view, settings)
     quiet_cpu = settings.busy_cpu_percent * settings.quiet_ratio
-    if view.owner_cpu_percent >= settings.busy_cpu_percent:
-        return f"owner CPU {view.owner_cpu_percent:.0f}% >= {settings.busy_cpu_percent:.0f}%", False
+    evidence: list[Evidence] = []
+    if preset is Preset.SHARE:
+        if view.cpu_share >= settings.busy_cpu_percent:
+            evidence.append(Evidence("cpu-contention", f"owner CPU {view.cpu_share:.0f}% of all cores "
+                                     f">= {settings.busy_cpu_percent:.0f}%"))
+        elif view.cpu_pressure is not None and view.cpu_pressure >= settings.cpu_pressure \
+                and view.cpu_share >= quiet_cpu:
+            evidence.append(Evidence("cpu-pressure", f"owner tasks waiting for a CPU {view.cpu_pressure:.0f}% "
+                                     f"of the time (>= {settings.cpu_pressure:.0f}%)"))
+    elif preset is Preset.IDLE_ONLY:
+        if view.input_idle is not None and view.input_idle < settings.input_idle:
+            evidence.append(Evidence("input", f"input {view.input_idle:.0f} s ago (< {settings.input_idle:.0f} s)"))
+        if view.cpu_share >= quiet_cpu:
+            evidence.append(Evidence("cpu-busy", f"owner CPU {view.cpu_share:.0f}% of all cores "
+                                     f">= {quiet_cpu:.0f}% (idle-only)"))
     if view.memory_pressure is not None and view.memory_pressure >= settings.memory_pressure:
-        return f"memory pressure {view.memory_pressure:.1f}% >= {settings.memory_pressure:.1f}%", False
-    if view.input_idle is not None and view.input_idle < settings.input_idle:
-        return f"input {view.input_idle:.0f} s ago (< {settings.input_idle:.0f} s)", False
+        evidence.append(Evidence("memory-pressure", f"memory pressure {view.memory_pressure:.1f}% "
+                                 f">= {settings.memory_pressure:.1f}%", evict=True))
+    for verdict in view.desk:
+        if verdict.action is not GuestAction.RUN:
+            evidence.append(Evidence(verdict.rule, verdict.reason, evict=verdict.action is GuestAction.EVICT))
+    calm_cpu = preset is Preset.ALWAYS or view.cpu_share < quiet_cpu
     calm_memory = view.memory_pressure is None or view.memory_pressure < settings.memory_pressure / 2
-    return None, view.owner_cpu_percent < quiet_cpu and calm_memory
+    return evidence, not evidence and calm_cpu and calm_memory
 
 
 def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: OwnerSettings = OwnerSettings(),
@@ -111,43 +227,51 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
     the costliest one), when the caller knows it; `leave_at` says how long they wait for the
     owner with it (ski rental, judged on the owner's recent spells). Without it, `evict_after`.
     """
-    active, quiet = owner_evidence(view, settings)
+    evidence, quiet = owner_evidence(view, settings)
+    first = evidence[0] if evidence else None
+    evicting_now = next((e for e in evidence if e.evict), None)
     if state.phase is Phase.RUNNING:
         if state.backoff > 1 and now - state.resumed_at >= _flap_window(settings, state.backoff):
             state = replace(state, backoff=1)
-        if active is None:
-            return state, _decision(state, view, now, settings, GuestAction.RUN, "start",
-                                    "owner not active", None)
+        if first is None:
+            return state, _decision(state, view, now, settings, GuestAction.RUN, "quiet", "owner not contending", None)
         flapping = now - state.resumed_at < _flap_window(settings, state.backoff)
         backoff = min(state.backoff * 2, settings.max_backoff) if flapping else state.backoff
         history = tuple(h for h in state.history if h[1] > now - settings.evict_window)
         state = OwnerState(Phase.SUSPENDED, active_since=now, resumed_at=state.resumed_at,
                            evicted_at=state.evicted_at, backoff=backoff, history=history)
+        if evicting_now is not None:
+            state = replace(state, phase=Phase.EVICTING, evicted_at=now)
+            return state, _decision(state, view, now, settings, GuestAction.EVICT, evicting_now.rule,
+                                    evicting_now.reason, None)
         evict_after = leave_at(state, now, settings, leave_after)
         if active_seconds(state, now, settings) >= evict_after - _TOLERANCE:
             state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
-                                    f"{active}, again: active {active_seconds(state, now, settings):.0f} s "
+                                    f"{first.reason}, again: active {active_seconds(state, now, settings):.0f} s "
                                     f"of the last {settings.evict_window:.0f} s", None)
-        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                now + evict_after - active_seconds(state, now, settings))
+        ends = now + evict_after - active_seconds(state, now, settings)
+        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, first.rule, first.reason, ends,
+                                ends_at=ends)
     # Suspended or evicting.
     if not quiet:
         state = replace(state, quiet_since=None)
-        if active is None:
+        if first is None:
             action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
-            return state, _decision(state, view, now, settings, action, "hold",
+            return state, _decision(state, view, now, settings, action, "between",
                                     "owner between the busy and quiet thresholds", None)
         total = active_seconds(state, now, settings)
         evict_after = leave_at(state, now, settings, leave_after)
-        if state.phase is Phase.EVICTING or total >= evict_after - _TOLERANCE:
+        if state.phase is Phase.EVICTING or evicting_now is not None or total >= evict_after - _TOLERANCE:
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
-            return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
-                                    f"{active}; active {total:.0f} s of the last {settings.evict_window:.0f} s",
+            rule = evicting_now.rule if evicting_now is not None else "evict"
+            return state, _decision(state, view, now, settings, GuestAction.EVICT, rule,
+                                    f"{first.reason}; active {total:.0f} s of the last {settings.evict_window:.0f} s",
                                     None)
-        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, "suspend", active,
-                                now + evict_after - total)
+        ends = now + evict_after - total
+        return state, _decision(state, view, now, settings, GuestAction.SUSPEND, first.rule, first.reason, ends,
+                                ends_at=ends)
     quiet_since = state.quiet_since if state.quiet_since is not None else _quiet_began(state, view, now)
     needed = settings.resume_after * state.backoff
     if now - quiet_since >= needed - _TOLERANCE:
@@ -160,7 +284,8 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
     state = replace(state, quiet_since=quiet_since)
     action = GuestAction.EVICT if state.phase is Phase.EVICTING else GuestAction.SUSPEND
     return state, _decision(state, view, now, settings, action, "wait-quiet",
-                            f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed)
+                            f"owner quiet for {now - quiet_since:.0f} s of {needed:.0f} s", quiet_since + needed,
+                            ends_at=quiet_since + needed)
 
 
 def leave_at(state: OwnerState, now: float, settings: OwnerSettings, leave_after: float | None) -> float:
@@ -227,14 +352,18 @@ def _earlier_active(state: OwnerState, now: float, settings: OwnerSettings) -> f
 
 
 def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:
-    """May this node take new guests? Not while its guests are held, nor within `evict_hold` of the owner's return.
+    """May this node take new guests? Not while its guests are held, nor within `evict_hold` of an eviction by this policy.
 
-    The hold follows every spell of owner activity, not only one that evicted guests
-    (HTCondor's START on KeyboardIdle): an owner who just came back tends to come back
-    again, and a guest sent there now would be suspended or sent on at the next spell.
+    Only an eviction holds (what docs/configuration.md promises): a suspension that ended on its
+    own says the owner's work fits beside guests again, and the lowest priority keeps the next
+    guest out of the owner's way. Starting the node holds nothing.
     """
-    last_active = state.history[-1][1] if state.history else float("-inf")
-    return state.phase is Phase.RUNNING and now - max(state.evicted_at, last_active) >= settings.evict_hold
+    return state.phase is Phase.RUNNING and now - state.evicted_at >= settings.evict_hold
+
+
+def hold_ends(state: OwnerState, settings: OwnerSettings) -> float:
+    """When the hold after this policy's last eviction ends."""
+    return state.evicted_at + settings.evict_hold
 
 
 def _flap_window(settings: OwnerSettings, backoff: int) -> float:
@@ -243,8 +372,8 @@ def _flap_window(settings: OwnerSettings, backoff: int) -> float:
 
 
 def _decision(state: OwnerState, view: OwnerView, now: float, settings: OwnerSettings, action: GuestAction,
-              rule: str, reason: str, recheck_at: float | None) -> OwnerDecision:
-    figures = [("owner_cpu_percent", view.owner_cpu_percent)]
+              rule: str, reason: str, recheck_at: float | None, ends_at: float | None = None) -> OwnerDecision:
+    figures = [("cpu_share", view.cpu_share)]
     for name in ("input_idle", "memory_pressure", "cpu_pressure"):
         value = getattr(view, name)
         if value is not None:
@@ -254,7 +383,24 @@ def _decision(state: OwnerState, view: OwnerView, now: float, settings: OwnerSet
     if state.backoff > 1:
         figures.append(("quiet_needed", settings.resume_after * state.backoff))
     accepting = accepts_guests(state, now, settings)
-    return OwnerDecision(action, rule, reason, accepting, recheck_at, tuple(figures))
+    if action is GuestAction.RUN and not accepting:
+        # Guests may run, but none are taken: the hold after this policy's eviction, with its end.
+        ends_at = hold_ends(state, settings)
+        left = ends_at - now
+        rule, reason = "hold-after-evict", f"holding new guests for {format_span(left)} after an eviction"
+        figures.append(("hold_left", left))
+        recheck_at = ends_at
+    return OwnerDecision(action, rule, reason, accepting, recheck_at, tuple(figures), ends_at, view.desk)
+
+
+def format_span(seconds: float) -> str:
+    """'4 m 12 s', '45 s', '1 h 5 m': a span the owner reads at a glance."""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} m"
+    return f"{minutes} m {secs} s" if minutes else f"{secs} s"
 
 
 class OwnerPolicy:

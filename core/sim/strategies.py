@@ -156,7 +156,8 @@ class OursStrategy(Strategy):
 
     def __init__(self, settings: PolicySettings | None = None, owner: OwnerSettings | None = None, window: int = 3):
         self.settings = settings or PolicySettings()
-        self.owner_settings = owner or OwnerSettings(evict_after=15.0, resume_after=3.0, input_idle=0.0, evict_hold=60)
+        self.owner_settings = owner or OwnerSettings(
+            busy_cpu_percent=25.0, evict_after=15.0, resume_after=3.0, input_idle=0.0, evict_hold=60)
         self.window = window
 
     def start(self, sim: Simulation) -> None:
@@ -337,7 +338,7 @@ class OursStrategy(Strategy):
         self.now = sim.now
         state: OurNode = node.policy
         quiet_for = sim.now - node.owner_changed if node.load == 0 else 0.0
-        view = OwnerView(owner_cpu_percent=100.0 * node.load, interval=min(self.sample_interval, quiet_for))
+        view = OwnerView(cpu_share=100.0 * node.load, interval=min(self.sample_interval, quiet_for))
         decision = state.owner.decide(view, sim.now, self._leave_after(node))
         state.decision = decision.action
         sim.set_suspended(node, decision.action is not GuestAction.RUN)

@@ -16,6 +16,7 @@ _LABELS = {
     "idle": "○ IDLE",
     "paused": "Ⅱ PAUSED",
     "owner-active": "◐ OWNER ACTIVE",
+    "held": "◌ HOLDING",
     "evicting": "⇢ EVICTING",
     "finishing": "◔ FINISHING",
 }

@@ -27,7 +27,6 @@ async def test_a_unit_whose_checkpoint_fails_its_hash_is_refused_and_nothing_sta
     paths = Paths.resolve(config_file=tmp_path / "none.toml", data_dir=tmp_path / "data")
     node = Node(load_config(paths, {
         "node.listen_host": "127.0.0.1", "node.port": 0, "node.broadcast_address": "", "guests.cpus": 1,
-        "owner.busy_cpu_percent": 10000.0, "owner.input_idle": 0.0,
     }))
     async with trio.open_nursery() as nursery:
         await nursery.start(node.serve)

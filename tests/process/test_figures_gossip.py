@@ -47,7 +47,6 @@ async def test_a_peer_sees_a_guest_arrive_and_leave_without_waiting_for_the_next
             "node.port": 0, "node.listen_host": "127.0.0.1", "node.broadcast_address": "", "node.name": "desk",
             "cluster.key_file": str(key), "node.seeds": [peer.address], "guests.cpus": 1,
             "gossip.interval": 0.3, "gossip.announce_interval": 2.0,
-            "owner.busy_cpu_percent": 10000.0, "owner.input_idle": 0.0,
         }))
         async with trio.open_nursery() as nursery:
             await nursery.start(desk.serve)

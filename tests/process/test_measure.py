@@ -2,9 +2,11 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import trio
@@ -23,6 +25,8 @@ from frost_core.measure import (
     probe_share_blocking,
     read_pressure,
 )
+from frost_core.measure.processes import Attribution, read_processes
+from tests.waiting import wait_for
 
 PSI = "some avg10=1.50 avg60=0.75 avg300=0.10 total=12345\nfull avg10=0.25 avg60=0.00 avg300=0.00 total=99\n"
 SPIN = "import time\nend = time.time() + {0}\nwhile time.time() < end: pass\n"
@@ -112,7 +116,7 @@ async def test_sampler_counts_guest_processes_as_guests_not_owner():
     assert 0.0 <= reading.available <= sampler.cpus * sampler.speed
     assert reading.owner_cpu_percent >= 0
     view = reading.owner_view()
-    assert view.owner_cpu_percent == reading.owner_cpu_percent
+    assert view.cpu_share == reading.cpu_share
 
 
 def test_sampler_refuses_an_uncalibrated_speed():
@@ -162,3 +166,39 @@ def test_measure_with_a_running_node_makes_it_measure_and_use_the_figures(tmp_pa
         assert node.process.poll() is None
     finally:
         node.stop()
+
+
+BURN = "import time\nwhile time.process_time() < {0}: pass\n"
+
+
+def test_a_child_that_ran_and_exited_between_two_readings_is_not_the_owner():
+    # A probe or plugin check that starts and exits within one interval: its CPU reaches the node
+    # only through the parent's reaped-children time, and once counted as the owner's.
+    attribution = Attribution()
+    subprocess.run([sys.executable, "-c", BURN.format(0.4)], check=True)
+    taken = attribution.take()
+    assert taken.node >= 0.35, taken
+
+
+def test_a_nice_19_program_outside_the_node_is_not_the_owner(tmp_path):
+    # Another node's guest or BOINC: nice 19, not our child (the shell that started it is gone).
+    done = tmp_path / "done"
+    script = BURN.format(0.6) + f"open({str(done)!r}, 'w').close()\nimport time\ntime.sleep(30)\n"
+    attribution = Attribution()
+    subprocess.run(["sh", "-c", f"nice -n 19 {sys.executable} -c \"$0\" >/dev/null 2>&1 &", script], check=True)
+    try:
+        wait_for(done.exists, timeout=15, what="the nice-19 program to burn its CPU")
+        taken = attribution.take()
+        assert taken.idle_priority >= 0.5, taken
+        assert taken.node < 0.3, taken
+        counted = Attribution(count_idle_priority=True)
+        assert counted.take().idle_priority == 0.0      # owner.count_idle_priority: they count as the owner's
+    finally:
+        for stat in read_processes().processes.values():
+            if stat.nice == 19 and stat.ppid != os.getpid():
+                try:
+                    cmdline = (Path("/proc") / str(stat.pid) / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if str(done).encode() in cmdline:
+                    os.kill(stat.pid, signal.SIGKILL)

@@ -60,8 +60,7 @@ def make_config(tmp_path, **overrides):
     from frost_core.config import Paths, load_config
 
     paths = Paths.resolve(config_file=tmp_path / "config.toml", data_dir=tmp_path / "data")
-    values = {"node.port": 0, "node.listen_host": "127.0.0.1", "node.broadcast_address": "", "node.name": "desk-a",
-              "owner.busy_cpu_percent": 10000.0, "owner.input_idle": 0.0}
+    values = {"node.port": 0, "node.listen_host": "127.0.0.1", "node.broadcast_address": "", "node.name": "desk-a"}
     values.update(overrides)
     return load_config(paths, values)
 

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from frost_core.api.errors import ConfigError
-from frost_core.policies.intents import Intents, expire_intents, hosting_state, parse_until
+from frost_core.policies.intents import Intents, expire_intents, hosting_state, parse_until, send_away
 
 NOW = 1_000_000.0
 
@@ -18,7 +18,8 @@ NOW = 1_000_000.0
         (Intents(paused=True), 2, False, "paused", False),
         (Intents(paused=True), 2, True, "evicting", False),        # evicting shows over everything
         (Intents(finishing=True), 1, False, "finishing", False),
-        (Intents(evict_hold_until=NOW + 60), 0, False, "idle", False),
+        # units the owner sent away keep only themselves out: the machine still takes others
+        (Intents(sent_away=(("a1/0", NOW + 60),)), 0, False, "idle", True),
     ],
 )
 def test_hosting_state_follows_the_owner(intents, guests, evicting, state, accepts):
@@ -34,8 +35,17 @@ def test_owner_activity_outranks_finishing_but_not_a_pause():
                          owner_active_reason=active).state == "paused"
 
 
-def test_timed_pause_and_evict_hold_expire():
-    intents = Intents(paused=True, paused_until=NOW + 10, evict_hold_until=NOW + 5)
+def test_a_hold_is_its_own_state_not_owner_activity():
+    # The hold after the policy's eviction: guests may run, none is taken, and the screen says so
+    # without "owner active" (which once showed beside "owner not active").
+    held = hosting_state(Intents(), now=NOW, guests=0, evicting=False,
+                         held_reason="holding new guests for 4 m 12 s after an eviction")
+    assert (held.state, held.accepts_guests) == ("held", False)
+    assert "4 m 12 s" in held.reason
+
+
+def test_timed_pause_and_sent_away_units_expire():
+    intents = send_away(Intents(paused=True, paused_until=NOW + 10), ("a1/0",), NOW + 5)
     assert expire_intents(intents, NOW) == intents
     assert expire_intents(intents, NOW + 5) == Intents(paused=True, paused_until=NOW + 10)
     assert expire_intents(intents, NOW + 10) == Intents()
