@@ -79,11 +79,13 @@ class MachineWatch:
         """What this OS hides from the owner's CPU accounting (None: nothing)."""
         return self._sampler.attribution.missing if self._sampler is not None else None
 
-    async def sample(self, leave_after: float | None = None, desk: tuple[DeskVerdict, ...] = ()) -> MachineState:
+    async def sample(self, leave_after: float | None = None, desk: tuple[DeskVerdict, ...] = (),
+                     movable: bool = True) -> MachineState:
         """One reading and the owner policy's decision on it; `leave_after` is what moving the
-        guests away would cost (`OwnerPolicy.decide`), None without guests; `desk` are the desk
-        rules' verdicts (battery, heat, programs, schedules), each one more input."""
+        guests away would cost and `movable` whether there are guests and a peer to move them to
+        (`OwnerPolicy.decide`); `desk` are the desk rules' verdicts (battery, heat, programs,
+        schedules), each one more input."""
         assert self._sampler is not None, "MachineWatch.start() first"
         reading = await self._sampler.sample()
-        decision = self.owner.decide(reading.owner_view(desk), reading.at, leave_after)
+        decision = self.owner.decide(reading.owner_view(desk), reading.at, leave_after, movable)
         return MachineState(reading=reading, decision=decision)

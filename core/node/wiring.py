@@ -518,7 +518,8 @@ class Node:
             if self._intents.finishing and self.host.running_count == 0:
                 self._set_intents(Intents(paused=True))
                 self.events.add("pause", "the last guest finished; hosting is paused")
-            state = await self.machine.sample(leave_after=self._move_cost_of_guests())
+            movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
+            state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable)
             await self._follow_owner(state)
             figures = self._publish_figures()
             self._history.append(ResourceSample(

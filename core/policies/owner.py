@@ -220,12 +220,15 @@ def owner_evidence(view: OwnerView, settings: OwnerSettings) -> tuple[list[Evide
 
 
 def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: OwnerSettings = OwnerSettings(),
-                 leave_after: float | None = None) -> tuple[OwnerState, OwnerDecision]:
+                 leave_after: float | None = None, movable: bool = True) -> tuple[OwnerState, OwnerDecision]:
     """One step of the owner state machine; call it on every reading (and at `recheck_at`).
 
     `leave_after` is what moving the guests away would cost them (seconds, eq. 5.2's T_m of
     the costliest one), when the caller knows it; `leave_at` says how long they wait for the
     owner with it (ski rental, judged on the owner's recent spells). Without it, `evict_after`.
+    `movable` False (no guests, or no peer to take them) means lasting contention only keeps
+    them suspended: an eviction to nowhere would throw work away and hold the machine for
+    nothing. Memory pressure and desk EVICT verdicts evict regardless.
     """
     evidence, quiet = owner_evidence(view, settings)
     first = evidence[0] if evidence else None
@@ -245,12 +248,12 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
             return state, _decision(state, view, now, settings, GuestAction.EVICT, evicting_now.rule,
                                     evicting_now.reason, None)
         evict_after = leave_at(state, now, settings, leave_after)
-        if active_seconds(state, now, settings) >= evict_after - _TOLERANCE:
+        if movable and active_seconds(state, now, settings) >= evict_after - _TOLERANCE:
             state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             return state, _decision(state, view, now, settings, GuestAction.EVICT, "evict",
                                     f"{first.reason}, again: active {active_seconds(state, now, settings):.0f} s "
                                     f"of the last {settings.evict_window:.0f} s", None)
-        ends = now + evict_after - active_seconds(state, now, settings)
+        ends = now + evict_after - active_seconds(state, now, settings) if movable else None
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, first.rule, first.reason, ends,
                                 ends_at=ends)
     # Suspended or evicting.
@@ -262,14 +265,15 @@ def decide_owner(state: OwnerState, view: OwnerView, now: float, settings: Owner
                                     "owner between the busy and quiet thresholds", None)
         total = active_seconds(state, now, settings)
         evict_after = leave_at(state, now, settings, leave_after)
-        if state.phase is Phase.EVICTING or evicting_now is not None or total >= evict_after - _TOLERANCE:
+        if state.phase is Phase.EVICTING or evicting_now is not None or \
+                (movable and total >= evict_after - _TOLERANCE):
             if state.phase is not Phase.EVICTING:
                 state = replace(state, phase=Phase.EVICTING, evicted_at=now)
             rule = evicting_now.rule if evicting_now is not None else "evict"
             return state, _decision(state, view, now, settings, GuestAction.EVICT, rule,
                                     f"{first.reason}; active {total:.0f} s of the last {settings.evict_window:.0f} s",
                                     None)
-        ends = now + evict_after - total
+        ends = now + evict_after - total if movable else None
         return state, _decision(state, view, now, settings, GuestAction.SUSPEND, first.rule, first.reason, ends,
                                 ends_at=ends)
     quiet_since = state.quiet_since if state.quiet_since is not None else _quiet_began(state, view, now)
@@ -411,8 +415,9 @@ class OwnerPolicy:
         self.state = OwnerState()
         self.last: OwnerDecision | None = None
 
-    def decide(self, view: OwnerView, now: float, leave_after: float | None = None) -> OwnerDecision:
-        self.state, self.last = decide_owner(self.state, view, now, self.settings, leave_after)
+    def decide(self, view: OwnerView, now: float, leave_after: float | None = None,
+               movable: bool = True) -> OwnerDecision:
+        self.state, self.last = decide_owner(self.state, view, now, self.settings, leave_after, movable)
         return self.last
 
     def accepting(self, now: float) -> bool:

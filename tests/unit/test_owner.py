@@ -306,3 +306,17 @@ def test_spans_read_at_a_glance(seconds, text):
 def test_a_bad_preset_is_refused():
     with pytest.raises(ValueError, match="share, idle-only, always"):
         OwnerSettings(policy="sometimes")
+
+
+def test_with_nowhere_to_go_lasting_contention_only_suspends():
+    # No guests, or no peer to take them: an eviction would throw work away and hold the machine
+    # for nothing, so the guests stay suspended until the owner is quiet, and nothing is held.
+    policy = OwnerPolicy(SETTINGS)
+    d = policy.decide(owner(90), 0, movable=False)
+    assert (d.action, d.ends_at) == (GuestAction.SUSPEND, None)
+    assert policy.decide(owner(90), 500, movable=False).action is GuestAction.SUSPEND
+    policy.decide(owner(0), 501, movable=False)
+    d = policy.decide(owner(0), 531, movable=False)
+    assert (d.rule, d.accepting) == ("continue", True)
+    # memory pressure still sends guests away (stopped, they keep their memory)
+    assert OwnerPolicy(SETTINGS).decide(owner(0, memory_pressure=30), 0, movable=False).action is GuestAction.EVICT
