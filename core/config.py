@@ -8,6 +8,7 @@ an option cannot exist without its documentation.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import socket
 import tempfile
@@ -215,6 +216,21 @@ class Paths:
 
     @property
     def control_socket(self) -> Path:
+        """Where this node listens for the CLI and attached UIs.
+
+        In `$XDG_RUNTIME_DIR/frost-tui/` (per user, mode 0700, cleared at logout, and short: a Unix
+        socket path holds at most 107 bytes, which a deep --data-dir exceeds), named for the data
+        dir so several nodes on one machine never meet; without a runtime dir, in the data dir.
+        """
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        if runtime and Path(runtime).is_dir():
+            digest = hashlib.sha256(os.fsencode(self.data_dir.resolve())).hexdigest()[:16]
+            return Path(runtime) / APP_NAME / f"{digest}.sock"
+        return self.data_dir_control_socket
+
+    @property
+    def data_dir_control_socket(self) -> Path:
+        """The socket of a node that had no runtime dir (a system service); clients look here second."""
         return self.data_dir / "control.sock"
 
     @property

@@ -23,7 +23,7 @@ import trio
 
 from frost_core.config import Paths
 from frost_core.api.commands import Command
-from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.wire.channel import Channel
@@ -123,12 +123,29 @@ async def _serve_watched(stream: trio.SocketStream, handler: Handler, attach: At
             watch(pid, False)
 
 
+MAX_SOCKET_PATH = 107
+"""Bytes a Unix socket path may have on Linux (`sun_path` is 108, with the closing NUL)."""
+
+
+def _fits(path: Path) -> Path:
+    """`path`, or a ConfigError that says how to get a shorter one (the OS's own error names nothing)."""
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH:
+        raise ConfigError(
+            f"the control socket {path} is {size} bytes long, over the {MAX_SOCKET_PATH} a Unix socket allows: "
+            "set XDG_RUNTIME_DIR (a login session has it) or choose a shorter --data-dir",
+            title="Data dir too deep",
+        )
+    return path
+
+
 def _bind(path: Path) -> trio.SocketListener:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _fits(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.exists():
         if node_answers(path):
             raise FrostError(
-                f"another node is already running with the data dir {path.parent}; "
+                f"another node is already running with this data dir (its control socket {path} answers); "
                 "give this one its own --data-dir", title="Node already running",
             )
         path.unlink()  # a stale socket left by a node that was killed
@@ -184,23 +201,36 @@ def plain_reply(request: Request, reply: Any) -> Any:
     return to_plain(type(request).REPLY, reply)
 
 
+def _connect(paths: Paths) -> socket.socket:
+    """A connection to the node of `paths.data_dir`: at its runtime-dir socket, else in the data dir."""
+    candidates = dict.fromkeys((paths.control_socket, paths.data_dir_control_socket))
+    for path in candidates:
+        if not path.exists():
+            continue
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(CALL_TIMEOUT)
+        try:
+            sock.connect(str(_fits(path)))
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()  # a socket left by a node that was killed
+        except BaseException:
+            sock.close()
+            raise
+    _fits(paths.control_socket)  # a node could not even have started there: say why
+    raise NodeUnavailableError(
+        f"no node is running with the data dir {paths.data_dir} (start one with `frost-tui` or `frost-tui --headless`)"
+    )
+
+
 def call_node(paths: Paths, request: Request) -> Any:
     """Send one request to the node that owns `paths.data_dir` and return its typed reply (blocking).
 
     Raises NodeUnavailableError when no node listens there, and FrostError with the node's
     own title and message when the node refuses.
     """
-    path = paths.control_socket
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(CALL_TIMEOUT)
+    sock = _connect(paths)
     try:
-        try:
-            sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as error:
-            raise NodeUnavailableError(
-                f"no node is running with the data dir {paths.data_dir} "
-                "(start one with `frost-tui` or `frost-tui --headless`)"
-            ) from error
         with sock.makefile("rwb") as pipe:
             write_frame(pipe, ControlRequest(kind=type(request).__name__,
                                              fields=encode(to_plain(type(request), request))))

@@ -14,7 +14,7 @@ import sys
 import trio
 
 from frost_core.config import Config
-from frost_core.api.errors import FrostError
+from frost_core.api.errors import ConfigError, FrostError
 from frost_core.logs import configure_journal_logging, configure_logging
 from frost_core.node import service_manager
 
@@ -42,7 +42,7 @@ def run_headless(config: Config) -> int:
                   file=sys.stderr)
         else:
             print(f"frost-tui: {frost_error.title}: {frost_error.message}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(frost_error, ConfigError) else 1  # the exit codes of docs/cli.md
     return 0
 
 

@@ -3,8 +3,9 @@
 The node is the one narrow API between the UI (or the headless runner) and everything else:
 `serve()` runs it, `snapshot()` reads its whole state as one frozen value, `send_nowait()`
 hands it a command without ever blocking, `execute()` runs a command and returns its typed
-reply, and `ask()` answers a typed query (the control socket uses those two). All of it runs on one trio thread, which may be a
-guest run on Textual's loop, so nothing here does long synchronous work.
+reply, and `ask()` answers a typed query (the control socket uses those two). All of it runs
+on one trio thread, which may be a guest run on Textual's loop, so nothing here does long
+synchronous work.
 """
 
 from __future__ import annotations
