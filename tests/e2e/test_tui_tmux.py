@@ -1,5 +1,6 @@
-"""The real `frost-tui` in a real terminal (tmux): it finds a headless peer, runs a submitted
-assignment, and `e` sends the guest on to that peer.
+"""The real `frost-tui` in a real terminal (tmux): embedded, it finds a headless peer, runs a submitted
+assignment, and `e` sends the guest on to that peer; over a headless node it attaches, detaches
+with `q` leaving everything running, and rides out the node's restart.
 
 Slow (real processes, real sockets on loopback); skipped where tmux is not installed.
 """
@@ -111,4 +112,60 @@ def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
         terminal.wait_for(lambda s: "desk-a" not in s, timeout=30, what="the UI to quit")
     finally:
         terminal.close()
+        peer.stop()
+
+
+def test_the_ui_attaches_to_a_headless_node_detaches_and_rides_out_a_restart(tmp_path):
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port())
+    peer_port = peer.address.rsplit(":", 1)[1]
+    desk_port = free_port()
+    start_desk = lambda: start_node(tmp_path / "desk-a", key_file=key, name="desk-a", port=desk_port,  # noqa: E731
+                                    seeds=(f"127.0.0.1:{peer_port}",))
+    desk = start_desk()
+    terminals: list[Terminal] = []
+
+    def attach() -> Terminal:
+        command = [FROST_TUI, "--data-dir", str(desk.data_dir), "--config", str(desk.data_dir / "config.toml")]
+        terminal = Terminal(f"frost-e2e-{os.getpid()}-{len(terminals)}", command,
+                            {"TERM": "xterm-256color", "COLUMNS": "150"})
+        terminals.append(terminal)
+        terminal.wait_for(lambda s: "attached to local node" in s, timeout=30, what="the UI to attach")
+        return terminal
+
+    try:
+        wait_for(lambda: any(p["name"] == "peer-b" and p["state"] == "alive" for p in desk.call("peers")),
+                 timeout=30, what="desk-a to see peer-b")
+        peer.call("pause")  # the unit must start on the headless node the UI attaches to
+        submitted = desk.cli("submit", "montecarlo-pi", "--param", "samples=4000000000", "--param", "units=1")
+        task_id = f"{submitted.stdout.split()[1].rstrip(':')}.0"
+        wait_for(lambda: desk.call("status")["guests"], timeout=60, what="the guest to start on desk-a")
+
+        terminal = attach()
+        terminal.keys("2")
+        terminal.wait_for(lambda s: task_id in s, timeout=30, what=f"{task_id} on the Guests tab")
+        peer.call("resume")
+        terminal.keys("e")
+        terminal.wait_for(lambda s: task_id not in s, timeout=60, what=f"guest {task_id} to leave")
+        wait_for(lambda: task_id in {g["task_id"] for g in peer.call("status")["guests"]}, timeout=60,
+                 what=f"{task_id} to run on peer-b")
+
+        terminal.keys("q")  # detach: nothing asked, nothing stopped
+        terminal.wait_for(lambda s: "desk-a" not in s, timeout=30, what="the UI to detach")
+        assert desk.process.poll() is None
+        assert task_id in {g["task_id"] for g in peer.call("status")["guests"]}
+
+        terminal = attach()  # the same state as before the detach
+        terminal.wait_for(lambda s: "0 guest(s)" in s and "1 assignment(s) running" in s, timeout=30,
+                          what="the same state again")
+        desk.kill()
+        terminal.wait_for(lambda s: "reconnecting to local node…" in s, timeout=30, what="the reconnecting state")
+        desk = start_desk()
+        terminal.wait_for(lambda s: "attached to local node" in s and "1 assignment(s) running" in s, timeout=30,
+                          what="the UI back on the restarted node")
+    finally:
+        for terminal in terminals:
+            terminal.close()
+        desk.stop()
         peer.stop()
