@@ -33,14 +33,12 @@ class Reach:
         """Since when this master could hear its hosts: its start, the end of a cut-off, or a resume."""
         self._status = ""
         self._woke = False
+        self._ticked: float | None = None   # the last look at the clock, once `watch_for_sleep` runs
 
     @property
     def status(self) -> str:
         """One line for the status view; empty when this master hears its peers."""
         return self._status
-
-    def cut_off_for(self) -> float:
-        return 0.0 if self.cut_off_since is None else self._clock() - self.cut_off_since
 
     def observe(self, *, peers: bool, remote_units: int) -> bool:
         """Note whether any peer is reachable; True when this master was cut off and hears peers again."""
@@ -61,18 +59,26 @@ class Reach:
         return False
 
     def woke(self) -> bool:
-        """True once after the process was found stopped (`watch_for_sleep`)."""
+        """True once after the process was found stopped; checks now, so a caller never judges silence
+        from the stale side of a stop whose watcher has not run yet."""
+        if self._ticked is not None:
+            self._check(self._clock())
         woke, self._woke = self._woke, False
         return woke
 
     async def watch_for_sleep(self) -> None:
-        """Notice a stopped process: a sleep that took far longer than asked."""
+        """Notice a stopped process: a look at the clock that comes far later than asked."""
+        self._ticked = self._clock()
         while True:
-            before = self._clock()
             await trio.sleep(SLEEP_CHECK)
-            gap = self._clock() - before - SLEEP_CHECK
-            if gap > SLEEP_GAP:
-                self.hearing_since = self._clock()
-                self._woke = True
-                self._events.add("cluster", f"this machine was stopped for {gap:.0f} s; the hosts of its units get "
-                                 "a full timeout to report again", severity="warning")
+            self._check(self._clock())
+
+    def _check(self, now: float) -> None:
+        assert self._ticked is not None
+        gap = now - self._ticked - SLEEP_CHECK
+        self._ticked = now
+        if gap > SLEEP_GAP:
+            self.hearing_since = now
+            self._woke = True
+            self._events.add("cluster", f"this machine was stopped for {gap:.0f} s; the hosts of its units get "
+                             "a full timeout to report again", severity="warning")

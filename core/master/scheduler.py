@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -87,7 +88,10 @@ class MasterScheduler:
         hosts: Callable[[], Sequence[NodeView]], settings: Callable[[], MasterSettings],
         on_change: Callable[[], None], alive: Callable[[], list[str]],
         clock: Callable[[], float] = time.monotonic,
+        blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
     ) -> None:
+        """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
+        work inline so the mock clock cannot jump ahead while a thread works."""
         self._node_id = node_id
         self._store = store
         self._registry = registry
@@ -101,6 +105,7 @@ class MasterScheduler:
         self._on_change = on_change
         self._alive = alive
         self._clock = clock
+        self._blocking = blocking
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
         self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
@@ -130,7 +135,7 @@ class MasterScheduler:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for record in self._store.assignments():
             if record.state == "done":
-                await trio.to_thread.run_sync(export_result, self._store, self._results_dir, record.id)
+                await self._blocking(export_result, self._store, self._results_dir, record.id)
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
             self._events.add("assignment", f"{len(requeued)} unit(s) this machine ran when it stopped are queued again")
@@ -169,7 +174,7 @@ class MasterScheduler:
 
     async def _place(self, unit: UnitRecord, plugin_hash: str, host: str) -> bool:
         """Offer, then start under a new epoch with the newest checkpoint; False if the host would not."""
-        checkpoint = await trio.to_thread.run_sync(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
+        checkpoint = await self._blocking(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
         if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
             checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
         offer = UnitOffer(task_id=unit.task_id, plugin_hash=plugin_hash, memory_bytes=unit.memory_bytes,
@@ -301,7 +306,7 @@ class MasterScheduler:
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
             self._checkpoint_progress.pop(task_id, None)
-            await trio.to_thread.run_sync(self._replicas.discard, task_id)
+            await self._blocking(self._replicas.discard, task_id)
             self._events.add("assignment", f"{task_id} result accepted: finished {where} (epoch {epoch})")
             self.wake()
         else:
@@ -368,9 +373,9 @@ class MasterScheduler:
         assignment = self._store.assignment(assignment_id)
         if (record.plugin_hash, record.unit_index) != (assignment.plugin_hash, index):
             raise FrostError(f"the replica of {record.task_id} was taken with other plugin code")
-        held = await trio.to_thread.run_sync(self._replicas.latest, record.task_id)
+        held = await self._blocking(self._replicas.latest, record.task_id)
         if held is None or record.seq > held.seq:
-            await trio.to_thread.run_sync(self._replicas.write, record)
+            await self._blocking(self._replicas.write, record)
 
     # -- failure recovery ------------------------------------------------------------------------------
 
@@ -395,8 +400,9 @@ class MasterScheduler:
         """Notice when this master lost every peer at once, and when it hears them again."""
         remote = [u for u in self._store.running_units() if u.host != self._node_id]
         peers = self._peers()
+        woke = self.reach.woke()
         healed = self.reach.observe(peers=bool(peers), remote_units=len(remote))
-        if healed or self.reach.woke():
+        if healed or woke:
             for host in {u.host for u in remote} & peers:
                 self._reconcile_soon(host)
 
@@ -419,15 +425,15 @@ class MasterScheduler:
     def _recover_silent(self) -> None:
         settings = self._settings()
         now = self._clock()
-        lease_over = self.reach.cut_off_for() > settings.unit_lease
         for unit in self._store.running_units():
             copy = self._copies.get(unit.task_id)
             if copy is None or copy.epoch != unit.epoch:  # first seen (a restart): its clock starts now
                 copy = Copy(unit.epoch, unit.host, CopyRun(placed_at=now, start=unit.progress, heard_at=now,
                                                            progress=unit.progress))
                 self._copies[unit.task_id] = copy
-            if self.reach.cut_off_since is not None:
-                if lease_over and unit.host != self._node_id:
+            cut_off_since = self.reach.cut_off_since
+            if cut_off_since is not None:  # hold its place for the lease, counted from the cut or its placement
+                if now - max(copy.heard_at, cut_off_since) > settings.unit_lease and unit.host != self._node_id:
                     self._requeue_lost(unit, f"this master has been out of reach of its peers for longer than "
                                        f"the unit lease ({settings.unit_lease:g} s)")
                 continue
@@ -517,7 +523,7 @@ class MasterScheduler:
             self._store.finish_assignment(
                 assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
             )
-            await trio.to_thread.run_sync(export_result, self._store, self._results_dir, assignment_id)
+            await self._blocking(export_result, self._store, self._results_dir, assignment_id)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}")
         finally:
             self._combining.discard(assignment_id)
