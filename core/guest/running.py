@@ -88,7 +88,7 @@ class RunningGuest:
 
     def __init__(self, host: GuestHost, task: GuestTask, resume_from: CheckpointRecord | None,
                  next_seq: int) -> None:
-        now = time.monotonic()
+        now = trio.current_time()
         self.host = host
         self.task = task
         self.resume_from = resume_from
@@ -103,6 +103,9 @@ class RunningGuest:
         self.evicting = False
         self.fetching = False  # waiting for an input file is not being stuck
         self.pending: _Pending | None = None
+        self.awake = trio.Event()
+        """Set while the guest may run: what its watcher and checkpoint timer wait on while it is paused."""
+        self.awake.set()
         self.started_at = now
         self.progress = 0.0
         self.steps_seen = False
@@ -158,8 +161,7 @@ class RunningGuest:
         process = self.process = child.process
         self.channel = child.channel
         if paused:
-            self.signal(signal.SIGSTOP)
-            self.paused = True
+            self._stop()
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
         self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
         nursery.start_soon(self._read_messages)
@@ -312,7 +314,7 @@ class RunningGuest:
         else:
             self.next_seq += 1
             self.last_record = pending.record = record
-            self.checkpoint_at = time.monotonic()
+            self.checkpoint_at = trio.current_time()
             self.checkpoint_cpu = cpu
             self.checkpoint_cost = self.checkpoint_at - pending.sent_at
             self.emit("checkpoint", f"checkpoint {record.seq}: {record.size} bytes in "
@@ -327,7 +329,7 @@ class RunningGuest:
         """Plugin prints become guest-log events, at most `log_lines_per_second` per second."""
         if stream is None:
             return
-        budget, window, dropped = self.host.settings.log_lines_per_second, time.monotonic(), 0
+        budget, window, dropped = self.host.settings.log_lines_per_second, trio.current_time(), 0
         buffer = b""
         while data := await stream.receive_some(65536):
             buffer += data
@@ -339,7 +341,7 @@ class RunningGuest:
                 line = raw.decode(errors="replace").rstrip()[:MAX_LOG_LINE]
                 if level == "warning":
                     self.stderr_tail.append(line)
-                now = time.monotonic()
+                now = trio.current_time()
                 if now - window >= 1.0:
                     if dropped:
                         self.emit("guest-log", f"({dropped} lines of output dropped)", "warning")
@@ -353,9 +355,17 @@ class RunningGuest:
     # --- watching ------------------------------------------------------------------------------
 
     async def _watch(self, process: psutil.Process) -> None:
-        """Memory, priority and progress checks every `watch_interval`; the figures come from here."""
+        """Memory, priority and progress checks every `watch_interval`; the figures come from here.
+
+        A paused guest is stopped: it cannot grow, raise its priority or make progress, so the
+        watcher sleeps until it runs again instead of looking every `watch_interval`.
+        """
         window: deque[tuple[float, float]] = deque()
         while True:
+            if self.paused:
+                self.cpu_percent = 0.0
+                window.clear()
+                await self.awake.wait()
             settings = self.host.settings
             try:
                 with process.oneshot():
@@ -364,7 +374,7 @@ class RunningGuest:
                     status = process.status()
             except psutil.Error:
                 return  # Gone: the message reader reports how it ended.
-            now = time.monotonic()
+            now = trio.current_time()
             self.cpu = times.user + times.system
             self.rss = rss
             window.append((now, self.cpu))
@@ -389,7 +399,7 @@ class RunningGuest:
     def _stuck(self, status: str) -> str | None:
         if self.paused or self.evicting or self.fetching:
             return None
-        now = time.monotonic()
+        now = trio.current_time()
         self.asleep_since = checks.asleep_since(self.asleep_since, status, now)
         return checks.stuck_reason(
             cpu_since_progress=self.cpu - self.progress_cpu,
@@ -417,10 +427,13 @@ class RunningGuest:
                 self.checkpoint_cost, settings.interruptions_per_hour,
                 lower=settings.min_checkpoint_interval, upper=settings.max_checkpoint_interval,
             )
-            await trio.sleep_until(_trio_time(max(self.checkpoint_at, attempted) + interval))
-            while self.paused or self.evicting:
-                await trio.sleep(settings.watch_interval)
-            attempted = time.monotonic()
+            await trio.sleep_until(max(self.checkpoint_at, attempted) + interval)
+            if self.evicting:
+                await trio.sleep_forever()  # the eviction takes its checkpoint, then the guest ends
+            if self.paused:
+                await self.awake.wait()  # a stopped guest cannot answer; ask once it runs again
+                continue
+            attempted = trio.current_time()
             await self.checkpoint(settings.checkpoint_deadline)
 
     async def _request_checkpoint(self) -> _Pending | None:
@@ -428,7 +441,7 @@ class RunningGuest:
         if self.channel is None:
             return None  # still starting: nothing to ask yet
         if self.pending is None:
-            pending = self.pending = _Pending(self.host.next_request_id(), time.monotonic())
+            pending = self.pending = _Pending(self.host.next_request_id(), trio.current_time())
             try:
                 await self.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -455,18 +468,26 @@ class RunningGuest:
         """Stop the guest's process group now (SIGSTOP), unless it is leaving or gone."""
         if self.paused or self.evicting or self.outcome is not None:
             return
+        self._stop()
+        self.emit("pause", "guest paused")
+
+    def _stop(self) -> None:
         self.signal(signal.SIGSTOP)
         self.paused = True
-        self.emit("pause", "guest paused")
+        self.awake = trio.Event()
 
     def resume(self) -> None:
         """Let a paused guest run again (SIGCONT)."""
         if not self.paused:
             return
-        self.signal(signal.SIGCONT)
-        self.paused = False
+        self._continue()
         self.asleep_since = None  # time spent stopped is not time spent stuck
         self.emit("resume", "guest resumed")
+
+    def _continue(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+        self.awake.set()
 
     async def evict(self, deadline: float) -> None:
         """Checkpoint within `deadline` and stop: the outcome is Evicted with that checkpoint or the last."""
@@ -476,8 +497,7 @@ class RunningGuest:
         self.emit("evict", "evicting: checkpoint now, then leave")
         if self.paused:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
-            self.signal(signal.SIGCONT)
-            self.paused = False
+            self._continue()
         record = await self._checkpoint_then_kill(deadline)
         self.finish(Evicted(record))
         if self.process is not None:
@@ -495,7 +515,3 @@ class RunningGuest:
             await pending.done.wait()
         return pending.record or self.last_record
 
-
-def _trio_time(monotonic_deadline: float) -> float:
-    """Convert a time.monotonic() deadline to trio's clock."""
-    return trio.current_time() + (monotonic_deadline - time.monotonic())

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import itertools
 import shutil
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -194,7 +193,7 @@ class GuestSupervisor:
 
     def figures(self) -> tuple[GuestFigures, ...]:
         """Live figures of every guest, from the watcher's latest sample (never blocks)."""
-        now = time.monotonic()
+        now = trio.current_time()
         return tuple(g.figures(now) for g in self._guests.values())
 
     def _report_outcome(self, task_id: str, outcome: Outcome) -> None:

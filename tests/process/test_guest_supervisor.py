@@ -9,7 +9,7 @@ import psutil
 import pytest
 import trio
 
-from frost_core.guest import Completed, Evicted, Failed, GuestSupervisor
+from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor
 from tests.guest_kit import (
     COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
@@ -117,6 +117,49 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
     again = await guests.run(task)
     assert isinstance(again, Completed) and again.value() == counter_result(path, LONG)
     assert any(f"from checkpoint {outcome.checkpoint.seq}" in m for m in recorder.messages("start"))
+
+
+class _GuestWakeups(trio.abc.Instrument):
+    """Counts the steps of a running guest's own tasks (watcher, checkpoint timer, pipe readers)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if "RunningGuest." in task.name:
+            self.steps += 1
+
+
+async def test_a_paused_guest_leaves_the_loop_asleep_for_an_hour_of_mock_time(tmp_path, mock_clock):
+    # The product's default settings (a watch every 0.1 s): polling while paused would wake the
+    # loop ~36,000 times in the hour below.
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=GuestSettings(), on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    mock_clock.rate = 1.0  # the guest starts in real time
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.run, task)
+        await wait_until(lambda: any(f.state == "running" and f.cpu_seconds > 0.05 for f in guests.figures()))
+        [process] = guest_processes()
+        guests.pause_all()
+        mock_clock.rate = 0.0  # from here on only the jumps below move the clock
+        await trio.testing.wait_all_tasks_blocked()
+        wakeups = _GuestWakeups()
+        trio.lowlevel.add_instrument(wakeups)
+        for _minute in range(60):
+            mock_clock.jump(60)
+            await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.remove_instrument(wakeups)
+        assert wakeups.steps <= 3, f"a paused guest woke the loop {wakeups.steps} times in an hour"
+        [paused] = guests.figures()
+        assert paused.state == "paused"
+        assert paused.wall_seconds >= 3600  # the supervisor keeps time by trio's clock, the mock one here
+
+        mock_clock.rate = 1.0
+        guests.resume_all()  # and it still runs, watched, once resumed
+        frozen = guest_cpu(process)
+        await wait_until(lambda: guest_cpu(process) > frozen and guests.figures()[0].cpu_seconds > frozen)
+        await guests.stop((task.task_id,), "the test is over")
 
 
 async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path):
