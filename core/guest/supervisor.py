@@ -185,10 +185,6 @@ class GuestSupervisor:
                 nursery.start_soon(guest.evict, self.settings.evict_deadline if deadline is None else deadline)
         return tuple(g.task.task_id for g in guests)
 
-    def has_guest(self, task_id: str) -> bool:
-        guest = self._guests.get(task_id)
-        return guest is not None and guest.outcome is None
-
     # --- figures and events --------------------------------------------------------------------
 
     def figures(self) -> tuple[GuestFigures, ...]:

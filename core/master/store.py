@@ -342,20 +342,6 @@ class MasterStore:
             )
             return cursor.rowcount == 1
 
-    def grant_move(self, assignment_id: str, index: int, *, epoch: int, host: str) -> int | None:
-        """A running unit moves to `host`: return its next ownership epoch, or None if `epoch` is stale.
-
-        From now on only the copy at `host` with the new epoch counts; the old one stops at its
-        next report and its result would be refused.
-        """
-        with self._transaction() as db:
-            cursor = db.execute(
-                "UPDATE units SET epoch = epoch + 1, host = ?, moves = moves + 1"
-                " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
-                (host, assignment_id, index, epoch),
-            )
-            return epoch + 1 if cursor.rowcount == 1 else None
-
     def confirm_location(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
         """A host reports it runs the unit at `epoch`: True if that copy is the current one.
 
@@ -441,12 +427,6 @@ class MasterStore:
         if row is None:
             raise UnknownAssignmentError(f"no unit {assignment_id}.{index} on this node")
         return _unit_from_row(row)
-
-    def all_units_done(self, assignment_id: str) -> bool:
-        (pending,) = self._db.execute(
-            "SELECT COUNT(*) FROM units WHERE assignment_id = ? AND state != 'done'", (assignment_id,)
-        ).fetchone()
-        return pending == 0
 
     def mark_combining(self, assignment_id: str) -> None:
         with self._transaction() as db:

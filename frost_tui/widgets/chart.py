@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.segment import Segment
@@ -163,7 +162,3 @@ def _nice_ceiling(value: float) -> float:
 
 def _axis_label(value: float, unit: str) -> str:
     return f"{value:g}{unit}"
-
-
-def series_from(values: Sequence[float], label: str, color: str) -> Series:
-    return Series(label=label, color=color, values=tuple(values))
