@@ -83,8 +83,10 @@ if TYPE_CHECKING:
         encode_png,
         open_input,
         output_path,
+        parse_params,
         run_locally,
     )
+    from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
     from frost_core.plugin.loader import load_plugin_file
     from frost_core.plugin.registry import PluginRegistry
     from frost_core.policies.intents import parse_until
@@ -134,7 +136,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "PluginError", "ProtocolError")},
     # the plugin author API
     **{name: ("frost_core.plugin.api", name) for name in (
-        "Done", "Output", "Param", "Plugin", "RowBands", "WorkUnit", "encode_png", "open_input", "output_path", "run_locally")},
+        "Done", "Output", "Param", "Plugin", "RowBands", "WorkUnit", "encode_png", "open_input", "output_path",
+        "parse_params", "run_locally")},
+    "MAX_RESULT_BYTES": ("frost_core.plugin.limits", "MAX_RESULT_BYTES"),
+    "MAX_STATE_BYTES": ("frost_core.plugin.limits", "MAX_STATE_BYTES"),
     "load_plugin_file": ("frost_core.plugin.loader", "load_plugin_file"),
     # what the command line needs besides the node
     "PluginRegistry": ("frost_core.plugin.registry", "PluginRegistry"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,13 @@ def test_every_public_name_is_the_object_its_module_defines():
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="NoSuchThing"):
         frost_core.NoSuchThing  # noqa: B018
+
+
+def test_the_plugin_reference_names_only_public_names():
+    """docs/plugins.md's reference says `from frost_core import ...` for every name its table lists."""
+    doc = (INIT.parents[1] / "docs" / "plugins.md").read_text()
+    section = doc.split("\n## Reference", 1)[1].split("\n## ", 1)[0]
+    first_cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    names = {name for cell in first_cells for name in re.findall(r"`([A-Za-z_]\w*)", cell)}
+    assert "Plugin" in names
+    assert names - set(frost_core.__all__) == set()
