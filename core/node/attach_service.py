@@ -1,4 +1,8 @@
-"""The node's side of an attached UI: push each new snapshot, carry out commands unless the client only watches."""
+"""The node's side of an attached UI: push each new snapshot, carry out commands unless the client only watches.
+
+Besides one-way commands the UI may send typed requests (`ControlRequest`, as the CLI does) and
+gets each `ControlReply` in order; a watcher's queries are answered, its commands refused.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,13 @@ from typing import Protocol
 import trio
 
 from frost_core.api.commands import Command
-from frost_core.api.errors import ProtocolError
+from frost_core.api.errors import FrostError, ProtocolError
+from frost_core.api.queries import Query
 from frost_core.api.snapshot import NodeSnapshot
 from frost_core.node.attach_protocol import (
     KEEP_ALIVE_INTERVAL, PUSH_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush,
 )
+from frost_core.node.control import ControlRequest, Handler, Request, answer_request
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import decode_strict
 from frost_core.wire.messages import from_plain
@@ -36,13 +42,17 @@ class Attachable(Protocol):
     def refuse(self, message: str) -> None: ...
 
 
-async def serve_attached(channel: Channel, request: AttachRequest, node: Attachable, *, client: str) -> None:
+async def serve_attached(
+    channel: Channel, request: AttachRequest, node: Attachable, handler: Handler, *, client: str,
+) -> None:
     """Serve one attached UI until it leaves or falls silent; ProtocolError drops a misbehaving one."""
     log.info("%s attached%s", client, " to watch" if request.watch else "")
+    if request.watch:
+        handler = _queries_only(handler, node, client)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_push_snapshots, channel, node, request.watch)
-            await _receive_commands(channel, node, watch=request.watch, client=client)
+            await _receive_commands(channel, node, handler, watch=request.watch, client=client)
             nursery.cancel_scope.cancel()
     finally:
         log.info("%s detached", client)
@@ -67,7 +77,7 @@ async def _push_snapshots(channel: Channel, node: Attachable, watch: bool) -> No
         await trio.sleep(PUSH_INTERVAL)
 
 
-async def _receive_commands(channel: Channel, node: Attachable, *, watch: bool, client: str) -> None:
+async def _receive_commands(channel: Channel, node: Attachable, handler: Handler, *, watch: bool, client: str) -> None:
     while True:
         with trio.move_on_after(SILENCE_TIMEOUT) as silence:
             try:
@@ -79,12 +89,26 @@ async def _receive_commands(channel: Channel, node: Attachable, *, watch: bool, 
             return
         if isinstance(message, KeepAlive):
             continue
+        if isinstance(message, ControlRequest):
+            await channel.send(await answer_request(message, handler))
+            continue
         if not isinstance(message, AttachCommand):
-            raise ProtocolError(f"expected a command or a keep-alive, got {type(message).__name__}")
+            raise ProtocolError(f"expected a command, a request or a keep-alive, got {type(message).__name__}")
         if watch:
             node.refuse(f"refused {message.kind} from {client}: it attached to watch only")
             continue
         node.send_nowait(decode_command(message))
+
+
+def _queries_only(handler: Handler, node: Attachable, client: str) -> Handler:
+    async def answer(request: Request):
+        if not isinstance(request, Query):
+            message = f"refused {type(request).__name__} from {client}: it attached to watch only"
+            node.refuse(message)
+            raise FrostError(message, title="Refused")
+        return await handler(request)
+
+    return answer
 
 
 def decode_command(message: AttachCommand) -> Command:

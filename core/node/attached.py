@@ -1,9 +1,10 @@
 """`AttachedNode`: the `NodeApi` of a node in another process, reached over a control connection.
 
 The UI cannot tell it from the embedded node: it reads the latest snapshot (pushed by the node),
-sends commands one way, and learns their outcome from later snapshots. When the connection
-breaks or falls silent it says so through `link()` and reconnects by itself; a command given
-while it is not connected is dropped, never replayed later against a state the owner did not see.
+sends commands one way, and learns their outcome from later snapshots; `execute` and `ask` wait
+for a typed reply on the same connection. When the connection breaks or falls silent it says so
+through `link()` and reconnects by itself; a command given while it is not connected is dropped,
+never replayed later against a state the owner did not see.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -21,9 +24,11 @@ from frost_core.api.commands import Command
 from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
 from frost_core.api.node_api import Link
 from frost_core.api.snapshot import HostingView, NodeSnapshot
+from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import (
     KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush,
 )
+from frost_core.node.control import ControlReply, Request, reply_value, request_message
 from frost_core.wire.channel import Address, Channel, open_channel
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import to_plain
@@ -34,6 +39,14 @@ log = logging.getLogger("frost.attached")
 CONNECT_TIMEOUT = 10.0
 RETRY_INTERVAL = 0.5
 COMMAND_QUEUE = 64
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A request that wants its reply: it travels in the command queue, its answer comes back here."""
+
+    request: Request
+    reply: trio.MemorySendChannel[ControlReply | None]
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,8 @@ class AttachedNode:
         self._connected = False
         self._snapshot = waiting_snapshot(self._targets[0].where, time.time())
         self._listener: Callable[[NodeSnapshot], None] | None = None
-        self._commands: trio.MemorySendChannel[Command] | None = None
+        self._commands: trio.MemorySendChannel[Command | _Waiting] | None = None
+        self._waiting: deque[_Waiting] = deque()
         self._session_scope: trio.CancelScope | None = None
         self._trio_token: trio.lowlevel.TrioToken | None = None
 
@@ -96,6 +110,13 @@ class AttachedNode:
             return
         self._trio_token.run_sync_soon(self._enqueue, command)
 
+    async def execute(self, command: Command) -> Any:
+        """Carry out `command` on the node and return its REPLY (refused on a watch connection)."""
+        return await self._request(command)
+
+    async def ask(self, query: Query) -> Any:
+        return await self._request(query)
+
     def next_target(self) -> None:
         """Leave this node for the next one in the list (the same one again if it is the only one)."""
         if self._trio_token is not None:
@@ -113,7 +134,6 @@ class AttachedNode:
                     await self._attach(target)
                 except* (OSError, FrostError, trio.TooSlowError, trio.EndOfChannel, trio.BrokenResourceError) as lost:
                     log.info("attachment to %s lost: %s", target.where, lost.exceptions[0])
-            self._commands = None
             if self._connected:
                 self._connected = False
                 self._publish(dataclasses.replace(self._snapshot))  # same figures, the header tells
@@ -130,15 +150,19 @@ class AttachedNode:
                 first = await channel.receive()
             if not isinstance(first, SnapshotPush):
                 raise ProtocolError(f"the node answered the attach request with {type(first).__name__}")
-            commands_in, commands_out = trio.open_memory_channel[Command](COMMAND_QUEUE)
+            commands_in, commands_out = trio.open_memory_channel[Command | _Waiting](COMMAND_QUEUE)
             self._commands = commands_in
             self._connected = True
             log.info("attached to %s", target.where)
             self._publish(first.snapshot)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._send_commands, channel, commands_out)
-                await self._receive_snapshots(channel)
-                nursery.cancel_scope.cancel()
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._send_commands, channel, commands_out)
+                    await self._receive_snapshots(channel)
+                    nursery.cancel_scope.cancel()
+            finally:
+                self._commands = None
+                self._fail_waiting(commands_out)
 
     async def _receive_snapshots(self, channel: Channel) -> None:
         while True:
@@ -148,20 +172,48 @@ class AttachedNode:
                 raise NodeUnavailableError(f"the node said nothing for {SILENCE_TIMEOUT:.0f} s")
             if isinstance(message, SnapshotPush):
                 self._publish(message.snapshot)
+            elif isinstance(message, ControlReply) and self._waiting:
+                self._waiting.popleft().reply.send_nowait(message)
             elif not isinstance(message, KeepAlive):
                 raise ProtocolError(f"expected a snapshot or a keep-alive, got {type(message).__name__}")
 
-    async def _send_commands(self, channel: Channel, commands: trio.MemoryReceiveChannel[Command]) -> None:
-        """Commands as they come, a keep-alive when there were none for KEEP_ALIVE_INTERVAL."""
+    async def _send_commands(self, channel: Channel, commands: trio.MemoryReceiveChannel[Command | _Waiting]) -> None:
+        """Commands and requests as they come, a keep-alive when there were none for KEEP_ALIVE_INTERVAL."""
         while True:
             command = None
             with trio.move_on_after(KEEP_ALIVE_INTERVAL):
                 command = await commands.receive()
             if command is None:
                 await channel.send(KeepAlive())
+            elif isinstance(command, _Waiting):
+                self._waiting.append(command)  # replies come in the order the requests went
+                await channel.send(request_message(command.request))
             else:
                 await channel.send(AttachCommand(kind=type(command).__name__,
                                                  fields=encode(to_plain(type(command), command))))
+
+    async def _request(self, request: Request) -> Any:
+        if self._commands is None:
+            raise NodeUnavailableError(f"not attached to {self._targets[self._index].where} right now")
+        reply_in, reply_out = trio.open_memory_channel[ControlReply | None](1)
+        await self._commands.send(_Waiting(request, reply_in))
+        reply = await reply_out.receive()
+        if reply is None:
+            raise NodeUnavailableError(f"the attachment to {self._targets[self._index].where} was lost "
+                                       "before the node answered")
+        return reply_value(request, reply)
+
+    def _fail_waiting(self, unsent: trio.MemoryReceiveChannel[Command | _Waiting]) -> None:
+        """The attachment ended: every request still owed a reply gets None (NodeUnavailableError)."""
+        while True:
+            try:
+                item = unsent.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            if isinstance(item, _Waiting):
+                self._waiting.append(item)
+        while self._waiting:
+            self._waiting.popleft().reply.send_nowait(None)
 
     # -- helpers ------------------------------------------------------------------------------
 

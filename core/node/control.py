@@ -41,7 +41,7 @@ REQUESTS: dict[str, type] = {cls.__name__: cls for cls in typing.get_args(Reques
 """Every request the socket carries, by the class name that travels as `ControlRequest.kind`."""
 
 Handler = Callable[[Request], Awaitable[Any]]
-AttachHandler = Callable[[Channel, AttachRequest], Awaitable[None]]
+AttachHandler = Callable[[Channel, AttachRequest, Handler], Awaitable[None]]
 Watcher = Callable[[int, bool], None]     # (client pid, connected?): its CPU is not the owner's meanwhile
 LOCAL_PEERPID = 0x002                     # macOS: getsockopt(0 /* SOL_LOCAL */, LOCAL_PEERPID)
 
@@ -169,11 +169,11 @@ async def _serve_client(stream: trio.SocketStream, handler: Handler, attach: Att
             except (trio.EndOfChannel, trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             if isinstance(request, AttachRequest):
-                await attach(channel, request)
+                await attach(channel, request, handler)
                 return
             if not isinstance(request, ControlRequest):
                 raise ProtocolError(f"expected a control request, got {type(request).__name__}")
-            await channel.send(await _answer(request, handler))
+            await channel.send(await answer_request(request, handler))
     except ProtocolError as error:
         log.warning("control client dropped: %s", error.message)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -182,7 +182,8 @@ async def _serve_client(stream: trio.SocketStream, handler: Handler, attach: Att
         await channel.aclose()
 
 
-async def _answer(request: ControlRequest, handler: Handler) -> ControlReply:
+async def answer_request(request: ControlRequest, handler: Handler) -> ControlReply:
+    """Decode and check one request, run it, and encode its REPLY (or the FrostError that refused it)."""
     try:
         cls = REQUESTS.get(request.kind)
         if cls is None:
@@ -232,8 +233,7 @@ def call_node(paths: Paths, request: Request) -> Any:
     sock = _connect(paths)
     try:
         with sock.makefile("rwb") as pipe:
-            write_frame(pipe, ControlRequest(kind=type(request).__name__,
-                                             fields=encode(to_plain(type(request), request))))
+            write_frame(pipe, request_message(request))
             pipe.flush()
             reply = read_frame(pipe)
     except TimeoutError as error:
@@ -242,6 +242,15 @@ def call_node(paths: Paths, request: Request) -> Any:
         sock.close()
     if not isinstance(reply, ControlReply):
         raise ProtocolError(f"the node answered with {type(reply).__name__}, not a control reply")
+    return reply_value(request, reply)
+
+
+def request_message(request: Request) -> ControlRequest:
+    return ControlRequest(kind=type(request).__name__, fields=encode(to_plain(type(request), request)))
+
+
+def reply_value(request: Request, reply: ControlReply) -> Any:
+    """The typed REPLY to `request` carried by `reply`, or the node's refusal raised as a FrostError."""
     if not reply.ok:
         raise FrostError(reply.error_message, title=reply.error_title)
     return from_plain(type(request).REPLY, decode_strict(reply.body))

@@ -16,6 +16,7 @@ import trio
 from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.attach_service import Attachable, serve_attached
+from frost_core.node.control import Handler
 from frost_core.wire.channel import Address, accept_channel
 from frost_core.wire.security import ClusterKey, RefusalLog
 
@@ -25,19 +26,19 @@ HANDSHAKE_TIMEOUT = 10.0
 
 
 async def serve_remote_control(
-    address: Address, token: ClusterKey, node_id: str, node: Attachable, *,
+    address: Address, token: ClusterKey, node_id: str, node: Attachable, handler: Handler, *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve attached UIs from other machines on `address` until cancelled."""
     listeners = await trio.open_tcp_listeners(address[1], host=address[0])
     refusals = RefusalLog(log, interval=60.0)
     task_status.started()
-    await trio.serve_listeners(partial(_serve_one, token=token, node_id=node_id, node=node, refusals=refusals),
-                               listeners)
+    await trio.serve_listeners(partial(_serve_one, token=token, node_id=node_id, node=node, handler=handler,
+                                       refusals=refusals), listeners)
 
 
 async def _serve_one(stream: trio.SocketStream, *, token: ClusterKey, node_id: str, node: Attachable,
-                     refusals: RefusalLog) -> None:
+                     handler: Handler, refusals: RefusalLog) -> None:
     source = stream.socket.getpeername()[0]
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT):
@@ -45,7 +46,7 @@ async def _serve_one(stream: trio.SocketStream, *, token: ClusterKey, node_id: s
             request = await channel.receive()
         if not isinstance(request, AttachRequest):
             raise ProtocolError(f"only attach requests are served here, not {type(request).__name__}")
-        await serve_attached(channel, request, node, client=f"a UI at {source}")
+        await serve_attached(channel, request, node, handler, client=f"a UI at {source}")
     except AuthenticationError:
         if refusals.refuse(source, "it does not hold this node's owner token"):
             node.refuse(f"a UI at {source} was refused: it does not hold this node's owner token")

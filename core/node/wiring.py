@@ -38,7 +38,7 @@ from frost_core.api.commands import (
 from frost_core.config import Config, parse_address, save_config
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.attach_service import serve_attached
-from frost_core.node.control import Request, serve_control
+from frost_core.node.control import Handler, Request, serve_control
 from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError
@@ -274,7 +274,7 @@ class Node:
                     listen = config.get("control.listen")
                     if listen:
                         await nursery.start(serve_remote_control, parse_address(listen, option="control.listen"),
-                                            load_owner_token(self.paths.data_dir), self.node_id, self)
+                                            load_owner_token(self.paths.data_dir), self.node_id, self, self._control)
                     await nursery.start(self.host.serve)
                     nursery.start_soon(self.supervisor.keep_warm)
                     nursery.start_soon(self._run_commands)
@@ -568,8 +568,8 @@ class Node:
             self._published = trio.Event()
             await trio.sleep(PUBLISH_INTERVAL)
 
-    async def _attach(self, channel: Channel, request: AttachRequest) -> None:
-        await serve_attached(channel, request, self, client="a local UI")
+    async def _attach(self, channel: Channel, request: AttachRequest, handler: Handler) -> None:
+        await serve_attached(channel, request, self, handler, client="a local UI")
 
     async def _control(self, request: Request) -> Any:
         return await (self.ask(request) if isinstance(request, Query) else self.execute(request))

@@ -118,11 +118,13 @@ def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
 def test_the_ui_attaches_to_a_headless_node_detaches_and_rides_out_a_restart(tmp_path):
     key = tmp_path / "cluster.key"
     ClusterKey.generate().save(key)
-    peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port())
+    # The owner policy out of the way: on a busy test machine it would suspend the guest under test.
+    always = '\n[owner]\npolicy = "always"\n'
+    peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port(), extra_config=always)
     peer_port = peer.address.rsplit(":", 1)[1]
     desk_port = free_port()
     start_desk = lambda: start_node(tmp_path / "desk-a", key_file=key, name="desk-a", port=desk_port,  # noqa: E731
-                                    seeds=(f"127.0.0.1:{peer_port}",))
+                                    seeds=(f"127.0.0.1:{peer_port}",), extra_config=always)
     desk = start_desk()
     terminals: list[Terminal] = []
 

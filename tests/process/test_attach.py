@@ -100,3 +100,25 @@ def test_an_attached_node_says_reconnecting_when_its_node_dies_and_comes_back_wh
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_an_attached_node_answers_typed_requests_and_a_watcher_only_its_queries(node):
+    from frost_core import FrostError, GetStatus, NodeStatus
+
+    async def main():
+        owner, _ = await _attached(node)
+        watcher, _ = await _attached(node, watch=True)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(owner.serve)
+            await nursery.start(watcher.serve)
+            await wait_until(lambda: owner.link().connected and watcher.link().connected, timeout=30, what="attached")
+            with trio.fail_after(30):
+                assert isinstance(await owner.execute(PauseHosting()), str)
+                status = await watcher.ask(GetStatus())
+                assert isinstance(status, NodeStatus) and status.state == "paused"
+                with pytest.raises(FrostError, match="watch only"):
+                    await watcher.execute(ResumeHosting())
+                assert (await owner.ask(GetStatus())).state == "paused"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
