@@ -110,6 +110,7 @@ class MasterScheduler:
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
         self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
+        self._reconciling: set[str] = set()                  # hosts being asked what they hold
         self.reach = Reach(events, clock)
         self._combining: set[str] = set()
         self._wake = trio.Event()
@@ -459,8 +460,15 @@ class MasterScheduler:
     # -- reconciliation ----------------------------------------------------------------------------
 
     def _reconcile_soon(self, host: str) -> None:
-        if self._nursery is not None:
-            self._nursery.start_soon(self.reconcile, host)
+        if self._nursery is not None and host not in self._reconciling:
+            self._reconciling.add(host)
+            self._nursery.start_soon(self._reconcile_once, host)
+
+    async def _reconcile_once(self, host: str) -> None:
+        try:
+            await self.reconcile(host)
+        finally:
+            self._reconciling.discard(host)
 
     async def reconcile(self, host: str) -> None:
         """Ask a host that is reachable again what it holds of this master's, and keep what is still good.

@@ -1,0 +1,116 @@
+"""A master that drops off the network, or is stopped, throws away no work; the cluster re-forms within seconds.
+
+The issue's figures are a 75 s cut against a 30 s `host_timeout`; here the cut or the stop lasts
+15 s against the 6 s `host_timeout` of CLUSTER_CONFIG (and a failure detector that declares a
+peer dead within about 3 s), so the same things happen in that order: the hosts declare the
+master dead, the master declares its hosts dead and its units silent, then the link comes back.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+
+import pytest
+
+from tests.multinode.cluster import (
+    CLUSTER_CONFIG, assignment, reference_sha256, result_sha256, running_units, wait_for_members,
+)
+from tests.multinode.test_recovery import FAST_DEATH, accepted_results
+from tests.netns import Topology, require_netns
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+OUT_OF_REACH = 15.0
+"""Seconds the master is cut off or stopped: over twice `host_timeout` and the failure detector's bound."""
+# Four units that each take a few CPU-seconds at guest priority, all four on the two hosts at once.
+PICTURE = {"width": 512, "height": 64, "rows_per_unit": 16, "samples": 5}
+HOST_CONFIG = CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
+OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+"""The test runner and the other nodes on this machine would count as a busy owner and suspend the guests."""
+
+
+def placements(master, assignment_id: str) -> collections.Counter:
+    """How many times the master placed each unit, from its event log."""
+    return collections.Counter(e["message"].split()[0] for e in master.call("events")
+                               if e["message"].startswith(f"{assignment_id}.") and " placed " in e["message"])
+
+
+def messages(node) -> list[str]:
+    return [e["message"] for e in node.call("events")]
+
+
+def start_four_units_on_the_hosts(master, hosts) -> str:
+    wait_for_members([master, *hosts])
+    master.call("pause")  # the master's own machine runs none: all four units run on the hosts
+    assignment_id = master.call("submit", plugin="raytrace", params=PICTURE)["id"]
+    wait_for(lambda: len(running_units(master, assignment_id)) == 4, timeout=60, what="four units running")
+    return assignment_id
+
+
+def wait_until_reformed(nodes) -> float:
+    """Seconds until every node sees every other alive again."""
+    started = time.monotonic()
+    wait_for_members(nodes, timeout=60)
+    return time.monotonic() - started
+
+
+def assert_nothing_thrown_away(master, assignment_id: str, tmp_path) -> None:
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=150, what="the assignment")
+    record = assignment(master, assignment_id)
+    assert set(placements(master, assignment_id).values()) == {1}, "a unit was placed twice"
+    assert not [m for m in messages(master) if "result refused" in m]
+    assert set(accepted_results(master, assignment_id).values()) == {1}
+    assert len(accepted_results(master, assignment_id)) == len(record["units"]) == 4
+    assert record["wasted_seconds"] == 0
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", PICTURE)
+
+
+@pytest.mark.netns
+def test_a_master_cut_off_leaves_its_units_running_and_takes_every_result_when_it_heals(nodes, tmp_path):
+    require_netns()
+    with Topology(3) as topology:
+        def start(i, name, config, seeds=()):
+            host = topology.hosts[i]
+            return nodes(name, netns=host.namespace, listen_host="0.0.0.0", port=47710, seeds=seeds,
+                         base_config=FAST_DEATH,
+                         extra_config=config + f'\n[node]\nadvertise_host = "{host.address}"\n')
+        # The owner policy out of the way (OWNER_AWAY): this test is about the network, not the desk.
+        master = start(0, "master", CLUSTER_CONFIG + OWNER_AWAY)
+        hosts = [start(i, name, HOST_CONFIG + OWNER_AWAY, seeds=(master.address,))
+                 for i, name in ((1, "beta"), (2, "gamma"))]
+        assignment_id = start_four_units_on_the_hosts(master, hosts)
+        topology.cut(topology.hosts[0])
+        wait_for(lambda: master.call("status")["hosting"]["reach"].startswith("out of reach of all peers since"),
+                 timeout=20, what="the master to know it is the one cut off")
+        time.sleep(OUT_OF_REACH)
+        assert all(u["state"] in ("running", "done") for u in assignment(master, assignment_id)["units"])
+        topology.heal(topology.hosts[0])
+        took = wait_until_reformed([master, *hosts])
+        master.call("resume")
+        assert_nothing_thrown_away(master, assignment_id, tmp_path)
+        assert took < 15, f"the cluster took {took:.1f} s to re-form after the heal"
+        assert master.call("status")["hosting"]["reach"] == ""
+        for node in (master, *hosts):
+            node.stop()
+
+
+def test_a_master_stopped_like_a_sleeping_laptop_takes_every_result_when_it_resumes(nodes, tmp_path):
+    # The owner policy out of the way (OWNER_AWAY): this test is about the master's stop, not the desk.
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, base_config=FAST_DEATH)
+    hosts = [nodes(name, seeds=(master.address,), extra_config=HOST_CONFIG + OWNER_AWAY, base_config=FAST_DEATH)
+             for name in ("beta", "gamma")]
+    assignment_id = start_four_units_on_the_hosts(master, hosts)
+    os.kill(master.process.pid, signal.SIGSTOP)
+    try:
+        time.sleep(OUT_OF_REACH)
+    finally:
+        os.kill(master.process.pid, signal.SIGCONT)
+    took = wait_until_reformed([master, *hosts])
+    master.call("resume")
+    assert_nothing_thrown_away(master, assignment_id, tmp_path)
+    assert any("this machine was stopped for" in m for m in messages(master))
+    assert took < 15, f"the cluster took {took:.1f} s to re-form after the resume"
