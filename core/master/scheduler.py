@@ -532,7 +532,9 @@ class MasterScheduler:
                 assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
             )
             await self._blocking(export_result, self._store, self._results_dir, assignment_id)
-            self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}")
+            done = self._store.assignment(assignment_id)
+            self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"
+                             f"; {waste.summary(done.waste)}")
         finally:
             self._combining.discard(assignment_id)
         self._on_change()

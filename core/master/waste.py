@@ -53,3 +53,12 @@ def ran_on(lost: CopyRun, progress: float) -> float:
 def overtaken(copy: CopyRun, now: float) -> float:
     """Seconds a copy ran before another copy's result made it useless: all of them since it was placed."""
     return max(0.0, now - copy.placed_at)
+
+
+def summary(by_reason: tuple[tuple[str, float], ...]) -> str:
+    """'no guest work thrown away', or '14 s of guest work thrown away (12 s redone since checkpoint, ...)'."""
+    total = sum(seconds for _, seconds in by_reason)
+    if round(total) <= 0:
+        return "no guest work thrown away"
+    return (f"{total:.0f} s of guest work thrown away ("
+            + ", ".join(f"{seconds:.0f} s {reason}" for reason, seconds in by_reason) + ")")

@@ -69,8 +69,8 @@ class AssignmentsPane(Pane):
             update_static(result, None, lambda: "No assignments yet: press s to submit one.")
             preview.path = None
             return
-        key = (repr(assignment.params),
-               assignment.state, assignment.error, assignment.result_path, assignment.result_media_type)
+        key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
+               assignment.result_media_type, round(assignment.wasted_seconds))
         update_static(result, key, lambda: describe_result(assignment))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
@@ -120,4 +120,12 @@ def describe_result(assignment: AssignmentView) -> Group:
         )
     elif assignment.state == "running":
         lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
+    if round(assignment.wasted_seconds) > 0:
+        lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
     return Group(*lines)
+
+
+def describe_waste(assignment: AssignmentView) -> str:
+    """'12 s of guest work thrown away: 10 s redone since checkpoint, 2 s superseded copy'."""
+    reasons = ", ".join(f"{format_duration(seconds)} {reason}" for reason, seconds in assignment.waste.items())
+    return f"{format_duration(assignment.wasted_seconds)} of guest work thrown away: {reasons}"

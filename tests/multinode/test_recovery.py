@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -85,9 +86,11 @@ def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes
     with Topology(3) as topology:
         def start(i, name, seeds=()):
             host = topology.hosts[i]
+            # The owner policy out of the way: the nodes on this one machine would count as a busy owner.
             return nodes(name, netns=host.namespace, listen_host="0.0.0.0", port=47700, seeds=seeds,
                          base_config=FAST_DEATH,
-                         extra_config=CLUSTER_CONFIG + f'\n[node]\nadvertise_host = "{host.address}"\n')
+                         extra_config=CLUSTER_CONFIG + f'\n[node]\nadvertise_host = "{host.address}"\n'
+                         '\n[owner]\npolicy = "always"\n')
         master = start(0, "master")
         alpha = start(1, "alpha", seeds=(master.address,))
         beta = start(2, "beta", seeds=(master.address,))
@@ -102,7 +105,14 @@ def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes
                              for u in assignment(master, assignment_id)["units"]),
                  timeout=40, what="the cut-off unit to be placed elsewhere")
         topology.heal(topology.hosts[1])
+        healed = time.monotonic()
+        wait_for_members([master, alpha, beta], timeout=60)
+        reformed = time.monotonic() - healed
         assert_complete_and_identical(master, assignment_id, tmp_path)
+        assert reformed < 15, f"the cluster took {reformed:.1f} s to re-form after the heal"
+        # The cut-off copy's work past the checkpoint its replacement resumed from (or, if its late
+        # result won, the replacement's whole run) was thrown away, and the master counts it.
+        assert assignment(master, assignment_id)["wasted_seconds"] > 0
         # Healed, the old copy learned it was superseded (or its late result was refused): nothing runs there.
         wait_for(lambda: not alpha.call("status")["guests"], timeout=30, what="the stale copy to stop")
         for node in (master, alpha, beta):
