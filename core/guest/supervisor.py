@@ -188,7 +188,13 @@ class GuestSupervisor:
     # --- figures and events --------------------------------------------------------------------
 
     def figures(self) -> tuple[GuestFigures, ...]:
-        """Live figures of every guest, from the watcher's latest sample (never blocks)."""
+        """Live figures of every guest, from the watcher's latest sample (never blocks).
+
+        Outside a trio run there are no guests, and no trio clock to read: the node builds its
+        first snapshot before it runs.
+        """
+        if not self._guests:
+            return ()
         now = trio.current_time()
         return tuple(g.figures(now) for g in self._guests.values())
 

@@ -119,6 +119,12 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
     assert any(f"from checkpoint {outcome.checkpoint.seq}" in m for m in recorder.messages("start"))
 
 
+def test_figures_outside_a_trio_run_are_empty(tmp_path):
+    # The node builds its first snapshot before trio runs; guests exist only inside the run.
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=GuestSettings(), on_event=Recorder())
+    assert guests.figures() == ()
+
+
 class _GuestWakeups(trio.abc.Instrument):
     """Counts the steps of a running guest's own tasks (watcher, checkpoint timer, pipe readers)."""
 
