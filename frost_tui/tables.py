@@ -21,6 +21,7 @@ def status(reply: dict[str, Any]) -> str:
         f"State     {hosting['state']}: {hosting['reason']}",
         f"Peers     {sum(1 for p in reply['peers'] if not p['is_self'] and p['state'] == 'alive')} alive",
         f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
+        *(f"Problem   {problem}" for problem in reply.get("problems", ())),
     ]
     if reply["guests"]:
         lines += ["", render(

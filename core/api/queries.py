@@ -26,6 +26,7 @@ class NodeStatus:
     peers: tuple[PeerView, ...]
     assignments: int
     events: tuple[EventView, ...]
+    problems: tuple[str, ...] = ()  # what keeps this node out of its cluster ("seed … refused us: …")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
-from frost_core.api.errors import ProtocolError
+from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.membership.awareness import Awareness
 from frost_core.membership.config import MembershipConfig
 from frost_core.membership.discovery import Discovery
@@ -84,12 +84,15 @@ class Membership:
         seeds: Iterable[Address] = (),
         figures: ResourceFigures = ResourceFigures(),
         on_event: Callable[[MemberEvent], None] | None = None,
+        on_refused: Callable[[Address, str], None] | None = None,
     ) -> None:
         self.node_id = node_id
         self.address = address
         self.config = config
         self.rng = rng
         self.on_event = on_event
+        self.on_refused = on_refused
+        """Told (once per address) when a peer we reach refuses us, with its reason: the owner must hear it."""
         self.awareness = Awareness(config.max_awareness)
         own = NodeRecord(node_id=node_id, name=name, address=address, protocol_version=PROTOCOL_VERSION, figures=figures)
         self.table = MemberTable(own)
@@ -232,6 +235,9 @@ class Membership:
         """One warning per source address, then quiet: a broken peer must not flood the log."""
         if address not in self._warned and len(self._warned) < 1024:
             self._warned.add(address)
+            if isinstance(error, AuthenticationError) and self.on_refused is not None:
+                self.on_refused(address, error.message)
+                return
             log.warning("bad membership message from %s: %s", address, error.message)
         else:
             log.debug("bad membership message from %s: %s", address, error.message)

@@ -37,6 +37,8 @@ async def answer(node: Answering, query: Query) -> Any:
                 state=snapshot.hosting.state, hosting=snapshot.hosting, guests=snapshot.guests,
                 peers=snapshot.peers, assignments=len(snapshot.assignments),
                 events=snapshot.events[-STATUS_EVENTS:],
+                problems=() if any(p.state == "alive" and not p.is_self for p in snapshot.peers)
+                else tuple(node.refusals.values()),
             )
         case ListPeers():
             return node.fresh_snapshot().peers

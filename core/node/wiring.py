@@ -115,6 +115,8 @@ class Node:
         self._asleep = False                    # between logind's PrepareForSleep(true) and waking
         self.sleep_watch = "sleep not watched yet"
         self._history: list[ResourceSample] = []
+        self.refusals: dict[tuple[str, int], str] = {}
+        """Seeds and peers that refused us (another cluster key), by address: `status` shows them."""
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
         self._changed = trio.Event()
@@ -265,7 +267,7 @@ class Node:
                 self.membership = Membership(
                     node_id=self.node_id, name=config.node_name, address=advertised,
                     config=_membership_config(config), rng=random.Random(), on_event=self._on_membership_event,
-                    seeds=config.seeds, figures=self._figures(),
+                    seeds=config.seeds, figures=self._figures(), on_refused=self._on_refused,
                 )
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.membership.serve, transport)
@@ -799,6 +801,15 @@ class Node:
     def _on_guest_event(self, event: GuestEvent) -> None:
         severity = event.level if event.level in ("warning", "error") else "info"
         self.events.add(event.kind, f"{event.task_id}: {event.message}", severity=severity)
+        self.mark_changed()
+
+    def _on_refused(self, address: tuple[str, int], reason: str) -> None:
+        """A seed or peer will not let us in: without this the owner sees only "Peers 0 alive"."""
+        role = "seed" if address in self.config.seeds else "peer"
+        message = f"{role} {address[0]}:{address[1]} {reason}"
+        self.refusals[address] = message
+        log.warning("%s", message)
+        self.events.add("refused", message, severity="error", title="Not let into the cluster")
         self.mark_changed()
 
     def _on_membership_event(self, event: MemberEvent) -> None:

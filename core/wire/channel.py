@@ -7,13 +7,16 @@ Also the blocking twin for the guest child, which runs plain synchronous Python:
 import io
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from frost_core.api.errors import ProtocolError
+from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
-from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, HelloAck, Message, decode_message, encode_message
+from frost_core.wire.messages import (
+    BulkBegin, BulkEnd, Hello, HelloAck, HelloRefused, Message, decode_message, encode_message,
+)
 from frost_core.wire.security import TAG_SIZE, ClusterKey, StreamSession, answer_hello, finish_hello, make_hello
 
 Address = tuple[str, int]
@@ -336,13 +339,19 @@ class _Bulk:
     received: int = 0
 
 
-async def _expect(channel: Channel, kind: type[Message]) -> Message:
+REFUSAL_TIMEOUT = 1.0
+"""How long a server waits to tell a refused client why before it hangs up anyway."""
+
+
+async def _expect(channel: Channel, kind: Any) -> Message:
+    """The next message, which must be of `kind` (a class or a union of them)."""
+    name = getattr(kind, "__name__", str(kind))
     try:
         message = await channel.receive()
     except trio.EndOfChannel:
-        raise ProtocolError(f"connection closed before {kind.__name__}") from None
+        raise ProtocolError(f"connection closed before {name}") from None
     if not isinstance(message, kind):
-        raise ProtocolError(f"expected {kind.__name__}, got {type(message).__name__}")
+        raise ProtocolError(f"expected {name}, got {type(message).__name__}")
     return message
 
 
@@ -370,7 +379,9 @@ async def connect_channel(
     channel = Channel(stream, peer_address=peer_address)
     hello = make_hello(key, node_id, listen_port=listen_port)
     await channel.send(hello)
-    ack = await _expect(channel, HelloAck)
+    ack = await _expect(channel, HelloAck | HelloRefused)
+    if isinstance(ack, HelloRefused):
+        raise AuthenticationError(f"refused us: {ack.reason}", title="Refused by a peer")
     channel._start_session(finish_hello(key, hello, ack))  # type: ignore[arg-type]
     channel.peer_node_id = ack.node_id  # type: ignore[attr-defined]
     return channel
@@ -389,7 +400,15 @@ async def accept_channel(
         peer_address = (source[0], source[1])
     channel = Channel(stream, peer_address=peer_address)
     hello = await _expect(channel, Hello)
-    ack, session = answer_hello(key, hello, node_id)  # type: ignore[arg-type]
+    try:
+        ack, session = answer_hello(key, hello, node_id)  # type: ignore[arg-type]
+    except AuthenticationError:
+        with trio.move_on_after(REFUSAL_TIMEOUT):
+            try:  # best effort: the node we refuse learns why, and can tell its owner
+                await channel.send(HelloRefused(reason="different cluster key"))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        raise
     await channel.send(ack)
     channel._start_session(session)
     channel.peer_node_id = hello.node_id  # type: ignore[attr-defined]

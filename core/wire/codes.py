@@ -10,6 +10,7 @@ class MessageCode(enum.IntEnum):
     # Stream handshake (TCP, and the guest pipe).
     HELLO = 1
     HELLO_ACK = 2
+    HELLO_REFUSED = 3
     # Bulk transfer: a CBOR header, then raw chunks, then an end marker.
     BULK_BEGIN = 5
     BULK_CHUNK = 6

@@ -473,6 +473,17 @@ class HelloAck(Message):
 
 @register
 @dataclasses.dataclass(frozen=True)
+class HelloRefused(Message):
+    """Answers a HELLO whose proof failed, so the refused node can tell its owner why (it is not sealed:
+    at worst a forger makes a node that would be refused anyway say so)."""
+
+    CODE = MessageCode.HELLO_REFUSED
+    MAX_SIZE = 256
+    reason: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
 class BulkBegin(Message):
     """Raw BULK_CHUNK frames follow; `size` is the total if the sender knows it up front."""
 
@@ -498,6 +509,7 @@ __all__ = [
     "BulkEnd",
     "Hello",
     "HelloAck",
+    "HelloRefused",
     "Message",
     "decode_message",
     "encode_message",
