@@ -228,12 +228,14 @@ class FrostApp(App[int]):
         """One way: the outcome shows up in a later snapshot (or as an error event).
 
         While an attached UI reconnects the command is dropped here, and the owner told so: the
-        node must not act later on a keypress made against a screen that was out of date.
+        node must not act later on a keypress made against a screen that was out of date. A
+        watching UI sends nothing either (the Settings tab's save, say); the node would refuse it.
         """
         link = self.node.link()
-        if not link.connected:
-            self.notify(f"Not connected to the node ({link.describe()}); nothing was sent.",
-                        title="Command dropped", severity="warning")
+        if not link.connected or link.watch:
+            reason = "this UI only watches" if link.watch else f"not connected to the node ({link.describe()})"
+            self.notify(f"{reason[0].upper()}{reason[1:]}; nothing was sent.", title="Command dropped",
+                        severity="warning")
             return
         self._last_command_at = time.monotonic()
         self.node.send_nowait(command)

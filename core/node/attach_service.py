@@ -18,7 +18,7 @@ from frost_core.api.errors import FrostError, ProtocolError
 from frost_core.api.queries import Query
 from frost_core.api.snapshot import NodeSnapshot
 from frost_core.node.attach_protocol import (
-    KEEP_ALIVE_INTERVAL, PUSH_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush,
+    KEEP_ALIVE_INTERVAL, PUSH_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, send_snapshot,
 )
 from frost_core.node.control import ControlRequest, Handler, Request, answer_request
 from frost_core.wire.channel import Channel
@@ -73,7 +73,7 @@ async def _push_snapshots(channel: Channel, node: Attachable, watch: bool) -> No
             await channel.send(KeepAlive())
             continue
         seen = latest
-        await channel.send(SnapshotPush(dataclasses.replace(latest, cluster_join_code="") if watch else latest))
+        await send_snapshot(channel, dataclasses.replace(latest, cluster_join_code="") if watch else latest)
         await trio.sleep(PUSH_INTERVAL)
 
 

@@ -26,7 +26,7 @@ from frost_core.api.node_api import Link
 from frost_core.api.snapshot import HostingView, NodeSnapshot
 from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import (
-    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush,
+    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush, receive_snapshot,
 )
 from frost_core.node.control import ControlReply, Request, reply_value, request_message
 from frost_core.wire.channel import Address, Channel, open_channel
@@ -148,13 +148,14 @@ class AttachedNode:
             with trio.fail_after(CONNECT_TIMEOUT):
                 await channel.send(AttachRequest(watch=self._watch))
                 first = await channel.receive()
-            if not isinstance(first, SnapshotPush):
-                raise ProtocolError(f"the node answered the attach request with {type(first).__name__}")
+                if not isinstance(first, SnapshotPush):
+                    raise ProtocolError(f"the node answered the attach request with {type(first).__name__}")
+                snapshot = await receive_snapshot(channel)
             commands_in, commands_out = trio.open_memory_channel[Command | _Waiting](COMMAND_QUEUE)
             self._commands = commands_in
             self._connected = True
             log.info("attached to %s", target.where)
-            self._publish(first.snapshot)
+            self._publish(snapshot)
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._send_commands, channel, commands_out)
@@ -171,7 +172,7 @@ class AttachedNode:
             if silence.cancelled_caught:
                 raise NodeUnavailableError(f"the node said nothing for {SILENCE_TIMEOUT:.0f} s")
             if isinstance(message, SnapshotPush):
-                self._publish(message.snapshot)
+                self._publish(await receive_snapshot(channel))
             elif isinstance(message, ControlReply) and self._waiting:
                 self._waiting.popleft().reply.send_nowait(message)
             elif not isinstance(message, KeepAlive):

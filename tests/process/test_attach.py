@@ -3,18 +3,19 @@ a watch-only connection refused at the protocol level, and a killed node reconne
 
 from __future__ import annotations
 
+import subprocess
 
 import pytest
 import trio
 
 from frost_core.api.commands import PauseHosting, ResumeHosting
-from frost_core.node.attach_protocol import AttachCommand, AttachRequest, SnapshotPush
+from frost_core.node.attach_protocol import AttachCommand, AttachRequest, SnapshotPush, receive_snapshot
 from frost_core.node.attached import AttachedNode, local_target
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import to_plain
 from frost_core.wire.security import ClusterKey
-from tests.nodes import start_node
+from tests.nodes import FROST_TUI, start_node
 from tests.waiting import wait_until
 
 
@@ -61,14 +62,15 @@ def test_the_node_refuses_every_command_on_a_watch_connection_even_if_sent(node)
             stream = await trio.open_unix_socket(str(node.paths.control_socket))
             async with Channel(stream) as channel:
                 await channel.send(AttachRequest(watch=True))
-                first = await channel.receive()
-                assert isinstance(first, SnapshotPush)
-                assert first.snapshot.cluster_join_code == ""  # a watcher never learns the cluster key
+                assert isinstance(await channel.receive(), SnapshotPush)
+                first = await receive_snapshot(channel)
+                assert first.cluster_join_code == ""  # a watcher never learns the cluster key
                 await channel.send(AttachCommand(kind="PauseHosting", fields=encode(to_plain(PauseHosting, PauseHosting()))))
                 while True:
-                    message = await channel.receive()
-                    if isinstance(message, SnapshotPush) and any(e.kind == "refused" for e in message.snapshot.events):
-                        return message.snapshot
+                    if isinstance(await channel.receive(), SnapshotPush):
+                        snapshot = await receive_snapshot(channel)
+                        if any(e.kind == "refused" for e in snapshot.events):
+                            return snapshot
 
     snapshot = trio.run(main)
     assert snapshot.hosting.state != "paused"
@@ -122,3 +124,31 @@ def test_an_attached_node_answers_typed_requests_and_a_watcher_only_its_queries(
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_next_target_switches_the_ui_to_the_next_node_of_its_list(node, tmp_path):
+    lab = start_node(tmp_path / "lab", key_file=tmp_path / "cluster.key", name="lab")
+    try:
+        async def main():
+            attached = AttachedNode([local_target(node.paths.control_socket), local_target(lab.paths.control_socket)])
+            async with trio.open_nursery() as nursery:
+                await nursery.start(attached.serve)
+                await wait_until(lambda: attached.snapshot().name == "desk", timeout=30, what="desk shown")
+                assert attached.link().switchable
+                attached.next_target()
+                await wait_until(lambda: attached.snapshot().name == "lab" and attached.link().connected, timeout=30,
+                                 what="lab shown")
+                attached.next_target()
+                await wait_until(lambda: attached.snapshot().name == "desk", timeout=30, what="desk again")
+                nursery.cancel_scope.cancel()
+
+        trio.run(main)
+    finally:
+        lab.stop()
+
+
+def test_watch_with_no_node_running_says_so_and_exits_3(tmp_path):
+    result = subprocess.run([FROST_TUI, "--watch", "--data-dir", str(tmp_path)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 3
+    assert "so none to watch" in result.stderr

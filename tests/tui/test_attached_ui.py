@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frost_core import Link
+from frost_core import Link, PauseHosting
 
 from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
@@ -35,8 +35,10 @@ def test_a_watching_ui_shows_no_key_that_changes_the_node_and_sends_nothing():
         assert "Quit" in footer and "(watching)" in screen_text(app).splitlines()[0]
         before = node.snapshot()
         await pilot.press("p", "e", "f")
+        app.send(PauseHosting())  # what a Settings save or any other path would do
         await pilot.pause()
         assert node.snapshot() is before  # nothing reached the node
+        assert "This UI only watches" in screen_text(app)
 
     run_ui(node, scenario)
 
