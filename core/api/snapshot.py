@@ -118,7 +118,7 @@ class PluginView:
 @dataclass(frozen=True)
 class EventView:
     at: float
-    kind: str                  # join, leave, suspect, dead, alive, move-in, move-out, checkpoint, evict, pause, resume, assignment, guest-log, error
+    kind: str                  # join, leave, suspect, dead, alive, move-in, move-out, checkpoint, evict, pause, resume, assignment, guest-log, refused, error
     message: str
     severity: str = "info"     # info, warning, error
     title: str = ""
