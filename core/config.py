@@ -22,7 +22,7 @@ import platformdirs
 import tomlkit
 
 from frost_core.api.errors import ConfigError
-from frost_core.policies.desk import POLICIES, parse_window
+from frost_core.policies.desk import parse_schedule
 
 APP_NAME = "frost-tui"
 DEFAULT_PORT = 47631
@@ -172,8 +172,8 @@ OPTIONS: tuple[Option, ...] = (
            "Recurring windows that pick the owner policy in force, as a table of \"DAYS HH:MM-HH:MM\" = "
            "\"POLICY\" (`{\"Mon-Fri 09:00-17:00\" = \"idle-only\", \"22:00-07:00\" = \"always\"}`): days "
            "like Mon-Fri or Sat,Sun, none for every day; a window past midnight ends the next morning; the "
-           "first window that covers the local time wins; outside all of them the default policy holds. "
-           "Policies: " + ", ".join(f"`{policy}`" for policy in POLICIES) + "."),
+           "first window that covers the local time wins; outside all of them `owner.policy` holds. "
+           "Policies: `share`, `idle-only`, `always`."),
     # [control]
     Option("control", "listen", str, "",
            "HOST:PORT where UIs on other machines may attach (`frost-tui --attach`), on a channel keyed by "
@@ -405,14 +405,10 @@ def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         parse_address(host, option="control.hosts")
     if values["control.listen"]:
         parse_address(values["control.listen"], option="control.listen")
-    for window, policy in values["desk.schedule"].items():
-        try:
-            parse_window(window)
-        except ValueError as error:
-            raise ConfigError(f"{source}: desk.schedule: {error}") from None
-        if policy not in POLICIES:
-            raise ConfigError(f"{source}: desk.schedule: window {window!r} names the policy {policy!r}; "
-                              f"use one of {', '.join(POLICIES)}")
+    try:
+        parse_schedule(values["desk.schedule"])
+    except ValueError as error:
+        raise ConfigError(f"{source}: desk.schedule: {error}") from None
     return values
 
 

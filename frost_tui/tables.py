@@ -23,6 +23,9 @@ def status(reply: dict[str, Any]) -> str:
         f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
         *(f"Problem   {problem}" for problem in reply.get("problems", ())),
     ]
+    lines += [f"{label:<10}{hosting[key]}" for label, key in (("Presence", "presence"), ("Sleep", "sleep"))
+              if hosting.get(key)]
+    lines += [f"Desk      {line}" for line in hosting.get("desk", ())]
     if reply["guests"]:
         lines += ["", render(
             ["TASK", "PLUGIN", "STATE", "PROGRESS", "CPU", "AT RISK", "MEMORY"],

@@ -111,9 +111,10 @@ def start_node(
     data_dir: Path, *, key_file: Path, seeds: tuple[str, ...] = (), port: int = 0, name: str | None = None,
     broadcast: str = "", listen_host: str = "127.0.0.1", extra_config: str = "", netns: str | None = None,
     base_config: str = FAST_CONFIG,
-    env: dict[str, str] | None = None, log_level: str = "debug",
+    env: dict[str, str] | None = None, log_level: str = "debug", wrapper: tuple[str, ...] = (),
 ) -> NodeProcess:
-    """Start a headless node and wait until its control socket answers."""
+    """Start a headless node and wait until its control socket answers; `wrapper` is a command
+    that execs the node's (a mount namespace, say)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "config.toml").write_text(base_config + extra_config)
     command = [
@@ -125,6 +126,7 @@ def start_node(
         command += ["--seed", seed]
     if netns:
         command = ["ip", "netns", "exec", netns, *command]
+    command = [*wrapper, *command]
     output = open(data_dir / "stdout.log", "a")  # noqa: SIM115 - closed by stop() or kill()
     process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                                start_new_session=True)

@@ -1,12 +1,17 @@
-"""The desk's own sensors for the desk rules: battery, temperatures and the owner's named programs."""
+"""The desk as its rules see it: presence from the session, battery, temperatures and the owner's named programs."""
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
 
 import psutil
+import trio
 
-from frost_core.policies.desk import Battery, DeskReadings, DeskSettings
+from frost_core.config import Config
+from frost_core.measure.presence import Presence, PresenceReader
+from frost_core.policies.desk import Battery, DeskReadings, DeskSettings, judge_desk, parse_schedule
+from frost_core.policies.owner import DeskVerdict
 
 
 def read_battery() -> Battery | None:
@@ -52,3 +57,30 @@ def read_desk(settings: DeskSettings) -> DeskReadings:
         temperatures=read_temperatures() if settings.max_temperature > 0 else None,
         programs=running_programs(settings.programs),
     )
+
+
+def desk_settings(config: Config) -> DeskSettings:
+    return DeskSettings(
+        on_battery=config.get("desk.on_battery"), max_temperature=config.get("desk.max_temperature"),
+        programs=tuple(config.get("desk.programs")), schedule=parse_schedule(config.get("desk.schedule")),
+        cpu_cap_percent=config.get("guests.cpu_cap_percent"),
+    )
+
+
+class DeskWatch:
+    """Each interval: who is at the desk and what the desk rules say, read off the node's loop."""
+
+    def __init__(self, config: Config, presence: PresenceReader | None = None) -> None:
+        self.settings = desk_settings(config)
+        self.presence = presence or PresenceReader()
+        self.verdicts: tuple[DeskVerdict, ...] = ()
+
+    def update_settings(self, config: Config) -> None:
+        self.settings = desk_settings(config)
+
+    async def read(self) -> tuple[Presence, tuple[DeskVerdict, ...]]:
+        """One reading in a worker thread (D-Bus calls and the process scan block, each briefly), then the rules."""
+        settings = self.settings
+        presence, readings = await trio.to_thread.run_sync(lambda: (self.presence.read_blocking(), read_desk(settings)))
+        self.verdicts = judge_desk(readings, settings, datetime.now(), self.verdicts)
+        return presence, self.verdicts

@@ -80,12 +80,12 @@ class MachineWatch:
         return self._sampler.attribution.missing if self._sampler is not None else None
 
     async def sample(self, leave_after: float | None = None, desk: tuple[DeskVerdict, ...] = (),
-                     movable: bool = True) -> MachineState:
+                     movable: bool = True, input_idle: float | None = None) -> MachineState:
         """One reading and the owner policy's decision on it; `leave_after` is what moving the
         guests away would cost and `movable` whether there are guests and a peer to move them to
         (`OwnerPolicy.decide`); `desk` are the desk rules' verdicts (battery, heat, programs,
-        schedules), each one more input."""
+        schedules), each one more input; `input_idle` is what the desktop session says (`measure.presence`)."""
         assert self._sampler is not None, "MachineWatch.start() first"
-        reading = await self._sampler.sample()
+        reading = await self._sampler.sample(input_idle)
         decision = self.owner.decide(reading.owner_view(desk), reading.at, leave_after, movable)
         return MachineState(reading=reading, decision=decision)

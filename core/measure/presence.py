@@ -4,7 +4,7 @@ Keyboard and mouse reads through evdev do not move `/dev/input` access times, so
 browser or an editor window never shows there (BOINC#4627, #5226); the desktop session knows.
 Sources are tried in order, GNOME first because Mutter's figure is exact to the millisecond,
 logind's hint only flips after the desktop's own idle delay. Each read is blocking D-Bus with a
-short timeout; the node runs it in a thread (`read`), never on its loop.
+short timeout; the node runs it in a worker thread (`measure.desk.DeskWatch`), never on its loop.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import trio
 from jeepney import AuthenticationError, DBusAddress, DBusErrorResponse, Properties, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 from jeepney.wrappers import unwrap_msg
@@ -176,7 +175,3 @@ class PresenceReader:
             self._failed_at[name] = self.clock()
         self.last = Presence(None, None, "; ".join(problems))
         return self.last
-
-    async def read(self) -> Presence:
-        """One reading in a worker thread: D-Bus calls block, each for at most CALL_TIMEOUT."""
-        return await trio.to_thread.run_sync(self.read_blocking)

@@ -19,7 +19,7 @@ import psutil
 
 from frost_core.policies.information import smooth
 from frost_core.policies.owner import DeskVerdict, OwnerView, windowed_share
-from frost_core.measure.owner_activity import input_idle_seconds, read_pressure
+from frost_core.measure.owner_activity import read_pressure
 from frost_core.measure.probe import probe_share
 from frost_core.measure.processes import Attribution, NotOwner
 
@@ -96,7 +96,7 @@ class ResourceSampler:
         self._guest_cpu = seen
         return delta
 
-    async def sample(self) -> ResourceReading:
+    async def sample(self, input_idle: float | None = None) -> ResourceReading:
         """Take one reading; awaits a probe subprocess now and then, never blocks the loop."""
         self._count += 1
         probe = None
@@ -130,7 +130,7 @@ class ResourceSampler:
         return ResourceReading(
             at=now, wall_seconds=wall, available=smooth(self.window), instant_available=instant,
             owner_cpu_percent=100.0 * owner_seconds / wall, guest_cpu_percent=100.0 * guest / wall,
-            probe_share=probe, input_idle=input_idle_seconds(),
+            probe_share=probe, input_idle=input_idle,
             memory_pressure=memory.some_avg10 if memory else None,
             # Runnable guests wait for a CPU too: PSI cpu means the owner's waiting only once none ran.
             cpu_pressure=cpu.some_avg10 if cpu and now - self._guest_ran_at >= PSI_SPAN else None,

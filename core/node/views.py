@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from frost_core.events import EventLog
     from frost_core.guest.supervisor import GuestSupervisor
     from frost_core.master.store import MasterStore
+    from frost_core.measure.desk import DeskWatch
     from frost_core.measure.machine import MachineWatch
     from frost_core.membership import Membership
     from frost_core.plugin.registry import PluginRegistry
@@ -49,6 +50,7 @@ class NodeParts(Protocol):
     events: EventLog
     results_dir: Path
     sleep_watch: str
+    desk: DeskWatch
 
     @property
     def intents(self) -> Intents: ...
@@ -80,7 +82,9 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
             balance=node.balancer.last.why if node.balancer.last else "",
             reach=node.reach_status(),
+            presence=node.desk.presence.last.describe(),
             sleep=node.sleep_watch,
+            desk=tuple(verdict.explain() for verdict in node.desk.verdicts),
         ),
         history=history,
         peers=peer_views(node),

@@ -55,6 +55,7 @@ from frost_core.master.store import MasterStore, NewUnit, split_task_id
 from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
 from frost_core.node.answers import answer
 from frost_core.api.queries import Query
+from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.balance import Step
@@ -108,6 +109,7 @@ class Node:
         self.membership: Membership | None = None
         self.address = ""
         self.machine = MachineWatch(config, self.supervisor.guest_pids)
+        self.desk = DeskWatch(config)
         self._machine_state: MachineState | None = None
         self._intents = Intents.load(self.store)
         self._guests_stopped = False
@@ -342,6 +344,7 @@ class Node:
                 save_config(self.config, names=values)  # only what the owner edited; flags stay flags
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self.machine.update_settings(self.config)
+                self.desk.update_settings(self.config)
                 self._scheduler.wake()
                 self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
                 return "saved"
@@ -522,7 +525,9 @@ class Node:
                 self._set_intents(Intents(paused=True))
                 self.events.add("pause", "the last guest finished; hosting is paused")
             movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
-            state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable)
+            presence, desk = await self.desk.read()
+            state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable, desk=desk,
+                                              input_idle=presence.idle_seconds)
             await self._follow_owner(state)
             figures = self._publish_figures()
             self._history.append(ResourceSample(

@@ -132,5 +132,7 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     table.add_row("Peers alive", str(alive))
     table.add_row("Presence", Text(hosting.presence or "not read yet"))
     table.add_row("Sleep", Text(hosting.sleep or "not watched"))
+    for line in hosting.desk:
+        table.add_row("Desk rule", Text(line))
     table.add_row("Node", Text(f"{snapshot.name}  {snapshot.address}  {snapshot.node_id[:8]}"))
     return table

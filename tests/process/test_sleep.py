@@ -80,7 +80,10 @@ def nodes(tmp_path):
 
 
 NO_BUS = {"DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/frost-test-bus", "DBUS_SESSION_BUS_ADDRESS": ""}
-ONE_CPU = "\n[guests]\ncpus = 1\n\n[cluster]\nreport_interval = 0.5\nbalance_interval = 0\n"
+# This test is about sleep, not the owner: the test machine's own load must not hold the guests,
+# so both nodes lend their CPU as dedicated servers would ("always").
+ALWAYS = '\n[owner]\npolicy = "always"\n'
+ONE_CPU = ALWAYS + "\n[guests]\ncpus = 1\n\n[cluster]\nreport_interval = 0.5\nbalance_interval = 0\n"
 
 
 def test_a_sleeping_node_hands_its_guest_on_and_leaves_before_releasing_then_rejoins_on_waking(
@@ -91,7 +94,7 @@ def test_a_sleeping_node_hands_its_guest_on_and_leaves_before_releasing_then_rej
     started(logind)
     try:
         # The laptop finds logind on its system bus; its peer has no bus (so no inhibitor of its own).
-        laptop = nodes("laptop")
+        laptop = nodes("laptop", extra_config=ALWAYS)
         desk = nodes("desk", seeds=(laptop.address,), env=NO_BUS, extra_config=ONE_CPU)
         wait_for(lambda: {p["state"] for p in desk.call("peers")} == {"alive"} and len(desk.call("peers")) == 2,
                  timeout=30, what="both nodes alive")
