@@ -6,9 +6,12 @@ import pytest
 
 from frost_core.measure import presence
 from frost_core.measure.presence import PresenceReader
+from frost_core.wire.security import ClusterKey
+from tests.nodes import start_node
 from tests.process.dbus import (
     MANAGER_PATH, SESSION_PATH, logind_service, mutter_service, screensaver_service,
 )
+from tests.waiting import wait_for
 
 
 def _no_tty():
@@ -87,3 +90,20 @@ def test_logind_finds_the_users_display_session_when_the_node_has_none_of_its_ow
     }))
     reading = PresenceReader(DBUS_ONLY).read_blocking()
     assert reading.source == "logind IdleHint" and reading.idle_seconds == pytest.approx(300, abs=2)
+
+
+def test_a_live_node_shows_the_sessions_idle_time_in_status_as_it_changes(buses, started, tmp_path):
+    session, _ = buses
+    idle = [600.0]
+    started(mutter_service(session.address, lambda: idle[0]))
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    node = start_node(tmp_path / "node", key_file=key)     # the default configuration; the buses come from the env
+    try:
+        for seconds in (600, 0, 900):                       # idle -> active -> idle
+            idle[0] = float(seconds)
+            wait_for(lambda: node.call("status")["hosting"]["presence"]
+                     == f"GNOME Mutter IdleMonitor: input {seconds} s ago", timeout=15,
+                     what=f"status to show input {seconds} s ago")
+    finally:
+        node.stop()
