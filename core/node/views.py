@@ -7,7 +7,8 @@ reads the node through the `NodeParts` protocol, never the Node class, so it doe
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -111,10 +112,12 @@ def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
     if node.membership is None:
         return ()
     views = []
-    for record in node.membership.members():
+    members = node.membership.members()
+    names = display_names(members)
+    for record in members:
         figures = record.figures
         views.append(PeerView(
-            node_id=record.node_id, name=record.name, address=f"{record.address[0]}:{record.address[1]}",
+            node_id=record.node_id, name=names[record.node_id], address=f"{record.address[0]}:{record.address[1]}",
             state=record.state.name.lower(), available=figures.available, cpus=figures.cpus,
             free_memory=figures.free_memory, guests=figures.guests, mode=figures.mode,
             last_seen=time.time() if record.node_id == node.node_id else node.membership.last_heard(record.node_id),
@@ -173,11 +176,20 @@ def plugin_view(info) -> PluginView:
     )
 
 
+def display_names(members: Iterable) -> dict[str, str]:
+    """Node id -> the name the owner sees and types: the member's own name, or NAME@HOST:PORT for
+    names two members share (every node on one machine is named after the host by default)."""
+    members = list(members)
+    counts = Counter(record.name for record in members)
+    return {record.node_id: record.name if counts[record.name] == 1
+            else f"{record.name}@{record.address[0]}:{record.address[1]}" for record in members}
+
+
 def peer_names(node: NodeParts) -> dict[str, str]:
     """Node id -> peer name for every member this node knows, itself included."""
     names = {node.node_id: node.config.node_name}
     if node.membership is not None:
-        names.update((record.node_id, record.name) for record in node.membership.members())
+        names.update(display_names(node.membership.members()))
     return names
 
 
@@ -185,7 +197,5 @@ def _peer_name(node: NodeParts, node_id: str) -> str:
     if node_id == node.node_id:
         return f"{node.config.node_name} (me)"
     if node.membership is not None:
-        for record in node.membership.members():
-            if record.node_id == node_id:
-                return record.name
+        return display_names(node.membership.members()).get(node_id, node_id[:8])
     return node_id[:8]

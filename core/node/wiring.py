@@ -472,19 +472,22 @@ class Node:
         return f"{task_id} moved to {self._name_of(destination)}"
 
     def _resolve_node(self, node: str) -> str:
-        """A node id from an id, an id prefix or a name; FrostError if none or several match."""
+        """A node id from an id, an id prefix, a name or NAME@HOST:PORT; FrostError if none or several match."""
         members = self.membership.members() if self.membership else []
-        exact = [r.node_id for r in members if node in (r.node_id, r.name)]
+        names = node_views.display_names(members)
+        exact = [r.node_id for r in members if node in (r.node_id, r.name, names[r.node_id])]
         matches = exact or [r.node_id for r in members if r.node_id.startswith(node)]
         alive = [m for m in dict.fromkeys(matches) if self._address_of(m) is not None]
-        if len(alive) != 1:
-            problem = "no live peer" if not alive else f"{len(alive)} live peers"
-            raise FrostError(f"{problem} called {node!r}", title="Unknown peer")
-        return alive[0]
+        if len(alive) == 1:
+            return alive[0]
+        if not alive:
+            raise FrostError(f"no live peer called {node!r}", title="Unknown peer")
+        raise FrostError(f"{len(alive)} live peers are called {node!r}; name one of them: "
+                         + ", ".join(sorted(names[m] for m in alive)), title="Ambiguous peer")
 
     def _name_of(self, node_id: str) -> str:
         members = self.membership.members() if self.membership else []
-        return next((r.name for r in members if r.node_id == node_id), node_id[:8])
+        return node_views.display_names(members).get(node_id, node_id[:8])
 
     def _set_intents(self, intents: Intents) -> None:
         self._intents = intents

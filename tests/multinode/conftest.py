@@ -13,12 +13,13 @@ def cluster_key(tmp_path):
 
 @pytest.fixture
 def nodes(tmp_path, cluster_key):
-    """Start nodes with `nodes(name, **kw)`; all of them are stopped at the end of the test."""
+    """Start nodes with `nodes(folder, **kw)` (the folder is also the name unless `name=` says otherwise);
+    all of them are stopped at the end of the test."""
     started = []
 
-    def start(name, **kwargs):
+    def start(folder, **kwargs):
         kwargs.setdefault("key_file", cluster_key)
-        node = start_node(tmp_path / name, **kwargs)
+        node = start_node(tmp_path / folder, **kwargs)
         started.append(node)
         return node
 

@@ -151,7 +151,8 @@ async def test_handshake_with_the_key_gives_an_encrypted_channel() -> None:
 
 async def test_a_node_without_the_key_is_refused() -> None:
     refused = pytest.RaisesExc(AuthenticationError, match="node 'client' does not hold our cluster key")
-    with pytest.RaisesGroup(refused, flatten_subgroups=True):
+    told_why = pytest.RaisesExc(AuthenticationError, match="^refused us: different cluster key$")
+    with pytest.RaisesGroup(refused, told_why, flatten_subgroups=True):
         await _pair(OTHER, KEY)
 
 
