@@ -70,13 +70,15 @@ def free_port() -> int:
 def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
     key = tmp_path / "cluster.key"
     ClusterKey.generate().save(key)
+    # The owner policy out of the way: on a busy test machine it would suspend the guest under test.
+    always = '\n[owner]\npolicy = "always"\n'
     try:
-        peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port())
+        peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port(), extra_config=always)
     except RuntimeError as error:  # a core problem, covered by the core's own tests
         pytest.skip(f"the headless peer does not start yet: {str(error).splitlines()[-1]}")
     ui_dir = tmp_path / "desk-a"
     ui_dir.mkdir()
-    (ui_dir / "config.toml").write_text(FAST_CONFIG)
+    (ui_dir / "config.toml").write_text(FAST_CONFIG + always)
     peer_port = peer.address.rsplit(":", 1)[1]
     command = [
         FROST_TUI, "--data-dir", str(ui_dir), "--config", str(ui_dir / "config.toml"), "--port", str(free_port()),
