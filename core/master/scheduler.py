@@ -235,11 +235,15 @@ class MasterScheduler:
                                      f"({held.seq}) than this master")
         return best
 
+    def _add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
+        log.info("%s.%d epoch %d: %.1f guest-seconds thrown away (%s)", assignment_id, index, epoch, seconds, reason)
+        self._store.add_waste(assignment_id, index, epoch=epoch, reason=reason, seconds=seconds)
+
     def _count_redone(self, unit: UnitRecord, epoch: int, start: float) -> None:
         """A copy given up earlier is replaced from `start`: what it had done past that is computed again."""
         lost = self._given_up.get((unit.task_id, unit.epoch))
         if lost is not None:
-            self._store.add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
+            self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
                                   seconds=waste.redone(lost.run, start))
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
@@ -284,7 +288,7 @@ class MasterScheduler:
         lost = self._given_up.pop((task_id, epoch), None)
         if lost is not None:
             assignment_id, index = split_task_id(task_id)
-            self._store.add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
+            self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
                                   seconds=waste.ran_on(lost.run, progress))
 
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
@@ -302,7 +306,7 @@ class MasterScheduler:
             if current is not None and current.epoch > epoch:
                 # An older copy finished first: its work was kept, the newer copy's is what is thrown away.
                 self._store.withdraw_waste(assignment_id, index, reason=waste.REDONE)
-                self._store.add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
+                self._add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
                                       seconds=waste.overtaken(current.run, self._clock()))
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
@@ -312,7 +316,7 @@ class MasterScheduler:
             self.wake()
         else:
             if lost is not None:
-                self._store.add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
+                self._add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
                                       seconds=waste.ran_on(lost.run, 1.0))
             self._events.add("assignment", f"{task_id} result refused: it came {where} with epoch {epoch}, "
                              "and the unit is already done or cancelled")
