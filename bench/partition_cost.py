@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' no
 
 from _common import print_table, write_results  # noqa: E402
 from frost_core.wire.security import ClusterKey  # noqa: E402
+from tests.multinode.cluster import CLUSTER_CONFIG  # noqa: E402
 from tests.netns import Topology, netns_unavailable_reason  # noqa: E402
 from tests.nodes import NodeProcess, start_node  # noqa: E402
 from tests.waiting import wait_for  # noqa: E402
@@ -39,6 +40,8 @@ from tests.waiting import wait_for  # noqa: E402
 PORT = 47720
 PICTURE = {"width": 512, "height": 96, "rows_per_unit": 16, "samples": 5}
 WARM_UP = {"width": 64, "height": 16, "rows_per_unit": 8, "samples": 1}
+# The test cluster's settings (one report every 0.5 s, host_timeout 6 s, checkpoints every 1-2 s)
+# with two guest CPUs per node, and a failure detector that declares a peer dead in about 3 s.
 CONFIG = """
 [gossip]
 interval = 0.3
@@ -51,26 +54,14 @@ suspicion_min = 2
 [owner]
 # The nodes share this machine and would take one another for a busy owner.
 policy = "always"
-
-[guests]
-cpus = 2
-
-[cluster]
-report_interval = 0.5
-host_timeout = 6
-balance_interval = 0
-
-[checkpoints]
-min_interval = 1
-max_interval = 2
-"""
+""" + CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
 
 
 def start_cluster(topology: Topology, folder: Path) -> list[NodeProcess]:
     key_file = folder / "cluster.key"
     ClusterKey.generate().save(key_file)
     nodes: list[NodeProcess] = []
-    for i, (host, name) in enumerate(zip(topology.hosts, ("master", "beta", "gamma"))):
+    for host, name in zip(topology.hosts, ("master", "beta", "gamma")):
         seeds = (nodes[0].address,) if nodes else ()
         nodes.append(start_node(folder / name, key_file=key_file, seeds=seeds, port=PORT, name=name,
                                 listen_host="0.0.0.0", netns=host.namespace, base_config=CONFIG,
