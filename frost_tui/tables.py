@@ -23,8 +23,8 @@ def status(reply: dict[str, Any]) -> str:
         f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
         *(f"Problem   {problem}" for problem in reply.get("problems", ())),
     ]
-    lines += [f"{label:<10}{hosting[key]}" for label, key in (("Presence", "presence"), ("Sleep", "sleep"))
-              if hosting.get(key)]
+    lines += [f"{label:<10}{hosting[key]}"
+              for label, key in (("Presence", "presence"), ("Sleep", "sleep"), ("Reach", "reach")) if hosting.get(key)]
     lines += [f"Desk      {line}" for line in hosting.get("desk", ())]
     if reply["guests"]:
         lines += ["", render(
