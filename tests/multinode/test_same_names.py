@@ -1,5 +1,10 @@
 """Nodes that share a name (all of them called after one host) are told apart as NAME@HOST:PORT."""
 
+import json
+
+import jsonschema
+
+from frost_tui.cli_docs import SCHEMA_FILE
 from tests.multinode.cluster import CLUSTER_CONFIG, assignment, running_units, wait_for_members
 from tests.waiting import wait_for
 
@@ -18,8 +23,9 @@ def test_clashing_names_get_an_address_suffix_and_move_accepts_it(nodes):
     other = host if unit["host"] == master.node_id else master
     ambiguous = master.cli("move", unit["task_id"], "vm", check=False)
     assert ambiguous.returncode == 1 and "2 live peers are called 'vm'" in ambiguous.stderr
-    moved = master.cli("move", unit["task_id"], f"vm@{other.address}", check=False)
+    moved = master.cli("move", unit["task_id"], f"vm@{other.address}", "--json", check=False)
     assert moved.returncode == 0, moved.stderr
+    jsonschema.validate(json.loads(moved.stdout), json.loads(SCHEMA_FILE.read_text()))
     wait_for(lambda: assignment(master, submitted["id"])["units"][0]["host"] == other.node_id, timeout=30,
              what="the unit on the host named by its address")
     master.call("cancel", assignment=submitted["id"])

@@ -5,10 +5,12 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import jsonschema
 import pytest
 
+from frost_core import ClusterKey
 from frost_tui.cli_docs import MAN_PAGE, SCHEMA_FILE, json_schema, man_page
 from tests.nodes import FROST_TUI
 from tests.waiting import wait_for
@@ -75,6 +77,8 @@ def test_owner_commands_print_a_document_that_fits_the_schema(single_node):
     key_file = str(node.data_dir.parent / "cluster.key")  # where the single_node fixture keeps it
     joined = _document(node.cli("key", "show", "--cluster-key-file", key_file, "--json"), "key show")
     assert joined["join_code"].startswith("FROST")
+    measured = _document(node.cli("measure", "--json"), "measure")
+    assert measured["speed"] > 0 and measured["cpus"] >= 1
     config = _document(node.cli("config", "--json"), "config")
     assert config["values"]["gossip.interval"] == 0.3 and config["config_file_exists"]
 
@@ -82,6 +86,14 @@ def test_owner_commands_print_a_document_that_fits_the_schema(single_node):
 def test_commands_without_a_node_print_documents_that_fit_the_schema(tmp_path):
     script = _document(_run("completion", "bash", "--json"), "completion")
     assert "frost-tui" in script
+    code = ClusterKey.generate().to_join_code()
+    saved = _document(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), "key set")
+    assert ClusterKey.load(Path(saved["key_file"])).to_join_code() == code
+    assert _document(_run("key", "owner-token", "--data-dir", str(tmp_path), "--json"), "key owner-token")
+    broken = tmp_path / "broken_plugin.py"
+    broken.write_text("plugin = object()\n")
+    added = _run("plugins", "add", str(broken), "--data-dir", str(tmp_path), "--json")
+    assert added.returncode == 1 and not _document(added, "plugins add", ok=False)[0]["ok"]
     code = "FROST-AAAA"  # only its shape matters here: a bad code is refused with exit 2
     assert _error(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), 2)["title"] == "Bad join code"
     assert _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")
