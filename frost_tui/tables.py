@@ -19,6 +19,7 @@ def status(reply: dict[str, Any]) -> str:
     lines = [
         f"Node      {reply['name']} ({reply['node_id'][:8]}) at {reply['address']}",
         f"State     {hosting['state']}: {hosting['reason']}",
+        *(f"Owner     {line}" for line in hosting.get("owner", ())),
         f"Peers     {sum(1 for p in reply['peers'] if not p['is_self'] and p['state'] == 'alive')} alive",
         f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
         *(f"Problem   {problem}" for problem in reply.get("problems", ())),
@@ -58,9 +59,10 @@ def assignments(reply: list[dict[str, Any]]) -> str:
     rows = []
     for a in reply:
         done = sum(1 for u in a["units"] if u["state"] == "done")
+        waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
         rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{done}/{len(a['units'])}",
-                     a.get("error") or ""])
-    return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR"], rows)
+                     a.get("error") or (f"queued: {waiting}" if waiting else "")])
+    return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING"], rows)
 
 
 def _cell(value: Any) -> str:

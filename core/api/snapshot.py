@@ -70,6 +70,7 @@ class UnitView:
     error: str | None
     host_name: str = ""        # the host's peer name as the node knows it ("" while queued)
     eta_seconds: float | None = None   # while running, at the rate it has progressed since placed
+    waiting: str = ""          # while queued: why no host takes it ("no peer with free CPU", ...)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class HostingView:
     memory_used_bytes: int
     guest_cpus: int
     balance: str = ""          # the load balancer's last decision and why ("" before its first round)
+    owner: tuple[str, ...] = ()   # the owner policy's decision (rule, reason, figures), then one line per desk rule
+    not_owner: str = ""        # the CPU the last reading did not count as the owner's, and what this OS hides
     reach: str = ""            # "out of reach of all peers since ...; N unit(s) left running on them", or ""
     presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
     sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps

@@ -5,7 +5,8 @@ the unit's declared memory free in its pool, and (with the assignment's one-per-
 FROST's own rule) holds no other unit of the same assignment. Among those, the one whose next
 guest would get the most (`NodeView.offer`, the R of eq. 5.4) comes first. A round plans all
 queued units against a copy of the table that it updates as it goes, so ten units queued at
-once spread over the hosts instead of all picking the one that looked best.
+once spread over the hosts instead of all picking the one that looked best. A unit that stays
+queued carries the reason (`why_not_placed`), like HTCondor's `condor_q -better-analyze`.
 """
 
 from __future__ import annotations
@@ -65,3 +66,44 @@ def plan(needs: Sequence[Need], hosts: Sequence[NodeView],
         )
         held.setdefault(need.assignment_id, set()).add(chosen.node_id)
     return planned
+
+
+def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str] = frozenset(),
+                   refusals: Mapping[str, str] | None = None) -> str:
+    """Why no host takes this unit now, naming the first requirement that no host meets.
+
+    Checked in the order `qualifies` checks them, each among the hosts that passed the ones
+    before, so the reason is the one to fix: no host at all, none taking guests (paused, held
+    after an eviction, owner busy), none with a free CPU, none with the memory ("needs 2 GiB,
+    largest free 1 GiB"), every free one already runs this assignment (one per host). If some
+    host qualifies, the unit waits for the next round, or that host refused it when offered
+    (`refusals`: host -> its reason).
+    """
+    if not hosts:
+        return "no peer known yet"
+    taking = [h for h in hosts if h.accepting]
+    if not taking:
+        return "all peers hold new guests" if len(hosts) > 1 else "this machine holds new guests"
+    free = [h for h in taking if h.guests < h.cpus]
+    if not free:
+        return "no peer with free CPU"
+    roomy = [h for h in free if h.free_memory >= need.memory]
+    if not roomy:
+        return f"needs {_size(need.memory)}, largest free {_size(max(h.free_memory for h in free))}"
+    if need.one_per_host and all(h.node_id in holding for h in roomy):
+        return "every free peer already runs a unit of this assignment (one per host)"
+    refused = [(node, reason) for node, reason in sorted((refusals or {}).items())
+               if node in {h.node_id for h in roomy}]
+    if refused and len(refused) == len(roomy):
+        node, reason = refused[0]
+        return f"refused by {node[:8]}: {reason}"
+    return "waiting for the next placement round"
+
+
+def _size(nbytes: int) -> str:
+    """Memory as the owner reads it: 2 GiB, 512 MiB."""
+    if nbytes >= 1 << 30 and nbytes % (1 << 30) == 0:
+        return f"{nbytes >> 30} GiB"
+    if nbytes >= 1 << 30:
+        return f"{nbytes / (1 << 30):.1f} GiB"
+    return f"{nbytes >> 20} MiB"

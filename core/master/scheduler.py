@@ -39,7 +39,7 @@ from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.registry import PluginRegistry
 from frost_core.policies.views import NodeView
-from frost_core.master.placement import Need, plan
+from frost_core.master.placement import Need, plan, why_not_placed
 from frost_core.master.results import export_result
 from frost_core.master import waste
 from frost_core.master.reach import Reach
@@ -107,6 +107,7 @@ class MasterScheduler:
         self._clock = clock
         self._blocking = blocking
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
+        self._waiting: dict[str, str] = {}                   # queued task id -> why it is not placed
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
         self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
@@ -159,6 +160,7 @@ class MasterScheduler:
     async def _place_queued(self) -> None:
         queued = self._store.queued_units()
         if not queued:
+            self._waiting = {}
             return
         records = {r.id: r for r in self._store.assignments() if r.state == "running"}
         holding: dict[str, set[str]] = {}
@@ -167,14 +169,27 @@ class MasterScheduler:
         needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, records[u.assignment_id].one_per_host)
                  for u in queued if u.assignment_id in records]
         by_task = {u.task_id: u for u in queued}
-        for need, candidates in plan(needs, self._hosts(), {a: frozenset(h) for a, h in holding.items()}):
+        hosts = self._hosts()
+        held = {a: frozenset(h) for a, h in holding.items()}
+        refusals: dict[str, dict[str, str]] = {}
+        for need, candidates in plan(needs, hosts, held):
             for host in candidates:
-                if await self._place(by_task[need.task_id], records[need.assignment_id].plugin_hash, host):
+                refusal = await self._place(by_task[need.task_id], records[need.assignment_id].plugin_hash, host)
+                if refusal is None:
                     break
+                refusals.setdefault(need.task_id, {})[host] = refusal
+        placed = set(self._copies)
+        self._waiting = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
+                                                      refusals.get(need.task_id))
+                         for need in needs if need.task_id not in placed}
         self._on_change()
 
-    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str) -> bool:
-        """Offer, then start under a new epoch with the newest checkpoint; False if the host would not."""
+    def waiting_reasons(self) -> dict[str, str]:
+        """Why each queued unit of this node's assignments is not placed, as of the last placement round."""
+        return dict(self._waiting)
+
+    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str) -> str | None:
+        """Offer, then start under a new epoch with the newest checkpoint; None once it runs, else why not."""
         checkpoint = await self._blocking(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
         if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
             checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
@@ -185,10 +200,10 @@ class MasterScheduler:
             with trio.fail_after(OFFER_TIMEOUT):
                 reply = await link.offer(self._node_id, offer)
         except (NodeUnavailableError, trio.TooSlowError):
-            return False
+            return "did not answer the offer"
         if not reply.accepted:
             log.info("%s refused %s: %s", host[:8], unit.task_id, reply.reason)
-            return False
+            return reply.reason
         record = self._store.assignment(unit.assignment_id)
         epoch = self._store.place_unit(unit.assignment_id, unit.index, host=host)
         spec = UnitSpec(
@@ -206,7 +221,7 @@ class MasterScheduler:
         if not verdict_ok:
             self._store.requeue_unit(unit.assignment_id, unit.index, epoch=epoch)
             self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
-            return False
+            return reason
         now = self._clock()
         seq, start = self._checkpoint_progress.get(unit.task_id, (0, 0.0))
         start = start if checkpoint is not None and checkpoint.seq == seq else 0.0
@@ -215,7 +230,7 @@ class MasterScheduler:
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
-        return True
+        return None
 
     def _newest_checkpoint(self, task_id: str, plugin_hash: str, index: int) -> CheckpointRecord | None:
         """The furthest-along checkpoint of the unit held here: a replica, or one taken on this machine."""

@@ -43,6 +43,7 @@ class MachineWatch:
         self._extremities_file: Path = config.paths.extremities_file
         self.owner = OwnerPolicy(owner_settings(config))
         self.extremities: Extremities | None = None
+        self.last: MachineState | None = None
         self._sampler: ResourceSampler | None = None
 
     async def start(self) -> None:
@@ -88,4 +89,15 @@ class MachineWatch:
         assert self._sampler is not None, "MachineWatch.start() first"
         reading = await self._sampler.sample(input_idle)
         decision = self.owner.decide(reading.owner_view(desk), reading.at, leave_after, movable)
-        return MachineState(reading=reading, decision=decision)
+        self.last = MachineState(reading=reading, decision=decision)
+        return self.last
+
+    def accounting(self) -> str:
+        """What the last reading did not count as the owner's, and what this OS hides ("" before a reading)."""
+        if self.last is None:
+            return ""
+        reading, gaps = self.last.reading, self.accounting_gaps
+        spared = reading.not_owner
+        text = (f"not the owner's in the last {reading.wall_seconds:.1f} s: this node {spared.node:.2f} s of CPU, "
+                f"control clients {spared.clients:.2f} s, idle-priority programs {spared.idle_priority:.2f} s")
+        return f"{text}; {gaps}" if gaps else text

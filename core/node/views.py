@@ -62,6 +62,8 @@ class NodeParts(Protocol):
 
     def unit_etas(self) -> dict[str, float]: ...
 
+    def unit_waiting(self) -> dict[str, str]: ...
+
 
 def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
     guests = node.supervisor.figures()
@@ -82,6 +84,8 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
             balance=node.balancer.last.why if node.balancer.last else "",
+            owner=node.machine.last.decision.lines() if node.machine.last else (),
+            not_owner=node.machine.accounting(),
             reach=node.reach_status(),
             presence=node.desk.presence.last.describe(),
             sleep=node.sleep_watch,
@@ -100,7 +104,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             for g in guests
         ),
         assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
-                                          etas=node.unit_etas())
+                                          etas=node.unit_etas(), waiting=node.unit_waiting())
                           for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
@@ -131,6 +135,7 @@ def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
 def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
+    waiting: Mapping[str, str] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
@@ -138,12 +143,14 @@ def assignment_view(
     live = live or {}
     names = names or {}
     etas = etas or {}
+    waiting = waiting or {}
     units = tuple(
         UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
                  moves=u.moves, failures=u.failures, error=u.error,
                  host_name=names.get(u.host, u.host[:8]) if u.host else "",
-                 eta_seconds=etas.get(u.task_id) if u.state == "running" else None)
+                 eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
+                 waiting=waiting.get(u.task_id, "") if u.state == "queued" else "")
         for u in record.units
     )
     progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress

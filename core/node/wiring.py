@@ -238,6 +238,10 @@ class Node:
         """Seconds each running unit of this node's assignments still needs, wherever it runs."""
         return self._scheduler.etas()
 
+    def unit_waiting(self) -> dict[str, str]:
+        """Why each queued unit of this node's assignments is not placed (`placement.why_not_placed`)."""
+        return self._scheduler.waiting_reasons()
+
     def reach_status(self) -> str:
         """Whether this node, as a master, is cut off from every peer its units run on ("" if not)."""
         return self._scheduler.reach.status
@@ -548,7 +552,8 @@ class Node:
         action = state.decision.action
         if action is not before:
             severity = "info" if action is GuestAction.RUN else "warning"
-            self.events.add("owner", state.decision.explain(), severity=severity)
+            shown = ", ".join(f"{name} {value:.3g}" for name, value in state.decision.figures)
+            self.events.add("owner", f"{state.decision.describe(time.time())} [{shown}]", severity=severity)
         self._sync_guests()
         if action is GuestAction.EVICT and self.host.running_count and not self._evicting:
             async with self._balance_lock:  # not while the balancer is moving a guest itself

@@ -18,7 +18,7 @@ from frost_tui.widgets.redraw import update_static
 from frost_tui.tabs.pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
-UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error")
+UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error / why waiting")
 
 
 class AssignmentsPane(Pane):
@@ -101,7 +101,7 @@ def unit_row(unit: UnitView) -> tuple:
         format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—",
         str(unit.moves),
         str(unit.failures),
-        Text(unit.error or "", style="red"),
+        Text(unit.error, style="red") if unit.error else Text(unit.waiting, style="yellow"),
     )
 
 
