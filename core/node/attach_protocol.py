@@ -1,7 +1,7 @@
 """What an attached UI and its node say: snapshots pushed one way, commands and keep-alives the other.
 
 After an `AttachRequest` on a control connection (the local socket, or an owner-keyed channel
-from another machine) the node pushes every new snapshot whole, at most ten a second, as bulk
+from another machine) the node pushes every snapshot it publishes (at most ten a second), whole, as bulk
 data after a `SnapshotPush` header (a node with thousands of units outgrows any one frame), and a
 `KeepAlive` when nothing changed for a while; the UI sends commands one way and keep-alives. A
 side that hears nothing for SILENCE_TIMEOUT takes the other for gone: the node drops the client,
@@ -20,8 +20,6 @@ from frost_core.wire.messages import Message, from_plain, register, to_plain
 
 KEEP_ALIVE_INTERVAL = 2.0
 SILENCE_TIMEOUT = 3 * KEEP_ALIVE_INTERVAL + 1.0
-PUSH_INTERVAL = 0.1
-"""At most ten snapshots a second reach an attached UI, as for an embedded one."""
 MAX_SNAPSHOT_BYTES = 32 * 1024 * 1024
 """A snapshot of 3,000 units, 600 history samples and 500 events encodes to 0.6 MiB."""
 
