@@ -23,6 +23,8 @@ from frost_core.wire.security import ClusterKey, RefusalLog
 log = logging.getLogger("frost.remote")
 
 HANDSHAKE_TIMEOUT = 10.0
+REFUSAL_LOG_INTERVAL = 5.0
+"""Seconds a source's refusals stay muted after one is logged: a retrying client is a line every few seconds."""
 
 
 async def serve_remote_control(
@@ -31,7 +33,7 @@ async def serve_remote_control(
 ) -> None:
     """Serve attached UIs from other machines on `address` until cancelled."""
     listeners = await trio.open_tcp_listeners(address[1], host=address[0])
-    refusals = RefusalLog(log, interval=60.0)
+    refusals = RefusalLog(log, interval=REFUSAL_LOG_INTERVAL)
     task_status.started()
     await trio.serve_listeners(partial(_serve_one, token=token, node_id=node_id, node=node, handler=handler,
                                        refusals=refusals), listeners)

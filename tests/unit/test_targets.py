@@ -1,0 +1,46 @@
+"""Which node `frost-tui` shows: --attach first, then the configured hosts, each with its remembered owner token."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from frost_core import ClusterKey, ConfigError, NodeUnavailableError, Paths, load_config, remember_owner_token
+from frost_tui.targets import DEFAULT_CONTROL_PORT, attach_address, choose_targets
+
+
+def _config(tmp_path, hosts=()):
+    (tmp_path / "config.toml").write_text(f"[control]\nhosts = {list(hosts)!r}\n".replace("'", '"'))
+    return load_config(Paths.resolve(config_file=tmp_path / "config.toml", data_dir=tmp_path / "data"))
+
+
+@pytest.mark.parametrize(("text", "address"), [
+    ("desk2", ("desk2", DEFAULT_CONTROL_PORT)),
+    ("desk2:4000", ("desk2", 4000)),
+    ("[::1]:4000", ("::1", 4000)),
+])
+def test_attach_address(text, address):
+    assert attach_address(text) == address
+
+
+def test_no_node_here_and_nothing_to_attach_to_means_embedded_and_watch_then_fails(tmp_path):
+    config = _config(tmp_path)
+    assert choose_targets(config, attach=None, watch=False) is None
+    with pytest.raises(NodeUnavailableError, match="none to watch"):
+        choose_targets(config, attach=None, watch=True)
+
+
+def test_attach_comes_first_then_the_host_list_each_with_its_remembered_token(tmp_path):
+    config = _config(tmp_path, hosts=["lab:47632", "desk2:47632"])
+    for host in ("desk2", "lab"):
+        path = remember_owner_token(config.paths.data_dir, (host, DEFAULT_CONTROL_PORT), ClusterKey.generate())
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    targets = choose_targets(config, attach="desk2", watch=False)
+    assert [t.where for t in targets] == ["desk2:47632", "lab:47632"]
+
+
+def test_a_host_without_a_remembered_token_says_how_to_get_one(tmp_path):
+    config = _config(tmp_path)
+    with pytest.raises(ConfigError, match="frost-tui key remember desk2:47632 TOKEN"):
+        choose_targets(config, attach="desk2", watch=False)  # stdin is not a terminal here: no prompt
