@@ -133,7 +133,8 @@ def main() -> None:
             for node in nodes:
                 node.stop()
     baseline = rows[0]["seconds_to_result"]
-    print(f"\ncut / stop: {args.cut:g} s; host_timeout 6 s; 6 units, 2 guest CPUs per node; load {os.getloadavg()[0]:.1f}")
+    print(f"\ncut / stop: {args.cut:g} s; host_timeout 6 s; 6 units, 2 guest CPUs per node; "
+          f"load {os.getloadavg()[0]:.1f}")
     print_table(["case", "to result s", "over baseline s", "wasted s", "placements", "refused", "re-formed s"],
                 [[r["case"], r["seconds_to_result"], round(r["seconds_to_result"] - baseline, 1), r["wasted_seconds"],
                   f'{r["placements"]}/{r["units"]}', r["refused_results"],

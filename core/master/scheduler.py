@@ -225,7 +225,8 @@ class MasterScheduler:
         now = self._clock()
         seq, start = self._checkpoint_progress.get(unit.task_id, (0, 0.0))
         start = start if checkpoint is not None and checkpoint.seq == seq else 0.0
-        self._copies[unit.task_id] = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start))
+        run = CopyRun(placed_at=now, start=start, heard_at=now, progress=start)
+        self._copies[unit.task_id] = Copy(epoch, host, run)
         self._count_redone(unit, epoch, start)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
@@ -291,7 +292,7 @@ class MasterScheduler:
         return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
 
     def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float) -> None:
-        """The copy at `epoch` reported: its clock restarts; a newer epoch than known (a move) gets a clock of its own."""
+        """The copy at `epoch` reported: its clock restarts; a newer epoch (a move) gets a clock of its own."""
         copy = self._copies.get(task_id)
         if copy is None or copy.epoch != epoch or copy.host != host:
             start = copy.run.progress if copy is not None else progress
@@ -373,7 +374,7 @@ class MasterScheduler:
         current = self._store.confirm_location(assignment_id, index, epoch=epoch, host=destination)
         if current:
             copy = self._copies.get(task_id)
-            if copy is None or copy.epoch < epoch:  # the move's clock starts now (its first report may have won the race)
+            if copy is None or copy.epoch < epoch:  # its clock starts now (unless its first report won the race)
                 self._heard(task_id, epoch, destination, copy.run.progress if copy else 0.0, self._clock())
             self._events.add("move", f"{task_id} moved from {host[:8]} to {destination[:8]} (epoch {epoch})")
         self._on_change()
@@ -433,7 +434,8 @@ class MasterScheduler:
             if host in peers:  # back before it was given up: ask it what it holds
                 del self._dead[host]
                 self._reconcile_soon(host)
-            elif self.reach.cut_off_since is None and peers and now - max(since, self.reach.hearing_since) >= DEATH_SETTLE:
+            elif (self.reach.cut_off_since is None and peers
+                  and now - max(since, self.reach.hearing_since) >= DEATH_SETTLE):
                 del self._dead[host]
                 self._requeue_hosted(host, f"its host {host[:8]} is dead while other peers are reachable")
 
@@ -551,6 +553,8 @@ class MasterScheduler:
                 assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
             )
             await self._blocking(export_result, self._store, self._results_dir, assignment_id)
+            self._given_up = {key: copy for key, copy in self._given_up.items()
+                              if not key[0].startswith(f"{assignment_id}.")}  # its late copies cost nothing now
             done = self._store.assignment(assignment_id)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"
                              f"; {waste.summary(done.waste)}")
