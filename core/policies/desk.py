@@ -165,7 +165,8 @@ def cap_verdict(settings: DeskSettings) -> DeskVerdict | None:
     if settings.cpu_cap_percent <= 0:
         return None
     return DeskVerdict("cpu-cap", GuestAction.RUN, f"guests together use at most {settings.cpu_cap_percent:g} % "
-                       "of one core (guests.cpu_cap_percent)", (("cpu_cap_percent", settings.cpu_cap_percent),))
+                       "of one core (guests.cpu_cap_percent, their cgroup's CPU quota)",
+                       (("cpu_cap_percent", settings.cpu_cap_percent),))
 
 
 def judge_desk(readings: DeskReadings, settings: DeskSettings, when: datetime,

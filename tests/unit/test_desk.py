@@ -147,7 +147,7 @@ def test_judge_desk_lists_suspending_rules_first_and_a_desktop_says_little():
     desktop = judge_desk(DeskReadings(None, None, frozenset()), settings, MONDAY_NOON)
     assert [(v.rule, v.action) for v in desktop] == [("temperature", RUN), ("cpu-cap", RUN)]
     assert desktop[1].explain() == "cpu-cap: guests together use at most 50 % of one core " \
-                                   "(guests.cpu_cap_percent) [cpu_cap_percent 50]"
+                                   "(guests.cpu_cap_percent, their cgroup's CPU quota) [cpu_cap_percent 50]"
     laptop = judge_desk(DeskReadings(Battery(50, False), (("cpu", 40.0),), frozenset({"zoom"})), settings, MONDAY_NOON)
     assert [(v.rule, v.action) for v in laptop] == [("battery", SUSPEND), ("program", SUSPEND),
                                                     ("temperature", RUN), ("cpu-cap", RUN)]
