@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from frost_core.logs import configure_logging
     from frost_core.measure.calibrate import load_or_measure
     from frost_core.node.attached import AttachedNode, local_target, remote_target
-    from frost_core.node.control import call_node, node_answers, plain_reply
+    from frost_core.node.control import call_node, plain_reply, running_node_socket
     from frost_core.node.headless import run_headless
     from frost_core.node.identity import load_owner_token, remember_owner_token, remembered_owner_token
     from frost_core.node.views import plugin_view
@@ -106,7 +106,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "run_headless": ("frost_core.node.headless", "run_headless"),
     "call_node": ("frost_core.node.control", "call_node"),
     "plain_reply": ("frost_core.node.control", "plain_reply"),
-    "node_answers": ("frost_core.node.control", "node_answers"),
+    "running_node_socket": ("frost_core.node.control", "running_node_socket"),
     # configuration and logging
     "Config": ("frost_core.config", "Config"),
     "Option": ("frost_core.config", "Option"),

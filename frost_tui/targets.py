@@ -7,8 +7,8 @@ import socket
 import sys
 
 from frost_core import (
-    DEFAULT_PORT, ClusterKey, Config, ConfigError, NodeUnavailableError, local_target, node_answers, parse_address,
-    remember_owner_token, remembered_owner_token, remote_target,
+    DEFAULT_PORT, ClusterKey, Config, ConfigError, NodeUnavailableError, local_target, parse_address,
+    remember_owner_token, remembered_owner_token, remote_target, running_node_socket,
 )
 
 DEFAULT_CONTROL_PORT = DEFAULT_PORT + 1
@@ -32,8 +32,9 @@ def choose_targets(config: Config, *, attach: str | None, watch: bool) -> list |
     remote += [a for a in (parse_address(h, option="control.hosts") for h in config.get("control.hosts"))
                if a not in remote]
     targets = []
-    if not attach and node_answers(config.paths.control_socket):
-        targets.append(local_target(config.paths.control_socket))
+    local = None if attach else running_node_socket(config.paths)
+    if local is not None:
+        targets.append(local_target(local))
     if not targets and not attach:
         if watch:
             raise NodeUnavailableError(f"no node runs with the data dir {config.paths.data_dir}, so none to watch")

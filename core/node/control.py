@@ -139,6 +139,12 @@ def _fits(path: Path) -> Path:
     return path
 
 
+def running_node_socket(paths: Paths) -> Path | None:
+    """The socket of the node running for `paths.data_dir` (runtime dir first, then the data dir), or None."""
+    candidates = dict.fromkeys((paths.control_socket, paths.data_dir_control_socket))
+    return next((path for path in candidates if node_answers(path)), None)
+
+
 def _bind(path: Path) -> trio.SocketListener:
     _fits(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -44,3 +44,19 @@ def test_a_host_without_a_remembered_token_says_how_to_get_one(tmp_path):
     config = _config(tmp_path)
     with pytest.raises(ConfigError, match="frost-tui key remember desk2:47632 TOKEN"):
         choose_targets(config, attach="desk2", watch=False)  # stdin is not a terminal here: no prompt
+
+
+def test_a_system_service_node_is_found_in_the_data_dir_by_a_ui_that_has_a_runtime_dir(tmp_path, monkeypatch):
+    """A system unit has no $XDG_RUNTIME_DIR, so its socket is in the data dir; the owner's terminal has one."""
+    import socket
+
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    config = _config(tmp_path)
+    config.paths.data_dir.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(config.paths.data_dir_control_socket))
+        listener.listen(1)
+        targets = choose_targets(config, attach=None, watch=True)
+    assert [t.where for t in targets] == ["local node"]
