@@ -17,7 +17,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
@@ -36,9 +36,6 @@ from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
-
-if TYPE_CHECKING:
-    from frost_core.cluster.migration import Migrator
 
 log = logging.getLogger("frost.host")
 
@@ -91,15 +88,21 @@ class Hosted:
     progress: float = 0.0
     leaving: bool = False                 # a move or eviction is taking it away
     evicted: bool = False                 # the owner evicted it: relocation takes its capture on
-    captured: trio.Event = dataclasses.field(default_factory=trio.Event)
-    capture: CheckpointRecord | None = None
-    ended: bool = False                   # it finished or failed while a move waited for its state
     checkpoints: int = 0
     replicating: bool = False
 
     @property
     def master(self) -> str:
         return self.spec.master
+
+
+class Relocator(Protocol):
+    """How units leave this host (`cluster.migration.Migrator`). The host hands itself in as the
+    unit's home: a move that fails after the capture resumes the unit there."""
+
+    async def move_out(self, home: HostService, hosted: Hosted, destination: str) -> Verdict: ...
+
+    async def relocate(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None: ...
 
 
 PluginSource = Callable[[str, tuple[str, ...]], Awaitable[PluginInfo]]
@@ -112,7 +115,7 @@ class HostService:
         plugin_source: PluginSource, has_plugin: Callable[[str], bool], outbox: Outbox, events: EventLog,
         settings: Callable[[], HostSettings], on_change: Callable[[], None], alive: Callable[[], list[str]],
         own_figures: Callable[[], NodeView], answer_work_request: Callable[[NodeView], Awaitable[Verdict]],
-        on_arrival: Callable[[str], None],
+        on_arrival: Callable[[str], None], relocator: Relocator,
     ) -> None:
         self.node_id = node_id
         self.supervisor = supervisor
@@ -128,8 +131,7 @@ class HostService:
         self._own_figures = own_figures
         self._answer_work_request = answer_work_request
         self._on_arrival = on_arrival
-        self.migrator: Migrator | None = None
-        """Set by the node once built: moves and relocations go through it."""
+        self._relocator = relocator
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -240,8 +242,7 @@ class HostService:
             return await self._links.host(went).move(task_id, destination)
         if hosted is None or hosted.leaving:
             return Verdict(ok=False, reason=f"{task_id} does not run here")
-        assert self.migrator is not None
-        return await self.migrator.move_out(hosted, destination)
+        return await self._relocator.move_out(self, hosted, destination)
 
     async def work_request(self, requester: NodeView) -> Verdict:
         return await self._answer_work_request(requester)
@@ -272,20 +273,9 @@ class HostService:
         self._stopping.update(tasks)
         await self.supervisor.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
 
-    async def capture(self, hosted: Hosted, deadline: float) -> CheckpointRecord | None:
-        """Stop a guest for a move: its state at the next migration point, or its last checkpoint.
-
-        The checkpoint stays on this disk until the destination confirms it runs the unit.
-        """
-        hosted.leaving = True
-        await self.supervisor.evict(hosted.task.task_id, deadline=deadline)
-        await hosted.captured.wait()
-        return hosted.capture
-
     def resume_here(self, hosted: Hosted) -> None:
         """A move failed after the capture: run the unit here again from the checkpoint kept on disk."""
         hosted.leaving = False
-        hosted.captured = trio.Event()
         assert self._nursery is not None
         self._hosted[hosted.task.task_id] = hosted
         self._nursery.start_soon(self._run, hosted)
@@ -308,19 +298,13 @@ class HostService:
         task = hosted.task
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
         if isinstance(outcome, Evicted):
-            if hosted.leaving:  # a move is waiting for the state
-                hosted.capture = outcome.checkpoint
-                hosted.captured.set()
+            if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value
                 return
             hosted.leaving = True
             self._on_change()
-            assert self.migrator is not None
-            await self.migrator.relocate(hosted, outcome.checkpoint)
+            await self._relocator.relocate(self, hosted, outcome.checkpoint)
             return
-        self._hosted.pop(task.task_id, None)
-        if hosted.leaving:
-            hosted.ended = True
-            hosted.captured.set()
+        self._hosted.pop(task.task_id, None)  # (a move waiting to capture it learns so from capture())
         self._on_change()
         if task.task_id in self._stopping:
             self._stopping.discard(task.task_id)

@@ -30,6 +30,7 @@ import trio
 
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.host import Hosted, HostService
+from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
 from frost_core.api.errors import FrostError, NodeUnavailableError
@@ -42,72 +43,79 @@ RETURN_RETRY = 5.0
 
 
 class Migrator:
+    """The host's `Relocator`: moves and relocations, each given the host it leaves (`home`)."""
+
     def __init__(
-        self, *, host: HostService, links: Links, events: EventLog,
+        self, *, node_id: str, supervisor: GuestSupervisor, links: Links, events: EventLog,
         destinations: Callable[[Hosted, int], Sequence[str]],
         observe_transfer: Callable[[str, int, float], None],
         move_deadline: Callable[[], float],
     ) -> None:
-        self._host = host
+        self._node_id = node_id
+        self._supervisor = supervisor
         self._links = links
         self._events = events
         self._destinations = destinations
         self._observe_transfer = observe_transfer
         self._move_deadline = move_deadline
 
-    async def move_out(self, hosted: Hosted, destination: str) -> Verdict:
+    async def move_out(self, home: HostService, hosted: Hosted, destination: str) -> Verdict:
         """Move a running guest to `destination` now; a refusal or failure leaves it running here."""
         task_id = hosted.task.task_id
-        if destination == self._host.node_id:
+        if destination == self._node_id:
             return Verdict(ok=False, reason=f"{task_id} already runs on this node")
-        last = self._host.supervisor.figures()
+        last = self._supervisor.figures()
         state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
         refusal = await self._negotiate(hosted, destination, state_bytes)
         if refusal is not None:
             self._events.add("move", f"{task_id}: {destination[:8]} refused the move ({refusal}); it stays here")
             return Verdict(ok=False, reason=refusal)
         began = time.monotonic()
-        record = await self._host.capture(hosted, self._move_deadline())
-        if hosted.ended:
+        hosted.leaving = True  # before the guest stops, so the host leaves its Evicted outcome to this move
+        try:
+            # The checkpoint stays on this disk until the destination confirms it runs the unit.
+            record = await self._supervisor.capture(task_id, self._move_deadline())
+        except KeyError:
+            hosted.leaving = False
             return Verdict(ok=False, reason=f"{task_id} ended before it could move")
-        verdict = await self._hand_over(hosted, record, destination, began)
+        verdict = await self._hand_over(home, hosted, record, destination, began)
         if not verdict.ok:
             self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
                              "it resumes here", severity="warning")
-            self._host.resume_here(hosted)
+            home.resume_here(hosted)
             if record is not None:
-                self._host.replicate(hosted, record)
+                home.replicate(hosted, record)
         return verdict
 
-    async def relocate(self, hosted: Hosted, record: CheckpointRecord | None) -> None:
+    async def relocate(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
         """An evicted unit (already stopped): to the best peer that takes it, else back to its master."""
         began = time.monotonic()
         state_bytes = record.size if record is not None else 0
         for destination in self._destinations(hosted, state_bytes):
             if await self._negotiate(hosted, destination, state_bytes) is not None:
                 continue
-            if (await self._hand_over(hosted, record, destination, began)).ok:
+            if (await self._hand_over(home, hosted, record, destination, began)).ok:
                 return
-        await self._return_to_master(hosted, record)
+        await self._return_to_master(home, hosted, record)
 
     async def _negotiate(self, hosted: Hosted, destination: str, state_bytes: int) -> str | None:
         """None if `destination` takes the unit, else its reason (or why it could not be asked)."""
         offer = UnitOffer(task_id=hosted.task.task_id, plugin_hash=hosted.task.plugin_hash,
                           memory_bytes=hosted.task.unit.memory_bytes, state_bytes=state_bytes, moving=True)
         try:
-            reply = await self._links.host(destination).offer(self._host.node_id, offer)
+            reply = await self._links.host(destination).offer(self._node_id, offer)
         except NodeUnavailableError as error:
             return error.message
         return None if reply.accepted else reply.reason
 
-    async def _hand_over(self, hosted: Hosted, record: CheckpointRecord | None, destination: str,
-                         began: float) -> Verdict:
+    async def _hand_over(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None,
+                         destination: str, began: float) -> Verdict:
         """Transfer under the next epoch; drop the local copy only once the destination runs the unit."""
         spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
         task_id = hosted.task.task_id
         sent = time.monotonic()
         try:
-            verdict = await self._links.host(destination).start(self._host.node_id, spec, record, moved=True)
+            verdict = await self._links.host(destination).start(self._node_id, spec, record, moved=True)
         except FrostError as error:
             verdict = Verdict(ok=False, reason=error.message)
         if not verdict.ok:
@@ -115,22 +123,22 @@ class Migrator:
         size = record.size if record is not None else 0
         if size:
             self._observe_transfer(destination, size, time.monotonic() - sent)
-        self._host.forget(hosted, moved_to=destination)
+        home.forget(hosted, moved_to=destination)
         self._events.add("move", f"{task_id} moved to {destination[:8]} with "
                          f"{f'checkpoint {record.seq} ({size} bytes)' if record else 'no checkpoint'} "
                          f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {spec.epoch})")
         try:
-            await self._links.master(hosted.master).host_moved(self._host.node_id, task_id, spec.epoch, destination)
+            await self._links.master(hosted.master).host_moved(self._node_id, task_id, spec.epoch, destination)
         except NodeUnavailableError as error:
             log.info("master not told of the move of %s (%s); the destination's report will", task_id, error.message)
         return verdict
 
-    async def _return_to_master(self, hosted: Hosted, record: CheckpointRecord | None) -> None:
+    async def _return_to_master(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
         """No peer took the unit: its master queues it again, from this checkpoint."""
         task = hosted.task
         while True:
             try:
-                await self._links.master(hosted.master).host_return(self._host.node_id, task.task_id, task.epoch,
+                await self._links.master(hosted.master).host_return(self._node_id, task.task_id, task.epoch,
                                                                     record)
             except NodeUnavailableError as error:
                 self._events.add("evict", f"{task.task_id}: no peer took it and its master is out of reach "
@@ -138,6 +146,6 @@ class Migrator:
                 await trio.sleep(RETURN_RETRY)
                 continue
             break
-        self._host.forget(hosted)
+        home.forget(hosted)
         self._events.add("evict", f"{task.task_id} went back to its master's queue"
                          + (f" with checkpoint {record.seq}" if record else ""))

@@ -125,6 +125,22 @@ class GuestSupervisor:
             return guest.last_record
         return await guest.checkpoint(deadline)
 
+    async def capture(self, task_id: str, deadline: float) -> CheckpointRecord | None:
+        """Stop one guest for a move and return its state: taken at its next migration point, or
+        its last checkpoint if it misses `deadline` (None: it has none, the unit starts over).
+
+        Its run() returns Evicted with the same checkpoint. Raises KeyError if no guest `task_id`
+        runs here, or it completed or failed before it could be stopped.
+        """
+        guest = self._guests.get(task_id)
+        if guest is None or guest.outcome is not None:
+            raise KeyError(f"no guest {task_id} is running here")
+        await guest.evict(deadline)
+        await guest.finished.wait()  # an eviction already under way decides for both
+        if not isinstance(guest.outcome, Evicted):
+            raise KeyError(f"guest {task_id} ended before it could be captured")
+        return guest.outcome.checkpoint
+
     def next_request_id(self) -> int:
         """A checkpoint request id no guest of this node has used."""
         return next(self._request_ids)

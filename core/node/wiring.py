@@ -127,21 +127,22 @@ class Node:
         self._transport = None
         self.links = Links(node_id=self.node_id, address_of=self._address_of)
         self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
+        migrator = Migrator(
+            node_id=self.node_id, supervisor=self.supervisor, links=self.links, events=self.events,
+            destinations=self._destinations, observe_transfer=self._observe_transfer,
+            move_deadline=lambda: self.supervisor.settings.checkpoint_deadline,
+        )
         self.host = HostService(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
             plugin_source=self._plugin_for, has_plugin=self._has_plugin, outbox=self.outbox, events=self.events,
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
-            on_arrival=lambda task_id: self.balancer.note_arrival(task_id),
+            on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
         )
         self.bandwidths = Bandwidths(PolicySettings().default_bandwidth)
         self.balancer = Balancer(read=self._balance_inputs, query=self._query_figures, move=self.move,
                                  request_work=self._request_work)
         self._balance_lock = trio.Lock()
-        self.host.migrator = Migrator(
-            host=self.host, links=self.links, events=self.events, destinations=self._destinations,
-            observe_transfer=self._observe_transfer, move_deadline=lambda: self.supervisor.settings.checkpoint_deadline,
-        )
         self._scheduler = MasterScheduler(
             node_id=self.node_id, store=self.store, registry=self.registry, links=self.links, events=self.events,
             results_dir=self.results_dir, replicas=CheckpointStore(self.paths.data_dir / "replicas"),

@@ -125,6 +125,31 @@ def test_figures_outside_a_trio_run_are_empty(tmp_path):
     assert guests.figures() == ()
 
 
+async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_with_it(tmp_path):
+    # Periodic checkpoints out of the way, so the one captured is the capture's own.
+    guests = GuestSupervisor(
+        data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
+        on_event=Recorder(),
+    )
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    outcome_box = []
+    async with trio.open_nursery() as nursery:
+
+        async def run():
+            outcome_box.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        await wait_until(lambda: any(f.state == "running" and f.progress > 0 for f in guests.figures()))
+        captured = await guests.capture(task.task_id, deadline=60)
+        assert guest_processes() == []  # stopped, not just asked
+    assert captured is not None and captured.seq == 1 and captured.size > 0
+    assert outcome_box == [Evicted(captured)]
+    assert guests.store.latest(task.task_id) == captured  # durable here until a destination runs it
+    with pytest.raises(KeyError):
+        await guests.capture(task.task_id, deadline=1)  # nothing runs any more
+
+
 class _GuestWakeups(trio.abc.Instrument):
     """Counts the steps of a running guest's own tasks (watcher, checkpoint timer, pipe readers)."""
 

@@ -12,10 +12,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("frost_core", "frost_tui", "frost_plugins")
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
-# The one cycle left, until the host stops importing the migrator (issue 14, step 4); delete this then.
-PENDING = frozenset({"frost_core.cluster.host", "frost_core.cluster.migration"})
-
-
 def test_import_contracts_hold():
     result = subprocess.run([sys.executable, "-c", LINT, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
                             timeout=120)
@@ -77,8 +73,7 @@ def describe(graph: grimp.ImportGraph, component: list[str]) -> str:
 def test_no_import_cycles():
     graph = grimp.build_graph(*PACKAGES)  # TYPE_CHECKING imports count: a cycle in the hints is one in the design
     found = cycles(graph)
-    remaining = [component for component in found if frozenset(component) != PENDING]
-    assert not remaining, "import cycles:\n" + "\n\n".join(describe(graph, component) for component in remaining)
+    assert not found, "import cycles:\n" + "\n\n".join(describe(graph, component) for component in found)
 
 
 def test_the_cycle_finder_finds_a_cycle():
