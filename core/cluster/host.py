@@ -13,6 +13,7 @@ a durable outbox if the master is out of reach. An evicted guest is sent on to t
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import time
 from collections import defaultdict
@@ -78,6 +79,24 @@ class HostSettings:
         )
 
 
+class Stay(enum.Enum):
+    """Where a hosted unit is in its stay on this machine."""
+
+    RUNNING = "running"          # its guest runs here
+    EVICTED = "evicted"          # the owner evicted it: its guest stops with a checkpoint, then it relocates
+    MOVING = "moving"            # a move is capturing it or handing it over
+    RELOCATING = "relocating"    # stopped by an eviction: on its way to a peer or back to its master
+
+
+STAY_CHANGES: Mapping[Stay, frozenset[Stay]] = {
+    Stay.RUNNING: frozenset({Stay.EVICTED, Stay.MOVING, Stay.RELOCATING}),  # (an eviction not through evict())
+    Stay.EVICTED: frozenset({Stay.MOVING, Stay.RELOCATING}),  # a move may take the eviction's capture on
+    Stay.MOVING: frozenset({Stay.RUNNING}),  # the move failed, or the guest ended first: it stays
+    Stay.RELOCATING: frozenset(),  # it leaves for good (a peer or its master's queue)
+}
+"""The allowed changes of `Hosted.stay`; anything else is refused by `Hosted.change`."""
+
+
 @dataclasses.dataclass(eq=False)
 class Hosted:
     """One unit on this machine, from its start until its outcome is in its master's hands."""
@@ -86,14 +105,25 @@ class Hosted:
     spec: UnitSpec
     arrived_at: float
     progress: float = 0.0
-    leaving: bool = False                 # a move or eviction is taking it away
-    evicted: bool = False                 # the owner evicted it: relocation takes its capture on
+    stay: Stay = Stay.RUNNING
     checkpoints: int = 0
-    replicating: bool = False
+    replicating: bool = False             # a replica of one of its checkpoints is on its way
 
     @property
     def master(self) -> str:
         return self.spec.master
+
+    @property
+    def leaving(self) -> bool:
+        """A move or a relocation is taking it away: it no longer counts as running here."""
+        return self.stay in (Stay.MOVING, Stay.RELOCATING)
+
+    def change(self, stay: Stay) -> bool:
+        """Go to `stay` if `STAY_CHANGES` allows it from here; False (and no change) if not."""
+        if stay not in STAY_CHANGES[self.stay]:
+            return False
+        self.stay = stay
+        return True
 
 
 class Relocator(Protocol):
@@ -264,7 +294,7 @@ class HostService:
         """Free the CPU now (checkpoint within the evict deadline, then kill); the units then travel on."""
         for hosted in self._hosted.values():
             if task_id is None or hosted.task.task_id == task_id:
-                hosted.evicted = True
+                hosted.change(Stay.EVICTED)
         return await self.supervisor.evict(task_id)
 
     async def stop_assignment(self, assignment_id: str) -> None:
@@ -275,7 +305,7 @@ class HostService:
 
     def resume_here(self, hosted: Hosted) -> None:
         """A move failed after the capture: run the unit here again from the checkpoint kept on disk."""
-        hosted.leaving = False
+        hosted.change(Stay.RUNNING)
         assert self._nursery is not None
         self._hosted[hosted.task.task_id] = hosted
         self._nursery.start_soon(self._run, hosted)
@@ -300,7 +330,7 @@ class HostService:
         if isinstance(outcome, Evicted):
             if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value
                 return
-            hosted.leaving = True
+            hosted.change(Stay.RELOCATING)
             self._on_change()
             await self._relocator.relocate(self, hosted, outcome.checkpoint)
             return
@@ -396,7 +426,7 @@ class HostService:
         hosted = self._hosted.get(task.task_id)
         if hosted is None or hosted.master == self.node_id or self._nursery is None:
             return
-        if hosted.leaving or hosted.evicted:
+        if hosted.stay is not Stay.RUNNING:
             # A capture for a move goes with the move: to the master, were it sent there too, it
             # would race the move's new epoch and be refused (or arrive twice when the master is
             # the destination). Only a move that fails replicates it (`replicate`).

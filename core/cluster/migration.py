@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from frost_core.storage.checkpoints import CheckpointRecord
-from frost_core.cluster.host import Hosted, HostService
+from frost_core.cluster.host import Hosted, HostService, Stay
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
@@ -71,12 +71,12 @@ class Migrator:
             self._events.add("move", f"{task_id}: {destination[:8]} refused the move ({refusal}); it stays here")
             return Verdict(ok=False, reason=refusal)
         began = time.monotonic()
-        hosted.leaving = True  # before the guest stops, so the host leaves its Evicted outcome to this move
+        hosted.change(Stay.MOVING)  # before the guest stops, so the host leaves its Evicted outcome to this move
         try:
             # The checkpoint stays on this disk until the destination confirms it runs the unit.
             record = await self._supervisor.capture(task_id, self._move_deadline())
         except KeyError:
-            hosted.leaving = False
+            hosted.change(Stay.RUNNING)
             return Verdict(ok=False, reason=f"{task_id} ended before it could move")
         verdict = await self._hand_over(home, hosted, record, destination, began)
         if not verdict.ok:
