@@ -7,12 +7,13 @@ happens to one guest between its start and its outcome happens here.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import os
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -59,6 +60,24 @@ PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
 
 
+class GuestPhase(enum.Enum):
+    """Where a running guest is in its life; `PHASE_CHANGES` says which way it may go."""
+
+    RUNNING = "running"      # may use the CPU: starting, stepping, checkpointing, waiting for a file
+    PAUSED = "paused"        # stopped (SIGSTOP) while its owner wants the CPU
+    EVICTING = "evicting"    # asked for its state, killed once it answers or the deadline passes
+    ENDED = "ended"          # its outcome is decided and its process group killed
+
+
+PHASE_CHANGES: Mapping[GuestPhase, frozenset[GuestPhase]] = {
+    GuestPhase.RUNNING: frozenset({GuestPhase.PAUSED, GuestPhase.EVICTING, GuestPhase.ENDED}),
+    GuestPhase.PAUSED: frozenset({GuestPhase.RUNNING, GuestPhase.EVICTING, GuestPhase.ENDED}),
+    GuestPhase.EVICTING: frozenset({GuestPhase.ENDED}),  # an eviction is not taken back
+    GuestPhase.ENDED: frozenset(),
+}
+"""The allowed changes of `RunningGuest.phase`; `RunningGuest.change` refuses the others."""
+
+
 class GuestHost(Protocol):
     """What a running guest uses of its supervisor: the settings of the moment, the store, the news."""
 
@@ -98,13 +117,12 @@ class RunningGuest:
         self.channel: Channel | None = None
         self.outcome: Outcome | None = None
         self.finished = trio.Event()
-        self.killed = False
-        self.paused = False
-        self.evicting = False
+        self.phase = GuestPhase.RUNNING
+        self.killed = False  # SIGKILL sent: its death is ours, not a crash to report
         self.fetching = False  # waiting for an input file is not being stuck
         self.pending: _Pending | None = None
         self.awake = trio.Event()
-        """Set while the guest may run: what its watcher and checkpoint timer wait on while it is paused."""
+        """Set unless the guest is paused: what its watcher and checkpoint timer wait on meanwhile."""
         self.awake.set()
         self.started_at = now
         self.progress = 0.0
@@ -120,10 +138,29 @@ class RunningGuest:
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.priority_floor: PriorityView | None = None
 
+    @property
+    def paused(self) -> bool:
+        return self.phase is GuestPhase.PAUSED
+
+    @property
+    def evicting(self) -> bool:
+        return self.phase is GuestPhase.EVICTING
+
+    def change(self, phase: GuestPhase) -> bool:
+        """Go to `phase` if `PHASE_CHANGES` allows it from here; False (and no change) if not."""
+        if phase not in PHASE_CHANGES[self.phase]:
+            return False
+        self.phase = phase
+        if phase is GuestPhase.PAUSED:
+            self.awake = trio.Event()
+        else:
+            self.awake.set()
+        return True
+
     def state(self) -> str:
         if isinstance(self.outcome, Failed):
             return "failed"
-        if self.evicting:
+        if self.evicting or isinstance(self.outcome, Evicted):
             return "evicting"
         if self.paused:
             return "paused"
@@ -160,8 +197,8 @@ class RunningGuest:
         task, settings = self.task, self.host.settings
         process = self.process = child.process
         self.channel = child.channel
-        if paused:
-            self._stop()
+        if paused and self.change(GuestPhase.PAUSED):
+            self.signal(signal.SIGSTOP)
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
         self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
         nursery.start_soon(self._read_messages)
@@ -196,6 +233,7 @@ class RunningGuest:
             return
         self.kill()
         self.outcome = outcome
+        self.change(GuestPhase.ENDED)
         self.finished.set()
 
     def kill(self) -> None:
@@ -428,7 +466,7 @@ class RunningGuest:
                 lower=settings.min_checkpoint_interval, upper=settings.max_checkpoint_interval,
             )
             await trio.sleep_until(max(self.checkpoint_at, attempted) + interval)
-            if self.evicting:
+            if self.phase in (GuestPhase.EVICTING, GuestPhase.ENDED):
                 await trio.sleep_forever()  # the eviction takes its checkpoint, then the guest ends
             if self.paused:
                 await self.awake.wait()  # a stopped guest cannot answer; ask once it runs again
@@ -466,38 +504,28 @@ class RunningGuest:
 
     def pause(self) -> None:
         """Stop the guest's process group now (SIGSTOP), unless it is leaving or gone."""
-        if self.paused or self.evicting or self.outcome is not None:
+        if not self.change(GuestPhase.PAUSED):
             return
-        self._stop()
-        self.emit("pause", "guest paused")
-
-    def _stop(self) -> None:
         self.signal(signal.SIGSTOP)
-        self.paused = True
-        self.awake = trio.Event()
+        self.emit("pause", "guest paused")
 
     def resume(self) -> None:
         """Let a paused guest run again (SIGCONT)."""
-        if not self.paused:
+        if not self.paused or not self.change(GuestPhase.RUNNING):
             return
-        self._continue()
+        self.signal(signal.SIGCONT)
         self.asleep_since = None  # time spent stopped is not time spent stuck
         self.emit("resume", "guest resumed")
 
-    def _continue(self) -> None:
-        self.signal(signal.SIGCONT)
-        self.paused = False
-        self.awake.set()
-
     async def evict(self, deadline: float) -> None:
         """Checkpoint within `deadline` and stop: the outcome is Evicted with that checkpoint or the last."""
-        if self.outcome is not None or self.evicting:
+        was_paused = self.paused
+        if not self.change(GuestPhase.EVICTING):
             return
-        self.evicting = True
         self.emit("evict", "evicting: checkpoint now, then leave")
-        if self.paused:
+        if was_paused:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
-            self._continue()
+            self.signal(signal.SIGCONT)
         record = await self._checkpoint_then_kill(deadline)
         self.finish(Evicted(record))
         if self.process is not None:
