@@ -24,6 +24,8 @@ from frost_core.policies.views import NodeView, PolicySettings, UnitView
 
 log = logging.getLogger("frost.balancer")
 
+OFF_RECHECK = 1.0
+"""Seconds between looks at the interval while balancing is off (interval 0), so turning it on acts soon."""
 MOVABLE_STATES = frozenset({"starting", "running", "paused"})   # not failing, leaving or mid-checkpoint
 
 
@@ -79,19 +81,27 @@ class Balancer:
 
     `read()` returns the round's `BalanceInputs`; `query(node_id)` asks a node for its current
     row (None when it does not answer); `move(task_id, node_id)` and `request_work(node_id)`
-    raise FrostError when the peer refuses or the transfer fails.
+    raise FrostError when the peer refuses or the transfer fails. `interval` may be a callable
+    (the node reads its configuration each round; 0 turns balancing off), `ready()` says whether
+    the node has figures to plan on yet, `lock` is held for each round (the node's own evictions
+    take it too) and `on_round(decision)` hears every round's decision.
     """
 
     def __init__(self, *, read: Callable[[], BalanceInputs], query: Query, move: Move, request_work: RequestWork,
-                 settings: PolicySettings = PolicySettings(), interval: float = 10.0,
-                 clock: Callable[[], float] = trio.current_time) -> None:
+                 settings: PolicySettings = PolicySettings(), interval: float | Callable[[], float] = 10.0,
+                 clock: Callable[[], float] = trio.current_time, ready: Callable[[], bool] = lambda: True,
+                 lock: trio.Lock | None = None,
+                 on_round: Callable[[BalanceDecision | None], None] = lambda decision: None) -> None:
         self._read = read
         self._query = query
         self._move = move
         self._request_work = request_work
         self.settings = settings
-        self.interval = interval
+        self._interval = interval if callable(interval) else (lambda: interval)
         self._clock = clock
+        self._ready = ready
+        self._lock = lock or trio.Lock()
+        self._on_round = on_round
         self._arrivals: dict[str, float] = {}
         self._previous: float | None = None
         self._backoff = 1
@@ -102,11 +112,21 @@ class Balancer:
         """A guest arrived by migration: it stays `min_stay` seconds unless its new host's owner returns."""
         self._arrivals[task_id] = self._clock()
 
+    @property
+    def interval(self) -> float:
+        """Seconds between rounds now (0: balancing is off)."""
+        return self._interval()
+
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Run a round every `interval` seconds, forever: the loop the node runs."""
         task_status.started()
         while True:
-            await self.step()
-            await trio.sleep(self.interval)
+            interval = self.interval
+            if interval > 0 and self._ready():
+                async with self._lock:
+                    decision = await self.step()
+                self._on_round(decision)
+            await trio.sleep(interval if interval > 0 else OFF_RECHECK)
 
     async def step(self) -> BalanceDecision | None:
         """One round: read, plan, re-check the partner, act; None while backing off after a failed attempt."""

@@ -27,7 +27,7 @@ from frost_core.cluster.host import Capacity, Hosted, HostService, HostSettings
 from frost_core.cluster.files import MAX_INPUTS, InputFiles
 from frost_core.cluster.links import Links
 from frost_core.cluster.migration import Migrator
-from frost_core.cluster.balancer import BalanceInputs, Balancer, unit_view
+from frost_core.cluster.balancer import BalanceDecision, BalanceInputs, Balancer, unit_view
 from frost_core.cluster.messages import Verdict
 from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
@@ -140,9 +140,12 @@ class Node:
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
         )
         self.bandwidths = Bandwidths(PolicySettings().default_bandwidth)
-        self.balancer = Balancer(read=self._balance_inputs, query=self._query_figures, move=self.move,
-                                 request_work=self._request_work)
         self._balance_lock = trio.Lock()
+        self.balancer = Balancer(
+            read=self._balance_inputs, query=self._query_figures, move=self.move, request_work=self._request_work,
+            interval=lambda: self.config.get("cluster.balance_interval"),
+            ready=lambda: self._machine_state is not None, lock=self._balance_lock, on_round=self._balanced,
+        )
         self._scheduler = MasterScheduler(
             node_id=self.node_id, store=self.store, registry=self.registry, links=self.links, events=self.events,
             results_dir=self.results_dir, replicas=CheckpointStore(self.paths.data_dir / "replicas"),
@@ -290,7 +293,7 @@ class Node:
                     nursery.start_soon(self._watch_resources)
                     nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
-                    nursery.start_soon(self._balance)
+                    nursery.start_soon(self.balancer.serve)
                     nursery.start_soon(watch_sleep, self._before_sleep, self._after_wake, self._report_sleep_watch)
                     self.events.add("join", f"node {config.node_name} started at {self.address}")
                     task_status.started()
@@ -686,17 +689,11 @@ class Node:
 
     # -- load balancing (FROST 5.2-5.4: the balancer decides, move() carries it out) ----------------------
 
-    async def _balance(self) -> None:
-        while True:
-            interval = self.config.get("cluster.balance_interval")
-            if interval > 0 and self._machine_state is not None:
-                self.balancer.interval = interval
-                async with self._balance_lock:
-                    decision = await self.balancer.step()
-                if decision is not None and decision.step is not Step.NOTHING:
-                    self.events.add("balance", decision.why)
-                self.mark_changed()
-            await trio.sleep(interval or FIGURES_INTERVAL)
+    def _balanced(self, decision: BalanceDecision | None) -> None:
+        """A balancing round ended: a move or a request is news; the snapshot shows the last decision."""
+        if decision is not None and decision.step is not Step.NOTHING:
+            self.events.add("balance", decision.why)
+        self.mark_changed()
 
     def _balance_inputs(self) -> BalanceInputs:
         me = self._own_view()

@@ -205,6 +205,28 @@ async def test_serve_plans_once_per_interval(autojump_clock):
     assert node.reads == 4                                           # at 0, 10, 20 and 30 s
 
 
+async def test_serve_as_the_node_runs_it_follows_the_configured_interval_its_lock_and_reports_each_round(
+        autojump_clock):
+    node = overloaded()
+    configured = [0.0]  # cluster.balance_interval = 0: balancing off
+    lock = trio.Lock()
+    rounds = []
+    balancer = node.balancer(interval=lambda: configured[0], lock=lock, on_round=rounds.append)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(balancer.serve)
+        await trio.sleep(30)
+        assert node.reads == 0 and rounds == []
+        configured[0] = 10.0  # the owner turns it on; the loop sees it within OFF_RECHECK
+        await trio.sleep(2)
+        assert node.reads == 1 and len(rounds) == 1
+        async with lock:  # the node evicting: no round meanwhile
+            await trio.sleep(25)
+            assert node.reads == 1
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert node.reads == 2 and len(rounds) == 2
+
+
 # -- two nodes balancing against each other ---------------------------------------------------------
 
 class TwoNodes:
