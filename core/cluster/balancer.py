@@ -16,7 +16,7 @@ import trio
 
 from frost_core.api.errors import FrostError
 from frost_core.guest.views import GuestFigures
-from frost_core.policies.balance import Plan, Step, backoff_after, plan, plan_for_requester, remaining_work, table_system
+from frost_core.policies.balance import Plan, Step, backoff_after, plan, plan_for_requester, table_system, unit_estimate
 from frost_core.policies.location import Destination
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.transfer import Action, SystemView
@@ -59,15 +59,12 @@ class BalanceInputs:
 
 
 def unit_view(guest: GuestFigures, speed: float, arrived_at: float) -> UnitView:
-    """A guest as the selection and location policies judge it.
-
-    Moving now loses the CPU time since the last checkpoint (eq. 5.2's lost work) and ships
-    the last checkpoint's bytes.
-    """
-    return UnitView(
+    """A running guest as the policies judge it (`policies.balance.unit_estimate`): moving it now
+    ships its last checkpoint's bytes and loses its CPU time since."""
+    return unit_estimate(
         task_id=guest.task_id, assignment_id=guest.assignment_id, plugin=guest.plugin, memory=guest.memory_bytes,
         state_bytes=guest.checkpoint_bytes, since_checkpoint=guest.cpu_since_checkpoint_seconds,
-        remaining_work=remaining_work(guest.progress, guest.cpu_seconds, speed), arrived_at=arrived_at,
+        progress=guest.progress, cpu_seconds=guest.cpu_seconds, speed=speed, arrived_at=arrived_at,
     )
 
 

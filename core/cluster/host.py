@@ -105,6 +105,7 @@ class Hosted:
     spec: UnitSpec
     arrived_at: float
     progress: float = 0.0
+    cpu_seconds: float = 0.0              # its guest's CPU time at the last look (with progress: its remaining work)
     stay: Stay = Stay.RUNNING
     checkpoints: int = 0
     replicating: bool = False             # a replica of one of its checkpoints is on its way
@@ -292,6 +293,7 @@ class HostService:
 
     async def evict(self, task_id: str | None = None) -> tuple[str, ...]:
         """Free the CPU now (checkpoint within the evict deadline, then kill); the units then travel on."""
+        self._note_figures()  # the last look at the guests before they stop: where they go depends on it
         for hosted in self._hosted.values():
             if task_id is None or hosted.task.task_id == task_id:
                 hosted.change(Stay.EVICTED)
@@ -402,12 +404,11 @@ class HostService:
 
     async def report_now(self) -> None:
         """Tell each master which of its units run here; stop the copies it no longer wants."""
-        progress = {f.task_id: f.progress for f in self.supervisor.figures()}
+        self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         for task_id, hosted in self._hosted.items():
             if hosted.leaving:
                 continue
-            hosted.progress = progress.get(task_id, hosted.progress)
             by_master[hosted.master].append(UnitStatus(task_id, hosted.task.epoch, hosted.progress))
         for master, units in by_master.items():
             try:
@@ -420,6 +421,13 @@ class HostService:
                 self._stopping.update(stop)
                 self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
                 await self.supervisor.stop(stop, SUPERSEDED)
+
+    def _note_figures(self) -> None:
+        """Keep each running unit's progress and CPU time: once its guest has stopped they are gone."""
+        figures = {f.task_id: f for f in self.supervisor.figures()}
+        for task_id, hosted in self._hosted.items():
+            if task_id in figures and not hosted.leaving:
+                hosted.progress, hosted.cpu_seconds = figures[task_id].progress, figures[task_id].cpu_seconds
 
     def on_checkpoint(self, task: GuestTask, record: CheckpointRecord) -> None:
         """Send every Nth checkpoint to the unit's master (never blocks the guest; one at a time per unit)."""

@@ -58,12 +58,11 @@ from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.owner import GuestAction
-from frost_core.policies.balance import Step
+from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
-from frost_core.policies.location import rank_destinations
 from frost_core.policies.selection import costliest_move
 from frost_core.policies.transfer import summarize, thresholds, transfer_mode
-from frost_core.policies.views import NodeView, PolicySettings, UnitView
+from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import parse_params
 from frost_core.plugin.calls import split_units
 from frost_core.cluster.code_shipping import fetch_plugin, serve_plugin_code
@@ -723,25 +722,18 @@ class Node:
         return Verdict(ok=decision.step is Step.SEND, reason=decision.why)
 
     def _destinations(self, hosted: Hosted, state_bytes: int) -> tuple[str, ...]:
-        """Where an evicted unit should go: the location policy's ranking, owner-forced (it gets nothing here)."""
-        table = self._table()
-        own = next((v for v in table if v.node_id == self.node_id), None)
-        peers = [v for v in table if v.node_id != self.node_id]
-        if own is None or not peers:
+        """Where an evicted unit should go: the balancer's ranking when the owner evicts, on the same estimate."""
+        table = tuple(v for v in self._table() if v.node_id != self.node_id)
+        if not table:
             return ()
-        figures = next((f for f in self.supervisor.figures() if f.task_id == hosted.task.task_id), None)
-        progress = hosted.progress
-        cpu = figures.cpu_seconds if figures else 0.0
-        remaining = (cpu * (1 - progress) / progress if progress > 0 else 60.0) * max(own.idle_extremity, 1e-9)
-        unit = UnitView(
+        speed = self.machine.extremities.speed if self.machine.extremities else 1.0
+        unit = unit_estimate(
             task_id=hosted.task.task_id, assignment_id=hosted.task.assignment_id, plugin=hosted.task.plugin_name,
             memory=hosted.task.unit.memory_bytes, state_bytes=state_bytes, since_checkpoint=0.0,
-            remaining_work=remaining, arrived_at=hosted.arrived_at,
+            progress=hosted.progress, cpu_seconds=hosted.cpu_seconds, speed=speed, arrived_at=hosted.arrived_at,
         )
-        system = summarize(table)
-        lower, _ = thresholds(system.average, PolicySettings().band)
-        ranked = rank_destinations(own, unit, peers, system.average, lower, self.bandwidths.view(v.node_id for v in peers),
-                                   owner_forced=True)
+        ranked = evict_destinations(self._own_view(), table, unit, self.bandwidths.view(v.node_id for v in table),
+                                    self.balancer.settings)
         return tuple(d.node_id for d in ranked)
 
     def _move_cost_of_guests(self) -> float | None:

@@ -71,6 +71,36 @@ def remaining_work(progress: float, cpu_seconds: float, speed: float) -> float:
     return done * (1.0 - progress) / progress
 
 
+def unit_estimate(*, task_id: str, assignment_id: str, plugin: str, memory: int, state_bytes: int,
+                  since_checkpoint: float, progress: float, cpu_seconds: float, speed: float,
+                  arrived_at: float) -> UnitView:
+    """A guest as the selection and location policies judge it: the one estimate the balancer
+    and an eviction both use, its remaining work from `remaining_work`.
+
+    Moving now loses the CPU time since the last checkpoint (eq. 5.2's lost work) and ships
+    `state_bytes`.
+    """
+    return UnitView(
+        task_id=task_id, assignment_id=assignment_id, plugin=plugin, memory=memory, state_bytes=state_bytes,
+        since_checkpoint=since_checkpoint, remaining_work=remaining_work(progress, cpu_seconds, speed),
+        arrived_at=arrived_at,
+    )
+
+
+def evict_destinations(me: NodeView, table: Sequence[NodeView], unit: UnitView, bandwidths: Mapping[str, float],
+                       settings: PolicySettings = PolicySettings()) -> tuple[Destination, ...]:
+    """Where an evicted guest should go, best first: the ranking `plan` makes when the owner evicts.
+
+    The owner wants the CPU, so this node counts as offering nothing (`available` 0) and the
+    minimum stay does not hold the guest.
+    """
+    system = table_system(me, table)
+    lower, _ = thresholds(system.average, settings.band)
+    others = [row for row in table if row.node_id != me.node_id]
+    return rank_destinations(_owner_evicting(me), unit, others, system.average, lower, bandwidths, settings,
+                             owner_forced=True)
+
+
 def plan(me: NodeView, peers: Sequence[NodeView], units: Sequence[UnitView], previous: float | None,
          system: SystemView, bandwidths: Mapping[str, float], now: float,
          settings: PolicySettings = PolicySettings(), owner: GuestAction = GuestAction.RUN) -> Plan:
@@ -89,7 +119,7 @@ def plan(me: NodeView, peers: Sequence[NodeView], units: Sequence[UnitView], pre
     if owner is GuestAction.EVICT:
         if not units:
             return Plan(Step.NOTHING, "owner active; no guest left to move", Action.SEND, system.average, lower)
-        return _send(replace(me, available=0.0), others, units, system.average, lower, bandwidths, now, settings,
+        return _send(_owner_evicting(me), others, units, system.average, lower, bandwidths, now, settings,
                      Action.SEND, "owner active: every guest leaves", owner_forced=True)
     transfer = decide_transfer(me.offer, previous, len(units), system, settings)
     if transfer.action is Action.SEND:
@@ -128,6 +158,11 @@ def plan_for_requester(me: NodeView, requester: NodeView, units: Sequence[UnitVi
 def table_system(me: NodeView, table: Sequence[NodeView]) -> SystemView:
     """`summarize` over the table with this node's own row replaced by its fresher figures."""
     return summarize([me] + [row for row in table if row.node_id != me.node_id])
+
+
+def _owner_evicting(me: NodeView) -> NodeView:
+    """This node as a destination sees it while its owner evicts: it offers guests nothing."""
+    return replace(me, available=0.0)
 
 
 def backoff_after(moved: bool, backoff: int) -> int:
