@@ -1,5 +1,10 @@
 """Presence from a desktop session: each D-Bus source drives idle -> active -> idle on a private bus."""
 
+import ctypes
+import ctypes.util
+import os
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -107,3 +112,47 @@ def test_a_live_node_shows_the_sessions_idle_time_in_status_as_it_changes(buses,
                      what=f"status to show input {seconds} s ago")
     finally:
         node.stop()
+
+
+@pytest.fixture
+def x_display(monkeypatch):
+    """A private X server (Xvfb, Debian package xvfb) in $DISPLAY; stopped after the test."""
+    if shutil.which("Xvfb") is None:
+        pytest.fail("Xvfb is not installed (Debian package xvfb; .ci/run installs it)")
+    read_end, write_end = os.pipe()
+    # -noreset: an X server with no client left starts afresh, idle time included; on a desktop the
+    # window manager is always connected, here each reading would be the last client.
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write_end), "-nolisten", "tcp", "-noreset"],
+                              pass_fds=(write_end,), stderr=subprocess.DEVNULL)
+    os.close(write_end)
+    with os.fdopen(read_end) as announced:
+        display = f":{announced.readline().strip()}"
+    monkeypatch.setenv("DISPLAY", display)
+    yield display
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def move_the_mouse(display: str) -> None:
+    """Input as a user's would reach the X server: a relative pointer motion through XTEST."""
+    x11 = ctypes.CDLL(ctypes.util.find_library("X11"))
+    xtst = ctypes.CDLL(ctypes.util.find_library("Xtst"))
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XFlush.argtypes = x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    xtst.XTestFakeRelativeMotionEvent.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_ulong]
+    connection = x11.XOpenDisplay(display.encode())
+    xtst.XTestFakeRelativeMotionEvent(connection, 5, 5, 0)
+    x11.XFlush(connection)
+    x11.XCloseDisplay(connection)
+
+
+def test_xscreensaver_on_x11_when_no_session_bus_answers(monkeypatch, tmp_path, x_display):
+    monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={tmp_path}/nothing")
+    reader = PresenceReader(DBUS_ONLY)
+    wait_for(lambda: reader.read_blocking().idle_seconds >= 1.0, timeout=10, what="the X server idle a second")
+    assert reader.last.source == "XScreenSaver"                     # idle ...
+    move_the_mouse(x_display)
+    assert reader.read_blocking().idle_seconds < 0.5                # ... active ...
+    wait_for(lambda: reader.read_blocking().idle_seconds >= 1.0, timeout=10, what="idle again")
