@@ -13,10 +13,7 @@ def single_node(tmp_path):
     started = []
 
     def start(extra_config: str = ""):
-        from tests.nodes import FAST_CONFIG
-
-        base = FAST_CONFIG.split("[owner]")[0] if "[owner]" in extra_config else FAST_CONFIG
-        node = start_node(tmp_path / "node", key_file=key, extra_config=extra_config, base_config=base)
+        node = start_node(tmp_path / "node", key_file=key, extra_config=extra_config)
         started.append(node)
         return node
 

@@ -1,50 +1,155 @@
-"""The owner comes first: the live node suspends guests when the owner's own work needs the CPU."""
+"""The owner comes first, on the DEFAULT configuration: nothing self-inflicted holds guests, contention
+suspends them and says so, memory pressure evicts them. Real nodes, real hogs, a real memory cgroup."""
 
+import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.process.guests import guest_cpu_seconds, guest_processes
+from frost_core.wire.security import ClusterKey
+from tests.nodes import start_node
 from tests.waiting import wait_for
+from tests.process.guests import guest_cpu_seconds, guest_processes
 
 pytestmark = pytest.mark.slow
 
-OWNER_ON = """
-[owner]
-busy_cpu_percent = 60
-input_idle = 0
-resume_after = 1
-evict_after = 600
-evict_hold = 0
-"""
 HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+# ~30 % of one core: busy 30 ms of every 100 ms, like a browser or an editor at work.
+LIGHT = ("import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end:\n"
+         "    t = time.monotonic() + 0.03\n    while time.monotonic() < t: pass\n    time.sleep(0.07)\n")
+LONG_PI = ("montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=1")
+MEMORY_CGROUP = Path("/sys/fs/cgroup/memory")
 
 
-def test_owner_cpu_load_suspends_guests_within_seconds_and_quiet_resumes_them(single_node, tmp_path):
-    node = single_node(OWNER_ON)
-    wait_for(lambda: node.call("status")["state"] == "idle", timeout=30, what="the first measurement")
-    node.cli("submit", "montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=1")
-    guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="a guest")
-    wait_for(lambda: node.call("status")["state"] == "hosting", timeout=10, what="hosting")
-    # The owner starts real work in another session, at normal priority, on every core.
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(2)]
+def fresh_node(tmp_path, extra_config: str = ""):
+    """A node with an empty config file: every default, the owner policy `share` included."""
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    return start_node(tmp_path / "node", key_file=key, base_config="", extra_config=extra_config)
+
+
+def background(script: str, count: int = 1) -> list[subprocess.Popen]:
+    """Programs of the owner's, in their own sessions (another terminal), at normal priority."""
+    return [subprocess.Popen([sys.executable, "-c", script], start_new_session=True) for _ in range(count)]
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def test_a_fresh_node_runs_a_submitted_mandelbrot_while_the_owner_works_lightly_and_checks_on_it(tmp_path):
+    # The issue's new user: no config file, another program at ~30 % of a core, and `frost-tui
+    # status` every second. Before, start-up read as "owner CPU 178 %", every status call as 26 %,
+    # each held all new guests for 300 s: nothing ran. Now: the result, and no hold on the way.
+    node = fresh_node(tmp_path)
+    work = background(LIGHT)
+    checking = threading.Event()
+    states: list[str] = []
+
+    def check_every_second():
+        while not checking.wait(1.0):
+            result = node.cli("status", "--json", check=False)
+            if result.returncode == 0:
+                states.append(result.stdout)
+
+    checker = threading.Thread(target=check_every_second)
+    checker.start()
     try:
-        started = time.monotonic()
-        status = wait_for(lambda: (s := node.call("status"))["state"] == "owner-active" and s, timeout=10,
-                          what="the owner policy to suspend the guest")
-        reaction = time.monotonic() - started
-        assert "owner" in status["hosting"]["reason"].lower() or "cpu" in status["hosting"]["reason"].lower()
-        assert "suspend" in status["guests"][0]["explanation"]
-        before = guest_cpu_seconds(guests)
-        time.sleep(1.0)
-        assert guest_cpu_seconds(guests) - before < 0.05, "a suspended guest kept using the CPU"
-        assert reaction < 6.0, f"reacted only after {reaction:.1f} s"
+        out = tmp_path / "mandelbrot.bin"
+        node.cli("submit", "mandelbrot", "--param", "width=64", "--param", "height=32", "--param", "rows_per_unit=8",
+                 "--param", "max_iter=64")
+        wait_for(lambda: all(a["state"] == "done" for a in node.call("assignments")) and node.call("assignments"),
+                 timeout=18, what="the Mandelbrot's result")
+        node.call("result", assignment=node.call("assignments")[0]["id"], output=str(out))
+        assert out.stat().st_size > 0
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-    wait_for(lambda: node.call("status")["state"] == "hosting", timeout=20, what="guests resumed after quiet")
-    before = guest_cpu_seconds(guests)
-    wait_for(lambda: guest_cpu_seconds(guests) > before + 0.2, timeout=10, what="the guest computing again")
+        checking.set()
+        checker.join()
+        stop(work)
+        node.stop()
+    assert states, "status never answered"
+    assert not any("hold-after-evict" in text or '"held"' in text for text in states), "a hold on a light desk"
+
+
+def test_a_hog_per_core_suspends_the_guests_within_seconds_says_why_and_quiet_resumes_them(tmp_path):
+    # A timer out of the test's way: the quiet period is shortened from 30 s so the resume fits
+    # in the test; everything else (the 70 % line, the 2 s window) is the default.
+    node = fresh_node(tmp_path, "[owner]\nresume_after = 2\n")
+    try:
+        node.cli("submit", *LONG_PI)
+        guests = wait_for(lambda: guest_processes(node.process.pid), timeout=15, what="a guest")
+        wait_for(lambda: node.call("status")["state"] == "hosting", timeout=10, what="hosting")
+        hogs = background(HOG, os.cpu_count() or 1)
+        try:
+            status = wait_for(lambda: (s := node.call("status"))["state"] == "owner-active" and s, timeout=10,
+                              what="the owner policy to suspend the guest")
+            assert "suspended by rule 'cpu-contention'" in status["hosting"]["reason"]
+            assert "of all cores >= 70%" in status["hosting"]["reason"]
+            assert any("cpu_share" in line for line in status["hosting"]["owner"])
+            assert "suspended by rule 'cpu-contention'" in status["guests"][0]["explanation"]
+            time.sleep(0.5)
+            before = guest_cpu_seconds(guests)
+            time.sleep(1.0)
+            assert guest_cpu_seconds(guests) - before < 0.05, "a suspended guest kept using the CPU"
+        finally:
+            stop(hogs)
+        wait_for(lambda: node.call("status")["state"] == "hosting", timeout=15, what="guests resumed after quiet")
+        before = guest_cpu_seconds(guests)
+        wait_for(lambda: guest_cpu_seconds(guests) > before + 0.1, timeout=10, what="the guest computing again")
+    finally:
+        node.stop()
+
+
+THRASH = """
+import mmap, sys, time
+end = time.monotonic() + 40
+with open(sys.argv[1], "rb") as f:
+    pages = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    while time.monotonic() < end:
+        for offset in range(0, len(pages), 4096):
+            pages[offset]
+"""
+
+
+def test_memory_pressure_evicts_the_guests(tmp_path):
+    if not Path("/proc/pressure/memory").exists():
+        pytest.skip("this kernel has no PSI (/proc/pressure/memory): the rule cannot fire here")
+    if not os.access(MEMORY_CGROUP, os.W_OK):
+        pytest.skip("no writable memory cgroup to bound the pressure in")
+    # Not about CPU: other work on this machine may contend for the CPU and keep the guest from
+    # starting under `share`; `always` (a dedicated server) still evicts on memory pressure.
+    node = fresh_node(tmp_path, '[owner]\npolicy = "always"\n')
+    # A bounded squeeze: readers re-reading a 160 MiB file inside a 16 MiB memory cgroup refault
+    # all the time, which is what PSI memory measures; the cgroup keeps the rest of the machine out.
+    data = tmp_path / "pages"
+    with open(data, "wb") as out:
+        for _ in range(160):
+            out.write(os.urandom(1 << 20))
+        out.flush()
+        os.fsync(out.fileno())
+        # Out of the page cache, or the readers find every page cached (and charged) outside their cgroup.
+        os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    cgroup = MEMORY_CGROUP / f"frost-owner-test-{os.getpid()}"
+    cgroup.mkdir()
+    readers: list[subprocess.Popen] = []
+    try:
+        (cgroup / "memory.limit_in_bytes").write_text(str(16 << 20))
+        node.cli("submit", *LONG_PI)
+        wait_for(lambda: node.call("status")["state"] == "hosting", timeout=15, what="hosting")
+        for _ in range(4):
+            readers.append(subprocess.Popen([sys.executable, "-c", THRASH, str(data)], start_new_session=True))
+            (cgroup / "cgroup.procs").write_text(str(readers[-1].pid))
+        event = wait_for(lambda: next((e["message"] for e in node.call("events")
+                                       if "rule 'memory-pressure'" in e["message"]), None),
+                         timeout=18, what="an eviction for memory pressure")
+        assert "guests evicted by rule 'memory-pressure'" in event and "memory pressure" in event
+    finally:
+        stop(readers)
+        cgroup.rmdir()
+        node.stop()
