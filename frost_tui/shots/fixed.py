@@ -177,7 +177,7 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         "guests.cpus": 0, "guests.memory_pool_mb": 8192, "owner.busy_cpu_percent": 25.0, "owner.input_idle": 60.0,
         "owner.evict_after": 120.0, "owner.resume_after": 30.0, "checkpoints.min_interval": 30.0,
         "checkpoints.max_interval": 900.0, "checkpoints.owner_interruptions_per_hour": 2.0,
-        "cluster.allow_cluster_plugins": True,
+        "cluster.allow_cluster_plugins": True, "desk.on_battery": True, "desk.max_temperature": 90.0,
     }
     return NodeSnapshot(
         node_id=self_id, name="turing", address="10.0.4.17:47631", cluster_join_code="frost1-7QX4-M2KD-9PLR-WE3T",

@@ -24,6 +24,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Computing", ("guests.cpus", "guests.memory_pool_mb")),
     ("While you use this machine", ("owner.busy_cpu_percent", "owner.input_idle")),
     ("Suspend and evict", ("owner.evict_after", "owner.resume_after")),
+    ("This desk", ("desk.on_battery", "desk.max_temperature")),
     ("Checkpoints", ("checkpoints.min_interval", "checkpoints.max_interval", "checkpoints.owner_interruptions_per_hour")),
     ("Cluster", ("cluster.allow_cluster_plugins",)),
 )
