@@ -158,8 +158,10 @@ AUTOGROUP_CLIMBER = broken(
                 with open("/proc/self/autogroup", "w") as f:
                     f.write("0")
                 state = {"done": True}
+            except PermissionError as error:  # confined: the guest cannot even try
+                return Done({"refused": str(error)})
             except OSError:
-                pass
+                pass  # EAGAIN: one autogroup change per 100 ms machine-wide
         return state
     def progress(self, state):
         return 0.0
@@ -230,7 +232,15 @@ def counter_result(path: Path, data: dict) -> dict:
 
 
 def guest_processes() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "frost_core.guest.child" in " ".join(p.cmdline())]
+    """This process's guest processes (and what they forked); short-lived children may vanish while we look."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "frost_core.guest.child" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def guest_cpu(process: psutil.Process) -> float:

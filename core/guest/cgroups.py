@@ -1,15 +1,19 @@
-"""A cgroup per guest under an idle parent: across cgroups only weights count, so a guest's class alone loses.
+"""A cgroup per guest under a low-weight parent: across cgroups only weights count, so a guest's class alone loses.
 
 Autogroups and SCHED_IDLE rank tasks inside one cgroup; a node in `system.slice` and the owner's
 apps in their own scopes compete by cgroup weight, and a SCHED_IDLE guest took 69 % of a core.
-Idleness does not climb either: an idle cgroup *inside* the node's cgroup still took 44 % of a
-core from hogs in a sibling of the node's cgroup, while an idle cgroup at the top of the
-hierarchy took 0 %. So the guests' CPU parent (`cpu.idle = 1`, or the least weight) sits at
-the top of the cpu hierarchy where the node may write there, and inside the node's own
-cgroup otherwise (reported as a missing layer). Memory, pids and freezer parents sit inside
-the node's cgroup, so whatever limits the node has also bound its guests. These cgroups cap
-each guest's memory (children and page cache included) and process count, and freeze its whole
-process tree at once for a pause.
+Weights do not climb either: an idle cgroup *inside* the node's cgroup still took 44 % of a
+core from hogs in a sibling of the node's cgroup, and one at the top of the hierarchy took 0 %.
+So the guests' CPU parent sits at the top of the cpu hierarchy where the node may write there,
+and inside the node's own cgroup otherwise (reported as a missing layer). It weighs what a
+nice-19 autogroup weighs (`cpu.shares = 15`; `cpu.weight = 1` in v2), the weight the priority
+recipe gives a guest among sessions, now also across cgroups: against a hog in another cgroup
+that is 1.4 % of the contested core. Not `cpu.idle = 1`: at load 16 on this 2-core machine an
+idle parent got no CPU at all for seconds on end (0 ticks in 5 s, the recipe 4-5), and a guest
+that never runs cannot even answer a checkpoint request or an eviction. Memory, pids and
+freezer parents sit inside the node's cgroup, so whatever limits the node has also bound its
+guests. These cgroups cap each guest's memory (children and page cache included) and process
+count, and freeze its whole process tree at once for a pause.
 
 Three backends: cgroup v2 (root's hierarchy or a delegated subtree), cgroup v1 (one parent per
 writable hierarchy) and none (the priority recipe alone; `missing` says why). Parents are named
@@ -19,6 +23,7 @@ after the node's pid, so a node killed with -9 leaves parents the next node find
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import errno
@@ -36,7 +41,8 @@ V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
 V2_CONTROLLERS = ("cpu", "memory", "pids")
 REMOVE_TRIES = 50
 REMOVE_DELAY = 0.02
-_V1_LEAST_SHARES = 2  # the smallest cpu.shares the kernel accepts
+GUEST_SHARES = 15  # a nice-19 task's (and autogroup's) CFS weight; a nice-0 one has 1024
+GUEST_WEIGHT = 1  # v2's least cpu.weight (100 is the default): 15 / 1024 maps below 2
 _numbers = itertools.count(1)  # several supervisors in one process (tests) each get their own parents
 
 
@@ -343,7 +349,7 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
                 reasons.append(f"cgroup v2 at {home} is not delegated to this node: {error.strerror}")
             else:
                 cgroups.set_cpu_cap(cpu_cap_percent)
-                return cgroups
+                return _closed_at_exit(cgroups)
     elif mounts.v2 is not None and mounts.v2_root is not None and not mounts.v1:
         reasons.append("the unified (v2) hierarchy lacks the cpu, memory or pids controller here")
     if "cpu" in mounts.v1:
@@ -355,7 +361,7 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
             cgroups = _open_v1({**homes, "cpu": mounts.v1["cpu"]}, name, cpu_nested=True)
         if cgroups.active:
             cgroups.set_cpu_cap(cpu_cap_percent)
-            return cgroups
+            return _closed_at_exit(cgroups)
         reasons.extend(cgroups.layout.missing)
     elif not mounts.v1 and mounts.v2 is None:
         reasons.append("no cgroup hierarchy is mounted")
@@ -366,8 +372,14 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
     )))
 
 
+def _closed_at_exit(cgroups: GuestCgroups) -> GuestCgroups:
+    """Remove the folders when the interpreter exits, should nobody close them first (closing twice is harmless)."""
+    atexit.register(cgroups.close)
+    return cgroups
+
+
 def _nested_warning(folder: Path) -> str:
-    return (f"the guests' idle CPU parent is inside the node's cgroup {folder} (the top of the hierarchy is not "
+    return (f"the guests' CPU parent is inside the node's cgroup {folder} (the top of the hierarchy is not "
             "writable here), so programs in other cgroups weigh the same as the node and its guests together")
 
 
@@ -389,7 +401,7 @@ def _open_v2(home: Path, name: str, *, nested: bool) -> GuestCgroups:
     parent.mkdir(exist_ok=True)
     try:
         _write(parent / "cgroup.subtree_control", enable)
-        _write(parent / "cpu.idle", "1")
+        _write(parent / "cpu.weight", str(GUEST_WEIGHT))
     except OSError:
         _remove_tree(parent)
         raise
@@ -399,7 +411,7 @@ def _open_v2(home: Path, name: str, *, nested: bool) -> GuestCgroups:
 
 
 def _open_v1(homes: dict[str, Path], name: str, *, cpu_nested: bool) -> GuestCgroups:
-    """One parent per hierarchy in `homes` (controller -> folder); cpu's gets the idle weight."""
+    """One parent per hierarchy in `homes` (controller -> folder); cpu's gets the guests' weight."""
     parents: dict[str, Path] = {}
     reasons: list[str] = []
     for controller in V1_CONTROLLERS:
@@ -415,13 +427,10 @@ def _open_v1(homes: dict[str, Path], name: str, *, cpu_nested: bool) -> GuestCgr
         parents[controller] = parent
     if "cpu" in parents:
         try:
-            _write(parents["cpu"] / "cpu.idle", "1")
-        except OSError:  # kernels before 5.15 have no cpu.idle: the least weight is close
-            try:
-                _write(parents["cpu"] / "cpu.shares", str(_V1_LEAST_SHARES))
-            except OSError as error:
-                reasons.append(f"cannot lower the guests' CPU weight: {error.strerror}")
-                _remove_tree(parents.pop("cpu"))
+            _write(parents["cpu"] / "cpu.shares", str(GUEST_SHARES))
+        except OSError as error:
+            reasons.append(f"cannot lower the guests' CPU weight: {error.strerror}")
+            _remove_tree(parents.pop("cpu"))
     if "cpu" not in parents:
         for parent in dict.fromkeys(parents.values()):
             _remove_tree(parent)

@@ -71,7 +71,7 @@ class IsolationReport:
 def describe_cgroups(layout: Layout) -> str:
     if layout.kind == "none":
         return "none"
-    return f"{layout.kind} ({', '.join(layout.controllers)}) under an idle parent"
+    return f"{layout.kind} ({', '.join(layout.controllers)}), under a parent of nice-19 CPU weight"
 
 
 def probe_isolation(layout: Layout, mode: str) -> IsolationReport:

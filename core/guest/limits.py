@@ -3,7 +3,8 @@
 RLIMIT_AS makes an allocation beyond the cap fail inside the guest (Python raises MemoryError),
 which catches a runaway plugin at once; it counts address space, not memory, so it gets the
 interpreter's baseline on top of the unit's declared need. Where RLIMIT_AS is not enforced
-(macOS) the supervisor's RSS watch (`memory_verdict`) is the cap.
+(macOS) the supervisor's RSS watch (`memory_verdict`) is the cap. Where the guest has a memory
+cgroup (cgroups.py) that is the cap instead, and the kernel's OOM kill gives `memory_kill_reason`.
 """
 
 from __future__ import annotations
@@ -44,4 +45,12 @@ def memory_verdict(rss_bytes: int, memory_bytes: int, slack_bytes: int) -> str |
     return (
         f"memory: the guest uses {rss_bytes / MIB:.1f} MiB, over its declared "
         f"{memory_bytes / MIB:.1f} MiB plus {slack_bytes / MIB:.0f} MiB for the interpreter"
+    )
+
+
+def memory_kill_reason(memory_bytes: int, slack_bytes: int) -> str:
+    """Why the kernel killed a guest in its memory cgroup, whose limit is its declaration plus slack."""
+    return (
+        f"memory: the guest was killed by its memory cgroup: it used more than its declared "
+        f"{memory_bytes / MIB:.0f} MiB plus {slack_bytes / MIB:.0f} MiB for the interpreter"
     )

@@ -11,8 +11,8 @@ Each step may be unavailable (another OS, an unprivileged container): it is repo
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import os
 import sys
 import time
@@ -165,13 +165,17 @@ def _lock_nice_limit() -> str:
     return "ok"
 
 
+@functools.cache
 def libc() -> ctypes.CDLL | None:
-    """The C library, errno kept for ctypes.get_errno (Linux; None elsewhere)."""
+    """The C library, errno kept for ctypes.get_errno (Linux; None elsewhere).
+
+    The interpreter's own symbols (dlopen(NULL)) include libc's; `ctypes.util.find_library`
+    would fork `ldconfig` in a guest that is about to be confined.
+    """
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
     try:
-        return ctypes.CDLL(name, use_errno=True)
+        return ctypes.CDLL(None, use_errno=True)
     except OSError:
         return None
 

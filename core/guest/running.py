@@ -22,7 +22,8 @@ import trio
 
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
-from frost_core.guest.limits import address_space_cap, memory_verdict
+from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
@@ -64,7 +65,7 @@ class GuestPhase(enum.Enum):
     """Where a running guest is in its life; `PHASE_CHANGES` says which way it may go."""
 
     RUNNING = "running"      # may use the CPU: starting, stepping, checkpointing, waiting for a file
-    PAUSED = "paused"        # stopped (SIGSTOP) while its owner wants the CPU
+    PAUSED = "paused"        # frozen (or SIGSTOPped) while its owner wants the CPU
     EVICTING = "evicting"    # asked for its state, killed once it answers or the deadline passes
     ENDED = "ended"          # its outcome is decided and its process group killed
 
@@ -137,6 +138,9 @@ class RunningGuest:
         self.checkpoint_cost = 0.0
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.priority_floor: PriorityView | None = None
+        self.cgroup: GuestCgroup | None = None
+        """The guest's own cgroup (see containment.py); None where the machine offers none."""
+        self.fork_refusals = 0
 
     @property
     def paused(self) -> bool:
@@ -192,13 +196,16 @@ class RunningGuest:
 
     # --- starting and ending -------------------------------------------------------------------
 
-    async def start(self, child: Child, scratch: Path, nursery: trio.Nursery, *, paused: bool) -> None:
-        """Give `child` this unit: start the tasks that serve it in `nursery`, then send GuestStart."""
+    async def start(self, child: Child, scratch: Path, nursery: trio.Nursery, *, paused: bool,
+                    cgroup: GuestCgroup | None = None, readable: tuple[str, ...] = ()) -> None:
+        """Give `child` (already in `cgroup`) this unit: start the tasks that serve it in `nursery`, then
+        send GuestStart; the guest may read only `readable` besides `scratch` (all where it is empty)."""
         task, settings = self.task, self.host.settings
         process = self.process = child.process
         self.channel = child.channel
+        self.cgroup = cgroup
         if paused and self.change(GuestPhase.PAUSED):
-            self.signal(signal.SIGSTOP)
+            self._freeze()
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
         self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
         nursery.start_soon(self._read_messages)
@@ -215,6 +222,7 @@ class RunningGuest:
             resume=self.resume_from is not None,
             scratch=str(scratch),
             address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
+            readable=readable,
         )
         try:
             await self.channel.send_bulk(start, self.resume_from.state if self.resume_from else b"")
@@ -226,6 +234,8 @@ class RunningGuest:
         if self.process is not None:
             assert self.channel is not None
             await close_child(Child(self.process, self.channel))
+        if self.cgroup is not None:
+            await trio.to_thread.run_sync(self.cgroup.remove)  # waits for the kernel to empty it
 
     def finish(self, outcome: Outcome) -> None:
         """Decide how the guest ended (first decision wins) and stop its process group at once."""
@@ -237,7 +247,10 @@ class RunningGuest:
         self.finished.set()
 
     def kill(self) -> None:
+        """SIGKILL the guest and everything it forked (its cgroup holds those that left its process group)."""
         self.killed = True
+        if self.cgroup is not None:
+            self.cgroup.kill()
         self.signal(signal.SIGKILL)
 
     def signal(self, signum: int) -> None:
@@ -271,6 +284,10 @@ class RunningGuest:
                 self.finish(Failed(f"protocol: the guest broke the pipe protocol: {problem}", retryable=False))
                 return
         code = await self.process.wait()
+        if code == -signal.SIGKILL and self.cgroup is not None and self.cgroup.memory_kills():
+            reason = memory_kill_reason(self.task.unit.memory_bytes, self.host.settings.memory_slack_bytes)
+            self.finish(Failed(reason, retryable=True))  # the kernel's verdict, counted against max_retries
+            return
         self.finish(checks.crash_failure(code, list(self.stderr_tail)))
 
     async def _handle(self, message: object) -> None:
@@ -419,10 +436,13 @@ class RunningGuest:
             while now - window[0][0] > CPU_WINDOW:
                 window.popleft()
             self.cpu_percent = checks.cpu_percent(window[0], now, self.cpu)
-            verdict = memory_verdict(rss, self.task.unit.memory_bytes, settings.memory_slack_bytes)
+            # A memory cgroup is the cap where there is one: it counts forks and page cache too.
+            verdict = None if self._memory_contained() else memory_verdict(
+                rss, self.task.unit.memory_bytes, settings.memory_slack_bytes)
             if verdict:
                 self.finish(Failed(verdict, retryable=False))
                 return
+            self._report_fork_refusals()
             raised = self.priority_floor and read_priority(process.pid).raised_from(self.priority_floor)
             if raised:
                 self.finish(Failed(f"priority: the guest raised its priority ({raised}); guests must "
@@ -433,6 +453,16 @@ class RunningGuest:
                 self.finish(Failed(stuck, retryable=False))
                 return
             await trio.sleep(settings.watch_interval)
+
+    def _memory_contained(self) -> bool:
+        return self.cgroup is not None and "memory" in self.cgroup.folders
+
+    def _report_fork_refusals(self) -> None:
+        refusals = self.cgroup.fork_refusals() if self.cgroup is not None else 0
+        if refusals > self.fork_refusals:
+            self.emit("error", f"the guest hit its process limit ({self.host.settings.max_processes} processes and "
+                      f"threads): {refusals} fork(s) refused so far", "warning")
+            self.fork_refusals = refusals
 
     def _stuck(self, status: str) -> str | None:
         if self.paused or self.evicting or self.fetching:
@@ -503,19 +533,37 @@ class RunningGuest:
     # --- the owner's commands ------------------------------------------------------------------
 
     def pause(self) -> None:
-        """Stop the guest's process group now (SIGSTOP), unless it is leaving or gone."""
+        """Stop the guest now (its cgroup frozen, or SIGSTOP), unless it is leaving or gone."""
         if not self.change(GuestPhase.PAUSED):
             return
-        self.signal(signal.SIGSTOP)
+        self._freeze()
         self.emit("pause", "guest paused")
 
     def resume(self) -> None:
-        """Let a paused guest run again (SIGCONT)."""
+        """Let a paused guest run again (thawed, or SIGCONT)."""
         if not self.paused or not self.change(GuestPhase.RUNNING):
             return
-        self.signal(signal.SIGCONT)
+        self._thaw()
         self.asleep_since = None  # time spent stopped is not time spent stuck
         self.emit("resume", "guest resumed")
+
+    def _freeze(self) -> None:
+        """Freeze the guest's whole cgroup at once; SIGSTOP its process group where there is no freezer."""
+        if self.cgroup is not None and self.cgroup.can_freeze:
+            try:
+                self.cgroup.freeze()
+                return
+            except OSError as error:
+                self.emit("error", f"could not freeze the guest's cgroup ({error}); stopping it by signal", "warning")
+        self.signal(signal.SIGSTOP)
+
+    def _thaw(self) -> None:
+        if self.cgroup is not None and self.cgroup.can_freeze:
+            try:
+                self.cgroup.thaw()
+            except OSError as error:
+                self.emit("error", f"could not thaw the guest's cgroup: {error}", "warning")
+        self.signal(signal.SIGCONT)
 
     async def evict(self, deadline: float) -> None:
         """Checkpoint within `deadline` and stop: the outcome is Evicted with that checkpoint or the last."""
@@ -525,7 +573,7 @@ class RunningGuest:
         self.emit("evict", "evicting: checkpoint now, then leave")
         if was_paused:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
-            self.signal(signal.SIGCONT)
+            self._thaw()
         record = await self._checkpoint_then_kill(deadline)
         self.finish(Evicted(record))
         if self.process is not None:

@@ -36,10 +36,12 @@ class Child:
 class WarmSpare:
     """One guest process started ahead of need, waiting in its own folder for a unit."""
 
-    def __init__(self, folder: Path, wanted: Callable[[], bool]) -> None:
+    def __init__(self, folder: Path, wanted: Callable[[], bool], options: Callable[[], tuple[str, ...]]) -> None:
         self.folder = folder
         self.wanted = wanted
         """Whether a spare should wait now (the owner's `warm_spare` setting, read at each check)."""
+        self.options = options
+        """The child's confinement options of the moment (see `start_child`)."""
         self._spare: Child | None = None
         self._taken = trio.Event()
 
@@ -58,7 +60,7 @@ class WarmSpare:
                     dead, self._spare = self._spare, None  # killed from outside: start another
                     await close_child(dead)
                 if self.wanted() and self._spare is None:
-                    self._spare = await start_child(self.folder)
+                    self._spare = await start_child(self.folder, self.options())
                 elif not self.wanted() and self._spare is not None:
                     spare, self._spare = self._spare, None
                     await close_child(spare)
@@ -82,15 +84,19 @@ class WarmSpare:
         return spare
 
 
-async def start_child(folder: Path) -> Child:
-    """Start a guest process in `folder`: it lowers its priority at once, then waits for GuestStart."""
+async def start_child(folder: Path, options: tuple[str, ...] = ()) -> Child:
+    """Start a guest process in `folder`: it lowers its priority at once, then waits for GuestStart.
+
+    `options` are the child's confinement flags (`--no-network`, `--user UID:GID`, `--strict`):
+    steps that need the node's privileges, taken before it drops them.
+    """
     to_child_read, to_child_write = os.pipe()
     from_child_read, from_child_write = os.pipe()
     for pipe_end in (to_child_write, from_child_write):
         widen_pipe(pipe_end)
     command = [
         sys.executable, "-P", "-m", "frost_core.guest.child",
-        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write),
+        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write), *options,
     ]
     try:
         process = await trio.lowlevel.open_process(

@@ -1,13 +1,14 @@
 """The node's side of guests: run each unit in its own low-priority subprocess and keep it in line.
 
 One `GuestSupervisor` per node. `run(task)` starts a guest (resuming from the task's newest
-valid checkpoint), feeds it, checkpoints it at Young's interval, watches its memory, priority
-and progress, and returns how it ended. `pause_all`/`resume_all` are plain signals to each
-guest's process group, so they act before the call returns. Nothing here blocks the trio loop:
-hashing and durable writes run in worker threads.
+valid checkpoint), contains it (its own cgroup, confined files, no network: `containment`),
+feeds it, checkpoints it at Young's interval, watches its memory, priority and progress, and
+returns how it ended. `pause_all`/`resume_all` freeze and thaw each guest's cgroup (signals to
+its process group where there is no freezer), so they act before the call returns. Nothing here
+blocks the trio loop: hashing and durable writes run in worker threads.
 
-The supervisor ties three parts: `spawn` (processes and the warm spare), `running` (one guest
-from start to outcome) and `checks` (pure judgements).
+The supervisor ties four parts: `spawn` (processes and the warm spare), `containment` (the
+isolation layers), `running` (one guest from start to outcome) and `checks` (pure judgements).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 import trio
 
 from frost_core.guest import checks
+from frost_core.guest.containment import Containment
+from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.isolation import IsolationReport
 from frost_core.guest.running import RunningGuest
 from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, fresh_folder, start_child
 from frost_core.guest.views import (
@@ -43,6 +47,7 @@ class GuestSupervisor:
         self, *, data_dir: Path, settings: GuestSettings, on_event: Callable[[GuestEvent], None],
         on_checkpoint: Callable[[GuestTask, CheckpointRecord], None] | None = None,
         open_input: Callable[[GuestTask, InputFile], Awaitable[Path]] | None = None,
+        input_roots: tuple[Path, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.settings = settings
@@ -56,7 +61,10 @@ class GuestSupervisor:
         self._guests: dict[str, RunningGuest] = {}
         self._request_ids = itertools.count(1)
         self._paused = False
-        self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare)
+        self.containment = Containment(data_dir=self.data_dir, input_roots=input_roots, settings=settings)
+        """The isolation layers; `input_roots` are the folders `open_input`'s files live in, which guests may read."""
+        self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare,
+                                self.containment.child_options)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -73,6 +81,10 @@ class GuestSupervisor:
         if task.task_id in self._guests:
             task_status.started()
             return Failed(f"task {task.task_id} is already running on this node", retryable=False)
+        refusal = self.containment.report().refusal()
+        if refusal:
+            task_status.started()
+            return Failed(f"isolation: {refusal}", retryable=True)
         newest = checkpoint or await trio.to_thread.run_sync(self.store.latest, task.task_id)
         refused = checks.newer_owner(task, newest)
         if refused is not None:
@@ -88,12 +100,16 @@ class GuestSupervisor:
         scratch = self._scratch_root / task.task_id
         try:
             await trio.to_thread.run_sync(fresh_folder, scratch)
+            self.containment.prepare_scratch(scratch)
             async with trio.open_nursery() as nursery:
                 try:
-                    child = await self._spare.take() or await start_child(scratch)
-                    await guest.start(child, scratch, nursery, paused=self._paused)
+                    child = await self._spare.take() or await start_child(scratch, self.containment.child_options())
                 except OSError as error:
                     guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
+                else:
+                    await guest.start(child, scratch, nursery, paused=self._paused,
+                                      cgroup=self._contain(task, child.process.pid),
+                                      readable=self.containment.readable(task))
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
@@ -105,6 +121,21 @@ class GuestSupervisor:
         assert guest.outcome is not None
         self._report_outcome(task.task_id, guest.outcome)
         return guest.outcome
+
+    def _contain(self, task: GuestTask, pid: int) -> GuestCgroup | None:
+        try:
+            return self.containment.cgroup_for(pid, task)
+        except OSError as error:
+            self.emit(task.task_id, "error", f"the guest runs without its own cgroup: {error}", "warning")
+            return None
+
+    def isolation(self) -> IsolationReport:
+        """Which isolation layers hold this node's guests, and why any is missing."""
+        return self.containment.report()
+
+    def close(self) -> None:
+        """Remove the guests' cgroups (the node is stopping); a later guest makes them again."""
+        self.containment.close()
 
     async def keep_warm(self) -> None:
         """Keep one guest process started and waiting while `settings.warm_spare` says so (see
@@ -170,6 +201,7 @@ class GuestSupervisor:
     def update_settings(self, settings: GuestSettings) -> None:
         """New settings (the owner saved the config); running guests follow from their next check."""
         self.settings = settings
+        self.containment.update_settings(settings)
 
     def discard_checkpoints(self, task_id: str) -> None:
         """Forget a task's checkpoints, once its result is safe with its master."""

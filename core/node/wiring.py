@@ -100,7 +100,7 @@ class Node:
         self.registry = PluginRegistry(self.paths.data_dir)
         self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
         self.supervisor = GuestSupervisor(
-            open_input=self.files.open,
+            open_input=self.files.open, input_roots=(self.files.store.root, self.files.cache.root),
             data_dir=self.paths.data_dir, settings=GuestSettings.from_config(self.config),
             on_event=self._on_guest_event, on_checkpoint=lambda task, record: self.host.on_checkpoint(task, record),
         )
@@ -302,6 +302,7 @@ class Node:
                         with trio.CancelScope(shield=True), trio.move_on_after(LEAVE_TIMEOUT):
                             await self.membership.leave()
         finally:
+            self.supervisor.close()
             self.store.close()
             self.outbox.close()
 

@@ -23,7 +23,8 @@ UNIT = {"name": "log", "pattern": "needle", "ignore_case": False}
 
 def write_log(folder: Path, lines: int = 150_000) -> Path:
     """About 18 bytes a line: 150,000 lines are forty steps of the grep plugin."""
-    path = folder / "log.txt"
+    path = folder / "inputs" / "log.txt"  # the node's input store: guests may read it (`input_roots`)
+    path.parent.mkdir(exist_ok=True)
     path.write_bytes(b"".join(b"line %d %s\n" % (i, b"needle" if i % 7 == 0 else b"hay" * (i % 5)) for i in range(lines)))
     return path
 
@@ -57,7 +58,7 @@ async def test_a_guest_reads_its_input_and_brings_its_output_file_with_the_resul
     summary, matches = reference(log, tmp_path / "reference")
     opened = []
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
-                             open_input=serving(log, opened))
+                             open_input=serving(log, opened), input_roots=(log.parent,))
     outcome = await guests.run(grep_task(log))
     assert isinstance(outcome, Completed)
     assert outcome.value() == {"name": "log", "lines": summary["lines"], "matches": summary["matches"],
@@ -71,7 +72,7 @@ async def test_output_files_survive_an_eviction_and_resume_on_another_host(tmp_p
     _, matches = reference(log, tmp_path / "reference")
     task = grep_task(log)
     first = GuestSupervisor(data_dir=tmp_path / "first", settings=fast_settings(), on_event=Recorder(),
-                            open_input=serving(log))
+                            open_input=serving(log), input_roots=(log.parent,))
     outcome_box = []
     async with trio.open_nursery() as nursery:
 
@@ -90,7 +91,7 @@ async def test_output_files_survive_an_eviction_and_resume_on_another_host(tmp_p
     # Another host: its own data dir and scratch folder, only the checkpoint travels.
     recorder = Recorder()
     second = GuestSupervisor(data_dir=tmp_path / "second", settings=fast_settings(), on_event=recorder,
-                             open_input=serving(log))
+                             open_input=serving(log), input_roots=(log.parent,))
     second.store.write(evicted.checkpoint)
     outcome = await second.run(task)
     assert isinstance(outcome, Completed) and outcome.files == {"log.matches": matches}
@@ -108,7 +109,8 @@ async def test_a_checkpoint_asked_for_while_a_file_is_opening_is_answered_after_
         return log
 
     settings = fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600)  # step timeout 1 s
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=settings, on_event=Recorder(), open_input=slow_open)
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=settings, on_event=Recorder(), open_input=slow_open,
+                             input_roots=(log.parent,))
     task = grep_task(log)
     outcome_box, checkpoints = [], []
     async with trio.open_nursery() as nursery:
@@ -136,7 +138,7 @@ async def test_a_checkpoint_asked_for_while_a_file_is_opening_is_answered_after_
 async def test_a_name_the_assignment_did_not_bring_is_the_plugins_fault(tmp_path):
     log = write_log(tmp_path, lines=10)
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
-                             open_input=serving(log))
+                             open_input=serving(log), input_roots=(log.parent,))
     outcome = await guests.run(dataclasses.replace(grep_task(log), unit=make_task(GREP, {**UNIT, "name": "other"}).unit))
     assert isinstance(outcome, Failed) and not outcome.retryable
     assert "FileNotFoundError: no input file named 'other' (this assignment has: log)" in outcome.reason
@@ -151,7 +153,7 @@ async def test_an_input_the_node_cannot_get_fails_the_unit_for_a_retry_elsewhere
 
     recorder = Recorder()
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder,
-                             open_input=unreachable)
+                             open_input=unreachable, input_roots=(log.parent,))
     outcome = await guests.run(grep_task(log))
     assert isinstance(outcome, Failed) and outcome.retryable
     assert outcome.reason == "files: input file 'log' is unavailable: the master n0de0001 is not reachable"

@@ -31,7 +31,7 @@ def supervisor(tmp_path) -> tuple[GuestSupervisor, Recorder]:
         (FOREVER, {}, 8 * MIB, "no progress: a step ran"),
         (RAISER, {}, 8 * MIB, "plugin: step() raised ValueError: row 7 has no pixels"),
         (GREEDY, {"mode": "at-once"}, 8 * MIB, "memory: the guest ran out of its"),
-        (GREEDY, {"mode": "creeping"}, 8 * MIB, "memory: the guest uses"),
+        (GREEDY, {"mode": "creeping"}, 8 * MIB, "memory: the guest"),  # its memory cgroup or the RSS watch
         (SYNTAX_ERROR, {}, 8 * MIB, "syntax error"),
         (SCRIBBLER, {}, 8 * MIB, "protocol: the guest broke the pipe protocol: unknown message code"),
     ],
@@ -46,7 +46,8 @@ async def test_a_broken_plugin_fails_clearly_and_the_supervisor_stays_healthy(
     outcome = await guests.run(bad)
     assert isinstance(outcome, Failed)
     assert reason in outcome.reason
-    assert outcome.retryable is False
+    # Only the kernel's memory-cgroup kill is retried (per guests.max_retries); the plugin's own faults are not.
+    assert outcome.retryable is outcome.reason.startswith("memory: the guest was killed by its memory cgroup")
     assert recorder.messages("failed") == [outcome.reason]
     assert guest_processes() == []
 
@@ -85,9 +86,13 @@ async def test_a_guest_cannot_raise_its_priority_again(tmp_path, supervisor):
 
 
 @pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="Linux autogroups")
-async def test_a_guest_that_raises_its_autogroup_is_stopped(tmp_path, supervisor):
+async def test_a_guest_that_raises_its_autogroup_is_stopped_or_refused(tmp_path, supervisor):
     guests, _ = supervisor
     outcome = await guests.run(make_task(write_plugin(tmp_path, "autogroup", AUTOGROUP_CLIMBER)))
-    assert isinstance(outcome, Failed)
-    assert outcome.reason.startswith("priority: the guest raised its priority (autogroup nice 19 -> 0)")
+    if guests.isolation().landlock_abi:
+        # Landlock keeps /proc/self/autogroup read-only for the guest: the attempt fails inside it.
+        assert isinstance(outcome, Completed) and "Permission denied" in outcome.value()["refused"]
+    else:
+        assert isinstance(outcome, Failed)
+        assert outcome.reason.startswith("priority: the guest raised its priority (autogroup nice 19 -> 0)")
     assert guest_processes() == []

@@ -1,0 +1,99 @@
+"""How this node holds its guests: its guest cgroups, the child's confinement flags and read list, the report.
+
+Made on first use (the first guest, or the first look at the report), so a node that hosts
+nothing creates no cgroups, and closed with the supervisor; a node killed with -9 leaves its
+cgroups to the next node (`cgroups.remove_stale`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from frost_core.guest.cgroups import GuestCgroup, GuestCgroups, open_guest_cgroups
+from frost_core.guest.confine import readable_paths
+from frost_core.guest.isolation import STRICT, IsolationReport, probe_isolation
+from frost_core.guest.views import GuestSettings, GuestTask
+
+
+class Containment:
+    """The isolation layers of one supervisor's guests (see cgroups.py, confine.py, isolation.py)."""
+
+    def __init__(self, *, data_dir: Path, input_roots: tuple[Path, ...], settings: GuestSettings) -> None:
+        self.data_dir = data_dir
+        self.input_roots = input_roots
+        """Folders holding input files guests may read (the node's file store and cache)."""
+        self.settings = settings
+        self._cgroups: GuestCgroups | None = None
+        self._report: IsolationReport | None = None
+
+    def report(self) -> IsolationReport:
+        """The layers a guest started now gets, and why any is missing."""
+        if self._report is None:
+            self._report = probe_isolation(self._open().layout, self.settings.isolation)
+        return self._report
+
+    def child_options(self) -> tuple[str, ...]:
+        """The guest child's command-line flags for the steps it takes while it still has privileges."""
+        report = self.report()
+        options: list[str] = []
+        if report.network:
+            options.append("--no-network")
+        if report.user.switch:
+            options += ["--user", f"{report.user.uid}:{report.user.gid}"]
+        if report.mode == STRICT:
+            options.append("--strict")
+        return tuple(options)
+
+    def prepare_scratch(self, scratch: Path) -> None:
+        """Give the scratch folder to the guest's user, where guests run as another one."""
+        user = self.report().user
+        if user.switch:
+            os.chown(scratch, user.uid, user.gid)
+
+    def readable(self, task: GuestTask) -> tuple[str, ...]:
+        """What `task`'s guest may read besides its scratch folder; () where Landlock is missing."""
+        if not self.report().landlock_abi:
+            return ()
+        for root in self.input_roots:
+            root.mkdir(parents=True, exist_ok=True)  # Landlock grants existing folders only
+        secrets = (str(self.data_dir), str(Path.home()))
+        return readable_paths((task.plugin_path, *map(str, self.input_roots)), secrets=secrets)
+
+    def cgroup_for(self, pid: int, task: GuestTask) -> GuestCgroup | None:
+        """Put process `pid` into a new cgroup sized for `task`; None where there are no cgroups.
+
+        Call before the guest is given its unit: whatever it forks later is born inside.
+        Raises OSError when the kernel refuses (the caller decides, by `guests.isolation`).
+        """
+        cgroups = self._open()
+        settings = self.settings
+        cgroup = cgroups.guest(f"guest-{pid}", memory_bytes=task.unit.memory_bytes + settings.memory_slack_bytes,
+                               pids_max=settings.max_processes)
+        if cgroup is not None:
+            try:
+                cgroup.add(pid)
+            except OSError:
+                cgroup.remove()
+                raise
+        return cgroup
+
+    def update_settings(self, settings: GuestSettings) -> None:
+        if self._cgroups is not None and settings.cpu_cap_percent != self.settings.cpu_cap_percent:
+            self._cgroups.set_cpu_cap(settings.cpu_cap_percent)
+        if self._report is not None:
+            self._report = dataclasses.replace(self._report, mode=settings.isolation)
+        self.settings = settings
+
+    def close(self) -> None:
+        """Remove this node's guest cgroups, killing any guest still in them."""
+        if self._cgroups is not None:
+            self._cgroups.close()
+            self._cgroups = None
+            self._report = None
+
+    def _open(self) -> GuestCgroups:
+        if self._cgroups is None:
+            self._cgroups = open_guest_cgroups(cpu_cap_percent=self.settings.cpu_cap_percent)
+        return self._cgroups
