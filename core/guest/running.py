@@ -235,6 +235,7 @@ class RunningGuest:
             assert self.channel is not None
             await close_child(Child(self.process, self.channel))
         if self.cgroup is not None:
+            self._report_fork_refusals()  # a guest may end between two looks of the watcher
             await trio.to_thread.run_sync(self.cgroup.remove)  # waits for the kernel to empty it
 
     def finish(self, outcome: Outcome) -> None:
