@@ -82,6 +82,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster", "balance_interval", float, 10.0,
            "Seconds between rounds of the load balancer (send a guest away, or ask a loaded peer for one); "
            "0 turns it off.", 0, 3600),
+    Option("cluster", "balance_band", float, 0.25,
+           "Width of the balancer's dead band: a node sends guests away below average x (1 - band) and asks for "
+           "work above average x (1 + band) (FROST 5.2.1).", 0, 1),
+    Option("cluster", "min_stay", float, 300.0,
+           "Seconds a guest that arrived by a move stays before the balancer moves it again (unless its new "
+           "host's owner returns).", 0, 86400),
+    Option("cluster", "min_gain", float, 0.0,
+           "Seconds a move must save, over and above its cost, for the balancer to make it.", 0, 86400),
+    Option("cluster", "default_bandwidth", float, 10e6,
+           "Bytes per second assumed towards a peer before any transfer to it has been measured.", 1e3, 1e11),
+    Option("cluster", "broadcast_change", float, 0.05,
+           "Relative change of this node's offer that is worth gossiping a new figure for (FROST 9.1).", 0, 1),
+    Option("cluster", "destination_candidates", int, 8,
+           "Destinations the balancer ranks for a guest; only these are queried afresh before a move.", 1, 100),
     Option("cluster", "hold_results", float, 86400.0,
            "Seconds a host keeps finished results for a master it cannot reach before giving up on them.",
            60, 30 * 86400),

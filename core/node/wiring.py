@@ -138,11 +138,11 @@ class Node:
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
         )
-        self.bandwidths = Bandwidths(PolicySettings().default_bandwidth)
+        self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
         self.balancer = Balancer(
             read=self._balance_inputs, query=self._query_figures, move=self.move, request_work=self._request_work,
-            interval=lambda: self.config.get("cluster.balance_interval"),
+            settings=PolicySettings.from_config(self.config), interval=lambda: self.config.get("cluster.balance_interval"),
             ready=lambda: self._machine_state is not None, lock=self._balance_lock, on_round=self._balanced,
         )
         self._scheduler = MasterScheduler(
@@ -353,6 +353,8 @@ class Node:
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self.machine.update_settings(self.config)
                 self.desk.update_settings(self.config)
+                self.balancer.settings = PolicySettings.from_config(self.config)
+                self.bandwidths.default = self.balancer.settings.default_bandwidth
                 self._scheduler.wake()
                 self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
                 return "saved"
@@ -799,7 +801,7 @@ class Node:
         if not table:
             return "neutral", 0.0, 0.0, 0.0
         system = summarize(table)
-        lower, upper = thresholds(system.average, PolicySettings().band)
+        lower, upper = thresholds(system.average, self.balancer.settings.band)
         return transfer_mode(system).value, system.average, lower, upper
 
     def _on_guest_event(self, event: GuestEvent) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from frost_core.policies.share import resources_per_guest
 
@@ -68,3 +69,13 @@ class PolicySettings:
     default_bandwidth: float = 10e6  # bytes/s assumed towards a peer before any transfer
     broadcast_change: float = 0.05  # publish a new figure only on this relative change (FROST 9.1)
     candidates: int = 8             # destinations ranked; the rest are not worth a fresh query
+
+    @classmethod
+    def from_config(cls, config: Any) -> PolicySettings:
+        """The knobs as the node's configuration sets them (the `[cluster]` options)."""
+        return cls(
+            band=config.get("cluster.balance_band"), min_stay=config.get("cluster.min_stay"),
+            min_gain=config.get("cluster.min_gain"), default_bandwidth=config.get("cluster.default_bandwidth"),
+            broadcast_change=config.get("cluster.broadcast_change"),
+            candidates=config.get("cluster.destination_candidates"),
+        )

@@ -6,6 +6,7 @@ import pytest
 
 from frost_core.config import OPTIONS, Paths, describe_options, load_config, save_config
 from frost_core.api.errors import ConfigError
+from frost_core.policies.views import PolicySettings
 
 
 def paths_for(tmp_path: Path, text: str | None = None) -> Paths:
@@ -98,3 +99,10 @@ def test_any_node_name_reads_back_exactly_as_saved(tmp_path, name):
     paths = paths_for(tmp_path)
     save_config(load_config(paths).replace(node__name=name), names=["node.name"])
     assert load_config(paths).get("node.name") == name
+
+
+def test_the_balancer_policy_knobs_come_from_the_cluster_section_with_todays_defaults(tmp_path):
+    assert PolicySettings.from_config(load_config(paths_for(tmp_path))) == PolicySettings()
+    tuned = load_config(paths_for(tmp_path, "[cluster]\nbalance_band = 0.4\nmin_stay = 60\n"
+                                             "destination_candidates = 3\n"))
+    assert PolicySettings.from_config(tuned) == PolicySettings(band=0.4, min_stay=60.0, candidates=3)
