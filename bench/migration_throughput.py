@@ -125,7 +125,7 @@ async def serve(key: ClusterKey) -> None:
             links = Links(node_id=RECEIVER, address_of=lambda node: None)
             links.bind(master=_NoMaster(), host=_ArrivingHost(),  # type: ignore[arg-type]
                        keeper=HeldReplicas(Path(tmp)))
-            links.serve(transport)
+            links.install(transport)
             transport.set_stream_handler(BulkEnd.CODE, _sink_bulk)
             raw = await nursery.start(functools.partial(trio.serve_tcp, _serve_raw, 0, host="127.0.0.1"))
             print(raw[0].socket.getsockname()[1], transport.local_address[1], flush=True)
@@ -170,7 +170,7 @@ async def measure(key: ClusterKey, raw_port: int, links_port: int) -> dict:
             links = Links(node_id=SENDER, address_of={RECEIVER: ("127.0.0.1", links_port)}.get)
             links.bind(master=_NoMaster(), host=_ArrivingHost(),  # type: ignore[arg-type]
                        keeper=HeldReplicas(Path(tmp)))
-            links.serve(transport)
+            links.install(transport)
             figures = {}
             for size_mib in SIZES_MIB:
                 state = os.urandom(size_mib * MIB)

@@ -23,7 +23,7 @@ from frost_core.wire.channel import Address, Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, register
 
-__all__ = ["FETCH_TIMEOUT", "PluginCode", "PluginFetch", "fetch_plugin", "pack_plugin", "serve_plugin_code"]
+__all__ = ["FETCH_TIMEOUT", "PluginCode", "PluginFetch", "fetch_plugin", "pack_plugin", "install_plugin_code"]
 
 logger = logging.getLogger("frost.code_shipping")
 
@@ -57,7 +57,7 @@ class PluginCode(Message):
     refusal: str = ""
 
 
-def serve_plugin_code(transport: NetworkTransport, registry: PluginRegistry) -> None:
+def install_plugin_code(transport: NetworkTransport, registry: PluginRegistry) -> None:
     """Answer PluginFetch on `transport` with the code of any working plugin `registry` lists.
 
     Only peers holding the cluster key get this far (the transport's handshake), so the only

@@ -160,7 +160,7 @@ class FileCache:
                 self._fetching.pop(sha256, None)
 
 
-def serve_files(transport: NetworkTransport, store: FileStore) -> None:
+def install_files(transport: NetworkTransport, store: FileStore) -> None:
     """Answer FileFetch requests from peers on `transport` with files from `store` (only those)."""
 
     async def answer(channel: Channel, request: Message) -> None:
@@ -244,10 +244,10 @@ class InputFiles:
         self._address_of = address_of
         self._transport: NetworkTransport | None = None
 
-    def serve(self, transport: NetworkTransport) -> None:
-        """Serve this master's files to peers on `transport`, and fetch through it."""
+    def install(self, transport: NetworkTransport) -> None:
+        """Answer peers' requests for this master's files on `transport`, and fetch through it."""
         self._transport = transport
-        serve_files(transport, self.store)
+        install_files(transport, self.store)
 
     async def open(self, task: GuestTask, input_file: InputFile) -> Path:
         if task.origin == self.node_id:

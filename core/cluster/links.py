@@ -82,7 +82,7 @@ class Links:
     def bind(self, *, master: MasterSide, host: HostSide, keeper: KeeperSide) -> None:
         self._master, self._host, self._keeper = master, host, keeper
 
-    def serve(self, transport: NetworkTransport) -> None:
+    def install(self, transport: NetworkTransport) -> None:
         """Answer master and host calls from peers on `transport` (and use it for outgoing ones)."""
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,

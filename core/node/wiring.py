@@ -65,7 +65,7 @@ from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import parse_params
 from frost_core.plugin.calls import split_units
-from frost_core.cluster.code_shipping import fetch_plugin, serve_plugin_code
+from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.plugin.registry import PluginInfo, PluginRegistry
 from frost_core.api.snapshot import NodeSnapshot, ResourceSample
 from frost_core.wire.transport import open_transport
@@ -270,9 +270,9 @@ class Node:
                 advertised = (advertised_host(config), transport.local_address[1])
                 self.address = f"{advertised[0]}:{advertised[1]}"
                 self._transport = transport
-                self.links.serve(transport)
-                serve_plugin_code(transport, self.registry)
-                self.files.serve(transport)
+                self.links.install(transport)
+                install_plugin_code(transport, self.registry)
+                self.files.install(transport)
                 self.membership = Membership(
                     node_id=self.node_id, name=config.node_name, address=advertised,
                     config=_membership_config(config), rng=random.Random(), on_event=self._on_membership_event,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from frost_core.cluster.code_shipping import TURNED_OFF, PluginCode, fetch_plugin, serve_plugin_code
+from frost_core.cluster.code_shipping import TURNED_OFF, PluginCode, fetch_plugin, install_plugin_code
 from frost_core.api.errors import PluginError
 from frost_core.plugin.archive import MAX_ARCHIVE_BYTES, pack_plugin
 from frost_core.plugin.calls import split_units
@@ -63,7 +63,7 @@ def cluster_folder(registry: PluginRegistry) -> Path:
 async def test_a_host_fetches_a_plugin_runs_it_and_keeps_it_by_hash(master_plugins, host_plugins, tmp_path, name):
     wanted = master_plugins.get(name)
     async with node("master") as master, node("host") as host:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
         fetched = await fetch_plugin(host, master.local_address, wanted.hash, host_plugins, allowed=True)
     assert fetched.ok and fetched.source == "cluster"
     assert (fetched.name, fetched.version, fetched.hash) == (wanted.name, wanted.version, wanted.hash)
@@ -84,7 +84,7 @@ async def test_concurrent_fetches_of_one_hash_share_one_download(master_plugins,
     wanted = master_plugins.get("raytrace")
     results = []
     async with node("master") as master, node("host") as host:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
 
         async def fetch() -> None:
             results.append(await fetch_plugin(host, master.local_address, wanted.hash, host_plugins, allowed=True))
@@ -99,7 +99,7 @@ async def test_concurrent_fetches_of_one_hash_share_one_download(master_plugins,
 async def test_turned_off_cluster_plugins_are_neither_fetched_nor_run(master_plugins, host_plugins):
     wanted = master_plugins.get("geometry")
     async with node("master") as master, node("host") as host:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
         with pytest.raises(PluginError, match=r"turned off in this node's config \(cluster.allow_cluster_plugins\)"):
             await fetch_plugin(host, master.local_address, wanted.hash, host_plugins, allowed=False)
         assert not cluster_folder(host_plugins).exists()
@@ -120,7 +120,7 @@ async def test_code_the_host_already_has_is_never_fetched(tmp_path, master_plugi
 async def test_a_node_without_the_cluster_key_cannot_fetch(master_plugins, host_plugins):
     wanted = master_plugins.get("geometry")
     async with node("master") as master, node("stranger", STRANGER_KEY) as stranger:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
         with pytest.raises(PluginError, match=f"fetching plugin code {wanted.hash[:12]} from 127.0.0.1:.* failed"):
             await fetch_plugin(stranger, master.local_address, wanted.hash, host_plugins, allowed=True)
     assert not cluster_folder(host_plugins).exists()
@@ -131,7 +131,7 @@ async def test_unknown_and_broken_hashes_are_refused_with_the_reason(master_plug
     broken = await master_plugins.add_async(write(tmp_path / "bad.py", good_source(name="bad").replace("return 0.0", "return 2")))
     assert not broken.ok
     async with node("master") as master, node("host") as host:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
         with pytest.raises(PluginError, match=r"127.0.0.1:\d+ did not send plugin code 000000000000: no plugin with code hash"):
             await fetch_plugin(host, master.local_address, "0" * 64, host_plugins, allowed=True)
         with pytest.raises(PluginError, match="did not send plugin code .* is broken: .*progress must return"):
@@ -149,7 +149,7 @@ async def test_code_that_breaks_on_the_host_is_listed_broken_with_its_reason(tmp
     master_plugins = await scanned(tmp_path / "master", folder)
     wanted = master_plugins.get("picky")
     async with node("master") as master, node("host") as host:
-        serve_plugin_code(master, master_plugins)
+        install_plugin_code(master, master_plugins)
         with pytest.raises(PluginError, match="plugin 'picky' .* is broken: .*this machine lacks the marker"):
             await fetch_plugin(host, master.local_address, wanted.hash, host_plugins, allowed=True)
     [listed] = host_plugins.plugins()

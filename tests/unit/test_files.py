@@ -17,7 +17,7 @@ from frost_core.cluster.files import (
     FileStore,
     InputFiles,
     fetch_file,
-    serve_files,
+    install_files,
 )
 from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.guest.views import GuestTask, InputFile
@@ -39,7 +39,7 @@ async def master_and_host(tmp_path):
         open_transport(key=KEY, node_id="master", host="127.0.0.1") as master,
         open_transport(key=KEY, node_id="host", host="127.0.0.1") as host,
     ):
-        serve_files(master, store)
+        install_files(master, store)
         yield store, master, host, FileCache(tmp_path / "host" / "file-cache")
 
 
@@ -141,8 +141,8 @@ async def test_input_files_read_the_masters_own_copy_and_fetch_other_masters_fil
         at_master = InputFiles(node_id="master", data_dir=tmp_path / "m", address_of=lambda node: None)
         at_host = InputFiles(node_id="host", data_dir=tmp_path / "h",
                              address_of=lambda node: master.local_address if node == "master" else None)
-        serve_files(master, at_master.store)
-        at_host.serve(host_transport)
+        install_files(master, at_master.store)
+        at_host.install(host_transport)
         stored = at_master.store.add(source(tmp_path), "data.bin")
         task = GuestTask(task_id="master-1.0", assignment_id="master-1", origin="master", plugin_name="p",
                          plugin_version="1", plugin_hash="0" * 64, plugin_path="/p.py",

@@ -97,10 +97,10 @@ async def pair(nursery, tmp, key_b: ClusterKey = KEY):
     master, host = RecordingMaster(), RecordingHost()
     links_a = Links(node_id="a", address_of=addresses.get)
     links_a.bind(master=RecordingMaster(), host=RecordingHost(), keeper=HeldReplicas(tmp / "a"))
-    links_a.serve(transports["a"])
+    links_a.install(transports["a"])
     links_b = Links(node_id="b", address_of=addresses.get)
     links_b.bind(master=master, host=host, keeper=HeldReplicas(tmp / "b"))
-    links_b.serve(transports["b"])
+    links_b.install(transports["b"])
     return links_a, master, host
 
 
