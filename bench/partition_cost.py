@@ -52,8 +52,9 @@ suspicion_multiplier = 4
 suspicion_min = 2
 
 [owner]
-# The nodes share this machine and would take one another for a busy owner.
+# The nodes share this machine and would take one another (or its memory pressure) for a busy owner.
 policy = "always"
+memory_pressure = 100
 """ + CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
 
 

@@ -29,8 +29,9 @@ OUT_OF_REACH = 15.0
 # Four units that each take a few CPU-seconds at guest priority, all four on the two hosts at once.
 PICTURE = {"width": 512, "height": 64, "rows_per_unit": 16, "samples": 5}
 HOST_CONFIG = CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
-OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
-"""The test runner and the other nodes on this machine would count as a busy owner and suspend the guests."""
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
+"""The test runner and the other nodes on this machine would count as a busy owner (or, on a CI box short of
+memory, as memory pressure) and suspend or evict the guests."""
 
 
 def placements(master, assignment_id: str) -> collections.Counter:

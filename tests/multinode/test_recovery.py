@@ -86,11 +86,12 @@ def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes
     with Topology(3) as topology:
         def start(i, name, seeds=()):
             host = topology.hosts[i]
-            # The owner policy out of the way: the nodes on this one machine would count as a busy owner.
+            # The owner policy out of the way: the nodes on this one machine (and a CI box short of memory)
+            # would count as a busy owner.
             return nodes(name, netns=host.namespace, listen_host="0.0.0.0", port=47700, seeds=seeds,
                          base_config=FAST_DEATH,
                          extra_config=CLUSTER_CONFIG + f'\n[node]\nadvertise_host = "{host.address}"\n'
-                         '\n[owner]\npolicy = "always"\n')
+                         '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n')
         master = start(0, "master")
         alpha = start(1, "alpha", seeds=(master.address,))
         beta = start(2, "beta", seeds=(master.address,))
