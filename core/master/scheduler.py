@@ -282,10 +282,12 @@ class MasterScheduler:
         return tuple(stop)
 
     def _current(self, host: str, task_id: str, epoch: int) -> bool:
-        """Whether the copy at `epoch` on `host` is the one that counts; a given-up copy whose unit still
-        waits in the queue under its epoch is taken back rather than stopped."""
+        """Whether the copy at `epoch` on `host` is the one that counts; a copy given up as lost whose unit
+        still waits in the queue under its epoch is taken back rather than stopped (one its host gave back
+        or failed is not: it no longer runs, whatever a report sent just before says)."""
         assignment_id, index = split_task_id(task_id)
-        if self._store.readopt(assignment_id, index, epoch=epoch, host=host):
+        given_up = (task_id, epoch) in self._given_up
+        if given_up and self._store.readopt(assignment_id, index, epoch=epoch, host=host):
             self._given_up.pop((task_id, epoch), None)
             self._events.add("assignment", f"{task_id} still runs on {host[:8]} (epoch {epoch}): taken back from "
                              "the queue")

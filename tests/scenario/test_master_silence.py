@@ -62,11 +62,11 @@ class World:
         self.links = StandInLinks()
         self.alive = [MASTER, *HOSTS]
         # Only the stand-in hosts take guests: the master's own machine does not (its units never go silent).
-        views = [NodeView(node_id=h, available=1.0, guests=0, cpus=4) for h in HOSTS]
+        self.views = [NodeView(node_id=h, available=1.0, guests=0, cpus=4) for h in HOSTS]
         self.scheduler = MasterScheduler(
             node_id=MASTER, store=self.store, registry=None, links=self.links, events=self.events,
             results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
-            local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: views,
+            local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: self.views,
             settings=lambda: SETTINGS, on_change=lambda: None, alive=lambda: list(self.alive),
             clock=trio.current_time, blocking=inline,
         )
@@ -224,5 +224,24 @@ def test_a_master_that_was_stopped_gives_its_hosts_a_full_timeout_when_it_resume
         assert (world.unit().state, world.unit().epoch) == ("running", 1)
         assert any("this machine was stopped for" in m for m in world.messages())
         await placed(world, 2, 0)    # still silent a full timeout after the resume: given up
+
+    run(scenario, tmp_path)
+
+
+def test_a_copy_given_up_as_lost_is_taken_back_while_its_unit_still_waits_but_a_returned_one_is_not(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        await placed(world, 1, 1)
+        # Nobody takes units any more: what is queued stays queued.
+        world.views = []
+        lost_host, returned_host = world.unit(0).host, world.unit(1).host
+        assert await world.scheduler.host_return(returned_host, world.task(1), 1, None)   # evicted, given back
+        await wait_until(lambda: world.unit(0).state == "queued", timeout=SETTINGS.host_timeout + 5,
+                         what="unit 0 given up as silent")
+        reports = (UnitStatus(world.task(0), 1, 0.6), UnitStatus(world.task(1), 1, 0.2))
+        stop = await world.scheduler.host_report(lost_host, reports[:1])
+        stop += await world.scheduler.host_report(returned_host, reports[1:])
+        assert stop == (world.task(1),)
+        assert [(world.unit(i).state, world.unit(i).epoch) for i in (0, 1)] == [("running", 1), ("queued", 1)]
 
     run(scenario, tmp_path)
