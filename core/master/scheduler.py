@@ -307,7 +307,7 @@ class MasterScheduler:
         if lost is not None:
             assignment_id, index = split_task_id(task_id)
             self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
-                                  seconds=waste.ran_on(lost.run, progress))
+                                  seconds=waste.ran_on(lost.run, progress, now))
 
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
         """`result` is the guest's result envelope: the plugin's result and the unit's output files."""
@@ -335,7 +335,7 @@ class MasterScheduler:
         else:
             if lost is not None:
                 self._add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
-                                      seconds=waste.ran_on(lost.run, 1.0))
+                                      seconds=waste.ran_on(lost.run, 1.0, self._clock()))
             self._events.add("assignment", f"{task_id} result refused: it came {where} with epoch {epoch}, "
                              "and the unit is already done or cancelled")
         self._on_change()

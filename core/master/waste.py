@@ -39,15 +39,25 @@ class CopyRun:
 
 
 def redone(lost: CopyRun, resumed_from: float) -> float:
-    """Seconds the replacement of `lost` spends again: what `lost` did past the progress it resumes from."""
+    """Seconds the replacement of `lost` spends again: what `lost` did past the progress it resumes from.
+
+    A copy that never reported progress left nothing to resume from: all it ran until last heard is lost.
+    """
     rate = lost.seconds_per_progress()
-    return max(0.0, lost.progress - resumed_from) * rate if rate is not None else 0.0
+    if rate is None:
+        return lost.heard_at - lost.placed_at
+    return max(0.0, lost.progress - resumed_from) * rate
 
 
-def ran_on(lost: CopyRun, progress: float) -> float:
-    """Seconds a given-up copy spent after it was given up, having reached `progress` (1.0: it finished)."""
+def ran_on(lost: CopyRun, progress: float, now: float) -> float:
+    """Seconds a given-up copy spent after it was last heard, having reached `progress` (1.0: it finished) by `now`.
+
+    Without a rate (it never reported progress) the time since it was last heard stands for it.
+    """
     rate = lost.seconds_per_progress()
-    return max(0.0, progress - lost.progress) * rate if rate is not None else 0.0
+    if rate is None:
+        return max(0.0, now - lost.heard_at)
+    return max(0.0, progress - lost.progress) * rate
 
 
 def overtaken(copy: CopyRun, now: float) -> float:

@@ -1,0 +1,33 @@
+"""Guest-seconds thrown away, from what the master saw of a copy: placed when, from where, how far by when."""
+
+from frost_core.master.waste import CopyRun, overtaken, ran_on, redone, summary
+
+# Placed at t=100 from progress 0.2, last heard at t=160 at progress 0.5: 60 s for 0.3, so 200 s per unit.
+LOST = CopyRun(placed_at=100.0, start=0.2, heard_at=160.0, progress=0.5)
+
+
+def test_a_replacement_redoes_what_the_lost_copy_did_past_the_checkpoint_it_resumes_from():
+    assert redone(LOST, resumed_from=0.4) == (0.5 - 0.4) * 200      # 20 s
+    assert redone(LOST, resumed_from=0.5) == 0.0
+    assert redone(LOST, resumed_from=0.7) == 0.0                     # resumed past it: nothing redone
+
+
+def test_a_lost_copy_that_ran_on_threw_away_what_it_did_after_it_was_last_heard():
+    assert ran_on(LOST, progress=1.0, now=999.0) == (1.0 - 0.5) * 200  # finished after all: 100 s
+    assert ran_on(LOST, progress=0.5, now=999.0) == 0.0
+
+
+def test_a_copy_that_never_reported_progress_counts_by_the_clock():
+    silent = CopyRun(placed_at=100.0, start=0.0, heard_at=101.5, progress=0.0)
+    assert redone(silent, resumed_from=0.0) == 1.5                   # placed to last heard
+    assert ran_on(silent, progress=0.3, now=110.0) == 8.5            # last heard to the stale report
+
+
+def test_an_overtaken_copy_threw_away_its_whole_run():
+    assert overtaken(LOST, now=130.0) == 30.0
+
+
+def test_the_summary_names_each_reason():
+    assert summary(()) == "no guest work thrown away"
+    assert summary((("redone since checkpoint", 12.2), ("superseded copy", 2.0))) == \
+        "14 s of guest work thrown away (12 s redone since checkpoint, 2 s superseded copy)"
