@@ -31,8 +31,8 @@ from tests.nodes import start_node  # noqa: E402
 from tests.waiting import wait_for  # noqa: E402
 
 JOBS = {
-    "light (20 bursts, ~30 % of a core)": ("import time\nfor _ in range(20):\n    x = 0\n"
-                                           "    for i in range(150_000):\n        x += i * i\n    time.sleep(0.05)\n", 1),
+    "light (20 bursts, ~30 % of a core)": ("import time\nfor _ in range(20):\n    x = 0\n    for i in range(150_000):\n"
+                                           "        x += i * i\n    time.sleep(0.05)\n", 1),
     "heavy (one CPU-bound job per core)": ("x = 0\nfor i in range(10_000_000):\n    x += i * i\n", os.cpu_count() or 1),
 }
 LONG_PI = ("montecarlo-pi", "--param", "samples=1000000000000", "--param", f"units={os.cpu_count() or 1}")

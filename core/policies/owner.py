@@ -356,7 +356,7 @@ def _earlier_active(state: OwnerState, now: float, settings: OwnerSettings) -> f
 
 
 def accepts_guests(state: OwnerState, now: float, settings: OwnerSettings) -> bool:
-    """May this node take new guests? Not while its guests are held, nor within `evict_hold` of an eviction by this policy.
+    """May this node take new guests? Not while its guests are stopped, nor within `evict_hold` of this policy's eviction.
 
     Only an eviction holds (what docs/configuration.md promises): a suspension that ended on its
     own says the owner's work fits beside guests again, and the lowest priority keeps the next

@@ -16,12 +16,17 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
+# Not about the owner: these nodes share one machine with other work (and with each other), which
+# the default `share` policy would rightly take for a busy owner and keep the guests from; the
+# owner policy's own tests are tests/process/test_owner.py, on the defaults.
+OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+
 
 @pytest.fixture
 def trio_cluster(nodes):
-    master = nodes("master", extra_config=CLUSTER_CONFIG)
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     seed = master.address
-    hosts = [nodes(name, seeds=(seed,), extra_config=CLUSTER_CONFIG) for name in ("alpha", "beta")]
+    hosts = [nodes(name, seeds=(seed,), extra_config=CLUSTER_CONFIG + OWNER_AWAY) for name in ("alpha", "beta")]
     wait_for_members([master, *hosts])
     return master, hosts
 
@@ -152,8 +157,8 @@ def test_hosts_fetch_a_plugin_only_the_master_has_by_its_hash(trio_cluster, tmp_
 
 def test_with_the_balancer_on_every_node_explains_its_last_round_and_the_image_stays_identical(nodes, tmp_path):
     config = CLUSTER_CONFIG.replace("balance_interval = 0", "balance_interval = 0.5")
-    master = nodes("master", extra_config=config)
-    hosts = [nodes(name, seeds=(master.address,), extra_config=config) for name in ("alpha", "beta")]
+    master = nodes("master", extra_config=config + OWNER_AWAY)
+    hosts = [nodes(name, seeds=(master.address,), extra_config=config + OWNER_AWAY) for name in ("alpha", "beta")]
     wait_for_members([master, *hosts])
     reply = master.call("submit", plugin="raytrace", params=RAYTRACE)
     wait_for(lambda: assignment(master, reply["id"])["state"] == "done", timeout=120, what="the assignment")
@@ -165,8 +170,8 @@ def test_with_the_balancer_on_every_node_explains_its_last_round_and_the_image_s
 
 
 def test_a_unit_evicted_into_its_master_brings_its_checkpoint_there_once(nodes, tmp_path):
-    master = nodes("master", extra_config=CLUSTER_CONFIG)
-    host = nodes("host", seeds=(master.address,), extra_config=CLUSTER_CONFIG)
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    host = nodes("host", seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     wait_for_members([master, host])
     master.call("pause")  # the unit starts on the host
     reply = master.call("submit", plugin="raytrace", params={**RAYTRACE, "rows_per_unit": 32})

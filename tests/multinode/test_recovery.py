@@ -20,6 +20,11 @@ pytestmark = pytest.mark.timeout(300)
 FAST_DEATH = FAST_CONFIG.replace("[gossip]\n", "[gossip]\nprobe_interval = 0.2\nprobe_timeout = 0.1\n"
                                  "suspicion_multiplier = 4\n").replace("suspicion_min = 3", "suspicion_min = 2")
 
+# Not about the owner: these nodes share one machine with other work (and with each other), which
+# the default `share` policy would rightly take for a busy owner and keep the guests from; the
+# owner policy's own tests are tests/process/test_owner.py, on the defaults.
+OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+
 
 def accepted_results(master, assignment_id: str) -> collections.Counter:
     """How many times the master accepted a result for each unit, from its event log."""
@@ -42,8 +47,9 @@ def assert_complete_and_identical(master, assignment_id: str, tmp_path) -> None:
 
 def test_kill_9_of_a_host_restarts_its_unit_elsewhere_from_its_replicated_checkpoint(nodes, tmp_path):
     config = CLUSTER_CONFIG.replace("[checkpoints]\n", "[checkpoints]\nreplica_peers = 1\n")
-    master = nodes("master", extra_config=config, base_config=FAST_DEATH)
-    hosts = [nodes(n, seeds=(master.address,), extra_config=config, base_config=FAST_DEATH) for n in ("alpha", "beta")]
+    master = nodes("master", extra_config=config + OWNER_AWAY, base_config=FAST_DEATH)
+    hosts = [nodes(n, seeds=(master.address,), extra_config=config + OWNER_AWAY, base_config=FAST_DEATH)
+             for n in ("alpha", "beta")]
     wait_for_members([master, *hosts])
     master.call("pause")  # both units run on the hosts
     assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
@@ -62,9 +68,9 @@ def test_kill_9_of_a_host_restarts_its_unit_elsewhere_from_its_replicated_checkp
 
 
 def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(nodes, tmp_path):
-    master = nodes("master", extra_config=CLUSTER_CONFIG)
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     port = int(master.address.rsplit(":", 1)[1])
-    hosts = [nodes(n, seeds=(master.address,), extra_config=CLUSTER_CONFIG) for n in ("alpha", "beta")]
+    hosts = [nodes(n, seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY) for n in ("alpha", "beta")]
     wait_for_members([master, *hosts])
     master.call("pause")
     assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
@@ -73,7 +79,7 @@ def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(n
     # The hosts finish their units with nobody to deliver to, and keep the results.
     for host in hosts:
         wait_for(lambda host=host: not host.call("status")["guests"], timeout=90, what="the hosts to finish")
-    master = nodes("master", extra_config=CLUSTER_CONFIG, port=port, seeds=(hosts[0].address,))
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=port, seeds=(hosts[0].address,))
     master.call("resume")
     assert_complete_and_identical(master, assignment_id, tmp_path)
     assert all(u["host"] != master.node_id for u in assignment(master, assignment_id)["units"]), \

@@ -22,6 +22,11 @@ pytestmark = pytest.mark.timeout(240)
 SLOW_UPPER = '''
 from frost_core import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
 
+# Not about the owner: these nodes share one machine with other work (and with each other), which
+# the default `share` policy would rightly take for a busy owner and keep the guests from; the
+# owner policy's own tests are tests/process/test_owner.py, on the defaults.
+OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+
 
 class SlowUpper(Plugin):
     """Copies its input upper-cased, 4 KiB a step, with busy work that slows it down but changes nothing."""
@@ -80,8 +85,9 @@ def move_and_wait(master, task_id: str, destination, assignment_id: str) -> None
 
 
 def test_a_moving_unit_keeps_its_input_and_output_files(nodes, tmp_path):
-    master = nodes("master", extra_config=CLUSTER_CONFIG)
-    hosts = [nodes(name, seeds=(master.address,), extra_config=CLUSTER_CONFIG) for name in ("alpha", "beta")]
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    hosts = [nodes(name, seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+             for name in ("alpha", "beta")]
     wait_for_members([master, *hosts])
     plugin_file = tmp_path / "slow_upper.py"
     plugin_file.write_text(SLOW_UPPER)

@@ -19,6 +19,11 @@ SMALL = {
 }
 ENDLESS = ["montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=2"]
 
+# Not about the owner: this node shares the machine with other work, which the default `share`
+# policy would rightly take for a busy owner and keep the guests from; the owner policy's own
+# tests are tests/process/test_owner.py, on the defaults.
+OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+
 
 def submit(node, plugin, params, *extra):
     args = ["submit", plugin, *[f"--param={k}={v}" for k, v in params.items()], *extra]
@@ -32,7 +37,7 @@ def sha256(path):
 
 @pytest.mark.parametrize("plugin", sorted(SMALL))
 def test_submit_wait_gives_the_reference_result(single_node, tmp_path, plugin):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     file, params = SMALL[plugin]
     output = tmp_path / "out.bin"
     node.cli("submit", plugin, *[f"--param={k}={v}" for k, v in params.items()], "--wait", "--output", str(output))
@@ -43,7 +48,7 @@ def test_submit_wait_gives_the_reference_result(single_node, tmp_path, plugin):
 
 
 def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     file, params = "mandelbrot.py", {"width": "64", "height": "48", "rows_per_unit": "4", "max_iter": "3000"}
     assignment_id = submit(node, "mandelbrot", params)
     wait_for(lambda: sum(u["state"] == "done" for u in node.call("assignment", assignment=assignment_id)["units"]) >= 2,
@@ -52,7 +57,7 @@ def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
     node.kill()
     for guest in guest_processes(node.process.pid):
         guest.kill()
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     record = node.call("assignment", assignment=assignment_id)
     assert done_before <= {u["task_id"] for u in record["units"] if u["state"] == "done"}, "completed units survive"
     wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "done", timeout=120,
@@ -63,7 +68,7 @@ def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
 
 
 def test_kill_9_of_a_guest_is_retried_and_the_result_is_identical(single_node, tmp_path):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     # Big enough (~0.3 s a unit) that a guest is still running when it is seen: guests start at once
     # in the warm spare.
     file, params = "raytrace.py", {"width": "320", "height": "192", "rows_per_unit": "96"}
@@ -79,7 +84,7 @@ def test_kill_9_of_a_guest_is_retried_and_the_result_is_identical(single_node, t
 
 
 def test_pause_stops_guest_cpu_within_100_ms_and_resume_restarts_it(single_node):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     node.cli("submit", *ENDLESS)
     guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
     wait_for(lambda: guest_cpu_seconds(guests) > 0.3, timeout=30, what="guests using CPU")
@@ -98,7 +103,7 @@ def test_pause_stops_guest_cpu_within_100_ms_and_resume_restarts_it(single_node)
 
 def test_evict_frees_the_cpu_and_requeues_the_unit(single_node):
     # How fast an eviction frees the CPU is bench/evict_latency.py's question; here, that it does.
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     assignment_id = node.cli("submit", *ENDLESS).stdout.split()[1].rstrip(":")
     wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
     node.call("evict")
@@ -111,16 +116,16 @@ def test_evict_frees_the_cpu_and_requeues_the_unit(single_node):
 
 
 def test_pause_until_survives_a_restart(single_node):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     node.call("pause", until="23:59")
     node.stop()
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     status = node.call("status")
     assert status["state"] == "paused" and "until 23:59" in status["hosting"]["reason"]
 
 
 def test_finish_takes_nothing_new_and_pauses_when_done(single_node):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     file, params = SMALL["montecarlo-pi"]
     first = submit(node, "montecarlo-pi", params)
     node.call("finish")
@@ -133,7 +138,7 @@ def test_finish_takes_nothing_new_and_pauses_when_done(single_node):
 
 
 def test_running_units_show_their_live_progress(single_node):
-    node = single_node()
+    node = single_node(OWNER_AWAY)
     assignment_id = node.cli("submit", *ENDLESS).stdout.split()[1].rstrip(":")
 
     def moving():

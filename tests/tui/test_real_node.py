@@ -39,6 +39,11 @@ host_timeout = 6
 [checkpoints]
 min_interval = 1
 max_interval = 2
+
+# Not about the owner: peer-b shares this machine with other work, which the default `share`
+# policy would rightly take for a busy owner (tests/process/test_owner.py is on the defaults).
+[owner]
+policy = "always"
 """
 
 
@@ -67,6 +72,9 @@ def desk_node(tmp_path: Path, cluster_key: Path, peer, *, cpus: int = 1) -> Node
             "gossip.interval": 0.3, "gossip.announce_interval": 2.0, "gossip.suspicion_min": 3.0,
             "cluster.report_interval": 0.5, "cluster.host_timeout": 6.0,
             "checkpoints.min_interval": 1.0, "checkpoints.max_interval": 2.0,
+            # Not about the owner: the UI's node shares this machine with other work, which the
+            # default `share` policy would rightly take for a busy owner (tests/process/test_owner.py).
+            "owner.policy": "always",
         }))
 
 
