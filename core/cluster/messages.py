@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from frost_core.storage.checkpoints import CheckpointRecord
+from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord
 from frost_core.policies.views import NodeView
 from frost_core.guest.views import InputFile
 from frost_core.wire.codes import MessageCode
@@ -37,7 +37,8 @@ class UnitSpec:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointMeta:
-    """A checkpoint's identity fields; its state follows as bulk bytes, verified by the side that keeps it."""
+    """A checkpoint's identity fields (`checkpoints.IDENTITY`, spelled out for the wire's type checks)
+    and hash; its state follows as bulk bytes, verified by the side that keeps it."""
 
     task_id: str
     plugin_name: str
@@ -51,11 +52,7 @@ class CheckpointMeta:
 
     @classmethod
     def of(cls, record: CheckpointRecord) -> CheckpointMeta:
-        return cls(
-            task_id=record.task_id, plugin_name=record.plugin_name, plugin_version=record.plugin_version,
-            plugin_hash=record.plugin_hash, unit_index=record.unit_index, epoch=record.epoch, seq=record.seq,
-            taken_at=record.taken_at, sha256=record.sha256,
-        )
+        return cls(**{name: getattr(record, name) for name in IDENTITY}, sha256=record.sha256)
 
     def record(self, state: bytes) -> CheckpointRecord:
         """The record with its state, not yet verified.
@@ -64,11 +61,7 @@ class CheckpointMeta:
         (`CheckpointStore.write`), where the check overlaps the fsync instead of holding up
         the transfer; what it does not write, it verifies (`CheckpointRecord.verify`) first.
         """
-        return CheckpointRecord(
-            task_id=self.task_id, plugin_name=self.plugin_name, plugin_version=self.plugin_version,
-            plugin_hash=self.plugin_hash, unit_index=self.unit_index, epoch=self.epoch, seq=self.seq,
-            taken_at=self.taken_at, state=state, sha256=self.sha256,
-        )
+        return CheckpointRecord(**{name: getattr(self, name) for name in IDENTITY}, state=state, sha256=self.sha256)
 
 
 @register

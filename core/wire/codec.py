@@ -36,13 +36,24 @@ _unpack_f64 = struct.Struct(">d").unpack_from
 def encode(obj: object) -> bytes:
     """Encode plain data (None, bool, int, float, str, bytes, list/tuple, dict) deterministically.
 
-    Deterministic (RFC 8949 §4.2.1): shortest integer and length forms, the shortest float that
-    keeps the value, map keys sorted by their encoded bytes. The same value always gives the same
-    bytes, so content hashes of encoded state are stable across machines.
+    Deterministic: shortest integer and length forms, the shortest float that keeps the value,
+    map keys sorted by `canonical_key_order` (shorter encoded key first, then bytewise: RFC 7049
+    §3.9's canonical order, which cbor2's `canonical=True` also writes). The same value always
+    gives the same bytes, whichever encoder made them, so content hashes are stable.
     """
     out = bytearray()
     _encode_into(out, obj, 0)
     return bytes(out)
+
+
+def canonical_key_order(encoded_key: bytes) -> tuple[int, bytes]:
+    """Sort key of a map key's encoding: length first, then bytewise (RFC 7049 §3.9).
+
+    The one order of every CBOR map frost hashes (messages, plugin archives, checkpoint headers
+    and states, results). It differs from RFC 8949's plain bytewise order only on maps that mix
+    key types (1000 and "a"); cbor2, which encodes big states fast, writes only this one.
+    """
+    return len(encoded_key), encoded_key
 
 
 def encode_into(out: bytearray, obj: object) -> None:
@@ -154,7 +165,7 @@ def _encode_into(out: bytearray, obj: object, depth: int) -> None:
             encoded_key = bytearray()
             _encode_into(encoded_key, key, depth + 1)
             pairs.append((bytes(encoded_key), value))
-        pairs.sort(key=lambda pair: pair[0])
+        pairs.sort(key=lambda pair: canonical_key_order(pair[0]))
         out += _head(5, len(pairs))
         for encoded_key, value in pairs:
             out += encoded_key

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from frost_core.api.errors import ProtocolError
-from frost_core.wire.codec import decode_strict, encode, encode_head, encode_into
+from frost_core.wire.codec import canonical_key_order, decode_strict, encode, encode_head, encode_into
 from frost_core.wire.codes import PROTOCOL_VERSION, MessageCode
 
 MAX_MESSAGE_SIZE = 1024 * 1024
@@ -273,7 +273,8 @@ def _compile_builder(cls: type, fields: list[_Field], direct: bool) -> Callable[
 def _compile_encoder(fields: list[_Field]) -> Callable[[Any], bytes]:
     """Field names never change, so their encoded keys and canonical order are fixed here."""
     env: dict[str, Any] = {"_encode_into": encode_into, "_head": encode_head}
-    ordered = sorted((encode(field.name), field.name, hint, to_plain) for field, hint, _, to_plain in fields)
+    ordered = sorted(((encode(field.name), field.name, hint, to_plain) for field, hint, _, to_plain in fields),
+                     key=lambda entry: canonical_key_order(entry[0]))
     start = encode_head(5, len(ordered)) + (ordered[0][0] if ordered else b"")
     lines = ["def encode_dataclass(_obj):", f"    _out = bytearray({start!r})"]
     for index, (key, name, hint, to_plain) in enumerate(ordered):
