@@ -10,6 +10,7 @@ nice and CPU time but no scheduling policy: SCHED_IDLE programs are then only re
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,11 +132,18 @@ class NotOwner:
         return self.node + self.clients + self.idle_priority
 
 
-class ControlClients:
-    """Processes connected to the control socket now, each counted only while connected."""
+FRESH_CLIENT = 5.0
+"""A client this young (seconds) was started to talk to the node: its start-up (a CLI's imports,
+~0.3 s of a core before it connects) is the node's too, not only what it uses while connected."""
 
-    def __init__(self, seconds: Callable[[int], float | None] | None = None) -> None:
+
+class ControlClients:
+    """Processes connected to the control socket now, each counted while connected (and a fresh one from its start)."""
+
+    def __init__(self, seconds: Callable[[int], float | None] | None = None,
+                 age: Callable[[int], float | None] | None = None) -> None:
         self._seconds = seconds or _process_seconds
+        self._age = age or _process_age
         self._open: dict[int, tuple[int, float]] = {}   # pid -> (connections, CPU seconds already attributed)
         self._left = 0.0                                # seconds of clients gone since the last `take`
 
@@ -145,6 +153,9 @@ class ControlClients:
             base = self._seconds(pid)
             if base is None:
                 return
+            age = self._age(pid)
+            if age is not None and age < FRESH_CLIENT:
+                base = 0.0
         self._open[pid] = (count + 1, base)
 
     def disconnected(self, pid: int) -> None:
@@ -170,6 +181,13 @@ class ControlClients:
             total += max(now - base, 0.0)
             self._open[pid] = (count, now)
         return total
+
+
+def _process_age(pid: int) -> float | None:
+    try:
+        return time.time() - psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def _process_seconds(pid: int) -> float | None:

@@ -31,8 +31,8 @@ def test_a_child_that_exited_between_readings_still_counts_for_its_tree():
 
 def test_control_clients_count_only_while_connected():
     cpu = {7: 10.0}
-    clients = ControlClients(seconds=lambda pid: cpu.get(pid))
-    clients.connected(7)                   # its 10 s before connecting (imports) are not ours to remove
+    clients = ControlClients(seconds=lambda pid: cpu.get(pid), age=lambda pid: 3600.0)
+    clients.connected(7)                   # an hour-old UI: its 10 s before connecting are the owner's
     cpu[7] = 10.4
     assert round(clients.take(), 6) == 0.4
     cpu[7] = 10.5
@@ -40,3 +40,14 @@ def test_control_clients_count_only_while_connected():
     cpu[7] = 12.0                          # after it left: the owner's again
     assert round(clients.take(), 6) == 0.1
     assert clients.pids() == set()
+
+
+def test_a_fresh_cli_call_counts_from_its_start():
+    # `frost-tui status` spends ~0.3 s importing before it connects: started to talk to the node,
+    # all of it is the node's (the "every status call reads as owner CPU 26 %").
+    cpu = {9: 0.3}
+    clients = ControlClients(seconds=lambda pid: cpu.get(pid), age=lambda pid: 0.4)
+    clients.connected(9)
+    cpu[9] = 0.35
+    clients.disconnected(9)
+    assert round(clients.take(), 6) == 0.35
