@@ -3,6 +3,7 @@ a watch-only connection refused at the protocol level, and a killed node reconne
 
 from __future__ import annotations
 
+import signal
 import subprocess
 
 import pytest
@@ -152,3 +153,21 @@ def test_watch_with_no_node_running_says_so_and_exits_3(tmp_path):
                             timeout=60)
     assert result.returncode == 3
     assert "so none to watch" in result.stderr
+
+
+def test_a_node_gone_silent_shows_reconnecting_and_is_back_once_it_answers_again(node):
+    """SIGSTOP: the connection stays open but nothing comes; the keep-alive timeout notices."""
+    async def main():
+        attached, _ = await _attached(node)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached")
+            node.process.send_signal(signal.SIGSTOP)
+            try:
+                await wait_until(lambda: not attached.link().connected, timeout=30, what="the silence noticed")
+            finally:
+                node.process.send_signal(signal.SIGCONT)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached again")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
