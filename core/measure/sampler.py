@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psutil
+import trio
 
 from frost_core.policies.information import smooth
 from frost_core.policies.owner import DeskVerdict, OwnerView, windowed_share
@@ -103,10 +104,11 @@ class ResourceSampler:
         guests_running = bool(self._guest_cpu) or any(True for _ in self.guest_pids())
         if not guests_running and (self._count == 1 or self._count % self.probe_every == 0):
             probe = await probe_share(self.probe_seconds)
+        table = await trio.to_thread.run_sync(self.attribution.read)   # first: the wall time ends with it
         now = self.clock()
         wall = max(now - self._last_wall, 1e-6)
         busy, idle = _busy_and_idle(psutil.cpu_times())
-        not_owner = self.attribution.take()
+        not_owner = self.attribution.take(table)
         guest = self._guest_delta()
         if guest > 0.01 * wall:
             self._guest_ran_at = now
