@@ -169,6 +169,7 @@ class HostService:
         self._starting: set[str] = set()
         self._stopping: set[str] = set()
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
+        self._delivering: set[str] = set()   # outcomes on their way to a master (a first try can outlast a cut)
         self._nursery: trio.Nursery | None = None
 
     # -- what the node and the UI read ---------------------------------------------------------
@@ -364,7 +365,16 @@ class HostService:
                              f"{owed.kind} is kept until it is back", severity="warning")
 
     async def _deliver(self, owed) -> bool:
-        """True once the master has the outcome (or told us it needs it no more)."""
+        """True once the master has the outcome (or told us it needs it no more); one delivery per unit at a time."""
+        if owed.task_id in self._delivering:
+            return False
+        self._delivering.add(owed.task_id)
+        try:
+            return await self._deliver_now(owed)
+        finally:
+            self._delivering.discard(owed.task_id)
+
+    async def _deliver_now(self, owed) -> bool:
         master = self._links.master(owed.master)
         try:
             if owed.kind == "result":

@@ -260,7 +260,7 @@ class MasterScheduler:
         lost = self._given_up.get((unit.task_id, unit.epoch))
         if lost is not None:
             self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
-                                  seconds=waste.redone(lost.run, start))
+                            seconds=waste.redone(lost.run, start))
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 
@@ -307,7 +307,7 @@ class MasterScheduler:
         if lost is not None:
             assignment_id, index = split_task_id(task_id)
             self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
-                                  seconds=waste.ran_on(lost.run, progress, now))
+                            seconds=waste.ran_on(lost.run, progress, now))
 
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
         """`result` is the guest's result envelope: the plugin's result and the unit's output files."""
@@ -325,7 +325,7 @@ class MasterScheduler:
                 # An older copy finished first: its work was kept, the newer copy's is what is thrown away.
                 self._store.withdraw_waste(assignment_id, index, reason=waste.REDONE)
                 self._add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
-                                      seconds=waste.overtaken(current.run, self._clock()))
+                                seconds=waste.overtaken(current.run, self._clock()))
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
             self._checkpoint_progress.pop(task_id, None)
@@ -335,7 +335,12 @@ class MasterScheduler:
         else:
             if lost is not None:
                 self._add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
-                                      seconds=waste.ran_on(lost.run, 1.0, self._clock()))
+                                seconds=waste.ran_on(lost.run, 1.0, self._clock()))
+            if self._store.holds_result(assignment_id, index, value):
+                self._events.add("assignment", f"{task_id}: the same result came again {where} (epoch {epoch}); "
+                                 "it was accepted once already")
+                self._on_change()
+                return True
             self._events.add("assignment", f"{task_id} result refused: it came {where} with epoch {epoch}, "
                              "and the unit is already done or cancelled")
         self._on_change()

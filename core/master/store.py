@@ -365,6 +365,13 @@ class MasterStore:
                 return True
             return epoch == stored_epoch and host == stored_host and state == "running"
 
+    def holds_result(self, assignment_id: str, index: int, result: bytes) -> bool:
+        """Whether the unit is done with exactly this result: a delivery repeated (its answer was lost), or
+        another copy's identical result; either way nothing to take and nothing wrong."""
+        row = self._db.execute("SELECT state, result FROM units WHERE assignment_id = ? AND idx = ?",
+                               (assignment_id, index)).fetchone()
+        return row is not None and row[0] == "done" and row[1] == result
+
     def readopt(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
         """A unit queued after its copy at `epoch` on `host` was given up: that copy still runs, so keep it.
 
