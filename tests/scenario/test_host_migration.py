@@ -1,0 +1,206 @@
+"""Host and migration over the in-memory links under MockClock: a move, a refused move and an eviction's relocation.
+
+The guests are a stand-in supervisor (no processes); the checkpoints, outboxes and hosts'
+bookkeeping are the real ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from frost_core.api.errors import NodeUnavailableError
+from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
+from frost_core.cluster.memory_links import MemoryNetwork
+from frost_core.cluster.messages import UnitSpec
+from frost_core.cluster.migration import Migrator
+from frost_core.cluster.outbox import Outbox
+from frost_core.events import EventLog
+from frost_core.guest.views import Evicted, Failed, GuestFigures, GuestTask, Outcome
+from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.plain import encode_plain
+from frost_core.plugin.registry import PluginInfo
+from frost_core.policies.views import NodeView
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+
+MASTER, A, B = "aaaaaaaa-master", "bbbbbbbb-host", "cccccccc-host"
+TASK = "aaaaaaaa-1.0"
+PLUGIN = PluginInfo(name="p", version="1", hash="ab" * 32, source="bundled", path="/nowhere/p.py", ok=True,
+                    error=None)
+
+
+class StandInGuests:
+    """The supervisor's surface the host and the migrator use; a guest runs until captured or stopped."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.store = CheckpointStore(data_dir / "checkpoints")
+        self.started: dict[str, CheckpointRecord | None] = {}
+        self._ends: dict[str, tuple[trio.Event, list[Outcome]]] = {}
+        self._tasks: dict[str, GuestTask] = {}
+
+    async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
+                  task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
+        self.started[task.task_id] = checkpoint or self.store.latest(task.task_id)
+        end = self._ends[task.task_id] = (trio.Event(), [])
+        self._tasks[task.task_id] = task
+        task_status.started()
+        await end[0].wait()
+        del self._ends[task.task_id], self._tasks[task.task_id]
+        return end[1][0]
+
+    async def capture(self, task_id: str, deadline: float) -> CheckpointRecord | None:
+        if task_id not in self._ends:
+            raise KeyError(task_id)
+        task = self._tasks[task_id]
+        latest = self.store.latest(task_id)
+        record = self.store.commit(task_id=task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
+                                   plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
+                                   seq=(latest.seq + 1) if latest else 1, taken_at=0.0, state=b"state of " + A.encode())
+        self._end(task_id, Evicted(record))
+        return record
+
+    async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
+        ids = [t for t in list(self._ends) if task_id in (None, t)]
+        for t in ids:
+            await self.capture(t, deadline or 1.0)
+        return tuple(ids)
+
+    async def stop(self, task_ids: tuple[str, ...], reason: str) -> tuple[str, ...]:
+        for t in task_ids:
+            self._end(t, Failed(reason, retryable=False))
+        return task_ids
+
+    def _end(self, task_id: str, outcome: Outcome) -> None:
+        event, box = self._ends[task_id]
+        box.append(outcome)
+        event.set()
+
+    def figures(self) -> tuple[GuestFigures, ...]:
+        return tuple(GuestFigures(task_id=t, assignment_id="aaaaaaaa-1", plugin="p", origin=MASTER, state="running",
+                                  progress=0.5, cpu_seconds=10.0, cpu_percent=100.0, wall_seconds=10.0,
+                                  since_checkpoint_seconds=1.0, cpu_since_checkpoint_seconds=1.0, checkpoint_bytes=0,
+                                  memory_bytes=1 << 20, last_checkpoint_seq=None) for t in self._ends)
+
+    def discard_checkpoints(self, task_id: str) -> None:
+        self.store.discard(task_id)
+
+
+class RecordingMaster:
+    """The unit's master, as far as hosts talk to it: it records every call."""
+
+    def __init__(self) -> None:
+        self.moved: list[tuple[str, str, int, str]] = []
+        self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
+
+    async def host_report(self, host, units):
+        return ()
+
+    async def host_moved(self, host, task_id, epoch, destination):
+        self.moved.append((host, task_id, epoch, destination))
+        return True
+
+    async def host_return(self, host, task_id, epoch, record):
+        self.returned.append((host, task_id, record))
+        return True
+
+    async def host_replica(self, host, record):
+        pass
+
+
+class Cluster:
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery) -> None:
+        self.network = MemoryNetwork()
+        self.master = RecordingMaster()
+        self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
+        self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
+        self.outboxes: list[Outbox] = []
+        self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
+        self.nursery = nursery
+
+    def _host(self, node: str, data_dir: Path) -> HostService:
+        links = self.network.links(node)
+        events = EventLog()
+        others = tuple(n for n in (A, B) if n != node)
+        migrator = Migrator(node_id=node, supervisor=self.guests[node], links=links, events=events,  # type: ignore[arg-type]
+                            destinations=lambda hosted, state_bytes: others, observe_transfer=lambda *args: None,
+                            move_deadline=lambda: 2.0)
+
+        async def plugin_source(plugin_hash, nodes):
+            return PLUGIN
+
+        host = HostService(
+            node_id=node, supervisor=self.guests[node], links=links,  # type: ignore[arg-type]
+            capacity=lambda: Capacity(True, "", cpus=2, memory_pool_bytes=1 << 30, available=1.0),
+            plugin_source=plugin_source, has_plugin=lambda plugin_hash: True, outbox=self._outbox(data_dir),
+            events=events, settings=lambda: HostSettings(report_interval=1.0), on_change=lambda: None,
+            alive=lambda: [MASTER, A, B], own_figures=lambda: NodeView(node, available=1.0, guests=0),
+            answer_work_request=None, on_arrival=lambda task_id: None, relocator=migrator,  # type: ignore[arg-type]
+        )
+        links.bind(master=None, host=host, keeper=None)  # type: ignore[arg-type]
+        return host
+
+    def _outbox(self, data_dir: Path) -> Outbox:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.outboxes.append(Outbox(data_dir / "outbox.sqlite"))
+        return self.outboxes[-1]
+
+    async def start(self) -> None:
+        for host in self.hosts.values():
+            await self.nursery.start(host.serve)
+        spec = UnitSpec(task_id=TASK, assignment_id="aaaaaaaa-1", master=MASTER, plugin_name="p", plugin_version="1",
+                        plugin_hash=PLUGIN.hash, unit=encode_plain(WorkUnit(0, {}, 1 << 20, 1.0).to_plain()),
+                        memory_bytes=1 << 20, epoch=1)
+        verdict = await self.network.links(MASTER).host(A).start(MASTER, spec, None)
+        assert verdict.ok
+
+    def running(self, node: str) -> list[str]:
+        return [h.task.task_id for h in self.hosts[node].hosted() if h.stay is Stay.RUNNING]
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A master and two hosts, the unit running on A; everything stopped on the way out."""
+    async with trio.open_nursery() as nursery:
+        built = Cluster(tmp_path, nursery)
+        await built.start()
+        yield built
+        nursery.cancel_scope.cancel()
+    for outbox in built.outboxes:
+        outbox.close()
+
+
+async def test_a_move_hands_the_captured_checkpoint_over_under_the_next_epoch(tmp_path, autojump_clock):
+    async with running_cluster(tmp_path) as cluster:
+        verdict = await cluster.network.links(MASTER).host(A).move(TASK, B)
+        assert verdict.ok, verdict.reason
+        assert cluster.running(A) == [] and cluster.running(B) == [TASK]
+        arrived = cluster.guests[B].started[TASK]
+        assert arrived is not None and arrived.seq == 1 and arrived.state == b"state of " + A.encode()
+        assert cluster.hosts[B].hosted()[0].spec.epoch == 2
+        assert cluster.master.moved == [(A, TASK, 2, B)]
+        assert cluster.guests[A].store.latest(TASK) is None  # dropped here once B runs it
+        assert cluster.hosts[A].forwarded_to(TASK) == B
+
+
+async def test_a_move_to_a_node_cut_off_leaves_the_unit_running_untouched(tmp_path, autojump_clock):
+    async with running_cluster(tmp_path) as cluster:
+        cluster.network.cut(B)
+        verdict = await cluster.network.links(MASTER).host(A).move(TASK, B)
+        assert not verdict.ok and "cut off" in verdict.reason
+        assert cluster.running(A) == [TASK] and cluster.guests[A].store.latest(TASK) is None  # never captured
+        with pytest.raises(NodeUnavailableError):
+            await cluster.network.links(A).host(B).figures()
+
+
+async def test_an_evicted_unit_relocates_to_the_peer_the_ranking_names(tmp_path, autojump_clock):
+    async with running_cluster(tmp_path) as cluster:
+        assert await cluster.hosts[A].evict(TASK) == (TASK,)
+        with trio.fail_after(60):
+            while cluster.running(B) != [TASK]:
+                await trio.sleep(0.1)
+        assert cluster.running(A) == [] and cluster.master.returned == []
+        assert cluster.master.moved == [(A, TASK, 2, B)]
