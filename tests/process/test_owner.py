@@ -153,3 +153,23 @@ def test_memory_pressure_evicts_the_guests(tmp_path):
         stop(readers)
         cgroup.rmdir()
         node.stop()
+
+
+def test_the_owners_own_evict_keeps_only_that_unit_away_and_says_so(tmp_path):
+    # Not about contention (`always`, so other work on this machine cannot stop the guests): the
+    # owner's `e` on one guest. Before, it held the whole machine for evict_hold (300 s).
+    node = fresh_node(tmp_path, '[owner]\npolicy = "always"\n[guests]\ncpus = 2\n')
+    try:
+        node.cli("submit", "montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=2")
+        guests = wait_for(lambda: len(g := node.call("status")["guests"]) == 2 and g, timeout=15, what="two guests")
+        leaving = guests[0]["task_id"]
+        node.cli("evict", leaving)
+        unit = wait_for(lambda: next((u for a in node.call("assignments") for u in a["units"]
+                                      if u["task_id"] == leaving and "the owner evicted" in u["waiting"]), None),
+                        timeout=15, what="the evicted unit queued, saying why it is not placed")
+        assert unit["state"] == "queued" and "not taking it back before" in unit["waiting"]
+        status = node.call("status")
+        assert status["hosting"]["state"] in ("hosting", "idle"), status["hosting"]   # no machine-wide hold
+        assert [g["task_id"] for g in status["guests"]] == [guests[1]["task_id"]]     # the other one runs on
+    finally:
+        node.stop()
