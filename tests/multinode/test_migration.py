@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(240)
 # Not about the owner: these nodes share one machine with other work (and with each other), which
 # the default `share` policy would rightly take for a busy owner and keep the guests from; the
 # owner policy's own tests are tests/process/test_owner.py, on the defaults.
-OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ FAST_DEATH = FAST_CONFIG.replace("[gossip]\n", "[gossip]\nprobe_interval = 0.2\n
 # Not about the owner: these nodes share one machine with other work (and with each other), which
 # the default `share` policy would rightly take for a busy owner and keep the guests from; the
 # owner policy's own tests are tests/process/test_owner.py, on the defaults.
-OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 
 def accepted_results(master, assignment_id: str) -> collections.Counter:

@@ -22,11 +22,6 @@ pytestmark = pytest.mark.timeout(240)
 SLOW_UPPER = '''
 from frost_core import Done, Output, Param, Plugin, WorkUnit, open_input, output_path
 
-# Not about the owner: these nodes share one machine with other work (and with each other), which
-# the default `share` policy would rightly take for a busy owner and keep the guests from; the
-# owner policy's own tests are tests/process/test_owner.py, on the defaults.
-OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
-
 
 class SlowUpper(Plugin):
     """Copies its input upper-cased, 4 KiB a step, with busy work that slows it down but changes nothing."""
@@ -66,6 +61,12 @@ plugin = SlowUpper()
 
 
 SPIN = 1_200_000
+
+
+# Not about the owner: these nodes share one machine with other work (and with each other), which
+# the default `share` policy would rightly take for a busy owner and keep the guests from; the
+# owner policy's own tests are tests/process/test_owner.py, on the defaults.
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 
 def unit_on(master, assignment_id: str) -> dict:

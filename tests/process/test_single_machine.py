@@ -22,7 +22,7 @@ ENDLESS = ["montecarlo-pi", "--param", "samples=1000000000000", "--param", "unit
 # Not about the owner: this node shares the machine with other work, which the default `share`
 # policy would rightly take for a busy owner and keep the guests from; the owner policy's own
 # tests are tests/process/test_owner.py, on the defaults.
-OWNER_AWAY = '\n[owner]\npolicy = "always"\n'
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 
 def submit(node, plugin, params, *extra):
