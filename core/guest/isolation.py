@@ -63,6 +63,11 @@ class IsolationReport:
             ("user", f"uid {self.user.uid} ({self.user.name})"),
         )
 
+    def lines(self) -> tuple[str, ...]:
+        """One "layer: state" line per layer, then "warning: ..." when any is missing (status, the UI, docs)."""
+        warning = self.warning()
+        return tuple(f"{layer}: {state}" for layer, state in self.layers()) + ((f"warning: {warning}",) if warning else ())
+
     def refusal(self) -> str:
         """Why a guest may not start here under this mode ("" when it may)."""
         return self.warning() if self.mode == STRICT and self.missing else ""

@@ -90,6 +90,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             presence=node.desk.presence.last.describe(),
             sleep=node.sleep_watch,
             desk=tuple(verdict.explain() for verdict in node.desk.verdicts),
+            isolation=node.supervisor.isolation().lines(),
         ),
         history=history,
         peers=peer_views(node),

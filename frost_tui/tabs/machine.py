@@ -134,5 +134,8 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     table.add_row("Sleep", Text(hosting.sleep or "not watched"))
     for line in hosting.desk:
         table.add_row("Desk rule", Text(line))
+    for number, line in enumerate(hosting.isolation):
+        style = "bold yellow" if line.startswith("warning:") else ""
+        table.add_row("Guest isolation" if number == 0 else "", Text(line, style=style))
     table.add_row("Node", Text(f"{snapshot.name}  {snapshot.address}  {snapshot.node_id[:8]}"))
     return table

@@ -124,3 +124,23 @@ def test_live_table_keeps_the_cursor_on_its_row_and_updates_cells_in_place():
             assert table.selected_key() is None
 
     asyncio.run(main())
+
+
+def test_the_machine_tab_shows_each_guest_isolation_layer_and_the_warning():
+    import dataclasses
+
+    from rich.console import Console
+
+    from frost_tui.shots.fixed import demo_snapshot
+    from frost_tui.tabs.machine import describe_facts
+
+    snapshot = demo_snapshot()
+    lines = ("cgroups: v1 (cpu, memory)", "files: Landlock ABI 7", "network: own namespace, no interfaces up",
+             "user: uid 0 (root)", "warning: guests run with less isolation than this product intends: user: ...")
+    hosting = dataclasses.replace(snapshot.hosting, isolation=lines)
+    console = Console(width=160, record=True)
+    console.print(describe_facts(hosting, snapshot))
+    text = console.export_text()
+    assert "Guest isolation" in text
+    for line in lines:
+        assert line[:40] in text
