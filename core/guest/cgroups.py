@@ -134,7 +134,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_folder(folder: Path) -> None:
+def remove_folder(folder: Path) -> None:
     """rmdir a cgroup once its killed processes are reaped (they leave it only then)."""
     for _ in range(REMOVE_TRIES):
         try:
@@ -230,7 +230,7 @@ class GuestCgroup:
         self.kill()
         for folder in dict.fromkeys(self.folders.values()):
             with contextlib.suppress(OSError):
-                _remove_folder(folder)
+                remove_folder(folder)
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,7 @@ def _remove_tree(parent: Path) -> None:
             with contextlib.suppress(OSError):
                 _write(parent / thaw, value)
     with contextlib.suppress(OSError):
-        _remove_folder(parent)
+        remove_folder(parent)
 
 
 def remove_stale(folders: list[Path]) -> list[Path]:

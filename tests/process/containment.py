@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from frost_core.guest.cgroups import current_mounts
+from frost_core.guest.cgroups import current_mounts, remove_folder
 from frost_core.guest.confine import landlock_absence
 
 TEST_PREFIX = "frost-test-"
@@ -40,12 +39,7 @@ def own_cgroup(controller: str, name: str) -> Iterator[Path]:
         for pid in (folder / "cgroup.procs").read_text().split():
             with contextlib.suppress(ProcessLookupError):
                 (top / "cgroup.procs").write_text(pid)
-        for _ in range(100):
-            try:
-                folder.rmdir()
-                break
-            except OSError:
-                time.sleep(0.05)
+        remove_folder(folder)  # once the kernel has let its killed processes go
 
 
 def move(pid: int, folder: Path) -> None:
