@@ -15,10 +15,10 @@ import trio
 
 from frost_core.guest import Completed, Failed, GuestSupervisor
 from frost_core.guest.cgroups import PARENT_PREFIX, current_mounts, open_guest_cgroups
-from tests.guest_kit import COUNTER, GREEDY, MIB, Recorder, counter_result, fast_settings, guest_processes
+from tests.guest_kit import COUNTER, GREEDY, HEADER, MIB, Recorder, counter_result, fast_settings, guest_processes
 from tests.guest_kit import make_task, write_plugin
 from tests.process.containment import cpuacct_seconds, move, own_cgroup, require_containment
-from tests.waiting import wait_until
+from tests.waiting import wait_for, wait_until
 
 FORKER = COUNTER.replace(
     "    def start(self, unit):\n",
@@ -213,3 +213,48 @@ async def test_strict_isolation_refuses_a_guest_when_a_layer_is_missing(tmp_path
         assert guest_processes() == []
     else:
         assert isinstance(outcome, Completed)
+
+
+MEMORY_HOG = HEADER + textwrap.dedent(
+    """
+    class Hog(Plugin):
+        name = "hog"
+        version = "1"
+
+        def split(self, params):
+            return [WorkUnit(0, {}, 16 << 20, 1.0)]  # declares 16 MiB
+
+        def start(self, unit):
+            return {}
+
+        def step(self, state):
+            global HOARD
+            HOARD = globals().get("HOARD", [])
+            HOARD.append(bytearray(4 << 20))
+            HOARD[-1][::4096] = b"x" * len(HOARD[-1][::4096])
+            return state
+
+        def progress(self, state):
+            return 0.0
+
+        def combine(self, params, results):
+            return Output(b"", "text/plain", "out.txt")
+
+    plugin = Hog()
+    """
+)
+
+
+def test_a_node_retries_a_unit_its_memory_cgroup_killed_per_max_retries_then_fails_it(single_node, tmp_path):
+    require_containment()
+    # Not about the owner: this machine's other work must not count as a busy owner here.
+    node = single_node('\n[owner]\npolicy = "always"\nmemory_pressure = 100\n\n[guests]\nmax_retries = 1\n')
+    node.call("add-plugin", path=str(write_plugin(tmp_path, "hog", MEMORY_HOG)))
+    assignment_id = node.cli("submit", "hog").stdout.split()[1].rstrip(":")
+    wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "failed", timeout=120,
+             what="the assignment to fail")
+    [unit] = node.call("assignment", assignment=assignment_id)["units"]
+    assert unit["failures"] == 1  # requeued once (guests.max_retries = 1), then failed for good
+    assert "killed by its memory cgroup" in unit["error"], unit["error"]
+    retried = [e["message"] for e in node.call("events") if "retrying" in e["message"]]
+    assert len(retried) == 1 and "killed by its memory cgroup" in retried[0]
