@@ -26,7 +26,6 @@ def status(reply: dict[str, Any]) -> str:
     ]
     lines += [f"{label:<10}{hosting[key]}"
               for label, key in (("Presence", "presence"), ("Sleep", "sleep"), ("Reach", "reach")) if hosting.get(key)]
-    lines += [f"Desk      {line}" for line in hosting.get("desk", ())]
     if reply["guests"]:
         lines += ["", render(
             ["TASK", "PLUGIN", "STATE", "PROGRESS", "CPU", "AT RISK", "MEMORY"],

@@ -146,7 +146,6 @@ class HostingView:
     reach: str = ""            # "out of reach of all peers since ...; N unit(s) left running on them", or ""
     presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
     sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps
-    desk: tuple[str, ...] = ()  # each desk rule's line (battery, temperature, program, schedule, cpu-cap)
     isolation: tuple[str, ...] = ()  # "layer: state" per guest isolation layer, then a "warning: ..." if any is missing
 
 

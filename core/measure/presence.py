@@ -150,28 +150,29 @@ class PresenceReader:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.sources = sources
         self.clock = clock
-        self._failed_at: dict[str, float] = {}
+        self._failed: dict[str, tuple[float, str]] = {}    # source -> (when it failed, why)
         self.last = Presence(None, None, "not read yet")
 
     def read_blocking(self) -> Presence:
         problems = []
         for name, read in self.sources:
-            failed = self._failed_at.get(name)
-            if failed is not None and self.clock() - failed < RETRY_AFTER:
-                problems.append(f"{name} unavailable")
+            failed = self._failed.get(name)
+            if failed is not None and self.clock() - failed[0] < RETRY_AFTER:
+                problems.append(failed[1])
                 continue
             try:
                 idle = read()
             except NoPresence as error:
-                problems.append(str(error))
+                why = str(error)
             except DBusErrorResponse as error:
-                problems.append(f"{name}: {error.name}")
+                why = f"{name}: {error.name}"
             except UNAVAILABLE as error:
-                problems.append(f"{name}: {type(error).__name__}")
+                why = f"{name}: {type(error).__name__}"
             else:
-                self._failed_at.pop(name, None)
+                self._failed.pop(name, None)
                 self.last = Presence(name, idle)
                 return self.last
-            self._failed_at[name] = self.clock()
+            self._failed[name] = (self.clock(), why)
+            problems.append(why)
         self.last = Presence(None, None, "; ".join(problems))
         return self.last

@@ -89,7 +89,6 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             reach=node.reach_status(),
             presence=node.desk.presence.last.describe(),
             sleep=node.sleep_watch,
-            desk=tuple(verdict.explain() for verdict in node.desk.verdicts),
             isolation=node.supervisor.isolation().lines(),
         ),
         history=history,

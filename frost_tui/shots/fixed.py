@@ -171,7 +171,8 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         upper_threshold=0.81, memory_pool_bytes=8 * _GiB, memory_used_bytes=sum(g.memory_bytes for g in guest_views),
         guest_cpus=8, presence="GNOME Mutter IdleMonitor: input 372 s ago",
         sleep="sleep watched: logind waits up to 4.5 s for the guests to be handed on",
-        desk=("temperature: hottest sensor coretemp Package id 0 at 61 °C",),
+        owner=("run by rule 'quiet': owner not contending [cpu_share 9.5]",
+               "temperature: hottest sensor coretemp Package id 0 at 61 °C"),
     )
     settings = {
         "guests.cpus": 0, "guests.memory_pool_mb": 8192, "owner.busy_cpu_percent": 25.0, "owner.input_idle": 60.0,

@@ -132,7 +132,9 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     table.add_row("Peers alive", str(alive))
     table.add_row("Presence", Text(hosting.presence or "not read yet"))
     table.add_row("Sleep", Text(hosting.sleep or "not watched"))
-    for line in hosting.desk:
+    if hosting.owner:
+        table.add_row("Owner policy", Text(hosting.owner[0]))
+    for line in hosting.owner[1:]:
         table.add_row("Desk rule", Text(line))
     for number, line in enumerate(hosting.isolation):
         style = "bold yellow" if line.startswith("warning:") else ""

@@ -57,7 +57,7 @@ def write(path, text):
 
 def desk_lines(node) -> str:
     status = node.call("status")
-    return " | ".join([status["hosting"]["reason"], *status["hosting"]["desk"],
+    return " | ".join([status["hosting"]["reason"], *status["hosting"]["owner"],
                        *(g["explanation"] for g in status["guests"])])
 
 
@@ -195,4 +195,4 @@ def test_the_cpu_cap_says_in_status_how_much_guests_get(desk_node):
     node = start(ALWAYS + "\n[guests]\ncpu_cap_percent = 50\n")
     wait_for(lambda: "cpu-cap: guests together use at most 50 % of one core" in desk_lines(node), timeout=10,
              what="the CPU cap's line")
-    assert "Desk      cpu-cap: guests together use at most 50 % of one core" in node.cli("status").stdout
+    assert "Owner     cpu-cap: guests together use at most 50 % of one core" in node.cli("status").stdout
