@@ -50,7 +50,7 @@ class Presence:
 
     def describe(self) -> str:
         if self.source is None:
-            return f"no presence source ({self.why_none})" if self.why_none else "no presence source"
+            return f"no presence source ({self.why_none})" if self.why_none else "not read yet"
         return f"{self.source}: input {self.idle_seconds:.0f} s ago"
 
 
@@ -151,7 +151,7 @@ class PresenceReader:
         self.sources = sources
         self.clock = clock
         self._failed: dict[str, tuple[float, str]] = {}    # source -> (when it failed, why)
-        self.last = Presence(None, None, "not read yet")
+        self.last = Presence(None, None)
 
     def read_blocking(self) -> Presence:
         problems = []

@@ -166,7 +166,8 @@ def test_a_schedule_window_picks_the_policy_in_force(desk_node, buses, started):
     wait_for(lambda: "input" in held.call("status")["hosting"]["reason"], timeout=15,
              what="recent input to hold guests under idle-only")
     guests = hosting_guest(scheduled)
-    assert "schedule: window '00:00-24:00' picks the 'always' policy until 00:00" in desk_lines(scheduled)
+    wait_for(lambda: "schedule: window '00:00-24:00' picks the 'always' policy until 00:00" in desk_lines(scheduled),
+             timeout=15, what="the schedule's line")
     assert guests
     wait_running(scheduled)
 
@@ -175,7 +176,8 @@ def test_without_a_session_bus_the_node_says_no_presence_source_and_still_runs_w
     start, _ = desk_node
     node = start(env={"DBUS_SESSION_BUS_ADDRESS": "", "DBUS_SYSTEM_BUS_ADDRESS": f"unix:path={tmp_path}/none",
                       "DISPLAY": ""})
-    presence = wait_for(lambda: node.call("status")["hosting"]["presence"], timeout=15, what="a presence line")
+    presence = wait_for(lambda: (line := node.call("status")["hosting"]["presence"]) != "not read yet" and line,
+                        timeout=15, what="a presence line")
     if tty_or_input_device():
         assert presence.startswith("tty/input access times")
     else:
