@@ -1,4 +1,4 @@
-"""Pause latency: from `GuestSupervisor.pause_all()` until the busy guest is stopped (state T).
+"""Pause latency: from `GuestSupervisor.pause_all()` until the busy guest is stopped (state T, or D when frozen in its cgroup).
 
 Question: how soon after the owner presses pause does a guest stop using the CPU? Goal: p99
 < 100 ms. Baseline in the same run: SIGSTOP to a plain busy process at normal priority
@@ -59,11 +59,12 @@ SPINNER = textwrap.dedent(
 
 
 def stopped(pid: int) -> bool:
+    """Stopped by SIGSTOP ("T") or frozen in its cgroup ("D": the spinner does no I/O to be in it otherwise)."""
     try:
         with open(f"/proc/{pid}/stat") as file:
-            return file.read().rpartition(")")[2].split()[0] == "T"
+            return file.read().rpartition(")")[2].split()[0] in ("T", "D")
     except FileNotFoundError:
-        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_DISK_SLEEP)
 
 
 def wait_stopped(pid: int) -> float:
