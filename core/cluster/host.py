@@ -284,8 +284,8 @@ class HostService:
 
     async def holdings(self, master: str) -> Holdings:
         """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
-        progress = {f.task_id: f.progress for f in self.supervisor.figures()}
-        running = tuple(UnitStatus(task_id, h.task.epoch, progress.get(task_id, h.progress))
+        self._note_figures()
+        running = tuple(UnitStatus(task_id, h.task.epoch, h.progress, h.cpu_seconds)
                         for task_id, h in self._hosted.items() if h.master == master)
         owed = await trio.to_thread.run_sync(self._outbox.entries)
         return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
@@ -419,7 +419,8 @@ class HostService:
         for task_id, hosted in self._hosted.items():
             if hosted.leaving:
                 continue
-            by_master[hosted.master].append(UnitStatus(task_id, hosted.task.epoch, hosted.progress))
+            by_master[hosted.master].append(UnitStatus(task_id, hosted.task.epoch, hosted.progress,
+                                                       hosted.cpu_seconds))
         for master, units in by_master.items():
             try:
                 stop = await self._links.master(master).host_report(self.node_id, tuple(units))

@@ -120,6 +120,7 @@ class UnitStatus:
     task_id: str
     epoch: int
     progress: float
+    cpu_seconds: float = 0.0    # CPU this copy's guest process has used on its host (what waste is counted in)
 
 
 @register

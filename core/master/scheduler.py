@@ -274,7 +274,7 @@ class MasterScheduler:
             except UnknownAssignmentError:
                 current = False
             if current:
-                self._heard(status.task_id, status.epoch, host, progress, now)
+                self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds)
             else:
                 stop.append(status.task_id)
                 self._count_stopped(status.task_id, status.epoch, progress, now)
@@ -293,13 +293,14 @@ class MasterScheduler:
                              "the queue")
         return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
 
-    def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float) -> None:
+    def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float, cpu: float = 0.0) -> None:
         """The copy at `epoch` reported: its clock restarts; a newer epoch (a move) gets a clock of its own."""
         copy = self._copies.get(task_id)
         if copy is None or copy.epoch != epoch or copy.host != host:
             start = copy.run.progress if copy is not None else progress
-            copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start))
-        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now))
+            copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start,
+                                             cpu_start=cpu, cpu=cpu))
+        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now, cpu))
 
     def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float) -> None:
         """A copy given up earlier still ran and is stopped now: what it did since is thrown away."""
@@ -522,7 +523,8 @@ class MasterScheduler:
         kept = 0
         for status in held.running:
             if self._current(host, status.task_id, status.epoch):
-                self._heard(status.task_id, status.epoch, host, min(max(status.progress, 0.0), 1.0), now)
+                self._heard(status.task_id, status.epoch, host, min(max(status.progress, 0.0), 1.0), now,
+                            status.cpu_seconds)
                 kept += 1
         finished = {(task_id, epoch) for task_id, epoch in held.finished}
         for task_id, epoch in finished:

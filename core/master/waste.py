@@ -1,8 +1,9 @@
 """Guest-seconds an assignment threw away, and why: the price of each copy the master gave up or overtook.
 
 The master sees a copy only through its reports: when it was placed, the progress it resumed
-from, and the progress it last reported at what time. A guest runs on one CPU, so the seconds a
-copy took per unit of progress, times the progress that was not kept, are the CPU-seconds lost.
+from, and the progress and guest CPU time it last reported at what time. The CPU-seconds a copy
+took per unit of progress, times the progress that was not kept, are the CPU-seconds lost; where
+nothing better is known (no progress reported yet) the guest's wall time stands for them.
 These are pure functions of those figures; the scheduler records what they return, by reason.
 """
 
@@ -28,14 +29,21 @@ class CopyRun:
     start: float        # the progress it resumed from (0 for a fresh start)
     heard_at: float     # when it last reported
     progress: float     # the progress it last reported
+    cpu_start: float = 0.0   # its guest's CPU-seconds when the master started following it
+    cpu: float = 0.0         # its guest's CPU-seconds at its last report
 
     def seconds_per_progress(self) -> float | None:
-        """Seconds this copy took per unit of progress; None before it reported any."""
+        """CPU-seconds this copy took per unit of progress (wall seconds if its host sent no CPU time);
+        None before it reported any progress."""
         done = self.progress - self.start
-        return (self.heard_at - self.placed_at) / done if done > 0 else None
+        if done <= 0:
+            return None
+        spent = self.cpu - self.cpu_start if self.cpu > self.cpu_start else self.heard_at - self.placed_at
+        return spent / done
 
-    def reported(self, progress: float, now: float) -> CopyRun:
-        return CopyRun(self.placed_at, self.start, now, max(self.progress, progress))
+    def reported(self, progress: float, now: float, cpu: float = 0.0) -> CopyRun:
+        return CopyRun(self.placed_at, self.start, now, max(self.progress, progress), self.cpu_start,
+                       max(self.cpu, cpu))
 
 
 def redone(lost: CopyRun, resumed_from: float) -> float:
@@ -61,8 +69,9 @@ def ran_on(lost: CopyRun, progress: float, now: float) -> float:
 
 
 def overtaken(copy: CopyRun, now: float) -> float:
-    """Seconds a copy ran before another copy's result made it useless: all of them since it was placed."""
-    return max(0.0, now - copy.placed_at)
+    """Seconds a copy ran before another copy's result made it useless: all of them since it was placed
+    (its CPU-seconds as last reported, or its wall time if its host sent none)."""
+    return copy.cpu - copy.cpu_start if copy.cpu > copy.cpu_start else max(0.0, now - copy.placed_at)
 
 
 def summary(by_reason: tuple[tuple[str, float], ...]) -> str:

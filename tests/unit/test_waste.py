@@ -1,5 +1,7 @@
 """Guest-seconds thrown away, from what the master saw of a copy: placed when, from where, how far by when."""
 
+import pytest
+
 from frost_core.master.waste import CopyRun, overtaken, ran_on, redone, summary
 
 # Placed at t=100 from progress 0.2, last heard at t=160 at progress 0.5: 60 s for 0.3, so 200 s per unit.
@@ -7,7 +9,7 @@ LOST = CopyRun(placed_at=100.0, start=0.2, heard_at=160.0, progress=0.5)
 
 
 def test_a_replacement_redoes_what_the_lost_copy_did_past_the_checkpoint_it_resumes_from():
-    assert redone(LOST, resumed_from=0.4) == (0.5 - 0.4) * 200      # 20 s
+    assert redone(LOST, resumed_from=0.4) == pytest.approx(20.0)
     assert redone(LOST, resumed_from=0.5) == 0.0
     assert redone(LOST, resumed_from=0.7) == 0.0                     # resumed past it: nothing redone
 
@@ -31,3 +33,15 @@ def test_the_summary_names_each_reason():
     assert summary(()) == "no guest work thrown away"
     assert summary((("redone since checkpoint", 12.2), ("superseded copy", 2.0))) == \
         "14 s of guest work thrown away (12 s redone since checkpoint, 2 s superseded copy)"
+
+
+def test_with_the_guest_s_cpu_time_reported_waste_is_counted_in_cpu_seconds():
+    # 60 s of wall time but only 15 CPU-seconds (the owner's programs had the CPU) for 0.3 of progress.
+    shared = CopyRun(placed_at=100.0, start=0.2, heard_at=160.0, progress=0.5, cpu_start=0.0, cpu=15.0)
+    assert shared.seconds_per_progress() == pytest.approx(50.0)
+    assert redone(shared, resumed_from=0.4) == pytest.approx(5.0)
+    assert ran_on(shared, progress=1.0, now=999.0) == pytest.approx(25.0)
+    assert overtaken(shared, now=300.0) == 15.0
+    # A copy adopted mid-run counts from the CPU it had used when the master started following it.
+    adopted = CopyRun(placed_at=100.0, start=0.5, heard_at=110.0, progress=0.6, cpu_start=30.0, cpu=34.0)
+    assert adopted.seconds_per_progress() == pytest.approx(40.0)
