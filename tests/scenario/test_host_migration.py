@@ -1,4 +1,4 @@
-"""Host and migration over the in-memory links under MockClock: a move, a refused move and an eviction's relocation.
+"""Host, migration and master over the in-memory links under MockClock: moves, a refused move, a relocation.
 
 The guests are a stand-in supervisor (no processes); the checkpoints, outboxes and hosts'
 bookkeeping are the real ones.
@@ -20,6 +20,8 @@ from frost_core.cluster.messages import UnitSpec
 from frost_core.cluster.migration import Migrator
 from frost_core.cluster.outbox import Outbox
 from frost_core.events import EventLog
+from frost_core.master.scheduler import MasterScheduler, MasterSettings
+from frost_core.master.store import MasterStore, NewUnit
 from frost_core.guest.views import Evicted, Failed, GuestFigures, GuestTask, Outcome
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
@@ -94,6 +96,7 @@ class RecordingMaster:
 
     def __init__(self) -> None:
         self.moved: list[tuple[str, str, int, str]] = []
+        self.told_of_a_move = trio.Event()
         self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
 
     async def host_report(self, host, units):
@@ -101,6 +104,7 @@ class RecordingMaster:
 
     async def host_moved(self, host, task_id, epoch, destination):
         self.moved.append((host, task_id, epoch, destination))
+        self.told_of_a_move.set()
         return True
 
     async def host_return(self, host, task_id, epoch, record):
@@ -112,10 +116,11 @@ class RecordingMaster:
 
 
 class Cluster:
-    def __init__(self, tmp_path: Path, nursery: trio.Nursery) -> None:
-        self.network = MemoryNetwork()
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery, network: MemoryNetwork | None = None) -> None:
+        self.network = network or MemoryNetwork()
         self.master = RecordingMaster()
-        self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
+        if network is None:  # else the caller's master is bound already
+            self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
         self.outboxes: list[Outbox] = []
         self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
@@ -199,8 +204,51 @@ async def test_a_move_to_a_node_cut_off_leaves_the_unit_running_untouched(tmp_pa
 async def test_an_evicted_unit_relocates_to_the_peer_the_ranking_names(tmp_path, autojump_clock):
     async with running_cluster(tmp_path) as cluster:
         assert await cluster.hosts[A].evict(TASK) == (TASK,)
-        with trio.fail_after(60):
-            while cluster.running(B) != [TASK]:
-                await trio.sleep(0.1)
-        assert cluster.running(A) == [] and cluster.master.returned == []
+        # Mock time runs on while the stores' worker threads write: the limit is generous.
+        with trio.fail_after(3600):
+            await cluster.master.told_of_a_move.wait()  # the last step of the hand-over: B runs it, A let go
+        assert cluster.running(B) == [TASK] and cluster.running(A) == [] and cluster.master.returned == []
         assert cluster.master.moved == [(A, TASK, 2, B)]
+
+
+async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):
+    async def inline(function, *args):
+        return function(*args)
+
+    store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
+    assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash=PLUGIN.hash, params={},
+                                         units=[NewUnit(data={}, memory_bytes=1 << 20, cost=1.0)])
+    network = MemoryNetwork()
+    links = network.links(MASTER)
+    scheduler = MasterScheduler(
+        node_id=MASTER, store=store, registry=None, links=links, events=EventLog(),  # type: ignore[arg-type]
+        results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
+        local_checkpoints=CheckpointStore(tmp_path / "local"),
+        hosts=lambda: [NodeView(A, available=1.0, guests=0, cpus=2)], settings=lambda: MasterSettings(),
+        on_change=lambda: None, alive=lambda: [MASTER, A, B], clock=trio.current_time, blocking=inline,
+    )
+    links.bind(master=scheduler, host=None, keeper=None)  # type: ignore[arg-type]
+    try:
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(tmp_path, nursery, network=network)
+            for host in cluster.hosts.values():
+                await nursery.start(host.serve)
+            await nursery.start(scheduler.serve)
+            task = f"{assignment}.0"
+            with trio.fail_after(3600):  # mock seconds: they run on while the stores' worker threads write
+                while cluster.running(A) != [task]:
+                    await trio.sleep(1)
+            assert (store.unit(assignment, 0).host, store.unit(assignment, 0).epoch) == (A, 1)
+
+            verdict = await links.host(A).move(task, B)
+            assert verdict.ok, verdict.reason
+            unit = store.unit(assignment, 0)
+            assert (unit.state, unit.host, unit.epoch) == ("running", B, 2)
+            await trio.sleep(30)  # reports from both hosts for a while: the master keeps the one copy at B
+            unit = store.unit(assignment, 0)
+            assert (unit.state, unit.host, unit.epoch) == ("running", B, 2) and cluster.running(B) == [task]
+            nursery.cancel_scope.cancel()
+        for outbox in cluster.outboxes:
+            outbox.close()
+    finally:
+        store.close()
