@@ -52,6 +52,12 @@ async def serve_attached(
             nursery.start_soon(_push_snapshots, channel, node, request.watch)
             await _receive_commands(channel, node, handler, watch=request.watch, client=client)
             nursery.cancel_scope.cancel()
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
+        # A UI that vanished (killed, its machine asleep, its terminal closed) is only a detach:
+        # out of the nursery this would arrive as a group its caller does not catch, and crash the node.
+        log.info("%s went away", client)
+    except* ProtocolError as group:
+        log.warning("%s dropped: %s", client, "; ".join(error.message for error in group.exceptions))
     finally:
         log.info("%s detached", client)
 
