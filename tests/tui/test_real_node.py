@@ -135,7 +135,7 @@ def test_every_tab_shows_the_real_nodes_state(desk):
             "4": (assignment.id, "montecarlo-pi", "Runs on", "desk-a"),
             "5": ("raytrace", "mandelbrot", "bundled"),
             "6": ("started",),
-            "7": ("guests.cpus", "CPUs guests may use", "checkpoints.max_interval"),
+            "7": ("guests.cpus", "CPUs guests may use", "owner.busy_cpu_percent"),
         }
         for key, words in expected.items():
             await pilot.press(key)
@@ -254,7 +254,7 @@ def test_m_moves_a_guest_to_the_peer_and_back_from_the_assignments_tab(desk, pee
         await wait_in_app(pilot, lambda: "peer-b" in screen_text(app))
         await pilot.click("#units-table", offset=(3, 2))
         await pilot.press("m")
-        await wait_in_app(pilot, lambda: "desk-a (this machine)" in screen_text(app))
+        await wait_in_app(pilot, lambda: "desk-a (this machine)" in screen_text(app), timeout=30)
         await pilot.press("enter")
         await wait_in_app(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [task_id], timeout=30)
         await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "desk-a", timeout=30)
