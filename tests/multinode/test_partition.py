@@ -26,8 +26,9 @@ pytestmark = pytest.mark.timeout(300)
 
 OUT_OF_REACH = 15.0
 """Seconds the master is cut off or stopped: over twice `host_timeout` and the failure detector's bound."""
-# Four units that each take a few CPU-seconds at guest priority, all four on the two hosts at once.
-PICTURE = {"width": 512, "height": 64, "rows_per_unit": 16, "samples": 5}
+# Four units that each take several CPU-seconds even on a quiet machine (about 1 s each was over before
+# the fourth started there), all four on the two hosts at once.
+PICTURE = {"width": 1024, "height": 128, "rows_per_unit": 32, "samples": 5}
 HOST_CONFIG = CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
 OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 """The test runner and the other nodes on this machine would count as a busy owner (or, on a CI box short of
