@@ -26,7 +26,7 @@ from frost_core.guest.containment import Containment
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
 from frost_core.guest.running import RunningGuest
-from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, fresh_folder, start_child
+from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, close_child, fresh_folder, start_child
 from frost_core.guest.views import (
     Completed,
     Evicted,
@@ -107,9 +107,13 @@ class GuestSupervisor:
                 except OSError as error:
                     guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
                 else:
-                    await guest.start(child, scratch, nursery, paused=self._paused,
-                                      cgroup=self._contain(task, child.process.pid),
-                                      readable=self.containment.readable(task))
+                    if guest.outcome is not None:
+                        # Evicted or stopped while its process was being made ready: give it no unit.
+                        await close_child(child)
+                    else:
+                        await guest.start(child, scratch, nursery, paused=self._paused,
+                                          cgroup=self._contain(task, child.process.pid),
+                                          readable=self.containment.readable(task))
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
