@@ -183,3 +183,29 @@ def test_the_owners_own_evict_keeps_only_that_unit_away_and_says_so(tmp_path):
         assert [g["task_id"] for g in status["guests"]] == [guests[1]["task_id"]]     # the other one runs on
     finally:
         node.stop()
+
+
+def test_on_the_default_configuration_the_owner_pauses_resumes_and_evicts_with_one_command_each(tmp_path):
+    # The owner's own flows as a new user meets them: no config file (policy `share`), a program of
+    # theirs at ~30 % of a core, and the CLI's pause, resume and evict.
+    node = fresh_node(tmp_path)
+    work = background(LIGHT)
+    try:
+        node.cli("submit", *LONG_PI)
+        guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="a guest")
+        wait_for(lambda: guest_cpu_seconds(guests) > 0.2, timeout=30, what="the guest computing")
+        node.cli("pause")
+        assert node.call("status")["state"] == "paused"
+        time.sleep(0.5)
+        frozen = guest_cpu_seconds(guests)
+        time.sleep(1.0)
+        assert guest_cpu_seconds(guests) - frozen < 0.02, "a paused guest used the CPU"
+        node.cli("resume")
+        wait_for(lambda: guest_cpu_seconds(guests) > frozen + 0.1, timeout=30, what="the guest computing again")
+        node.cli("evict")
+        wait_for(lambda: not guest_processes(node.process.pid), timeout=30, what="the guest gone")
+        (unit,) = node.call("assignments")[0]["units"]
+        assert unit["state"] == "queued" and unit["waiting"], unit  # back in the queue, saying why it waits
+    finally:
+        stop(work)
+        node.stop()

@@ -252,6 +252,8 @@ def test_m_moves_a_guest_to_the_peer_and_back_from_the_assignments_tab(desk, pee
 
         await pilot.press("4")  # the unit of my assignment, now running on peer-b
         await wait_in_app(pilot, lambda: "peer-b" in screen_text(app))
+        # Only a running unit can be moved: after the move its state says so once peer-b has reported.
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].state == "running", timeout=30)
         await pilot.click("#units-table", offset=(3, 2))
         await pilot.press("m")
         await wait_in_app(pilot, lambda: "desk-a (this machine)" in screen_text(app), timeout=30)
