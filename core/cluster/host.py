@@ -18,7 +18,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
@@ -147,7 +147,10 @@ class HostService:
         settings: Callable[[], HostSettings], on_change: Callable[[], None], alive: Callable[[], list[str]],
         own_figures: Callable[[], NodeView], answer_work_request: Callable[[NodeView], Awaitable[Verdict]],
         on_arrival: Callable[[str], None], relocator: Relocator,
+        blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
     ) -> None:
+        """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
+        clock cannot jump past a move's deadline while a thread writes."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -163,6 +166,7 @@ class HostService:
         self._answer_work_request = answer_work_request
         self._on_arrival = on_arrival
         self._relocator = relocator
+        self._blocking = blocking
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -189,7 +193,7 @@ class HostService:
     # -- running ---------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await trio.to_thread.run_sync(self._drop_foreign_checkpoints)
+        await self._blocking(self._drop_foreign_checkpoints)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._report_periodically)
@@ -245,9 +249,9 @@ class HostService:
             unit = WorkUnit.from_plain(decode_plain(spec.unit, "work unit"))
             store = self.supervisor.store
             if record is not None:
-                await trio.to_thread.run_sync(store.write, record)  # also drops any older copy here
+                await self._blocking(store.write, record)  # also drops any older copy here
             else:
-                await trio.to_thread.run_sync(store.discard, spec.task_id)
+                await self._blocking(store.discard, spec.task_id)
         except (PluginError, CheckpointError, NodeUnavailableError) as error:
             return Verdict(ok=False, reason=error.message)
         task = GuestTask(
@@ -287,7 +291,7 @@ class HostService:
         self._note_figures()
         running = tuple(UnitStatus(task_id, h.task.epoch, h.progress, h.cpu_seconds)
                         for task_id, h in self._hosted.items() if h.master == master)
-        owed = await trio.to_thread.run_sync(self._outbox.entries)
+        owed = await self._blocking(self._outbox.entries)
         return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
 
     # -- what the owner does ------------------------------------------------------------------------
@@ -353,7 +357,7 @@ class HostService:
             assert isinstance(outcome, Failed)
             owed = owed_failure(task.task_id, hosted.master, task.epoch, outcome.reason, outcome.retryable)
         if hosted.master != self.node_id:
-            await trio.to_thread.run_sync(self._outbox.put, owed)
+            await self._blocking(self._outbox.put, owed)
         if await self._deliver(owed):
             if hosted.master != self.node_id:
                 self._outbox.remove(task.task_id)
@@ -394,7 +398,7 @@ class HostService:
         """Retry what masters could not take, until they are back or `hold_results` runs out."""
         while True:
             settings = self._settings()
-            for owed in await trio.to_thread.run_sync(self._outbox.expire, time.time() - settings.hold_results):
+            for owed in await self._blocking(self._outbox.expire, time.time() - settings.hold_results):
                 self._events.add("host", f"{owed.task_id}: gave up holding its {owed.kind} for master "
                                  f"{owed.master[:8]} after {settings.hold_results:g} s", severity="error")
             for owed in self._outbox.entries():

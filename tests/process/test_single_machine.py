@@ -108,8 +108,9 @@ def test_evict_frees_the_cpu_and_requeues_the_unit(single_node):
     wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
     node.call("evict")
     wait_for(lambda: not guest_processes(node.process.pid), timeout=15, interval=0.05, what="guests gone")
-    units = node.call("assignment", assignment=assignment_id)["units"]
-    assert {u["state"] for u in units} == {"queued"}
+    # The processes are gone before their units are back in the queue: the hand-back follows the kill.
+    wait_for(lambda: {u["state"] for u in node.call("assignment", assignment=assignment_id)["units"]} == {"queued"},
+             timeout=10, what="both units back in the queue")
     assert node.call("status")["state"] == "idle", "an evicted machine takes no new guests for a while"
     time.sleep(1.5)
     assert not guest_processes(node.process.pid)
