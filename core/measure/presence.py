@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jeepney import AuthenticationError, DBusAddress, DBusErrorResponse, Properties, new_method_call
+from jeepney import DBusAddress, DBusErrorResponse, Properties, new_method_call
 from jeepney.io.blocking import open_dbus_connection
 from jeepney.wrappers import unwrap_msg
 
+from frost_core.measure.buses import UNREACHABLE, why_unreachable
 from frost_core.measure.owner_activity import input_idle_seconds
 
 CALL_TIMEOUT = 0.5      # seconds one D-Bus call may take: a hung session bus must not stall the readings
@@ -31,9 +32,6 @@ SCREENSAVER = DBusAddress("/org/freedesktop/ScreenSaver", bus_name="org.freedesk
                           interface="org.freedesktop.ScreenSaver")
 LOGIND = DBusAddress("/org/freedesktop/login1", bus_name="org.freedesktop.login1",
                      interface="org.freedesktop.login1.Manager")
-
-# What a source raises when it cannot answer: no bus, nobody owning the name, a refused or slow call.
-UNAVAILABLE = (OSError, EOFError, DBusErrorResponse, AuthenticationError, KeyError, ValueError, TypeError)
 
 
 class NoPresence(Exception):
@@ -164,10 +162,8 @@ class PresenceReader:
                 idle = read()
             except NoPresence as error:
                 why = str(error)
-            except DBusErrorResponse as error:
-                why = f"{name}: {error.name}"
-            except UNAVAILABLE as error:
-                why = f"{name}: {type(error).__name__}"
+            except UNREACHABLE as error:
+                why = f"{name}: {why_unreachable(error)}"
             else:
                 self._failed.pop(name, None)
                 self.last = Presence(name, idle)

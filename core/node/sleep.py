@@ -15,10 +15,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
-from jeepney import AuthenticationError, DBusAddress, DBusErrorResponse, MatchRule, Properties, new_method_call
+from jeepney import DBusAddress, DBusErrorResponse, MatchRule, Properties, new_method_call
 from jeepney.bus_messages import message_bus
 from jeepney.io.trio import open_dbus_connection
 from jeepney.wrappers import unwrap_msg
+
+from frost_core.measure.buses import UNREACHABLE, why_unreachable
 
 log = logging.getLogger("frost.sleep")
 
@@ -33,9 +35,6 @@ FROM_LOGIND = MatchRule(type="signal", sender=LOGIND.bus_name, path=LOGIND.objec
 CONNECT_TIMEOUT = 2.0       # seconds to reach the system bus and logind before giving up on watching sleep
 DEFAULT_DELAY = 5.0         # logind's default InhibitDelayMaxSec, when it does not say
 RELEASE_MARGIN = 0.5        # seconds kept back to let go of the inhibitor before logind stops waiting
-
-UNAVAILABLE = (OSError, EOFError, DBusErrorResponse, AuthenticationError, KeyError, ValueError,
-               trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 async def _inhibit(router) -> object:
@@ -96,9 +95,9 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
             finally:
                 if inhibitor is not None:
                     inhibitor.close()
-    except* UNAVAILABLE as group:     # the router's receiver runs in a nursery: its errors come grouped
+    except* UNREACHABLE as group:     # the router's receiver runs in a nursery: its errors come grouped
         error = group.exceptions[0]
-        why = getattr(error, "name", None) or type(error).__name__
+        why = why_unreachable(error)
         log.info("sleep watch ended: %r", error)
         report(f"sleep {'no longer' if started else 'not'} watched: no logind on a system bus ({why})")
     if not started:

@@ -81,6 +81,9 @@ def test_without_any_bus_there_is_no_presence_source_and_it_says_why(monkeypatch
     assert reading.source is None and reading.idle_seconds is None
     assert reading.describe().startswith("no presence source (")
     assert "xscreensaver: no DISPLAY" in reading.describe()
+    assert "no session bus: DBUS_SESSION_BUS_ADDRESS is not set" in reading.describe()
+    assert "logind IdleHint: no bus: its socket does not exist" in reading.describe()
+    assert "KeyError" not in reading.describe() and "FileNotFoundError" not in reading.describe()
 
 
 def test_logind_finds_the_users_display_session_when_the_node_has_none_of_its_own(buses, started):
