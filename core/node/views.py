@@ -185,11 +185,20 @@ def plugin_view(info) -> PluginView:
 
 def display_names(members: Iterable) -> dict[str, str]:
     """Node id -> the name the owner sees and types: the member's own name, or NAME@HOST:PORT for
-    names two members share (every node on one machine is named after the host by default)."""
+    names two members share (every node on one machine is named after the host by default).
+
+    A node that left or died keeps its row for a while; a machine restarted with a fresh identity
+    then shares its name with its own ghost. The live one keeps the plain name, the ghost is qualified.
+    """
     members = list(members)
-    counts = Counter(record.name for record in members)
-    return {record.node_id: record.name if counts[record.name] == 1
-            else f"{record.name}@{record.address[0]}:{record.address[1]}" for record in members}
+    active = Counter(record.name for record in members if record.is_active)
+    everyone = Counter(record.name for record in members)
+
+    def shared(record) -> bool:
+        return (active if record.is_active else everyone)[record.name] > 1
+
+    return {record.node_id: f"{record.name}@{record.address[0]}:{record.address[1]}" if shared(record)
+            else record.name for record in members}
 
 
 def peer_names(node: NodeParts) -> dict[str, str]:

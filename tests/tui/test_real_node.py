@@ -234,7 +234,7 @@ def test_l_loads_a_plugin_file_and_reports_a_broken_one(desk, tmp_path, monkeypa
     run_ui(desk, scenario)
 
 
-def test_m_moves_a_guest_to_the_peer_and_the_assignments_tab_shows_it_there(desk, peer_hosting):
+def test_m_moves_a_guest_to_the_peer_and_back_from_the_assignments_tab(desk, peer_hosting):
     peer = peer_hosting
     peer.call("pause")  # the unit starts here
 
@@ -252,6 +252,23 @@ def test_m_moves_a_guest_to_the_peer_and_the_assignments_tab_shows_it_there(desk
 
         await pilot.press("4")  # the unit of my assignment, now running on peer-b
         await wait_in_app(pilot, lambda: "peer-b" in screen_text(app))
+        # Only a running unit can be moved: after the move its state says so once peer-b has reported.
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].state == "running", timeout=30)
+        for attempt in range(3):  # a snapshot may redraw the units table between the click and the key
+            await pilot.click("#units-table", offset=(3, 2))
+            await pilot.press("m")
+            try:
+                await wait_in_app(pilot, lambda: "desk-a (this machine)" in screen_text(app), timeout=10)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise AssertionError(f"no move dialog offering this machine:\n{screen_text(app)}") from None
+                await pilot.press("escape")
+        await pilot.press("enter")
+        await wait_in_app(pilot, lambda: [g.task_id for g in app.snapshot.guests] == [task_id], timeout=30)
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].units[0].host_name == "desk-a", timeout=30)
+        assert app.snapshot.assignments[0].units[0].moves == 2
+        await wait_in_app(pilot, lambda: "desk-a" in screen_text(app))
 
     run_ui(desk, scenario)
 
