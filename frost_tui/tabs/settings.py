@@ -13,20 +13,31 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.validation import ValidationResult, Validator
-from textual.widgets import Button, Input, Label, Static, Switch
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from frost_core import OPTIONS, NodeSnapshot, Option, SaveSettings
 
+from frost_tui.option_text import as_text, describe_accepts, parse_value
 from frost_tui.tabs.pane import Pane
 
-# The owner-policy options, grouped as the owner thinks of them.
-GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Computing", ("guests.cpus", "guests.memory_pool_mb")),
-    ("While you use this machine", ("owner.busy_cpu_percent", "owner.input_idle")),
-    ("Suspend and evict", ("owner.evict_after", "owner.resume_after")),
-    ("This desk", ("desk.on_battery", "desk.max_temperature")),
-    ("Checkpoints", ("checkpoints.min_interval", "checkpoints.max_interval", "checkpoints.owner_interruptions_per_hour")),
-    ("Cluster", ("cluster.allow_cluster_plugins",)),
+# Every option of core's table, a section per group, in the order an owner looks for them;
+# a section missing here still shows, at the end, under its own name.
+SECTION_TITLES = {
+    "owner": "While you use this machine (owner policy)",
+    "desk": "This desk",
+    "guests": "Computing for others",
+    "checkpoints": "Checkpoints",
+    "cluster": "Cluster",
+    "node": "This node on the network",
+    "gossip": "Gossip and failure detection",
+    "control": "Remote control",
+    "log": "Log",
+}
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (SECTION_TITLES.get(section, section), tuple(o.name for o in OPTIONS if o.section == section))
+    for section in dict.fromkeys([*SECTION_TITLES, *(o.section for o in OPTIONS)])
+    if any(o.section == section for o in OPTIONS)
 )
 _OPTIONS = {option.name: option for option in OPTIONS}
 
@@ -46,21 +57,19 @@ class OptionValidator(Validator):
         return self.success()
 
 
-def parse_value(option: Option, text: str) -> Any:
-    """Turn the owner's text into the option's type, or raise ValueError saying what is wrong."""
-    text = text.strip()
-    try:
-        value: Any = int(text) if option.kind is int else float(text)
-    except ValueError:
-        kind = "a whole number" if option.kind is int else "a number"
-        raise ValueError(f"{option.name} must be {kind}") from None
-    if option.minimum is not None and not option.minimum <= value <= option.maximum:
-        raise ValueError(f"{option.name} must be between {option.minimum:g} and {option.maximum:g}")
-    return value
-
-
 def field_id(name: str) -> str:
     return "opt-" + name.replace(".", "-").replace("_", "-")
+
+
+def option_field(option: Option) -> Widget:
+    """The widget that edits one option: a switch, a choice, or a checked line of text."""
+    if option.kind is bool:
+        return Switch(value=bool(option.default), id=field_id(option.name))
+    if option.choices:
+        return Select([(c, c) for c in option.choices], value=option.default, allow_blank=False,
+                      id=field_id(option.name), classes="setting-input")
+    return Input(as_text(option.default), id=field_id(option.name), validators=[OptionValidator(option)],
+                 validate_on=["changed", "submitted"], classes="setting-input")
 
 
 class SettingsPane(Pane):
@@ -85,17 +94,9 @@ class SettingsPane(Pane):
                     option = _OPTIONS[name]
                     with Horizontal(classes="setting"):
                         yield Label(name, classes="setting-name")
-                        if option.kind is bool:
-                            yield Switch(value=bool(option.default), id=field_id(name))
-                        else:
-                            yield Input(
-                                _as_text(option.default),
-                                id=field_id(name),
-                                validators=[OptionValidator(option)],
-                                validate_on=["changed", "submitted"],
-                                classes="setting-input",
-                            )
-                        yield Label(option.doc, classes="setting-doc")
+                        yield option_field(option)
+                        yield Label(describe_accepts(option), classes="setting-accepts")
+                    yield Label(option.doc, classes="setting-doc")
                     yield Label("", id=field_id(name) + "-error", classes="setting-error")
             yield Label("Cluster join code", classes="settings-group")
             yield Static(id="join-code")
@@ -118,13 +119,9 @@ class SettingsPane(Pane):
             for name in names:
                 if name not in snapshot.settings:
                     continue
-                widget = self.query_one("#" + field_id(name))
-                if self._current_text(name) != _as_text(previous.get(name, _OPTIONS[name].default)):
+                if self._current_text(name) != as_text(previous.get(name, _OPTIONS[name].default)):
                     continue  # the owner is editing this field: keep their text
-                if isinstance(widget, Switch):
-                    widget.value = bool(snapshot.settings[name])
-                else:
-                    widget.value = _as_text(snapshot.settings[name])
+                self._set_field(name, snapshot.settings[name])
 
     def changed_values(self) -> dict[str, Any]:
         """Values that differ from the node's; raises ValueError naming the first invalid field."""
@@ -133,7 +130,7 @@ class SettingsPane(Pane):
             for name in names:
                 option = _OPTIONS[name]
                 widget = self.query_one("#" + field_id(name))
-                value = widget.value if isinstance(widget, Switch) else parse_value(option, widget.value)
+                value = widget.value if isinstance(widget, (Switch, Select)) else parse_value(option, widget.value)
                 if value != self._loaded.get(name, option.default):
                     changed[name] = value
         return changed
@@ -153,12 +150,7 @@ class SettingsPane(Pane):
         loaded, self._loaded = self._loaded, {}
         for title, names in GROUPS:
             for name in names:
-                widget = self.query_one("#" + field_id(name))
-                value = loaded.get(name, _OPTIONS[name].default)
-                if isinstance(widget, Switch):
-                    widget.value = bool(value)
-                else:
-                    widget.value = _as_text(value)
+                self._set_field(name, loaded.get(name, _OPTIONS[name].default))
         self._loaded = loaded
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -175,11 +167,8 @@ class SettingsPane(Pane):
             self.revert()
 
     def _current_text(self, name: str) -> str:
+        return as_text(self.query_one("#" + field_id(name)).value)
+
+    def _set_field(self, name: str, value: Any) -> None:
         widget = self.query_one("#" + field_id(name))
-        return _as_text(widget.value)
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return f"{value:g}" if abs(value) < 1e15 else str(value)
-    return str(value)
+        widget.value = value if isinstance(widget, (Switch, Select)) else as_text(value)

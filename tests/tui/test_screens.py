@@ -91,6 +91,9 @@ def test_settings_are_validated_inline_and_saved_to_the_config_file(tmp_path):
 
     async def scenario(app, pilot):
         await pilot.press("7")
+        await pilot.pause()
+        app.query_one("#opt-guests-cpus").scroll_visible(animate=False, top=True)
+        await pilot.pause()
         await pilot.click("#opt-guests-cpus")
         await pilot.press("end", "ctrl+u", *"x2")
         await pilot.pause()

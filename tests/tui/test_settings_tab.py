@@ -1,0 +1,77 @@
+"""The Settings tab edits every option of core's table, each with its range and meaning, at 80×24 too."""
+
+from __future__ import annotations
+
+import tomllib
+
+from textual.widgets import Select
+
+from frost_core import OPTIONS
+
+from tests.tui.conftest import make_config, run_ui, screen_text
+from tests.waiting import wait_in_app
+from tests.tui.fake_node import FakeNode
+
+
+def test_every_option_of_the_table_has_a_field_with_its_meaning(node):
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.pause()
+        pane = app.query_one("#settings-pane")
+        for option in OPTIONS:
+            field_id = "opt-" + option.name.replace(".", "-").replace("_", "-")
+            assert pane.query(f"#{field_id}"), f"no field for {option.name}"
+        docs = {str(label.render()) for label in pane.query(".setting-doc")}
+        assert all(option.doc in docs for option in OPTIONS)
+
+    run_ui(node, scenario)
+
+
+def test_the_evict_hold_reads_whole_at_80x24_and_saves(tmp_path):
+    config = make_config(tmp_path)
+    node = FakeNode(config)
+
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.pause()
+        field = app.query_one("#opt-owner-evict-hold")
+        field.scroll_visible(animate=False, top=True)
+        await wait_in_app(pilot, lambda: "owner.evict_hold" in screen_text(app))
+        text = screen_text(app)
+        assert "a number from 0 to 86400" in text
+        # The meaning gets the width of the screen, not a 15-column strip beside the field.
+        assert "Seconds after an eviction by the owner policy during which this machine" in text
+        await pilot.click("#opt-owner-evict-hold")
+        await pilot.press("end", "ctrl+u", *"45")
+        await pilot.press("ctrl+s")
+        await wait_in_app(pilot, lambda: config.paths.config_file.exists())
+
+    run_ui(node, scenario, size=(80, 24))
+    assert tomllib.loads(config.paths.config_file.read_text())["owner"]["evict_hold"] == 45.0
+
+
+def test_choices_lists_and_tables_are_edited_in_their_own_terms(tmp_path):
+    config = make_config(tmp_path)
+    node = FakeNode(config)
+
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.pause()
+        app.query_one("#opt-owner-policy", Select).value = "idle-only"
+        app.query_one("#opt-desk-programs").value = "steam, zoom"
+        app.query_one("#opt-desk-schedule").value = '{"Mon-Fri 09:00-17:00" = "idle-only"}'
+        await pilot.pause()
+        app.query_one("#opt-desk-max-temperature").value = "abc"
+        await pilot.pause()
+        error = app.query_one("#opt-desk-max-temperature-error")
+        assert error.has_class("-shown") and "desk.max_temperature must be a number, not 'abc'" in str(error.render())
+        app.query_one("#opt-desk-max-temperature").value = "85"
+        await pilot.press("ctrl+s")
+        await wait_in_app(pilot, lambda: config.paths.config_file.exists())
+
+    run_ui(node, scenario)
+    saved = tomllib.loads(config.paths.config_file.read_text())
+    assert saved["owner"]["policy"] == "idle-only"
+    assert saved["desk"]["programs"] == ["steam", "zoom"]
+    assert saved["desk"]["schedule"] == {"Mon-Fri 09:00-17:00": "idle-only"}
+    assert saved["desk"]["max_temperature"] == 85.0
