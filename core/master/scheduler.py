@@ -45,14 +45,12 @@ from frost_core.master import waste
 from frost_core.master.reach import Reach
 from frost_core.master.store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
 from frost_core.master.waste import CopyRun
+from frost_core.membership import MembershipConfig
+from frost_core.membership.suspicion import death_settle
 
 log = logging.getLogger("frost.master")
 
 OFFER_TIMEOUT = 3.0
-DEATH_SETTLE = 3.0
-"""Seconds a host's death waits before its units restart elsewhere: when this master is the one cut
-off, its other peers fall silent within a few probe rounds too, and a death with nobody else
-reachable is no evidence against the host."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +59,17 @@ class MasterSettings:
     host_timeout: float = 30.0
     replica_peers: int = 0
     unit_lease: float = 300.0
+    death_settle: float = death_settle(3, MembershipConfig())
+    """Seconds a host's death waits before its units restart elsewhere: when this master is the one cut
+    off, its other peers fall silent too, within the probe rounds `membership.suspicion.death_settle`
+    allows for, and a death with nobody else reachable is no evidence against the host."""
 
     @classmethod
-    def from_config(cls, config) -> MasterSettings:
+    def from_config(cls, config, *, peers: int) -> MasterSettings:
+        """`peers`: the members alive or suspect besides this node (the dead host's round had it too: + 1)."""
         return cls(max_retries=config.get("guests.max_retries"), host_timeout=config.get("cluster.host_timeout"),
-                   replica_peers=config.get("checkpoints.replica_peers"), unit_lease=config.get("cluster.unit_lease"))
+                   replica_peers=config.get("checkpoints.replica_peers"), unit_lease=config.get("cluster.unit_lease"),
+                   death_settle=death_settle(peers + 1, MembershipConfig.from_config(config)))
 
 
 @dataclass(frozen=True)
@@ -443,7 +447,7 @@ class MasterScheduler:
                 del self._dead[host]
                 self._reconcile_soon(host)
             elif (self.reach.cut_off_since is None and peers
-                  and now - max(since, self.reach.hearing_since) >= DEATH_SETTLE):
+                  and now - max(since, self.reach.hearing_since) >= self._settings().death_settle):
                 del self._dead[host]
                 self._requeue_hosted(host, f"its host {host[:8]} is dead while other peers are reachable")
 

@@ -60,6 +60,16 @@ class MembershipConfig:
     dead_retention: float = 3600.0
     """Seconds a dead or departed member stays in the table (so old rumours cannot revive it)."""
 
+    @classmethod
+    def from_config(cls, config) -> MembershipConfig:
+        """The timings the `gossip.*` options set; the rest keep their defaults."""
+        return cls(
+            gossip_interval=config.get("gossip.interval"), fanout=config.get("gossip.fanout"),
+            probe_interval=config.get("gossip.probe_interval"), probe_timeout=config.get("gossip.probe_timeout"),
+            suspicion_multiplier=config.get("gossip.suspicion_multiplier"),
+            suspicion_min=config.get("gossip.suspicion_min"), announce_interval=config.get("gossip.announce_interval"),
+        )
+
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)

@@ -25,3 +25,20 @@ def suspicion_timeout(cluster_size: int, confirmations: int, config: MembershipC
         return floor
     fraction = math.log(max(confirmations, 0) + 1) / math.log(expected + 1)
     return max(floor, ceiling - (ceiling - floor) * fraction)
+
+
+def death_settle(peers: int, config: MembershipConfig) -> float:
+    """Seconds after a member's death until this node can tell whether it is the one cut off.
+
+    Cut off, this node finds every peer silent, but one at a time: each is suspected at its first
+    probe after the cut, and that probe comes within two rounds over the `peers` it probes (the rest
+    of the round under way, then the next, shuffled anew), each probe interval stretched up to
+    (max_awareness + 1)× by the awareness its own failed probes raise. The first of them was declared
+    dead no sooner than the confirmed suspicion timeout after its suspicion. So this long after that
+    death, a peer still alive answered a probe since the cut: the death is evidence against the dead
+    member, not against this node. Never less than one stretched probe interval.
+    """
+    stretched = config.probe_interval * (config.max_awareness + 1)
+    rounds = 2 * max(peers, 1) * stretched
+    confirmed = suspicion_timeout(peers + 1, config.expected_confirmations, config)
+    return max(stretched, rounds - confirmed)

@@ -80,15 +80,6 @@ LEAVE_TIMEOUT = 1.0
 EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
 
 
-def _membership_config(config: Config) -> MembershipConfig:
-    return MembershipConfig(
-        gossip_interval=config.get("gossip.interval"), fanout=config.get("gossip.fanout"),
-        probe_interval=config.get("gossip.probe_interval"), probe_timeout=config.get("gossip.probe_timeout"),
-        suspicion_multiplier=config.get("gossip.suspicion_multiplier"),
-        suspicion_min=config.get("gossip.suspicion_min"), announce_interval=config.get("gossip.announce_interval"),
-    )
-
-
 class Node:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -149,7 +140,7 @@ class Node:
             node_id=self.node_id, store=self.store, registry=self.registry, links=self.links, events=self.events,
             results_dir=self.results_dir, replicas=CheckpointStore(self.paths.data_dir / "replicas"),
             local_checkpoints=self.supervisor.store, hosts=self._host_views,
-            settings=lambda: MasterSettings.from_config(self.config), on_change=self.mark_changed,
+            settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes,
         )
         self.links.bind(master=self._scheduler, host=self.host,
@@ -275,7 +266,7 @@ class Node:
                 self.files.install(transport)
                 self.membership = Membership(
                     node_id=self.node_id, name=config.node_name, address=advertised,
-                    config=_membership_config(config), rng=random.Random(), on_event=self._on_membership_event,
+                    config=MembershipConfig.from_config(config), rng=random.Random(), on_event=self._on_membership_event,
                     seeds=config.seeds, figures=self._figures(), on_refused=self._on_refused,
                 )
                 async with trio.open_nursery() as nursery:
@@ -757,6 +748,11 @@ class Node:
     def _alive_nodes(self) -> list[str]:
         members = self.membership.members() if self.membership else []
         return [r.node_id for r in members if r.state == MemberState.ALIVE]
+
+    def _probed_peers(self) -> int:
+        """Peers alive or suspect: those a probe round of this node goes through."""
+        members = self.membership.members() if self.membership else []
+        return sum(r.node_id != self.node_id and r.state in (MemberState.ALIVE, MemberState.SUSPECT) for r in members)
 
     def _address_of(self, node_id: str) -> tuple[str, int] | None:
         if self.membership is None:

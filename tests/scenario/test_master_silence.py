@@ -16,6 +16,8 @@ from frost_core.guest import envelope
 from frost_core.master import waste
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.master.store import MasterStore, NewUnit
+from frost_core.membership import MembershipConfig
+from frost_core.membership.suspicion import death_settle
 from frost_core.storage.checkpoints import CheckpointStore
 from frost_core.policies.views import NodeView
 from tests.waiting import wait_until
@@ -53,7 +55,7 @@ async def inline(function, *args):
 
 
 class World:
-    def __init__(self, tmp_path, *, units: int = 2) -> None:
+    def __init__(self, tmp_path, *, units: int = 2, settings: MasterSettings = SETTINGS) -> None:
         self.store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
         self.assignment = self.store.create_assignment(
             plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
@@ -67,7 +69,7 @@ class World:
             node_id=MASTER, store=self.store, registry=None, links=self.links, events=self.events,
             results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
             local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: self.views,
-            settings=lambda: SETTINGS, on_change=lambda: None, alive=lambda: list(self.alive),
+            settings=lambda: settings, on_change=lambda: None, alive=lambda: list(self.alive),
             clock=trio.current_time, blocking=inline,
         )
 
@@ -84,9 +86,9 @@ class World:
         self.store.close()
 
 
-def run(test, tmp_path) -> None:
+def run(test, tmp_path, settings: MasterSettings = SETTINGS) -> None:
     async def main():
-        world = World(tmp_path)
+        world = World(tmp_path, settings=settings)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(world.scheduler.serve)
@@ -178,6 +180,31 @@ def test_a_dead_host_is_evidence_only_while_other_peers_stay_reachable(tmp_path)
         assert any("is dead while other peers are reachable" in m for m in world.messages())
 
     run(scenario, tmp_path)
+
+
+def test_a_death_waits_out_a_slower_probe_round_before_it_counts_against_the_host(tmp_path):
+    # Probes once a second: stretched to 9 s each by the awareness of a cut-off node, the peers of a
+    # three-node cluster may be suspected up to 26 s after the first death (membership.suspicion).
+    slow = MasterSettings(death_settle=death_settle(2, MembershipConfig(probe_interval=1.0, probe_timeout=0.5)))
+    assert slow.death_settle == 26.0
+
+    async def scenario(world):
+        await placed(world, 1, 0)
+        dead = world.unit().host
+        world.alive = [MASTER, *(h for h in HOSTS if h != dead)]
+        world.scheduler.host_lost(dead)
+        await trio.sleep(10)                 # past the old fixed 3 s, within the slower round
+        world.alive = [MASTER]               # the other peer falls silent too: this master was cut off
+        await trio.sleep(30)
+        assert (world.unit().state, world.unit().epoch) == ("running", 1), "placed again on no evidence"
+        world.alive = [MASTER, *(h for h in HOSTS if h != dead)]
+        healed = trio.current_time()
+        # Hearing the other peer again, with the dead host still dead: now the death is evidence.
+        again = await placed(world, 2, 0)
+        assert any(f"its host {dead[:8]} is dead while other peers are reachable" in m for m in world.messages())
+        assert again - healed >= slow.death_settle - 1
+
+    run(scenario, tmp_path, slow)
 
 
 def test_a_host_that_answers_it_no_longer_has_the_unit_loses_it_at_once(tmp_path):

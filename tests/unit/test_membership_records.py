@@ -1,6 +1,7 @@
 """The pure rules of membership: merging records, refutation, the 5 % push rule, timeouts, digests, wire checks."""
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -19,7 +20,7 @@ from frost_core.membership.records import (
     merge_records,
     refute,
 )
-from frost_core.membership.suspicion import suspicion_timeout
+from frost_core.membership.suspicion import death_settle, suspicion_timeout
 from frost_core.membership.table import MemberTable, digest_key, pack_digest_item, parse_digest
 from frost_core.wire.messages import decode_message, encode_message
 
@@ -142,6 +143,19 @@ def test_suspicion_timeout_scales_with_log_n_and_shrinks_with_confirmations():
 @pytest.mark.parametrize("size", [2, 5, 50, 100])
 def test_default_suspicion_outlasts_a_ten_second_stall(size):
     assert suspicion_timeout(size, 3, MembershipConfig()) == pytest.approx(10.0)
+
+
+def test_a_death_settles_over_two_stretched_probe_rounds_less_the_suspicion_it_outlived():
+    config = MembershipConfig(probe_interval=1.0, probe_timeout=0.5, suspicion_multiplier=4.0, suspicion_min=2.0)
+    # each probe stretched up to (8 + 1) × 1 s = 9 s; two rounds over 3 peers = 54 s; the first death
+    # came at least max(2, 4 × log10 4 × 1 s = 2.41 s) after its suspicion: 51.59 s
+    assert death_settle(3, config) == pytest.approx(54 - 4 * math.log10(4))
+    # a bigger cluster probes each member less often: 2 × 30 × 9 s − 4 × log10 31 s = 534.03 s
+    assert death_settle(30, config) == pytest.approx(540 - 4 * math.log10(31))
+    # the defaults, three nodes: 2 × 3 × 2.25 s − 10 s = 3.5 s
+    assert death_settle(3, MembershipConfig()) == pytest.approx(3.5)
+    # a long suspicion covers the rounds: one stretched probe interval is still left, 9 s
+    assert death_settle(1, MembershipConfig(probe_interval=1.0, probe_timeout=0.5, suspicion_min=60.0)) == 9.0
 
 
 def test_config_names_the_bad_value():
