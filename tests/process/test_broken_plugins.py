@@ -54,11 +54,14 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
     broken = [p for p in listed if not p["ok"]]
     assert len(broken) == 2 and all(p["error"] for p in broken)
     assert {p["name"] for p in listed if p["ok"]} >= {"mandelbrot", "raytrace", "montecarlo-pi"}
-    assert node.call("status")["state"] == "idle"
+    # Still a working node: it answers, and (the machine's other work may keep it owner-active) nothing hosts.
+    assert node.call("status")["state"] in ("idle", "owner-active")
 
 
 def test_a_step_that_never_returns_fails_the_assignment_with_a_reason(single_node, tmp_path):
-    node = single_node("\n[guests]\nstep_timeout = 2\nmax_retries = 1\n")
+    # Not about the owner: the guest must get CPU on a machine busy with other work, which the default
+    # `share` policy would rightly keep it from.
+    node = single_node('\n[owner]\npolicy = "always"\nmemory_pressure = 100\n[guests]\nstep_timeout = 2\nmax_retries = 1\n')
     path = tmp_path / "endless.py"
     path.write_text(GOOD_HEAD)
     assert node.cli("plugins", "add", str(path)).returncode == 0
