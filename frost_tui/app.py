@@ -22,7 +22,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 
 from frost_core import (
     AddPlugin,
@@ -101,6 +101,7 @@ class FrostApp(App[int]):
         Binding("h", "next_node", "Next node"),
         Binding("q", "request_quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("escape", "back_out", "Back", show=False),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
         Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),
         Binding("ctrl+c", "quit", "Quit now", show=False, priority=True),
@@ -122,6 +123,7 @@ class FrostApp(App[int]):
         self._last_command_at = -COMMAND_WINDOW
         self._redraw_timer: Timer | None = None
         self._topbar = ""
+        self._select_new_after: frozenset[str] | None = None  # assignment ids known when the owner submitted
 
     # ----------------------------------------------------------------- layout and lifecycle
 
@@ -168,6 +170,7 @@ class FrostApp(App[int]):
             return
         self._last_redraw_at = time.monotonic()
         self.snapshot = self._latest
+        self._select_submitted()
         self._redraw()
         self._notify_errors(self.snapshot)
         if self._quit_when_no_guests and not self.snapshot.guests:
@@ -175,6 +178,15 @@ class FrostApp(App[int]):
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._redraw()
+        self._focus_tab()
+
+    def _focus_tab(self) -> None:
+        """The keyboard goes to the tab bar, then to the new tab's table if it has one.
+
+        Never left on a widget of the tab just hidden: a hidden table that keeps the focus pulls
+        its tab back into view (TabbedContent follows focus), so `1` seemed to do nothing.
+        """
+        self.query_one(TabbedContent).query_one(Tabs).focus()
         self.active_pane().focus_main()
 
     def _redraw(self) -> None:
@@ -290,8 +302,20 @@ class FrostApp(App[int]):
 
     def _send_if_chosen(self, command: SubmitAssignment | None) -> None:
         if command is not None:
+            self._select_new_after = frozenset(a.id for a in self.snapshot.assignments) if self.snapshot else frozenset()
             self.send(command)
-            self.action_show_tab("assignments")
+            # After the dialog has gone: closing it gives the focus back to the old tab's table,
+            # which would pull that tab back into view.
+            self.call_after_refresh(self.action_show_tab, "assignments")
+
+    def _select_submitted(self) -> None:
+        """The first snapshot that shows the owner's new assignment puts the cursor on it."""
+        if self._select_new_after is None or self.snapshot is None:
+            return
+        new = [a for a in self.snapshot.assignments if a.id not in self._select_new_after]
+        if new:
+            self._select_new_after = None
+            self.query_one(AssignmentsPane).select_assignment(max(new, key=lambda a: a.created_at).id)
 
     def action_load_plugin(self) -> None:
         def load(path: Path | None) -> None:
@@ -356,6 +380,11 @@ class FrostApp(App[int]):
 
     def action_show_tab(self, tab_id: str) -> None:
         self.query_one(TabbedContent).active = tab_id
+
+    def action_back_out(self) -> None:
+        """Esc outside a dialog: leave the field, clear the tab's filter, keys back to the tab."""
+        self.query_one(TabbedContent).query_one(Tabs).focus()
+        self.active_pane().back_out()
 
     def action_filter(self) -> None:
         if not self.active_pane().focus_filter():

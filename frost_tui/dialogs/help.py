@@ -18,8 +18,10 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("l", "load a plugin from a file"),
     ("m", "move the selected unit (Assignments) or guest (Guests) to a peer you choose"),
     ("w", "save the selected assignment's result to a file"),
-    ("1 … 7", "This machine, Guests, Peers, Assignments, Plugins, Events, Settings"),
+    ("1 … 7", "This machine, Guests, Peers, Assignments, Plugins, Events, Settings (in a text field a digit is "
+              "text: press escape first)"),
     ("/", "filter the table (Peers, Events)"),
+    ("escape", "leave a field; clear and leave the filter; close a dialog"),
     ("o", "sort the peers by the next column (or click a column header)"),
     ("ctrl+s", "save settings (Settings tab)"),
     ("ctrl+p", "command palette"),

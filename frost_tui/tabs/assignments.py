@@ -48,6 +48,10 @@ class AssignmentsPane(Pane):
         key = self.query_one("#assignments-table", LiveTable).selected_key()
         return self._assignments.get(key) if key else None
 
+    def select_assignment(self, assignment_id: str) -> None:
+        """Put the cursor on this assignment once it is in the table (the next redraw adds it)."""
+        self.query_one("#assignments-table", LiveTable).select_key(assignment_id)
+
     def selected_unit(self) -> UnitView | None:
         assignment = self.selected_assignment()
         key = self.query_one("#units-table", LiveTable).selected_key()

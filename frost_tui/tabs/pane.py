@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from textual.containers import Vertical
+from textual.widgets import Input
 
 from frost_core import NodeSnapshot
+
+from frost_tui.widgets.live_table import LiveTable
 
 
 class Pane(Vertical):
@@ -14,11 +17,20 @@ class Pane(Vertical):
         raise NotImplementedError
 
     def focus_main(self) -> None:
-        """Give the keyboard to this tab's main table, so arrow keys move its cursor at once."""
-        for widget in self.query("LiveTable, Input, Switch"):
-            if widget.focusable:
-                widget.focus()
-                return
+        """Give the keyboard to this tab's main table, so arrow keys move its cursor at once.
+
+        Never to a text field: a digit typed there is text, and the owner pressed it to switch tabs.
+        """
+        for table in self.query(LiveTable):
+            table.focus()
+            return
+
+    def back_out(self) -> None:
+        """Esc: clear this tab's filter (never left applied unseen) and hand the keys back to the tab."""
+        for box in self.query(Input):
+            if box.id and box.id.endswith("-filter"):
+                box.value = ""
+        self.focus_main()
 
     def focus_filter(self) -> bool:
         """Put the cursor in this tab's filter box; False when the tab has none."""

@@ -101,12 +101,20 @@ class LiveTable(ScrollView, can_focus=True):
         self._lines: dict[str, tuple[tuple[int, ...], Style, Strip]] = {}
         self._styles: dict[str, Style] = {}
         self._cell_lines: dict[tuple, list[Segment]] = {}  # (cell, width) -> its rendered segments
+        self._pending_key: str | None = None  # select_key's row, until it arrives
 
     # ----------------------------------------------------------------- what the panes call
 
     def selected_key(self) -> str | None:
         """The key of the row under the cursor, or None when the table is empty."""
         return self._keys[self.cursor_row] if self._keys else None
+
+    def select_key(self, key: str) -> None:
+        """Move the cursor to the row with this key, now or as soon as a `show_rows` brings it."""
+        if key in self._keys:
+            self.cursor_row = self._keys.index(key)
+        else:
+            self._pending_key = key
 
     def row_text(self, key: str) -> tuple[str, ...]:
         """The plain text of a row's cells, as the owner reads them."""
@@ -116,6 +124,8 @@ class LiveTable(ScrollView, can_focus=True):
         """Make the table show `rows` in this order, redrawing only the lines that changed."""
         selected = self.selected_key()
         new_keys = [key for key, _ in rows]
+        if self._pending_key in new_keys:
+            selected, self._pending_key = self._pending_key, None
         new_cells = {key: cells if isinstance(cells, tuple) else tuple(cells) for key, cells in rows}
         changed = [key for key in new_keys if not _same_row(self._cells.get(key), new_cells[key])]
         for key in changed:

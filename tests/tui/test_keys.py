@@ -7,15 +7,81 @@ real nodes for each key would make the UI tests minutes long.
 
 from __future__ import annotations
 
+from textual.widgets import Input, TabbedContent
+
 from tests.tui.conftest import run_ui, screen_text
 
+TAB_IDS = ("machine", "guests", "peers", "assignments", "plugins", "events", "settings")
 
 
+def test_every_tab_key_works_from_every_tab(node):
+    missed = []
+    # From every tab to This machine (no table: the case that failed) and back, then between the
+    # tabs with tables and fields; the tmux test in tests/e2e goes through all 42 moves.
+    presses = "1213141516171" + "3462573"
+
+    async def scenario(app, pilot):
+        for before, key in zip(presses, presses[1:]):
+            await pilot.press(key)
+            await pilot.pause()
+            if app.query_one(TabbedContent).active != TAB_IDS[int(key) - 1]:
+                missed.append(f"{before}→{key}")
+
+    run_ui(node, scenario)
+    assert missed == []  # on the old code the hidden Peers table kept the focus and pulled its tab back
 
 
+def test_digits_in_a_field_are_text_until_escape_leaves_it(node):
+    async def scenario(app, pilot):
+        await pilot.press("7", "tab")  # into the first Settings field
+        await pilot.pause()
+        field = app.focused
+        assert isinstance(field, Input)
+        await pilot.press("end", "2")
+        await pilot.pause()
+        assert field.value.endswith("2")  # a digit typed into a field is text, as in k9s
+        assert app.query_one(TabbedContent).active == "settings"
+        await pilot.press("escape", "1")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "machine"
+
+    run_ui(node, scenario)
 
 
+def test_escape_clears_and_leaves_the_filter(node):
+    async def scenario(app, pilot):
+        await pilot.press("3", "slash", *"ada")
+        await pilot.pause()
+        assert "1 of 7" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "7 of 7" in screen_text(app)  # cleared, not left applied unseen
+        assert app.query_one("#peers-filter", Input).value == ""
+        await pilot.press("6", "3")  # and the keys work again at once
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "peers"
+        assert "7 of 7" in screen_text(app)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert "frost-tui keys" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "frost-tui keys" not in screen_text(app)
 
+    run_ui(node, scenario)
+
+
+def test_a_submit_from_any_tab_shows_the_new_assignment_selected(node):
+    async def scenario(app, pilot):
+        await pilot.press("3", "s")
+        await pilot.pause()
+        await pilot.click("#param-width")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "assignments"
+        assert app.query_one("AssignmentsPane").selected_assignment().id == "f00dfeed-12"
+
+    run_ui(node, scenario)
 
 
 def test_o_and_header_clicks_sort_peers(node):
@@ -60,7 +126,6 @@ def test_s_submits_with_inline_validation(node):
     run_ui(node, scenario)
 
 
-
 def test_m_moves_the_selected_unit_to_a_chosen_peer(node):
     async def scenario(app, pilot):
         await pilot.press("4")
@@ -75,7 +140,5 @@ def test_m_moves_the_selected_unit_to_a_chosen_peer(node):
         assert "ada" not in row
 
     run_ui(node, scenario)
-
-
 
 
