@@ -25,7 +25,7 @@ class Grep(Plugin):
     description = "Finds the lines of input files that contain a text (one unit per input file)."
     params = (
         Param("pattern", str, "error", "text to look for (plain text, not a regular expression)"),
-        Param("inputs", str, "input", "names of the input files to search, separated by commas"),
+        Param("inputs", "inputs", "input", "names of the input files to search, separated by commas"),
         Param("ignore_case", bool, False, "match the letters A-Z regardless of case"),
     )
 

@@ -63,7 +63,7 @@ from frost_core.policies.bandwidth import Bandwidths
 from frost_core.policies.selection import costliest_move
 from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
-from frost_core.plugin.api import parse_params
+from frost_core.plugin.api import declared_inputs, parse_params
 from frost_core.plugin.calls import split_units
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.plugin.registry import PluginInfo, PluginRegistry
@@ -365,6 +365,10 @@ class Node:
         units = await split_units(info, params)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
+        missing = [name for name in declared_inputs(info, params) if name not in inputs]
+        if missing:
+            raise ConfigError(f"{info.name} opens the input file {missing[0]!r}, but no file was given for it",
+                              title="Input file missing")
         # Copied into the content-addressed store first: hosts fetch them by hash from here.
         stored = tuple([await trio.to_thread.run_sync(self.files.store.add, Path(path), name)
                         for name, path in inputs.items()])

@@ -26,7 +26,10 @@ from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES, check_fi
 from frost_core.plugin.plain import check_plain, decode_plain, encode_plain
 
 API_VERSION = 1
-KINDS = ("int", "float", "str", "bool")
+KINDS = ("int", "float", "str", "bool", "inputs")
+KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "text", "bool": "true or false",
+              "inputs": "input file names separated by commas"}
+"""How an error names each kind: "must be a whole number", never "is not a int"."""
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
 
@@ -36,7 +39,9 @@ class Param:
     """One typed assignment parameter; the UI builds its form from these fields.
 
     `kind` is one of "int", "float", "str", "bool" (the Python types are accepted too and
-    stored as their names). A declaration that contradicts itself raises PluginError at import,
+    stored as their names), or "inputs": the names of input files, separated by commas, that
+    units open with `open_input`; whoever submits gives a file for each name (the UI a path
+    field per name, the CLI `--input NAME=PATH`). A declaration that contradicts itself raises PluginError at import,
     so a broken plugin is caught when it is registered rather than when someone submits.
     """
 
@@ -72,7 +77,7 @@ class Param:
                 raise PluginError(f"{where}: choices must not be empty")
             for choice in self.choices:
                 if not _has_kind(choice, self.kind):
-                    raise PluginError(f"{where}: choice {choice!r} is not a {self.kind}")
+                    raise PluginError(f"{where}: choice {choice!r} is not {KIND_WORDS[self.kind]}")
         problem = self.check(self.default)
         if problem:
             raise PluginError(f"{where}: default {self.default!r} {problem}")
@@ -80,9 +85,15 @@ class Param:
     def check(self, value: object) -> str | None:
         """Say what is wrong with a typed value, or None when it is acceptable."""
         if not _has_kind(value, self.kind):
-            return f"is not a {self.kind}"
+            return f"is not {KIND_WORDS[self.kind]}"
         if self.kind == "float" and not math.isfinite(value):  # type: ignore[arg-type]
             return "is not a finite number"
+        if self.kind == "inputs":
+            try:
+                for name in split_names(value):  # type: ignore[arg-type]
+                    check_file_name(name, "input file")
+            except PluginError as error:
+                return f"names a bad file: {error.message}"
         if self.minimum is not None and value < self.minimum:  # type: ignore[operator]
             return f"is below the minimum {self.minimum}"
         if self.maximum is not None and value > self.maximum:  # type: ignore[operator]
@@ -321,6 +332,16 @@ def parse_params(plugin: DeclaresParams, raw: Mapping[str, object]) -> dict:
     return parsed
 
 
+def split_names(text: str) -> list[str]:
+    """The input file names an "inputs" parameter holds: "a.log, b.log" -> ["a.log", "b.log"]."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def declared_inputs(plugin: DeclaresParams, params: Mapping[str, object]) -> list[str]:
+    """Every input file name the parsed `params` of `plugin` name through its "inputs" parameters."""
+    return [name for p in plugin.params if p.kind == "inputs" for name in split_names(str(params[p.name]))]
+
+
 def run_locally(
     plugin: Plugin, raw: Mapping[str, object] | None = None, *,
     inputs: Mapping[str, str | Path] | None = None, output_dir: str | Path | None = None,
@@ -471,7 +492,7 @@ def _convert(param: Param, value: object) -> object:
     """Parse a CLI string into the parameter's kind; typed values pass through (ints widen to float)."""
     if param.kind == "float" and _is_number(value):
         return float(value)  # type: ignore[arg-type]
-    if not isinstance(value, str) or param.kind == "str":
+    if not isinstance(value, str) or param.kind in ("str", "inputs"):
         return value
     text = value.strip()
     try:
@@ -480,10 +501,10 @@ def _convert(param: Param, value: object) -> object:
         if param.kind == "float":
             return float(text)
     except ValueError:
-        raise PluginError(f"parameter {param.name!r}: {value!r} is not a {param.kind}") from None
+        raise PluginError(f"parameter {param.name!r} must be {KIND_WORDS[param.kind]}, not {value!r}") from None
     if text.lower() in _TRUE_WORDS:
         return True
     if text.lower() in _FALSE_WORDS:
         return False
-    raise PluginError(f"parameter {param.name!r}: {value!r} is not a bool (use true or false)")
+    raise PluginError(f"parameter {param.name!r} must be true or false, not {value!r}")
 

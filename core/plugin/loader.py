@@ -11,6 +11,7 @@ import importlib.util
 import itertools
 import re
 import sys
+import sysconfig
 import traceback
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from frost_core.plugin.api import Plugin, check_plugin
 IGNORED_NAMES = ("__pycache__",)
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 _load_count = itertools.count()
+_CORE_DIR = Path(__file__).resolve().parents[1]
+_STDLIB_DIR = Path(sysconfig.get_paths()["stdlib"]).resolve()
+_PACKAGE_DIRS = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
 
 
 def content_hash(path: str | Path) -> str:
@@ -49,40 +53,58 @@ def load_plugin_file(path: str | Path) -> Plugin:
     exception at import, no `plugin` object, or declarations that break the API.
     """
     path = Path(path).resolve()
+    name = author_file_name(path)
     if path.is_dir():
         init = path / "__init__.py"
         if not init.is_file():
-            raise PluginError(f"{path}: a plugin folder needs an __init__.py")
+            raise PluginError(f"{name}: a plugin folder needs an __init__.py")
         spec = importlib.util.spec_from_file_location(_module_name(path), init, submodule_search_locations=[str(path)])
     elif path.is_file() and path.suffix == ".py":
         spec = importlib.util.spec_from_file_location(_module_name(path), path)
     else:
-        raise PluginError(f"{path}: not a .py file or a folder")
+        raise PluginError(f"{name}: not a .py file or a folder")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # lets dataclasses and relative imports inside the plugin work
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        raise PluginError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
+        raise PluginError(f"{author_file_name(Path(exc.filename or name))}:{exc.lineno}: syntax error: {exc.msg}") from None
     except PluginError as exc:
-        raise PluginError(f"{path}: {exc.message}") from None
+        raise PluginError(f"{name}: {exc.message}") from None
     except (Exception, SystemExit) as exc:  # plugin code may raise anything; report it, never crash
-        raise PluginError(f"{path}: importing raised {describe_exception(exc)}") from None
+        raise PluginError(f"{name}: importing raised {describe_exception(exc)}") from None
     if not hasattr(module, "plugin"):
-        raise PluginError(f"{path}: defines no module-level `plugin` (write `plugin = MyPlugin()`)")
+        raise PluginError(f"{name}: defines no module-level `plugin` (write `plugin = MyPlugin()`)")
     try:
         return check_plugin(module.plugin)
     except PluginError as exc:
-        raise PluginError(f"{path}: {exc.message}") from None
+        raise PluginError(f"{name}: {exc.message}") from None
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`Type: message (at file:line)` for the innermost frame, the form a plugin author needs."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    """`Type: message (at grep.py:58)`: the innermost line of the plugin's own code.
+
+    Frames inside frost_core (`open_input`, say) and the standard library are skipped, and only
+    the file's name is given: the author edits their file, not wherever it was installed or copied.
+    """
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _runtime_file(f.filename)]
+    where = f" (at {author_file_name(Path(frames[-1].filename))}:{frames[-1].lineno})" if frames else ""
     message = str(exc)
     return f"{type(exc).__name__}{': ' + message if message else ''}{where}"
+
+
+def author_file_name(path: Path) -> str:
+    """The name the plugin's author knows a file by: less the hash suffix of a copy the node keeps."""
+    return re.sub(r"-[0-9a-f]{12}(?=\.py$|$)", "", path.name)
+
+
+def _runtime_file(filename: str) -> bool:
+    """frost_core's own code or the standard library's (installed packages are not: plugins live there)."""
+    path = Path(filename)
+    if path.is_relative_to(_CORE_DIR) or filename.startswith("<frozen"):
+        return True
+    return path.is_relative_to(_STDLIB_DIR) and not any(path.is_relative_to(p) for p in _PACKAGE_DIRS)
 
 
 def code_files(folder: Path) -> list[Path]:

@@ -1,7 +1,8 @@
-"""The submit dialog: a form generated from the chosen plugin's declared parameters."""
+"""The submit dialog: a form generated from the chosen plugin's declared parameters and input files."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual.app import ComposeResult
@@ -13,18 +14,27 @@ from textual.widgets import Button, Input, Label, Select, Switch
 
 from frost_core import ParamView, PluginView, SubmitAssignment
 
+KIND_WORDS = {"int": "a whole number", "float": "a number"}
+
+
+class FieldError(ValueError):
+    """What is wrong with the form, and the id of the field to show it under."""
+
+    def __init__(self, message: str, field_id: str | None = None) -> None:
+        super().__init__(message)
+        self.field_id = field_id
+
 
 def parse_param(param: ParamView, text: str) -> Any:
     """The owner's text as the parameter's type, or ValueError naming the parameter and the rule."""
     text = text.strip()
-    if param.kind == "str":
+    if param.kind in ("str", "inputs"):
         value: Any = text
     else:
         try:
             value = int(text) if param.kind == "int" else float(text)
         except ValueError:
-            kind = "a whole number" if param.kind == "int" else "a number"
-            raise ValueError(f"{param.name} must be {kind}") from None
+            raise ValueError(f"{param.name} must be {KIND_WORDS[param.kind]}, not {text!r}") from None
     if param.minimum is not None and value < param.minimum:
         raise ValueError(f"{param.name} must be at least {param.minimum:g}")
     if param.maximum is not None and value > param.maximum:
@@ -32,6 +42,22 @@ def parse_param(param: ParamView, text: str) -> Any:
     if param.choices and value not in param.choices:
         raise ValueError(f"{param.name} must be one of {', '.join(map(str, param.choices))}")
     return value
+
+
+def input_names(text: str) -> list[str]:
+    """The file names an "inputs" parameter lists, each once, in order."""
+    return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+
+
+def input_file(name: str, text: str) -> str:
+    """The absolute path of the file given for input `name`, or ValueError saying what is wrong."""
+    if not text.strip():
+        raise ValueError(f"input file {name!r}: give the path of a file on this machine")
+    path = Path(text.strip()).expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"input file {name!r}: {path} is not a file" if path.exists()
+                         else f"input file {name!r}: {path} does not exist")
+    return str(path)
 
 
 class ParamValidator(Validator):
@@ -47,8 +73,15 @@ class ParamValidator(Validator):
         return self.success()
 
 
+def field_row(label: str, field: Any, help_text: str, field_id: str) -> list:
+    """One form line (name, field, meaning) and the line under it where its error shows."""
+    return [Horizontal(Label(label, classes="setting-name"), field, Label(help_text, classes="setting-doc"),
+                       classes="setting"),
+            Label("", id=f"{field_id}-error", classes="setting-error")]
+
+
 class SubmitDialog(ModalScreen[SubmitAssignment | None]):
-    """Choose a plugin, fill its parameters (checked as you type), press enter or Submit."""
+    """Choose a plugin, fill its parameters and input files (checked as you type), press enter or Submit."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
@@ -56,6 +89,8 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         super().__init__()
         self.plugins = {p.name: p for p in plugins if p.ok}
         self._form_for: str | None = None
+        self._paths: dict[str, str] = {}   # input name -> the path typed for it, kept while names change
+        self._file_ids: dict[str, str] = {}  # input name -> the id of its path field
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="submit-dialog"):
@@ -65,7 +100,13 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
             options = [(name, name) for name in self.plugins]
             first = options[0][1] if options else Select.BLANK
             yield Select(options, value=first, allow_blank=not options, id="submit-plugin")
-            yield VerticalScroll(id="submit-params")
+            # Not focusable: Tab goes from field to field, never to the invisible container.
+            yield VerticalScroll(id="submit-params", can_focus=False)
+            with Horizontal(classes="setting"):
+                yield Label("one per host", classes="setting-name")
+                yield Switch(value=False, id="submit-one-per-host")
+                yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
+                            classes="setting-doc")
             yield Label("", id="submit-error", classes="setting-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit", id="submit", variant="primary")
@@ -75,7 +116,8 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         await self._build_form()
 
     async def on_select_changed(self, event: Select.Changed) -> None:
-        await self._build_form()
+        if event.select.id == "submit-plugin":
+            await self._build_form()
 
     def selected_plugin(self) -> PluginView | None:
         value = self.query_one("#submit-plugin", Select).value
@@ -96,53 +138,86 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         await container.remove_children()
         if plugin is None:
             return
-        rows = []
+        rows: list = []
         if plugin.description:
             rows.append(Label(plugin.description, classes="setting-doc"))
         for param in plugin.params:
+            field_id = f"param-{param.name}"
             if param.kind == "bool":
-                field: Any = Switch(value=bool(param.default), id=f"param-{param.name}")
+                field: Any = Switch(value=bool(param.default), id=field_id)
             elif param.choices:
                 field = Select([(str(c), c) for c in param.choices], value=param.default, allow_blank=False,
-                               id=f"param-{param.name}")
+                               id=field_id)
             else:
-                field = Input(
-                    "" if param.default is None else str(param.default),
-                    id=f"param-{param.name}",
-                    validators=[ParamValidator(param)],
-                    validate_on=["changed", "submitted"],
-                    classes="setting-input",
-                )
-            rows.append(Horizontal(Label(param.name, classes="setting-name"), field,
-                                   Label(param.help, classes="setting-doc"), classes="setting"))
-            rows.append(Label("", id=f"param-{param.name}-error", classes="setting-error"))
+                field = Input("" if param.default is None else str(param.default), id=field_id,
+                              validators=[ParamValidator(param)], validate_on=["changed", "submitted"],
+                              classes="setting-input")
+            rows += field_row(param.name, field, param.help, field_id)
+            if param.kind == "inputs":
+                rows.append(Vertical(id=f"files-{param.name}", classes="input-files"))
         await container.mount_all(rows)
+        for param in plugin.params:
+            if param.kind == "inputs":
+                await self._build_file_fields(param)
+
+    async def _build_file_fields(self, param: ParamView) -> None:
+        """A path field for each input file the parameter names, keeping the paths already typed."""
+        for name, field_id in self._file_ids.items():
+            fields = self.query(f"#{field_id}")
+            if fields:
+                self._paths[name] = fields.first(Input).value
+        holder = self.query_one(f"#files-{param.name}", Vertical)
+        await holder.remove_children()
+        names = input_names(self.query_one(f"#param-{param.name}", Input).value)
+        self._file_ids = {name: f"file-{param.name}-{i}" for i, name in enumerate(names)}
+        rows: list = []
+        for name, field_id in self._file_ids.items():
+            field = Input(self._paths.get(name, ""), placeholder="path of the file on this machine", id=field_id,
+                          classes="setting-input input-path")
+            rows += field_row(f"  file {name}", field, f"the file units open as {name!r}", field_id)
+        await holder.mount_all(rows)
 
     def collect(self) -> SubmitAssignment:
-        """The command for the filled form; ValueError names the first parameter that is wrong."""
+        """The command for the filled form; FieldError names the first field that is wrong."""
         plugin = self.selected_plugin()
         if plugin is None:
-            raise ValueError("choose a plugin first")
+            raise FieldError("choose a plugin first")
         params: dict[str, Any] = {}
+        inputs: dict[str, str] = {}
         for param in plugin.params:
-            widget = self.query_one(f"#param-{param.name}")
+            field_id = f"param-{param.name}"
+            widget = self.query_one(f"#{field_id}")
             if isinstance(widget, (Switch, Select)):
                 params[param.name] = widget.value
-            else:
+                continue
+            try:
                 params[param.name] = parse_param(param, widget.value)
-        return SubmitAssignment(plugin=plugin.name, params=params)
+            except ValueError as error:
+                raise FieldError(str(error), field_id) from None
+            if param.kind == "inputs":
+                for name in input_names(params[param.name]):
+                    file_id = self._file_ids.get(name, "")
+                    fields = self.query(f"#{file_id}") if file_id else []
+                    try:
+                        inputs[name] = input_file(name, fields.first(Input).value if fields else "")
+                    except ValueError as error:
+                        raise FieldError(str(error), file_id if fields else field_id) from None
+        one_per_host = self.query_one("#submit-one-per-host", Switch).value
+        return SubmitAssignment(plugin=plugin.name, params=params, one_per_host=one_per_host, inputs=inputs)
 
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id is None or not event.input.id.startswith("param-"):
+    async def on_input_changed(self, event: Input.Changed) -> None:
+        field_id = event.input.id or ""
+        if not field_id.startswith(("param-", "file-")):
             return
-        errors = self.query(f"#{event.input.id}-error")
+        errors = self.query(f"#{field_id}-error")
         if not errors:
             return  # the form was rebuilt for another plugin meanwhile
-        error = errors.first(Label)
         result = event.validation_result
-        message = "" if result is None or result.is_valid else "; ".join(result.failure_descriptions)
-        error.update(message)
-        error.set_class(bool(message), "-shown")
+        self._show_error(field_id, "" if result is None or result.is_valid else "; ".join(result.failure_descriptions))
+        plugin = self.selected_plugin()
+        param = next((p for p in plugin.params if f"param-{p.name}" == field_id), None) if plugin else None
+        if param is not None and param.kind == "inputs" and result is not None and result.is_valid:
+            await self._build_file_fields(param)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._submit()
@@ -156,12 +231,18 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
     def _submit(self) -> None:
         try:
             command = self.collect()
-        except ValueError as error:
-            label = self.query_one("#submit-error", Label)
-            label.update(str(error))
-            label.add_class("-shown")
+        except FieldError as error:
+            # Shown once: under the field it is about (which takes the cursor), else under the form.
+            self._show_error(error.field_id or "submit", str(error))
+            if error.field_id:
+                self.query_one(f"#{error.field_id}").focus()
             return
         self.dismiss(command)
+
+    def _show_error(self, field_id: str, message: str) -> None:
+        label = self.query_one(f"#{field_id}-error", Label)
+        label.update(message)
+        label.set_class(bool(message), "-shown")
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

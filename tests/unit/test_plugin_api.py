@@ -81,16 +81,16 @@ def test_values_are_converted_to_their_kind(raw, expected):
     ("raw", "words"),
     [
         ({"colour": "red"}, ["unknown parameter 'colour'", "squares", "count"]),
-        ({"count": "seven"}, ["'count'", "not a int"]),
+        ({"count": "seven"}, ["'count' must be a whole number, not 'seven'"]),
         ({"count": "0"}, ["'count'", "below the minimum 1"]),
         ({"count": 101}, ["'count'", "above the maximum 100"]),
-        ({"count": True}, ["'count'", "not a int"]),  # a bool is not an int here
-        ({"count": 2.5}, ["'count'", "not a int"]),
+        ({"count": True}, ["'count'", "is not a whole number"]),  # a bool is not an int here
+        ({"count": 2.5}, ["'count'", "is not a whole number"]),
         ({"scale": "nan"}, ["'scale'", "not a finite number"]),
         ({"scale": "-1"}, ["'scale'", "below the minimum"]),
         ({"label": "square"}, ["'label'", "not one of sq, cube"]),
-        ({"verbose": "maybe"}, ["'verbose'", "not a bool"]),
-        ({"label": 3}, ["'label'", "not a str"]),
+        ({"verbose": "maybe"}, ["'verbose' must be true or false, not 'maybe'"]),
+        ({"label": 3}, ["'label'", "is not text"]),
     ],
 )
 def test_bad_values_name_the_parameter_and_the_problem(raw, words):
@@ -105,7 +105,7 @@ def test_bad_values_name_the_parameter_and_the_problem(raw, words):
     [
         (lambda: Param("bad name", int, 1), ["'bad name'", "identifier"]),
         (lambda: Param("n", "complex", 1), ["'n'", "kind 'complex'"]),
-        (lambda: Param("n", int, "one"), ["'n'", "default 'one' is not a int"]),
+        (lambda: Param("n", int, "one"), ["'n'", "default 'one' is not a whole number"]),
         (lambda: Param("n", int, 0, minimum=1), ["'n'", "below the minimum 1"]),
         (lambda: Param("n", int, 5, minimum=9, maximum=1), ["'n'", "above maximum"]),
         (lambda: Param("s", str, "a", minimum=1), ["'s'", "only apply to int and float"]),

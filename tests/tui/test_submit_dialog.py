@@ -1,0 +1,140 @@
+"""The submit dialog: input files for plugins that open them, --one-per-host, Tab, errors once and in words."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from textual.containers import VerticalScroll
+from textual.widgets import Input, Switch
+
+from frost_core import ParamView, PluginView
+
+from tests.tui.conftest import make_config, run_ui, screen_text
+from tests.tui.fake_node import FakeNode
+from tests.waiting import wait_in_app
+
+GREP_VIEW = PluginView(
+    name="grep", version="1.0", hash="ab" * 12, source="bundled", path="frost_plugins/grep.py", ok=True, error=None,
+    description="Finds lines.", params=(
+        ParamView("pattern", "str", "error", "text to look for", None, None, ()),
+        ParamView("inputs", "inputs", "input", "names of the input files", None, None, ()),
+    ),
+)
+
+
+def grep_node() -> FakeNode:
+    node = FakeNode()
+    node.publish(plugins=(GREP_VIEW, *node.snapshot().plugins))
+    return node
+
+
+def submitted(node: FakeNode) -> list:
+    commands = []
+    original = node.send_nowait
+
+    def record(command) -> None:
+        commands.append(command)
+        original(command)
+
+    node.send_nowait = record
+    return commands
+
+
+def test_a_path_field_per_named_input_file_and_one_per_host(tmp_path):
+    node = grep_node()
+    sent = submitted(node)
+    (tmp_path / "a.log").write_text("x\n")
+    (tmp_path / "b.log").write_text("y\n")
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#file-inputs-0")))
+        dialog = app.screen
+        dialog.query_one("#param-inputs", Input).value = "a, b"
+        await wait_in_app(pilot, lambda: len(dialog.query(".input-path")) == 2)
+        dialog.query_one("#file-inputs-0", Input).value = str(tmp_path / "a.log")
+        dialog.query_one("#file-inputs-1", Input).value = str(tmp_path / "b.log")
+        dialog.query_one("#submit-one-per-host", Switch).value = True
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: bool(sent))
+
+    run_ui(node, scenario)
+    command, = sent
+    assert command.plugin == "grep" and command.params["inputs"] == "a, b" and command.one_per_host
+    assert command.inputs == {"a": str(tmp_path / "a.log"), "b": str(tmp_path / "b.log")}
+
+
+def test_a_missing_input_file_is_said_once_under_its_field(tmp_path):
+    node = grep_node()
+    sent = submitted(node)
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#file-inputs-0")))
+        app.screen.query_one("#file-inputs-0", Input).value = str(tmp_path / "nowhere.log")
+        await pilot.click("#submit")
+        error = app.screen.query_one("#file-inputs-0-error")
+        await wait_in_app(pilot, lambda: "nowhere.log does not exist" in str(error.render()))
+        assert error.has_class("-shown") and not app.screen.query_one("#submit-error").has_class("-shown")
+        assert app.screen.focused is app.screen.query_one("#file-inputs-0")
+
+    run_ui(node, scenario)
+    assert sent == []
+
+
+def test_a_wrong_number_is_said_once_in_words(node):
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#param-width")))
+        app.screen.query_one("#param-width", Input).value = "abc"
+        await pilot.pause()
+        await pilot.click("#submit")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "width must be a whole number, not 'abc'" in text
+        assert text.count("must be a whole number") == 1  # under the field, not again under the form
+        assert "is not a int" not in text
+
+    run_ui(node, scenario)
+
+
+def test_tab_only_lands_on_fields_the_owner_can_see(node):
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#param-width")))
+        for _ in range(12):
+            await pilot.press("tab")
+            focused = app.screen.focused
+            assert focused is not None and not isinstance(focused, VerticalScroll), focused
+
+    run_ui(node, scenario)
+
+
+def test_grep_from_the_tui_finds_the_lines_of_the_chosen_file(tmp_path):
+    """A real node runs the bundled grep on a file picked in the dialog."""
+    log = tmp_path / "app.log"
+    log.write_text("start\nerror: disk full\nok\nanother error\n")
+    # Not about the owner: this machine runs other work, which `share` would rightly take for a busy owner.
+    from frost_core.node.wiring import Node
+
+    desk = Node(make_config(tmp_path, **{"owner.policy": "always"}))
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None
+                          and any(p.name == "grep" and p.ok for p in app.snapshot.plugins), timeout=30)
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: "Submit an assignment" in screen_text(app))
+        app.screen.query_one("#submit-plugin").value = "grep"
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#file-inputs-0")))
+        app.screen.query_one("#file-inputs-0", Input).value = str(log)
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: len(app.snapshot.assignments) == 1, timeout=20)
+        await wait_in_app(pilot, lambda: app.snapshot.assignments[0].state in ("done", "failed"), timeout=60)
+        assignment = app.snapshot.assignments[0]
+        assert assignment.state == "done", assignment.error
+        report = json.loads(Path(assignment.result_path).read_text())
+        assert (report["total_matches"], report["files"][0]["name"]) == (2, "input")
+
+    run_ui(desk, scenario)
