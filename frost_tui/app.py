@@ -16,11 +16,10 @@ from pathlib import Path
 
 import outcome
 import trio
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 
@@ -41,9 +40,9 @@ from frost_core import (
 )
 
 from frost_tui.tabs.assignments import AssignmentsPane
-from frost_tui.dialogs.small import MoveDialog, PathDialog, QuitDialog
+from frost_tui.dialogs.small import ConfirmDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
-from frost_tui.tabs.guests import GuestsPane
+from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
 from frost_tui.dialogs.help import HelpScreen
 from frost_tui.tabs.machine import MachinePane
 from frost_tui.tabs.pane import Pane
@@ -52,6 +51,7 @@ from frost_tui.tabs.peers import PeersPane
 from frost_tui.tabs.plugins import PluginsPane
 from frost_tui.tabs.settings import SettingsPane
 from frost_tui.dialogs.submit import SubmitDialog
+from frost_tui.palette import FrostCommands, PaletteCommand
 from frost_tui.trio_host import TrioHost
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
@@ -87,6 +87,7 @@ class FrostApp(App[int]):
     CSS_PATH = "frost.tcss"
     TITLE = "frost-tui"
     ENABLE_COMMAND_PALETTE = True
+    COMMANDS = App.COMMANDS | {FrostCommands}
     BINDINGS = [
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("e", "evict_all", "Evict all"),
@@ -261,19 +262,36 @@ class FrostApp(App[int]):
             return link.switchable
         return True
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand("Pause or resume hosting (p)", "Stop every guest at once, or resume", self.action_toggle_pause)
-        yield SystemCommand("Evict all guests (e)", "Checkpoint every guest and send it away", self.action_evict_all)
-        yield SystemCommand("Evict selected guest (x)", "Send the guest under the cursor away", self.action_evict_selected)
-        yield SystemCommand("Finish then pause (f)", "Take nothing new; pause when guests are done", self.action_finish)
-        yield SystemCommand("Submit an assignment (s)", "Run a plugin across the cluster", self.action_submit)
-        yield SystemCommand("Load a plugin (l)", "Add a plugin file", self.action_load_plugin)
-        yield SystemCommand("Move unit to a peer (m)", "Migrate the selected unit", self.action_move)
-        yield SystemCommand("Save result (w)", "Copy the selected assignment's result", self.action_save_result)
-        yield SystemCommand("Help (?)", "Every key and what the states mean", self.action_help)
-        for n, (tab_id, label, _) in enumerate(TABS, 1):
-            yield SystemCommand(f"Show {label[2:]} ({n})", f"Switch to tab {n}", lambda t=tab_id: self.action_show_tab(t))
+    def palette_commands(self) -> list[PaletteCommand]:
+        """The palette's frost commands (`FrostCommands` ranks the tabs first); evicting asks first there."""
+        commands = [
+            PaletteCommand(f"Show {label[2:]} ({n})", f"Switch to tab {n}", lambda t=tab_id: self.action_show_tab(t),
+                           navigation=True)
+            for n, (tab_id, label, _) in enumerate(TABS, 1)
+        ]
+        return commands + [
+            PaletteCommand("Help (?)", "Every key and what the states mean", self.action_help, navigation=True),
+            PaletteCommand("Pause or resume hosting (p)", "Stop every guest at once, or resume", self.action_toggle_pause),
+            PaletteCommand("Evict all guests (e)", "Checkpoint every guest and send it away (asks first)",
+                           lambda: self._confirm("Evict all guests?", self._describe_evict_all(), "Evict all",
+                                                 self.action_evict_all)),
+            PaletteCommand("Evict selected guest (x)", "Send the guest under the cursor on Guests away (asks first)",
+                           lambda: self._evict_guest(ask=True)),
+            PaletteCommand("Finish then pause (f)", "Take nothing new; pause when guests are done", self.action_finish),
+            PaletteCommand("Submit an assignment (s)", "Run a plugin across the cluster", self.action_submit),
+            PaletteCommand("Load a plugin (l)", "Add a plugin file", self.action_load_plugin),
+            PaletteCommand("Move unit to a peer (m)", "Migrate the selected unit", self.action_move),
+            PaletteCommand("Save result (w)", "Copy the selected assignment's result", self.action_save_result),
+        ]
+
+    def _confirm(self, title: str, text: str, yes: str, then: Callable[[], None]) -> None:
+        """Ask before something that cannot be taken back; `then` runs only on yes."""
+        self.push_screen(ConfirmDialog(title, text, yes), lambda answer: then() if answer else None)
+
+    def _describe_evict_all(self) -> str:
+        guests = self.snapshot.guests if self.snapshot else ()
+        risks = [risk for risk in map(work_lost_by_evicting, guests) if risk]
+        return " ".join([f"{len(guests)} guest(s) checkpoint and leave this machine now.", *risks])
 
     # ----------------------------------------------------------------- actions (one per key)
 
@@ -287,11 +305,24 @@ class FrostApp(App[int]):
         self.send(EvictGuests())
 
     def action_evict_selected(self) -> None:
+        """x acts on the guest the owner can see: on the Guests tab only, asking when work would be lost."""
+        if self.query_one(TabbedContent).active != "guests":
+            self.notify("x evicts the guest selected on the Guests tab: press 2 to see them.", title="Evict a guest")
+            return
+        self._evict_guest(ask=False)
+
+    def _evict_guest(self, *, ask: bool) -> None:
         guest = self.query_one(GuestsPane).selected_guest()
         if guest is None:
             self.notify("Select a guest on the Guests tab (2) first.", title="No guest selected", severity="warning")
             return
-        self.send(EvictGuests(task_id=guest.task_id))
+        risk = work_lost_by_evicting(guest)
+        evict = lambda: self.send(EvictGuests(task_id=guest.task_id))  # noqa: E731
+        if risk or ask:
+            self._confirm(f"Evict {guest.task_id}?", risk or f"{guest.task_id} checkpoints and leaves this machine.",
+                          "Evict", evict)
+        else:
+            evict()
 
     def action_finish(self) -> None:
         self.send(FinishThenPause())

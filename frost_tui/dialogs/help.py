@@ -12,7 +12,7 @@ from textual.widgets import Label, Static
 KEYS: tuple[tuple[str, str], ...] = (
     ("p", "pause hosting at once / resume"),
     ("e", "evict every guest now: checkpoint and send each one away (no confirmation)"),
-    ("x", "evict the selected guest (Guests tab)"),
+    ("x", "evict the selected guest (Guests tab only); asks when work since its checkpoint would be lost"),
     ("f", "finish the current guests, then pause"),
     ("s", "submit an assignment"),
     ("l", "load a plugin from a file"),

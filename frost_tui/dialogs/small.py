@@ -1,4 +1,4 @@
-"""Small modal dialogs with typed results: quit, load plugin, move a unit, save a result."""
+"""Small modal dialogs with typed results: confirm, quit, load plugin, move a unit, save a result."""
 
 from __future__ import annotations
 
@@ -12,6 +12,35 @@ from textual.widgets import Button, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from frost_core import PeerView
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """Ask before something that cannot be taken back; y or the button goes ahead, escape or n does not."""
+
+    BINDINGS = [Binding("escape,n", "answer(False)", "Cancel"), Binding("y", "answer(True)", "Yes")]
+
+    def __init__(self, title: str, text: str, yes: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Label(self.text, classes="dialog-text")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()  # Enter on a dialog that appeared by surprise does nothing harmful
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
 
 
 class QuitDialog(ModalScreen[str | None]):
@@ -29,7 +58,8 @@ class QuitDialog(ModalScreen[str | None]):
             yield Label("Quit frost-tui?", classes="dialog-title")
             yield Label(
                 f"{self.guests} guest(s) run here. Evict them to other peers first, or leave them "
-                "checkpointed here to resume when frost-tui starts again?"
+                "checkpointed here to resume when frost-tui starts again?",
+                classes="dialog-text",
             )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Evict first (e)", id="evict", variant="warning")

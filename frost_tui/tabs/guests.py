@@ -14,6 +14,9 @@ from frost_tui.widgets.live_table import LiveTable
 from frost_tui.widgets.redraw import update_static
 from frost_tui.tabs.pane import Pane
 
+# An evicted guest has the evict deadline (under a second) to checkpoint; one whose step is longer
+# is stopped and starts again from its last checkpoint. Work worth asking about before that: a minute.
+WORK_WORTH_ASKING_SECONDS = 60.0
 COLUMNS = ("Task", "Assignment", "Plugin", "Origin", "Progress", "CPU time", "At risk", "Memory", "State")
 
 
@@ -66,6 +69,18 @@ def guest_row(guest: GuestView) -> tuple:
         format_bytes(guest.memory_bytes),
         styled_state(guest.state),
     )
+
+
+def work_lost_by_evicting(guest: GuestView) -> str | None:
+    """What evicting this guest may throw away, said to the owner; None when that is little."""
+    if guest.checkpoint_bytes == 0:
+        return (f"{guest.task_id} has no checkpoint yet: unless it checkpoints within the evict deadline, "
+                f"its {format_duration(guest.cpu_seconds)} of CPU work start again from nothing elsewhere.")
+    if guest.cpu_since_checkpoint_seconds >= WORK_WORTH_ASKING_SECONDS:
+        return (f"{guest.task_id} last checkpointed {format_duration(guest.since_checkpoint_seconds)} ago: if its "
+                f"step does not end within the evict deadline, the "
+                f"{format_duration(guest.cpu_since_checkpoint_seconds)} of CPU work since then are lost.")
+    return None
 
 
 def describe_guest(guest: GuestView) -> Table:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from textual.widgets import Input, TabbedContent
 
 from tests.tui.conftest import run_ui, screen_text
+from tests.waiting import wait_in_app
 
 TAB_IDS = ("machine", "guests", "peers", "assignments", "plugins", "events", "settings")
 
@@ -142,3 +143,46 @@ def test_m_moves_the_selected_unit_to_a_chosen_peer(node):
     run_ui(node, scenario)
 
 
+
+
+def test_x_acts_only_on_the_guests_tab_and_asks_before_losing_work(node):
+    async def scenario(app, pilot):
+        await pilot.press("4", "x")  # the guest selected on the hidden Guests tab must not go
+        await pilot.pause()
+        assert len(node.snapshot().guests) == 3
+        assert "Evict a guest" in screen_text(app)  # the notice says where the guests are
+        await pilot.press("2", "down", "down", "x")  # b7e1a2c9-4.2: 1m20s of CPU since its checkpoint
+        await pilot.pause()
+        assert "1m20s of CPU work since then are lost" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(node.snapshot().guests) == 3
+        await pilot.press("x", "y")
+        await pilot.pause()
+        assert [g.task_id for g in node.snapshot().guests] == ["b7e1a2c9-4.0", "a91f3d20-5.1"]
+        await pilot.press("home", "x")  # 38 s since its checkpoint: goes without a question
+        await pilot.pause()
+        assert [g.task_id for g in node.snapshot().guests] == ["a91f3d20-5.1"]
+
+    run_ui(node, scenario)
+
+
+def test_palette_ranks_tabs_first_and_asks_before_evicting(node):
+    async def scenario(app, pilot):
+        await pilot.press("ctrl+p", *"Guests")
+        await wait_in_app(pilot, lambda: "Show Guests" in screen_text(app))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "guests"
+        assert len(node.snapshot().guests) == 3
+        await pilot.press("ctrl+p", *"Evict all")
+        await wait_in_app(pilot, lambda: "Evict all guests (e)" in screen_text(app))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "Evict all guests?" in screen_text(app)
+        assert len(node.snapshot().guests) == 3
+        await pilot.press("y")
+        await pilot.pause()
+        assert node.snapshot().guests == ()
+
+    run_ui(node, scenario)
