@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
@@ -38,6 +38,8 @@ class BalanceDecision:
     why: str
     task_id: str | None = None
     node_id: str | None = None
+    refusal: str = ""   # what the partners said when they refused (empty when nobody was asked or all agreed)
+    news: bool = False  # a move, a request, or a refusal that differs from the last one: worth an event
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class Balancer:
         self._previous: float | None = None
         self._backoff = 1
         self._retry_at = float("-inf")
+        self._last_refusal = ""
         self.last: BalanceDecision | None = None
 
     def note_arrival(self, task_id: str) -> None:
@@ -149,8 +152,23 @@ class Balancer:
             moved = decision.step is not Step.NOTHING
             self._backoff = backoff_after(moved, self._backoff)
             self._retry_at = now if moved else now + self._backoff * self.interval
-        self.last = decision
+        self.last = decision = self._judge_news(decision)
         return decision
+
+    def _judge_news(self, decision: BalanceDecision) -> BalanceDecision:
+        """A move or a request is news; a refusal only when it differs from the one before.
+
+        A peer that keeps refusing a guest (no room, owner away) is asked again every few rounds:
+        one event says so, and the next when the reason changes, not one every twenty seconds.
+        """
+        if decision.step is not Step.NOTHING:
+            self._last_refusal = ""
+            return replace(decision, news=True)
+        if not decision.refusal:
+            return decision
+        key = f"{decision.task_id}|{decision.refusal}"
+        news, self._last_refusal = key != self._last_refusal, key
+        return replace(decision, news=news)
 
     async def answer_request(self, requester: NodeView) -> BalanceDecision:
         """A peer asked for work and sent its current row: move it the guest that gains most, if any."""
@@ -206,6 +224,7 @@ class Balancer:
         """Query each ranked target afresh and send to the first whose answer still justifies the move."""
         assert chosen.unit is not None
         refusals = []
+        refused = []  # what the partners that were asked to take the guest answered
         for expected in chosen.destinations:
             fresh = await self._query(expected.node_id)
             if fresh is None:
@@ -220,8 +239,9 @@ class Balancer:
             if decision.step is Step.SEND:
                 return decision
             refusals.append(decision.why)
+            refused.append(decision.refusal)
         return BalanceDecision(now, Step.NOTHING, f"{chosen.why}; but " + "; ".join(refusals),
-                               task_id=chosen.unit.task_id)
+                               task_id=chosen.unit.task_id, refusal="; ".join(refused))
 
     async def _carry_out(self, chosen: Plan, destination: Destination, now: float) -> BalanceDecision:
         assert chosen.unit is not None
@@ -230,8 +250,9 @@ class Balancer:
             await self._move(task_id, destination.node_id)
         except FrostError as error:
             log.info("moving %s to %s failed: %s", task_id, destination.node_id, error.message)
-            return BalanceDecision(now, Step.NOTHING, f"{destination.node_id} refused {task_id}: {error.message}",
-                                   task_id=task_id, node_id=destination.node_id)
+            refusal = f"{destination.node_id} refused {task_id}: {error.message}"
+            return BalanceDecision(now, Step.NOTHING, refusal, task_id=task_id, node_id=destination.node_id,
+                                   refusal=refusal)
         return BalanceDecision(now, Step.SEND, f"{chosen.why}; {destination.explain()}", task_id=task_id,
                                node_id=destination.node_id)
 
@@ -247,5 +268,5 @@ class Balancer:
             await self._request_work(node_id)
         except FrostError as error:
             return BalanceDecision(now, Step.NOTHING, f"{chosen.why}; {node_id} refused: {error.message}",
-                                   node_id=node_id)
+                                   node_id=node_id, refusal=f"{node_id} refused: {error.message}")
         return BalanceDecision(now, Step.REQUEST, chosen.why, node_id=node_id)

@@ -67,8 +67,7 @@ class Migrator:
         last = self._supervisor.figures()
         state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
         refusal = await self._negotiate(hosted, destination, state_bytes)
-        if refusal is not None:
-            self._events.add("move", f"{task_id}: {destination[:8]} refused the move ({refusal}); it stays here")
+        if refusal is not None:  # whoever asked says so: the owner's move as its error, the balancer once per reason
             return Verdict(ok=False, reason=refusal)
         began = time.monotonic()
         hosted.change(Stay.MOVING)  # before the guest stops, so the host leaves its Evicted outcome to this move

@@ -687,9 +687,9 @@ class Node:
     # -- load balancing (FROST 5.2-5.4: the balancer decides, move() carries it out) ----------------------
 
     def _balanced(self, decision: BalanceDecision | None) -> None:
-        """A balancing round ended: a move or a request is news; the snapshot shows the last decision."""
-        if decision is not None and decision.step is not Step.NOTHING:
-            self.events.add("balance", decision.why)
+        """A balancing round ended: a move, a request or a new refusal is news; the snapshot shows the last decision."""
+        if decision is not None and decision.news:
+            self.events.add("balance", decision.why, severity="info" if decision.step is not Step.NOTHING else "warning")
         self.mark_changed()
 
     def _balance_inputs(self) -> BalanceInputs:

@@ -137,6 +137,28 @@ async def test_a_refused_move_is_explained_and_nothing_moves(autojump_clock):
     assert "refused t2: no room for 2 GB" in decision.why
 
 
+async def test_a_refusal_is_news_once_per_reason_not_every_round(autojump_clock):
+    node = overloaded()
+    node.refuse = "no room for 2 GB"
+    balancer = node.balancer(interval=10.0)
+    await balancer.step()
+    news = []
+    for _ in range(12):                 # two minutes of rounds; the peer keeps refusing
+        decision = await balancer.step()
+        if decision is not None:
+            news.append(decision.news)
+        await trio.sleep(10)
+    assert news.count(True) == 1 and len(news) > 2
+    node.refuse = "its owner is at the desk"
+    while (decision := await balancer.step()) is None:
+        await trio.sleep(10)
+    assert decision.news and "its owner is at the desk" in decision.why
+    node.refuse = None
+    while (decision := await balancer.step()) is None:
+        await trio.sleep(10)
+    assert decision.step is Step.SEND and decision.news
+
+
 async def test_a_guest_that_arrived_recently_stays_unless_the_owner_returns(autojump_clock):
     node = overloaded()
     node.guests = [guest("t2", 0.2)]
