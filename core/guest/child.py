@@ -1,7 +1,9 @@
 """The guest subprocess (`python -m frost_core.guest.child`): lower itself, then step one plugin unit.
 
-Order matters: priority, memory caps and confinement (confine.py) are set before the plugin file
-is even read, so no plugin code ever runs at a higher priority, without its cap or unconfined. The protocol runs on two
+Order matters: priority, memory caps and confinement (confine.py) are set before any plugin code
+runs, so none ever runs at a higher priority, without its cap, unconfined or as root: the plugin
+file and the modules it imports are read as the node's user (preload.py), then the child confines
+its files and drops its user and capabilities, then it executes the plugin. The protocol runs on two
 private pipe fds given on the command line; fd 1 and 2 belong to the plugin (its prints go to
 the node's event log), so a stray print cannot corrupt a frame.
 """
@@ -21,7 +23,8 @@ from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
 from frost_core.guest.confine import become_user, leave_network, restrict_files
-from frost_core.guest.priority import forbid_raising, lower_priority
+from frost_core.guest.preload import import_codecs, import_named_modules, read_plugin
+from frost_core.guest.priority import drop_capabilities, forbid_raising, lower_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
@@ -71,10 +74,13 @@ class GuestRunner:
     """
 
     def __init__(self, inbox: BinaryIO, outbox: BinaryIO, *, strict: bool = False,
-                 unconfined: tuple[str, ...] = ()) -> None:
+                 unconfined: tuple[str, ...] = (), user: tuple[int, int] | None = None) -> None:
         self.inbox = inbox
         self.outbox = outbox
         self.strict = strict
+        self.user = user
+        """The (uid, gid) to drop to before plugin code runs (a root node's guests); None keeps the node's."""
+        self.scratch_fd: int | None = None
         """Refuse to run plugin code with any confinement step failed (`guests.isolation = "strict"`)."""
         self.unconfined = list(unconfined)
         """The confinement steps that failed, as "name: why"."""
@@ -91,34 +97,48 @@ class GuestRunner:
         if not isinstance(start, GuestStart):
             raise ProtocolError(f"expected GuestStart, got {type(start).__name__}")
         self.address_space = start.address_space
-        self._settle_in(start)
+        try:
+            sources = self._settle_in(start)
+        except PluginError as error:
+            raise GuestFailure("plugin", error.message) from error
         self.max_state_bytes = start.max_state_bytes
         saved = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
         try:
             unit = WorkUnit.from_plain(decode_plain(start.unit, "work unit"))
-            plugin = load_plugin_file(start.plugin_path)
+            plugin = load_plugin_file(start.plugin_path, sources)
         except PluginError as error:
             raise GuestFailure("plugin", error.message) from error
         with unit_files(self):
             return self._run(start, plugin, unit, saved)
 
-    def _settle_in(self, start: GuestStart) -> None:
-        """Move into the unit's scratch folder, cap memory and confine files, before any state or plugin code is read."""
+    def _settle_in(self, start: GuestStart) -> dict[str, bytes]:
+        """Move into the unit's scratch folder, cap memory, read the plugin, confine files, drop the user: before any state
+        or plugin code is read. Returns the plugin's files, read while they could be."""
         scratch = Path(start.scratch)
         os.chdir(scratch)
+        self.scratch_fd = os.open(".", os.O_PATH | os.O_DIRECTORY)  # the guest's user may not pass the folders above
         os.environ.update(HOME=str(scratch), TMPDIR=str(scratch))
         steps = apply_memory_limits(start.address_space) if start.address_space > 0 else ()
         for name, outcome in steps:
             if outcome != "ok":
                 write_frame(self.outbox, GuestLog(level="warning", text=f"guest limit step {name}: {outcome}"))
+        sources = read_plugin(start.plugin_path)
+        plugin_root = Path(start.plugin_path).resolve()
+        import_named_modules(sources, plugin_root if plugin_root.is_dir() else plugin_root.parent)
+        confinement = []
         if start.readable:
-            outcome = restrict_files(start.readable, (str(scratch),))
+            confinement.append(("files", restrict_files(start.readable, (str(scratch),))))
+        become = (lambda: become_user(*self.user)) if self.user else None
+        confinement += drop_capabilities(become).steps
+        for name, outcome in confinement:
             if outcome != "ok":
-                self.unconfined.append(f"files: {outcome}")
-                write_frame(self.outbox, GuestLog(level="warning", text=f"guest confinement step files: {outcome}"))
+                if name in _CONFINEMENT:
+                    self.unconfined.append(f"{name}: {outcome}")
+                write_frame(self.outbox, GuestLog(level="warning", text=f"guest confinement step {name}: {outcome}"))
         if self.strict and self.unconfined:
             raise GuestFailure("isolation", "strict isolation: the guest could not confine itself: "
                                + "; ".join(self.unconfined))
+        return sources
 
     def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> int:
         if start.resume:
@@ -173,7 +193,8 @@ class GuestRunner:
                     raise GuestFailure("files", answer.reason)
                 raise FileNotFoundError(answer.reason)
             self.input_paths[name] = answer.path
-        return open(self.input_paths[name], "rb")
+        # A relative path is in the scratch folder (a root node's guest cannot pass the folders above it).
+        return open(self.input_paths[name], "rb", opener=lambda path, flags: os.open(path, flags, dir_fd=self.scratch_fd))
 
     def _wait_for_file(self, name: str) -> GuestFileReady | GuestFileRefused:
         while True:
@@ -253,13 +274,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="fail rather than run with a layer missing")
     args = parser.parse_args(argv)
     steps = lower_priority().steps + _leave_the_desk(args) + forbid_raising().steps
+    uid, _, gid = args.user.partition(":")
+    if args.user:
+        import_codecs()  # while it may still read the standard library, and before a warm spare is needed
     inbox = os.fdopen(args.read_fd, "rb", buffering=0)  # unbuffered, so select() sees every byte
     outbox = os.fdopen(args.write_fd, "wb")
     for name, outcome in steps:
         if outcome != "ok":
             write_frame(outbox, GuestLog(level="warning", text=f"guest start step {name}: {outcome}"))
     unconfined = tuple(f"{name}: {outcome}" for name, outcome in steps if name in _CONFINEMENT and outcome != "ok")
-    runner = GuestRunner(inbox, outbox, strict=args.strict, unconfined=unconfined)
+    runner = GuestRunner(inbox, outbox, strict=args.strict, unconfined=unconfined,
+                         user=(int(uid), int(gid)) if args.user else None)
     try:
         return runner.run()
     except GuestFailure as failure:
@@ -275,18 +300,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PROTOCOL
 
 
-_CONFINEMENT = ("network", "user")
+_CONFINEMENT = ("network", "files", "user")
 
 
 def _leave_the_desk(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    """The steps that need the node's privileges, so they come before `forbid_raising` drops them."""
-    steps = []
-    if args.no_network:
-        steps.append(("network", leave_network()))
-    if args.user:
-        uid, _, gid = args.user.partition(":")
-        steps.append(("user", become_user(int(uid), int(gid))))
-    return tuple(steps)
+    """The network namespace, made at once: it needs the node's privileges, which the guest drops once its unit is known."""
+    return (("network", leave_network()),) if args.no_network else ()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 Plugin code arrives from any cluster member, so the guest child confines itself before it loads
 that code: at start, while it still holds the node's privileges, it enters a network namespace
-of its own (nothing to connect to) and, on a root node, becomes an unprivileged user; after
-GuestStart names its scratch folder it restricts its file access with Landlock (unprivileged,
-Linux >= 5.13), which also forbids TCP (ABI 4) and signals to processes outside it (ABI 6).
+of its own (nothing to connect to); after GuestStart names its scratch folder and plugin, it
+reads the plugin (preload.py), restricts its file access with Landlock (unprivileged, Linux >=
+5.13; it also forbids TCP from ABI 4 and signals to processes outside it from ABI 6) and, on a
+root node, becomes an unprivileged user that owns only its scratch folder.
 Each step reports "ok" or why not, like the priority steps; the node decides whether a guest
 with a missing layer may run (`guests.isolation`).
 """
@@ -173,32 +174,19 @@ def guest_user() -> pwd.struct_passwd | None:
     return None
 
 
-def unreachable_for(path: str, uid: int, gid: int) -> str:
-    """The first folder on the way to `path` that `uid` may not pass ("" if it reaches it)."""
-    current = Path("/")
-    for part in Path(path).resolve().parts[1:]:
-        try:
-            info = current.stat()
-        except OSError:
-            return str(current)
-        if info.st_uid == uid:
-            allowed = info.st_mode & stat.S_IXUSR
-        elif info.st_gid == gid:
-            allowed = info.st_mode & stat.S_IXGRP
-        else:
-            allowed = info.st_mode & stat.S_IXOTH
-        if not allowed:
-            return str(current)
-        current = current / part
-    return ""
-
-
 def become_user(uid: int, gid: int) -> str:
-    """Drop to `uid`/`gid` with no supplementary groups (needs root): "ok" or why not."""
+    """Drop to `uid`/`gid` for good, real, effective and saved ids, no supplementary groups (needs root).
+
+    "ok" only once the kernel confirms each: a half-done switch (groups kept, a saved uid of 0
+    to switch back to) is reported as failed, never run with.
+    """
     try:
         os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
     except OSError as error:
         return f"failed: {error.strerror}"
+    if os.getgroups() or os.getresgid() != (gid, gid, gid) or os.getresuid() != (uid, uid, uid):
+        return (f"failed: the kernel kept uids {os.getresuid()}, gids {os.getresgid()}, "
+                f"groups {os.getgroups()}")
     return "ok"

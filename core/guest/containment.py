@@ -8,13 +8,19 @@ cgroups to the next node (`cgroups.remove_stale`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import shutil
+import stat
 from pathlib import Path
 
 from frost_core.guest.cgroups import GuestCgroup, GuestCgroups, open_guest_cgroups
 from frost_core.guest.confine import readable_paths
 from frost_core.guest.isolation import STRICT, IsolationReport, probe_isolation
 from frost_core.guest.views import GuestSettings, GuestTask
+
+INPUTS_FOLDER = "inputs"
+"""Where a guest running as another user finds its input files, in its scratch folder (see `hand_over`)."""
 
 
 class Containment:
@@ -51,6 +57,31 @@ class Containment:
         user = self.report().user
         if user.switch:
             os.chown(scratch, user.uid, user.gid)
+
+    def hand_over(self, path: Path, scratch: Path) -> str:
+        """Where the guest in `scratch` opens input file `path`: the node's path, or for a guest running as another user
+        (who may not pass the node's folders), a link to it or else a copy of it in its scratch folder, relative to it.
+
+        A hard link shares the file's owner and mode (the owner's files keep theirs), so it serves
+        only a file others may read on the same file system; anything else is copied and given
+        to the guest's user.
+        """
+        user = self.report().user
+        if not user.switch:
+            return str(path)
+        folder = scratch / INPUTS_FOLDER
+        folder.mkdir(exist_ok=True)
+        os.chown(folder, user.uid, user.gid)
+        target = folder / hashlib.sha256(str(path).encode()).hexdigest()[:32]
+        if not target.exists():
+            try:
+                if not path.stat().st_mode & stat.S_IROTH:
+                    raise PermissionError(f"{path} is not readable by others")
+                os.link(path, target)
+            except OSError:
+                shutil.copyfile(path, target)
+                os.chown(target, user.uid, user.gid)
+        return str(target.relative_to(scratch))
 
     def readable(self, task: GuestTask) -> tuple[str, ...]:
         """What `task`'s guest may read besides its scratch folder; () where Landlock is missing."""

@@ -4,7 +4,8 @@ Linux ranks autogroups (one per session) before niceness, so a plain nice-19 pro
 owner's terminal session still competes as an equal session. A guest therefore runs in its own
 session (the parent starts it with start_new_session=True), sets its autogroup to nice 19, its
 own nice to 19 and its policy to SCHED_IDLE. Then it gives up what would let it climb back:
-RLIMIT_NICE to the minimum, no_new_privs, and every capability (the node may run as root).
+RLIMIT_NICE to the minimum, no_new_privs, and every capability (the node may run as root; a
+root node's guest switches to an unprivileged user on the way, see `drop_capabilities`).
 Each step may be unavailable (another OS, an unprivileged container): it is reported and skipped.
 """
 
@@ -16,6 +17,7 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +74,7 @@ def enter_guest_priority() -> PriorityReport:
     """Lower this process to guest priority, then drop every way back up. Call before plugin code."""
     lowered = lower_priority()
     locked = forbid_raising()
-    return PriorityReport(lowered.steps + locked.steps)
+    return PriorityReport(lowered.steps + locked.steps + drop_capabilities().steps)
 
 
 def lower_priority() -> PriorityReport:
@@ -85,12 +87,24 @@ def lower_priority() -> PriorityReport:
 
 
 def forbid_raising() -> PriorityReport:
-    """RLIMIT_NICE to the minimum, no_new_privs, drop all capabilities (Linux; skipped elsewhere)."""
+    """RLIMIT_NICE to the minimum and no_new_privs (Linux; skipped elsewhere); capabilities stay for `drop_capabilities`."""
     return PriorityReport((
         ("rlimit_nice", _lock_nice_limit()),
         ("no_new_privs", _set_no_new_privs()),
-        ("capabilities", _drop_capabilities()),
     ))
+
+
+def drop_capabilities(become: Callable[[], str] | None = None) -> PriorityReport:
+    """Empty the capability bounding set, run `become` (the switch to the guests' user), then empty every other set.
+
+    The bounding set needs CAP_SETPCAP and the user switch CAP_SETUID, so both come before the
+    sets that hold those capabilities are emptied.
+    """
+    steps = [("capability_bound", _drop_bounding_set())]
+    if become is not None:
+        steps.append(("user", become()))
+    steps.append(("capabilities", _drop_capabilities()))
+    return PriorityReport(tuple(steps))
 
 
 def read_priority(pid: int) -> PriorityView:
@@ -197,18 +211,26 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _drop_capabilities() -> str:
-    """Empty the bounding, ambient, effective, permitted and inheritable sets."""
+def _drop_bounding_set() -> str:
+    """Empty the bounding and ambient sets: what a later exec could grant. "ok" also when unprivileged (nothing to drop)."""
     lib = libc()
-    if lib is None or not hasattr(lib, "capset"):
+    if lib is None:
         return "not available on this OS"
     for capability in range(_HIGHEST_CAPABILITY + 1):
         # Fails with EINVAL past the kernel's last capability and EPERM when unprivileged;
-        # either way the capset below still empties what this process holds.
+        # either way no_new_privs keeps an exec from granting any.
         if lib.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
             if ctypes.get_errno() == errno.EINVAL:
                 break
     lib.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    return "ok"
+
+
+def _drop_capabilities() -> str:
+    """Empty the effective, permitted and inheritable sets."""
+    lib = libc()
+    if lib is None or not hasattr(lib, "capset"):
+        return "not available on this OS"
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     if lib.capset(ctypes.byref(header), data) != 0:

@@ -23,6 +23,7 @@ import trio
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
 from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.containment import Containment
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
@@ -86,6 +87,7 @@ class GuestHost(Protocol):
     store: CheckpointStore
     on_checkpoint: Callable[[GuestTask, CheckpointRecord], None] | None
     open_input: Callable[[GuestTask, InputFile], Awaitable[Path]] | None
+    containment: Containment
 
     def next_request_id(self) -> int: ...
 
@@ -140,6 +142,7 @@ class RunningGuest:
         self.priority_floor: PriorityView | None = None
         self.cgroup: GuestCgroup | None = None
         """The guest's own cgroup (see containment.py); None where the machine offers none."""
+        self.scratch: Path | None = None
         self.fork_refusals = 0
 
     @property
@@ -204,6 +207,7 @@ class RunningGuest:
         process = self.process = child.process
         self.channel = child.channel
         self.cgroup = cgroup
+        self.scratch = scratch
         if paused and self.change(GuestPhase.PAUSED):
             self._freeze()
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
@@ -346,6 +350,13 @@ class RunningGuest:
         except FrostError as error:
             self.emit("error", f"input file {name}: {error.message}", "warning")
             return GuestFileRefused(name=name, reason=f"input file {name!r} is unavailable: {error.message}",
+                                    retryable=True)
+        assert self.scratch is not None
+        try:
+            path = await trio.to_thread.run_sync(self.host.containment.hand_over, path, self.scratch)
+        except OSError as error:
+            self.emit("error", f"input file {name}: cannot hand it to the guest: {error}", "warning")
+            return GuestFileRefused(name=name, reason=f"input file {name!r} could not be handed to the guest: {error}",
                                     retryable=True)
         self.emit("guest-log", f"input file {name} ready ({wanted.size} bytes)")
         return GuestFileReady(name=name, path=str(path))

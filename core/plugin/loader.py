@@ -6,7 +6,10 @@ does. `frost_core.plugin.registry` re-exports both functions.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import itertools
 import re
@@ -46,21 +49,31 @@ def content_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def load_plugin_file(path: str | Path) -> Plugin:
+def load_plugin_file(path: str | Path, sources: dict[str, bytes] | None = None) -> Plugin:
     """Import a plugin module (a .py file, or a folder with __init__.py) and return its `plugin`.
 
+    `sources` (resolved path -> bytes) serves the plugin's files from memory: a guest read them
+    before it became a user that may not read them (see `frost_core.guest.preload`).
     Raises PluginError naming the file and the reason: syntax error, failed import, an
     exception at import, no `plugin` object, or declarations that break the API.
     """
     path = Path(path).resolve()
     name = author_file_name(path)
-    if path.is_dir():
+    is_dir = str(path / "__init__.py") in sources if sources is not None else path.is_dir()
+    if is_dir:
         init = path / "__init__.py"
-        if not init.is_file():
+        if sources is None and not init.is_file():
             raise PluginError(f"{name}: a plugin folder needs an __init__.py")
-        spec = importlib.util.spec_from_file_location(_module_name(path), init, submodule_search_locations=[str(path)])
-    elif path.is_file() and path.suffix == ".py":
-        spec = importlib.util.spec_from_file_location(_module_name(path), path)
+        module_name = _module_name(path, is_dir=True)
+        loader = None if sources is None else _MemoryLoader(module_name, str(init), sources)
+        spec = importlib.util.spec_from_file_location(module_name, init, loader=loader,
+                                                      submodule_search_locations=[str(path)])
+        if sources is not None:
+            sys.meta_path.insert(0, _MemoryFinder(module_name, path, sources))
+    elif (str(path) in sources if sources is not None else path.is_file()) and path.suffix == ".py":
+        module_name = _module_name(path, is_dir=False)
+        loader = None if sources is None else _MemoryLoader(module_name, str(path), sources)
+        spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
     else:
         raise PluginError(f"{name}: not a .py file or a folder")
     assert spec is not None and spec.loader is not None
@@ -117,6 +130,45 @@ def code_files(folder: Path) -> list[Path]:
     ]
 
 
-def _module_name(path: Path) -> str:
-    stem = re.sub(r"\W", "_", path.stem if path.is_file() else path.name)
+def _module_name(path: Path, *, is_dir: bool) -> str:
+    stem = re.sub(r"\W", "_", path.name if is_dir else path.stem)
     return f"frost_plugin_{stem}_{next(_load_count)}"
+
+
+class _MemoryLoader(importlib.machinery.SourceFileLoader):
+    """Source from the bytes read earlier, never from disk; no byte-code cache (no file times to check it by)."""
+
+    def __init__(self, fullname: str, path: str, sources: dict[str, bytes]) -> None:
+        super().__init__(fullname, path)
+        self.sources = sources
+
+    def get_data(self, path: str) -> bytes:
+        try:
+            return self.sources[path]
+        except KeyError:
+            raise OSError(errno.ENOENT, "not among the plugin files read before the guest dropped its user",
+                          path) from None
+
+    def path_stats(self, path: str) -> dict:
+        raise OSError(errno.ENOENT, "plugin files served from memory have no times", path)
+
+
+class _MemoryFinder(importlib.abc.MetaPathFinder):
+    """Finds the submodules of a plugin folder among the bytes read earlier (its folder may be closed now)."""
+
+    def __init__(self, name: str, root: Path, sources: dict[str, bytes]) -> None:
+        self.name = name
+        self.root = root
+        self.sources = sources
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(self.name + "."):
+            return None
+        parts = fullname.split(".")[1:]
+        package = self.root.joinpath(*parts)
+        for file, locations in ((package / "__init__.py", [str(package)]), (package.with_suffix(".py"), None)):
+            if str(file) in self.sources:
+                return importlib.util.spec_from_file_location(
+                    fullname, file, loader=_MemoryLoader(fullname, str(file), self.sources),
+                    submodule_search_locations=locations)
+        return None

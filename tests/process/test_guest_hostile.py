@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 import textwrap
 
@@ -66,9 +67,13 @@ HOSTILE = HEADER + textwrap.dedent(
             attempt("send to 127.0.0.1", send)
             attempt("signal the node", lambda: os.kill(target["node_pid"], signal.SIGCONT))
             attempt("raise its priority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 0))
+            attempt("leave SCHED_IDLE", lambda: os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)))
+            attempt("take a real-time policy", lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)))
+            attempt("become root again", lambda: os.setuid(0))
             attempt("fork past pids.max", fork_past_limit)
             attempt("write in scratch", lambda: write("mine.txt"))  # its own folder stays usable
-            return Done({"attempts": attempts, "interfaces": [name for _, name in socket.if_nameindex()]})
+            return Done({"attempts": attempts, "interfaces": [name for _, name in socket.if_nameindex()],
+                         "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups()})
 
         def progress(self, state):
             return 0.0
@@ -119,6 +124,7 @@ async def test_a_hostile_guest_fails_at_every_escape_and_the_node_and_other_gues
                 nursery.start_soon(run, honest)
                 nursery.start_soon(run, hostile)
                 await wait_until(lambda: len(outcomes) == 2, timeout=60, what="both guests to end")
+            isolation = guests.isolation().lines()
         finally:
             guests.close()
         assert isinstance(outcomes[honest.task_id], Completed)  # the other guest ran on, undisturbed
@@ -128,12 +134,18 @@ async def test_a_hostile_guest_fails_at_every_escape_and_the_node_and_other_gues
         report = outcome.value()
         attempts = report["attempts"]
         for name in ("read cluster.key", "read a file in the home", "list the home", "write outside scratch",
-                     "connect to 127.0.0.1", "signal the node", "raise its priority"):
+                     "connect to 127.0.0.1", "signal the node", "raise its priority", "leave SCHED_IDLE",
+                     "take a real-time policy", "become root again"):
             assert attempts[name].startswith("refused: PermissionError"), (name, attempts[name])
         assert attempts["send to 127.0.0.1"].startswith("refused: OSError: Network is unreachable")
         assert attempts["fork past pids.max"].startswith("refused: BlockingIOError")
         assert attempts["write in scratch"] == "allowed"
         assert report["interfaces"] == ["lo"]  # a network namespace of its own, its loopback down
+        # A root node's guest ran all this as an unprivileged user, with no way back, and the report says which.
+        nobody = pwd.getpwnam("nobody")
+        assert report["uids"] == [nobody.pw_uid] * 3 and report["gids"] == [nobody.pw_gid] * 3, report
+        assert report["groups"] == []
+        assert f"user: uid {nobody.pw_uid} (nobody)" in isolation
         # Nothing got out: no connection, no datagram, no planted file.
         assert not os.path.exists(target["outside"])
         for sock in (listener, udp):
