@@ -65,6 +65,7 @@ from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import declared_inputs, parse_params
 from frost_core.plugin.calls import split_units
+from frost_core.plugin.limits import check_file_name
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.plugin.registry import PluginInfo, PluginRegistry
 from frost_core.api.snapshot import NodeSnapshot, ResourceSample
@@ -365,6 +366,8 @@ class Node:
         units = await split_units(info, params)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
+        for name in inputs:  # a bad name is the owner's typo to fix first, before what is missing
+            check_file_name(name, "input file")
         missing = [name for name in declared_inputs(info, params) if name not in inputs]
         if missing:
             raise ConfigError(f"{info.name} opens the input file {missing[0]!r}, but no file was given for it",

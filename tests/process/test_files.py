@@ -25,7 +25,9 @@ def test_output_files_reach_the_master_bit_identical_to_a_local_run(single_node,
     inputs = write_inputs(tmp_path / "inputs")
     reference_dir = tmp_path / "reference"
     reference = run_locally(load_plugin_file(PLUGINS / "grep.py"), PARAMS, inputs=inputs, output_dir=reference_dir)
-    node = single_node()
+    # Not about the owner: the grep must run while other work loads this machine, which the default
+    # `share` policy would rightly take for a busy owner.
+    node = single_node('\n[owner]\npolicy = "always"\n')
     report = tmp_path / "grep.json"
     node.cli("submit", "grep", *[f"--param={k}={v}" for k, v in PARAMS.items()],
              *[f"--input={name}={path}" for name, path in inputs.items()], "--wait", "--output", str(report))
