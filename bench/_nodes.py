@@ -31,6 +31,9 @@ suspicion_min = 3
 # Node benchmarks measure moves and throughput, not the owner: the nodes share this machine and
 # would take one another for a busy owner. bench/sim_owner_reaction.py and bench/owner_* measure it.
 policy = "always"
+# A benchmark's evictions send a unit back the way it came at once: the owner's send-away (a unit the
+# owner evicted stays off that machine for evict_hold seconds) would leave it nowhere to run.
+evict_hold = 0
 
 [guests]
 cpus = 1
