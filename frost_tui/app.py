@@ -25,6 +25,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
 
 from frost_core import (
     AddPlugin,
+    CancelAssignment,
     Command,
     Config,
     EvictGuests,
@@ -40,13 +41,12 @@ from frost_core import (
 )
 
 from frost_tui.tabs.assignments import AssignmentsPane
-from frost_tui.dialogs.small import ConfirmDialog, MoveDialog, PathDialog, QuitDialog
+from frost_tui.dialogs.small import ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
 from frost_tui.dialogs.help import HelpScreen
 from frost_tui.tabs.machine import MachinePane
 from frost_tui.tabs.pane import Pane
-from frost_tui.tabs.peers import COLUMNS as PEER_COLUMNS
 from frost_tui.tabs.peers import PeersPane
 from frost_tui.tabs.plugins import PluginsPane
 from frost_tui.tabs.settings import SettingsPane
@@ -65,6 +65,7 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
 )
 STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
+    "cancel_assignment",
 })
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 # Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
@@ -96,6 +97,8 @@ class FrostApp(App[int]):
         Binding("s", "submit", "Submit"),
         Binding("l", "load_plugin", "Load plugin"),
         Binding("m", "move", "Move"),
+        Binding("c", "cancel_assignment", "Cancel", show=False),
+        Binding("enter", "details", "Details", show=False),
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
         Binding("slash", "filter", "Filter"),
@@ -281,6 +284,8 @@ class FrostApp(App[int]):
             PaletteCommand("Submit an assignment (s)", "Run a plugin across the cluster", self.action_submit),
             PaletteCommand("Load a plugin (l)", "Add a plugin file", self.action_load_plugin),
             PaletteCommand("Move unit to a peer (m)", "Migrate the selected unit", self.action_move),
+            PaletteCommand("Cancel assignment (c)", "Stop the assignment selected on Assignments (asks first)",
+                           self.action_cancel_assignment),
             PaletteCommand("Save result (w)", "Copy the selected assignment's result", self.action_save_result),
         ]
 
@@ -384,6 +389,28 @@ class FrostApp(App[int]):
             return None, None
         return unit.task_id, unit.host
 
+    def action_cancel_assignment(self) -> None:
+        """c on Assignments: stop the selected running assignment, after a question."""
+        if self.query_one(TabbedContent).active != "assignments":
+            self.notify("c cancels the assignment selected on the Assignments tab: press 4 to see them.",
+                        title="Cancel an assignment")
+            return
+        assignment = self.query_one(AssignmentsPane).selected_assignment()
+        if assignment is None or assignment.state != "running":
+            self.notify("Select a running assignment first.", title="Nothing to cancel", severity="warning")
+            return
+        done = sum(1 for u in assignment.units if u.state == "done")
+        self._confirm(f"Cancel {assignment.id}?",
+                      f"{assignment.id} ({assignment.plugin}) stops: {len(assignment.units) - done} unfinished unit(s) "
+                      f"are stopped wherever they run and their work is thrown away; {done} finished unit(s) "
+                      "give no result.", "Cancel assignment",
+                      lambda: self.send(CancelAssignment(assignment_id=assignment.id)))
+
+    def action_details(self) -> None:
+        details = self.active_pane().details()
+        if details is not None:
+            self.push_screen(DetailsDialog(*details))
+
     def action_save_result(self) -> None:
         assignment = self.query_one(AssignmentsPane).selected_assignment()
         if assignment is None or assignment.state != "done" or not assignment.result_path:
@@ -422,8 +449,10 @@ class FrostApp(App[int]):
             self.notify("Filtering works on Peers (3) and Events (6).", title="No filter here")
 
     def action_sort_peers(self) -> None:
-        pane = self.query_one(PeersPane)
-        pane.sort_by((pane._sort_column + 1) % len(PEER_COLUMNS))
+        if self.query_one(TabbedContent).active != "peers":
+            self.notify("o sorts the Peers table: press 3 to see it.", title="Sort")
+            return
+        self.query_one(PeersPane).sort_by_next()
 
     def action_save_settings(self) -> None:
         self.query_one(SettingsPane).request_save()
@@ -433,7 +462,8 @@ class FrostApp(App[int]):
         self.notify(", ".join(f"{k} = {v}" for k, v in message.command.values.items()), title="Saving settings")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        tab = self.query_one(TabbedContent).active
+        self.push_screen(HelpScreen(tab, {tab_id: f"{label[2:]} ({label[0]})" for tab_id, label, _ in TABS}))
 
     def action_next_node(self) -> None:
         self.node.next_target()

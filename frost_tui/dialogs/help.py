@@ -1,4 +1,4 @@
-"""The `?` help screen: every key, what it does, and what the state words mean."""
+"""The `?` help screen: every key (the current tab's first), what it does, and what the state words mean."""
 
 from __future__ import annotations
 
@@ -9,26 +9,45 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-KEYS: tuple[tuple[str, str], ...] = (
-    ("p", "pause hosting at once / resume"),
-    ("e", "evict every guest now: checkpoint and send each one away (no confirmation)"),
-    ("x", "evict the selected guest (Guests tab only); asks when work since its checkpoint would be lost"),
-    ("f", "finish the current guests, then pause"),
-    ("s", "submit an assignment"),
-    ("l", "load a plugin from a file"),
-    ("m", "move the selected unit (Assignments) or guest (Guests) to a peer you choose"),
-    ("w", "save the selected assignment's result to a file"),
+KEYS: tuple[tuple[str, str], ...] = (  # on every tab
     ("1 … 7", "This machine, Guests, Peers, Assignments, Plugins, Events, Settings (in a text field a digit is "
               "text: press escape first)"),
-    ("/", "filter the table (Peers, Events)"),
     ("escape", "leave a field; clear and leave the filter; close a dialog"),
-    ("o", "sort the peers by the next column (or click a column header)"),
-    ("ctrl+s", "save settings (Settings tab)"),
-    ("ctrl+p", "command palette"),
+    ("p", "pause hosting at once / resume"),
+    ("e", "evict every guest now: checkpoint and send each one away (no confirmation)"),
+    ("f", "finish the current guests, then pause"),
+    ("s", "submit an assignment; the Assignments tab then shows it selected"),
+    ("l", "load a plugin from a file"),
+    ("ctrl+p", "command palette (tabs first; evicting and cancelling ask first)"),
     ("q", "quit, asking whether to evict guests first or keep them checkpointed"),
     ("ctrl+q / ctrl+c", "quit now, keeping guests checkpointed"),
     ("?", "this help"),
 )
+# The keys that act on what a tab shows, by tab id: they work only there.
+TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "guests": (
+        ("↑ ↓", "select a guest"),
+        ("enter", "everything about the selected guest"),
+        ("x", "evict the selected guest; asks when work since its checkpoint would be lost"),
+        ("m", "move the selected guest to a peer you choose"),
+    ),
+    "peers": (
+        ("↑ ↓", "select a peer"),
+        ("enter", "everything about the selected peer"),
+        ("/", "filter the peers (escape clears the filter)"),
+        ("o", "sort by the next column; a click on a header sorts by it, a second click reverses"),
+    ),
+    "assignments": (
+        ("↑ ↓ tab", "select an assignment, tab to its units"),
+        ("enter", "the selected assignment (or unit) in full"),
+        ("c", "cancel the selected assignment (asks first)"),
+        ("m", "move the selected unit (a running one) to a peer you choose"),
+        ("w", "save the selected assignment's result to a file"),
+    ),
+    "plugins": (("↑ ↓", "select a plugin"),),
+    "events": (("↑ ↓", "select an event"), ("/", "filter the events (escape clears the filter)")),
+    "settings": (("tab", "next field"), ("ctrl+s", "save settings")),
+}
 
 STATES: tuple[tuple[str, str], ...] = (
     ("hosting", "guests run here at the lowest priority"),
@@ -41,12 +60,32 @@ STATES: tuple[tuple[str, str], ...] = (
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys of the tab in view first, then the ones that work everywhere, then the other tabs'."""
+
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def __init__(self, tab_id: str, tab_titles: dict[str, str]) -> None:
+        super().__init__()
+        self.tab_id = tab_id
+        self.tab_titles = tab_titles
 
     def compose(self) -> ComposeResult:
         keys = Table("Key", "Action", box=None, padding=(0, 2), header_style="bold")
+        here = TAB_KEYS.get(self.tab_id, ())
+        if here:
+            keys.add_row(f"[b]On {self.tab_titles[self.tab_id]}[/b]", "")
+            for key, action in here:
+                keys.add_row(key, action)
+            keys.add_row("", "")
+        keys.add_row("[b]Everywhere[/b]", "")
         for key, action in KEYS:
             keys.add_row(key, action)
+        for tab_id, tab_keys in TAB_KEYS.items():
+            if tab_id != self.tab_id:
+                keys.add_row("", "")
+                keys.add_row(f"[b]On {self.tab_titles[tab_id]}[/b]", "")
+                for key, action in tab_keys:
+                    keys.add_row(key, action)
         states = Table("State", "Meaning", box=None, padding=(0, 2), header_style="bold")
         for state, meaning in STATES:
             states.add_row(state, meaning)

@@ -1,14 +1,15 @@
-"""Small modal dialogs with typed results: confirm, quit, load plugin, move a unit, save a result."""
+"""Small modal dialogs with typed results: confirm, details, quit, load plugin, move a unit, save a result."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList
+from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from frost_core import PeerView
@@ -41,6 +42,23 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class DetailsDialog(ModalScreen[None]):
+    """Everything known about one row, in full (k9s's describe); escape or enter closes it."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
+
+    def __init__(self, title: str, body: RenderableType) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.body, classes="dialog-text")
+            yield Label("Press escape to close.", classes="setting-doc")
 
 
 class QuitDialog(ModalScreen[str | None]):

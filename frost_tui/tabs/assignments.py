@@ -59,6 +59,19 @@ class AssignmentsPane(Pane):
             return None
         return next((u for u in assignment.units if u.task_id == key), None)
 
+    def details(self) -> tuple[str, Group] | None:
+        """The unit under the cursor when the units table has the keys, else the assignment."""
+        assignment = self.selected_assignment()
+        if assignment is None:
+            return None
+        unit = self.selected_unit()
+        if unit is not None and self.query_one("#units-table", LiveTable).has_focus:
+            return f"Unit {unit.task_id}", describe_unit(unit)
+        units = Text("\n".join(f"{u.task_id}  {u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
+                               for u in assignment.units))
+        return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
+            describe_result(assignment), Text(""), units)
+
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         if event.table.id == "assignments-table":
             self._show_units()
@@ -107,6 +120,21 @@ def unit_row(unit: UnitView) -> tuple:
         str(unit.failures),
         Text(unit.error, style="red") if unit.error else Text(unit.waiting, style="yellow"),
     )
+
+
+def describe_unit(unit: UnitView) -> Group:
+    eta = format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—"
+    lines = [
+        Text.assemble(("State  ", "bold"), styled_state(unit.state)),
+        Text.assemble(("Runs on  ", "bold"), unit.host_name or "—", f"  {unit.host[:8]}" if unit.host else ""),
+        Text.assemble(("Progress  ", "bold"), progress_bar(unit.progress, width=20), f"  ETA {eta}"),
+        Text.assemble(("Moves  ", "bold"), str(unit.moves), ("   Failures  ", "bold"), str(unit.failures)),
+    ]
+    if unit.error:
+        lines.append(Text.assemble(("Error  ", "bold red"), unit.error))
+    if unit.waiting:
+        lines.append(Text.assemble(("Why waiting  ", "bold yellow"), unit.waiting))
+    return Group(*lines)
 
 
 def describe_result(assignment: AssignmentView) -> Group:

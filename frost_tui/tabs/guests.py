@@ -40,6 +40,10 @@ class GuestsPane(Pane):
         key = self.query_one(LiveTable).selected_key()
         return self._guests.get(key) if key else None
 
+    def details(self) -> tuple[str, Table] | None:
+        guest = self.selected_guest()
+        return (f"Guest {guest.task_id}", describe_guest(guest)) if guest else None
+
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import RenderableType
 from textual.containers import Vertical
 from textual.widgets import Input
 
@@ -31,6 +32,10 @@ class Pane(Vertical):
             if box.id and box.id.endswith("-filter"):
                 box.value = ""
         self.focus_main()
+
+    def details(self) -> tuple[str, RenderableType] | None:
+        """Enter: a title and everything known about the selected row; None when nothing is selected."""
+        return None
 
     def focus_filter(self) -> bool:
         """Put the cursor in this tab's filter box; False when the tab has none."""

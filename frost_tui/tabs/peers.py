@@ -16,18 +16,20 @@ from frost_tui.tabs.pane import Pane
 
 COLUMNS = ("Name", "Address", "State", "Available", "CPUs", "Free memory", "Guests", "Mode", "Last heard", "RTT")
 RECENTLY_HEARD_SECONDS = 3.0
-# How each column sorts: a key function of the peer, so sorting uses numbers, not their text.
+# How each column sorts first: a key function of the peer (numbers, not their text), and whether
+# that order is descending (most available first); sorting by the same column again reverses it.
 SORT_KEYS = (
-    lambda p: p.name.lower(),
-    lambda p: p.address,
-    lambda p: ("alive", "suspect", "dead", "left").index(p.state) if p.state in ("alive", "suspect", "dead", "left") else 9,
-    lambda p: -p.available,
-    lambda p: -p.cpus,
-    lambda p: -p.free_memory,
-    lambda p: -p.guests,
-    lambda p: p.mode,
-    lambda p: -p.last_seen,
-    lambda p: p.rtt_ms if p.rtt_ms is not None else float("inf"),
+    (lambda p: p.name.lower(), False),
+    (lambda p: p.address, False),
+    (lambda p: ("alive", "suspect", "dead", "left").index(p.state) if p.state in ("alive", "suspect", "dead", "left")
+     else 9, False),
+    (lambda p: p.available, True),
+    (lambda p: p.cpus, True),
+    (lambda p: p.free_memory, True),
+    (lambda p: p.guests, True),
+    (lambda p: p.mode, False),
+    (lambda p: p.last_seen, True),
+    (lambda p: p.rtt_ms if p.rtt_ms is not None else float("inf"), False),
 )
 
 
@@ -38,6 +40,7 @@ class PeersPane(Pane):
         super().__init__(**kwargs)
         self._peers: dict[str, PeerView] = {}
         self._sort_column = 3
+        self._descending = SORT_KEYS[3][1]
         self._snapshot: NodeSnapshot | None = None
         self._now = 0.0
         self._rows: dict[str, tuple[tuple, tuple]] = {}  # node id -> (what the row shows, the row)
@@ -52,10 +55,12 @@ class PeersPane(Pane):
         self._peers = {p.node_id: p for p in snapshot.peers}
         needle = self.query_one("#peers-filter", Input).value.strip().lower()
         peers = [p for p in snapshot.peers if matches(p, needle)]
-        peers.sort(key=SORT_KEYS[self._sort_column])
+        peers.sort(key=SORT_KEYS[self._sort_column][0], reverse=self._descending)
         table = self.query_one(LiveTable)
+        table.show_sort(self._sort_column, self._descending)
         table.show_rows([(p.node_id, self._row(p, now)) for p in peers])
-        subtitle = f"{len(peers)} of {len(snapshot.peers)} · sorted by {COLUMNS[self._sort_column]}"
+        way = "descending" if self._descending else "ascending"
+        subtitle = f"{len(peers)} of {len(snapshot.peers)} · sorted by {COLUMNS[self._sort_column]}, {way}"
         if table.border_subtitle != subtitle:  # setting it repaints the whole table, even to the same text
             table.border_subtitle = subtitle
         self._show_detail()
@@ -78,8 +83,19 @@ class PeersPane(Pane):
         return True
 
     def sort_by(self, column: int) -> None:
-        self._sort_column = column
+        """Sort by this column in its natural order; by the same column again, the other way round."""
+        if column == self._sort_column:
+            self._descending = not self._descending
+        else:
+            self._sort_column, self._descending = column, SORT_KEYS[column][1]
         self._redraw()
+
+    def sort_by_next(self) -> None:
+        self.sort_by((self._sort_column + 1) % len(COLUMNS))
+
+    def details(self) -> tuple[str, Table] | None:
+        peer = self.selected_peer()
+        return (f"Peer {peer.name}", describe_peer(peer_facts(peer, self._now))) if peer else None
 
     def selected_peer(self) -> PeerView | None:
         key = self.query_one(LiveTable).selected_key()

@@ -91,6 +91,7 @@ class LiveTable(ScrollView, can_focus=True):
     def __init__(self, *columns: str, zebra_stripes: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         self.columns = tuple(columns)
+        self.titles = self.columns  # what the header shows: a column's title, with ▲/▼ when sorted by it
         self.zebra_stripes = zebra_stripes
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
@@ -115,6 +116,17 @@ class LiveTable(ScrollView, can_focus=True):
             self.cursor_row = self._keys.index(key)
         else:
             self._pending_key = key
+
+    def show_sort(self, column: int, descending: bool) -> None:
+        """Mark the column the rows are sorted by, and which way, in the header."""
+        titles = tuple(f"{title} {'▼' if descending else '▲'}" if index == column else title
+                       for index, title in enumerate(self.columns))
+        if titles != self.titles:
+            self.titles = titles
+            self._header_widths = _measure(titles)
+            self._lines.pop(_HEADER_KEY, None)
+            self.show_rows([(key, self._cells[key]) for key in self._keys])
+            self.refresh()
 
     def row_text(self, key: str) -> tuple[str, ...]:
         """The plain text of a row's cells, as the owner reads them."""
@@ -240,7 +252,7 @@ class LiveTable(ScrollView, can_focus=True):
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
         if y == 0:
-            key, style, cells = _HEADER_KEY, self._styles["header"], self.columns
+            key, style, cells = _HEADER_KEY, self._styles["header"], self.titles
         else:
             row = y - 1 + scroll_y
             if row >= len(self._keys):

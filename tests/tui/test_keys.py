@@ -85,19 +85,26 @@ def test_a_submit_from_any_tab_shows_the_new_assignment_selected(node):
     run_ui(node, scenario)
 
 
-def test_o_and_header_clicks_sort_peers(node):
+def test_o_and_header_clicks_sort_peers_showing_column_and_direction(node):
     async def scenario(app, pilot):
         await pilot.press("3")
         await pilot.pause()
-        assert "sorted by Available" in screen_text(app)
+        assert "sorted by Available, descending" in screen_text(app)
+        assert "Available ▼" in screen_text(app)
         await pilot.press("o")
         await pilot.pause()
-        assert "sorted by CPUs" in screen_text(app)
+        assert "sorted by CPUs, descending" in screen_text(app)
+        assert "CPUs ▼" in screen_text(app) and "Available ▼" not in screen_text(app)
         await pilot.click("#peers-table", offset=(3, 1))  # the Name header
         await pilot.pause()
         text = screen_text(app)
-        assert "sorted by Name" in text
+        assert "sorted by Name, ascending" in text and "Name ▲" in text
         assert text.index("ada ") < text.index("babbage") < text.index("curie")
+        await pilot.click("#peers-table", offset=(3, 1))  # again: the other way round
+        await pilot.pause()
+        text = screen_text(app)
+        assert "sorted by Name, descending" in text and "Name ▼" in text
+        assert text.index("curie") < text.index("babbage") < text.index("ada ")
 
     run_ui(node, scenario)
 
@@ -184,5 +191,57 @@ def test_palette_ranks_tabs_first_and_asks_before_evicting(node):
         await pilot.press("y")
         await pilot.pause()
         assert node.snapshot().guests == ()
+
+    run_ui(node, scenario)
+
+
+def test_c_cancels_the_selected_assignment_after_asking(node):
+    async def scenario(app, pilot):
+        await pilot.press("c")  # not on Assignments: nothing is cancelled
+        await pilot.pause()
+        assert "Cancel an assignment" in screen_text(app)
+        await pilot.press("4", "c")  # f00dfeed-7, running
+        await pilot.pause()
+        assert "Cancel f00dfeed-7?" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert node.snapshot().assignments[0].state == "running"
+        await pilot.press("c", "y")
+        await pilot.pause()
+        assert node.snapshot().assignments[0].state == "cancelled"
+        assert "cancelled" in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_enter_opens_the_selected_row_in_full(node):
+    async def scenario(app, pilot):
+        await pilot.press("2", "down", "enter")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Guest a91f3d20-5.1" in text and "Press escape to close" in text
+        await pilot.press("escape", "3", "enter")
+        await pilot.pause()
+        assert f"Peer {app.query_one('PeersPane').selected_peer().name}" in screen_text(app)
+        await pilot.press("escape", "4", "enter")
+        await pilot.pause()
+        assert "Assignment f00dfeed-7 (raytrace, running)" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "Press escape to close" not in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_question_mark_lists_the_keys_of_the_tab_in_view_first(node):
+    async def scenario(app, pilot):
+        await pilot.press("2", "question_mark")
+        await pilot.pause()
+        text = screen_text(app)
+        assert text.index("On Guests (2)") < text.index("evict the selected guest") < text.index("Everywhere")
+        await pilot.press("escape", "4", "question_mark")
+        await pilot.pause()
+        text = screen_text(app)
+        assert text.index("On Assignments (4)") < text.index("cancel the selected assignment") < text.index("Everywhere")
 
     run_ui(node, scenario)
