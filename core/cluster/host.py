@@ -109,10 +109,17 @@ class Hosted:
     stay: Stay = Stay.RUNNING
     checkpoints: int = 0
     replicating: bool = False             # a replica of one of its checkpoints is on its way
+    checkpoint: tuple[int, float] = (0, 0.0)   # its newest checkpoint taken here: (seq, the progress it holds)
 
     @property
     def master(self) -> str:
         return self.spec.master
+
+    def status(self) -> UnitStatus:
+        """How far it got, at what CPU, and from which checkpoint it would resume, as its master hears it."""
+        seq, progress = self.checkpoint
+        return UnitStatus(self.task.task_id, self.task.epoch, self.progress, self.cpu_seconds,
+                          checkpoint_seq=seq, checkpoint_progress=progress)
 
     @property
     def leaving(self) -> bool:
@@ -289,8 +296,7 @@ class HostService:
     async def holdings(self, master: str) -> Holdings:
         """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
         self._note_figures()
-        running = tuple(UnitStatus(task_id, h.task.epoch, h.progress, h.cpu_seconds)
-                        for task_id, h in self._hosted.items() if h.master == master)
+        running = tuple(h.status() for h in self._hosted.values() if h.master == master)
         owed = await self._blocking(self._outbox.entries)
         return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
 
@@ -420,11 +426,10 @@ class HostService:
         """Tell each master which of its units run here; stop the copies it no longer wants."""
         self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
-        for task_id, hosted in self._hosted.items():
+        for hosted in self._hosted.values():
             if hosted.leaving:
                 continue
-            by_master[hosted.master].append(UnitStatus(task_id, hosted.task.epoch, hosted.progress,
-                                                       hosted.cpu_seconds))
+            by_master[hosted.master].append(hosted.status())
         for master, units in by_master.items():
             try:
                 stop = await self._links.master(master).host_report(self.node_id, tuple(units))
@@ -447,7 +452,11 @@ class HostService:
     def on_checkpoint(self, task: GuestTask, record: CheckpointRecord) -> None:
         """Send every Nth checkpoint to the unit's master (never blocks the guest; one at a time per unit)."""
         hosted = self._hosted.get(task.task_id)
-        if hosted is None or hosted.master == self.node_id or self._nursery is None:
+        if hosted is None:
+            return
+        self._note_figures()
+        hosted.checkpoint = (record.seq, hosted.progress)
+        if hosted.master == self.node_id or self._nursery is None:
             return
         if hosted.stay is not Stay.RUNNING:
             # A capture for a move goes with the move: to the master, were it sent there too, it

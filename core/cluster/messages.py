@@ -121,6 +121,8 @@ class UnitStatus:
     epoch: int
     progress: float
     cpu_seconds: float = 0.0    # CPU this copy's guest process has used on its host (what waste is counted in)
+    checkpoint_seq: int = 0     # its newest checkpoint on its host (0: none yet): where it would resume
+    checkpoint_progress: float = 0.0   # the progress that checkpoint holds
 
 
 @register
@@ -292,8 +294,8 @@ class HoldingsQuery(Message):
 @register
 @dataclasses.dataclass(frozen=True)
 class Holdings(Message):
-    """Host -> master: its copies of the master's units still running (with their progress), and the
-    finished ones whose result or failure waits in its outbox, each as (task id, epoch)."""
+    """Host -> master: its copies of the master's units still running (with their progress and newest
+    checkpoint), and the finished ones whose result or failure waits in its outbox, each as (task id, epoch)."""
 
     CODE = MessageCode.HOLDINGS
     MAX_SIZE = 256 * 1024

@@ -116,6 +116,7 @@ class MasterScheduler:
         self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
         self._reconciling: set[str] = set()                  # hosts being asked what they hold
+        self._kept_older: set[tuple[str, int]] = set()       # (task id, epoch): an older copy further along, let run
         self.reach = Reach(events, clock)
         self._combining: set[str] = set()
         self._wake = trio.Event()
@@ -279,11 +280,41 @@ class MasterScheduler:
                 current = False
             if current:
                 self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds)
-            else:
+            elif not self._worth_keeping(host, status):
                 stop.append(status.task_id)
                 self._count_stopped(status.task_id, status.epoch, progress, now)
         self._on_change()
         return tuple(stop)
+
+    def _worth_keeping(self, host: str, status: UnitStatus) -> bool:
+        """Whether an older copy, no longer the one that counts, should run on rather than be stopped.
+
+        So it should when its host holds a newer checkpoint of the unit than any this master could
+        restart it from, and that checkpoint is further along than the copy that counts now (placed
+        again from an older one while this copy was out of reach): the first complete result wins.
+        """
+        key = (status.task_id, status.epoch)
+        assignment_id, index = split_task_id(status.task_id)
+        try:
+            unit = self._store.unit(assignment_id, index)
+        except UnknownAssignmentError:
+            return False
+        if unit.state != "running" or unit.epoch <= status.epoch:
+            self._kept_older.discard(key)
+            return False
+        if key in self._kept_older:
+            return True
+        replica_seq, _ = self._checkpoint_progress.get(status.task_id, (0, 0.0))
+        current = self._copies.get(status.task_id)
+        ahead = current is None or status.checkpoint_progress > current.run.progress
+        if status.checkpoint_seq <= replica_seq or not ahead:
+            return False
+        self._kept_older.add(key)
+        self._events.add("assignment", f"{status.task_id}: {host[:8]} still runs epoch {status.epoch} with checkpoint "
+                         f"{status.checkpoint_seq} ({status.checkpoint_progress:.0%}), newer than this master's "
+                         f"replica ({replica_seq}) and ahead of the copy of epoch {unit.epoch}: kept; the first "
+                         "complete result wins")
+        return True
 
     def _current(self, host: str, task_id: str, epoch: int) -> bool:
         """Whether the copy at `epoch` on `host` is the one that counts; a copy given up as lost whose unit
@@ -530,6 +561,8 @@ class MasterScheduler:
                 self._heard(status.task_id, status.epoch, host, min(max(status.progress, 0.0), 1.0), now,
                             status.cpu_seconds)
                 kept += 1
+            elif self._worth_keeping(host, status):
+                kept += 1
         finished = {(task_id, epoch) for task_id, epoch in held.finished}
         for task_id, epoch in finished:
             copy = self._copies.get(task_id)
@@ -568,6 +601,7 @@ class MasterScheduler:
             await self._blocking(export_result, self._store, self._results_dir, assignment_id)
             self._given_up = {key: copy for key, copy in self._given_up.items()
                               if not key[0].startswith(f"{assignment_id}.")}  # its late copies cost nothing now
+            self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
             done = self._store.assignment(assignment_id)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"
                              f"; {waste.summary(done.waste)}")

@@ -18,7 +18,7 @@ from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.master.store import MasterStore, NewUnit
 from frost_core.membership import MembershipConfig
 from frost_core.membership.suspicion import death_settle
-from frost_core.storage.checkpoints import CheckpointStore
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.policies.views import NodeView
 from tests.waiting import wait_until
 
@@ -241,6 +241,53 @@ def test_an_older_copy_s_complete_result_wins_and_the_newer_copy_is_stopped_and_
         assert set(dict(record.waste)) == {waste.SUPERSEDED}          # the lost copy's work was kept after all
         # The newer copy's whole run, from its placement to the older copy's result (10 s and a bit).
         assert 10 <= record.wasted_seconds <= trio.current_time() - again + 0.5
+
+    run(scenario, tmp_path)
+
+
+def replica(world, index: int, *, epoch: int, seq: int) -> CheckpointRecord:
+    return CheckpointRecord.seal(task_id=world.task(index), plugin_name="pi", plugin_version="1",
+                                 plugin_hash="h" * 64, unit_index=index, epoch=epoch, seq=seq, taken_at=0.0,
+                                 state=b"state %d" % seq)
+
+
+def test_a_copy_whose_host_has_a_newer_checkpoint_than_the_master_s_replica_is_kept_when_it_is_heard_again(tmp_path):
+    async def scenario(world):
+        for index in (0, 1):
+            await placed(world, 1, index)
+            host = world.unit(index).host
+            await world.scheduler.host_report(host, (UnitStatus(world.task(index), 1, 0.2, 2.0),))
+            await world.scheduler.host_replica(host, replica(world, index, epoch=1, seq=2))
+        old_hosts = [world.unit(i).host for i in (0, 1)]
+        third = "c" * 32                        # where they go next
+        world.links.hosts[third] = StandInHost(third)
+        world.views = [NodeView(node_id=third, available=1.0, guests=0, cpus=4)]
+        world.alive.append(third)
+        # Both copies fall silent (their hosts cut off) and are placed again from checkpoint 2 (20 %).
+        await placed(world, 2, 0)
+        await placed(world, 2, 1)
+        assert sum(f"placed on {third[:8]} from checkpoint 2" in m for m in world.messages()) == 2
+        for index in (0, 1):
+            await world.scheduler.host_report(world.unit(index).host, (UnitStatus(world.task(index), 2, 0.25, 0.5),))
+        # The cut-off hosts come back. Unit 0's copy ran on and checkpointed at 60 %: it is further
+        # along than anything this master could restart from, so it is kept. Unit 1's copy has no
+        # checkpoint newer than the replica the new copy resumed from: it is stopped.
+        ahead = UnitStatus(world.task(0), 1, 0.7, 7.0, checkpoint_seq=6, checkpoint_progress=0.6)
+        behind = UnitStatus(world.task(1), 1, 0.3, 3.0, checkpoint_seq=2, checkpoint_progress=0.2)
+        world.links.hosts[old_hosts[0]].held.append(ahead)
+        world.links.hosts[old_hosts[1]].held.append(behind)
+        for host in set(old_hosts):
+            await world.scheduler.reconcile(host)
+        assert await world.scheduler.host_report(old_hosts[0], (ahead,)) == ()
+        assert await world.scheduler.host_report(old_hosts[1], (behind,)) == (world.task(1),)
+        assert any(f"{world.task(0)}: {old_hosts[0][:8]} still runs epoch 1 with checkpoint 6" in m
+                   for m in world.messages())
+        # Whichever copy finishes first wins; here the kept one, and the newer copy is stopped.
+        result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
+        assert await world.scheduler.host_result(old_hosts[0], world.task(0), 1, result)
+        assert await world.scheduler.host_report(world.unit(0).host, (UnitStatus(world.task(0), 2, 0.3, 1.0),)) \
+            == (world.task(0),)
+        assert (world.unit(0).state, world.unit(1).state) == ("done", "running")
 
     run(scenario, tmp_path)
 
