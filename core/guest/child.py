@@ -25,9 +25,11 @@ from frost_core.guest import envelope
 from frost_core.guest.confine import become_user, leave_network, restrict_files
 from frost_core.guest.preload import import_codecs, import_named_modules, read_plugin
 from frost_core.guest.priority import drop_capabilities, forbid_raising, lower_priority
+from frost_core.guest.refusals import RefusalLog, watch_refusals
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
+    GuestDenied,
     GuestFailed,
     GuestFileReady,
     GuestFileRefused,
@@ -81,6 +83,7 @@ class GuestRunner:
         self.user = user
         """The (uid, gid) to drop to before plugin code runs (a root node's guests); None keeps the node's."""
         self.scratch_fd: int | None = None
+        self.refusals = RefusalLog()
         """Refuse to run plugin code with any confinement step failed (`guests.isolation = "strict"`)."""
         self.unconfined = list(unconfined)
         """The confinement steps that failed, as "name: why"."""
@@ -138,6 +141,7 @@ class GuestRunner:
         if self.strict and self.unconfined:
             raise GuestFailure("isolation", "strict isolation: the guest could not confine itself: "
                                + "; ".join(self.unconfined))
+        watch_refusals(self.refusals)  # from here on plugin code may run
         return sources
 
     def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> int:
@@ -153,6 +157,7 @@ class GuestRunner:
             self._answer_requests(plugin, state)
             outcome = self._call("step", plugin.step, state)
             self.steps += 1
+            self.report_refusals()
             if isinstance(outcome, Done):
                 result = self._encode(outcome.result, "result", MAX_RESULT_BYTES)
                 packed = self._pack(envelope.RESULT, result, MAX_RESULT_BYTES)
@@ -162,6 +167,11 @@ class GuestRunner:
             if time.monotonic() - last_progress >= start.progress_interval:
                 self._send_progress(plugin, state)
                 last_progress = time.monotonic()
+
+    def report_refusals(self) -> None:
+        """Tell the node what the kernel refused plugin code since the last migration point."""
+        for attempt, reason in self.refusals.take():
+            write_frame(self.outbox, GuestDenied(attempt=attempt, reason=reason))
 
     def _answer_requests(self, plugin: Plugin, state: Any) -> None:
         while self.deferred or select.select([self.inbox], [], [], 0)[0]:
@@ -289,10 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         return runner.run()
     except GuestFailure as failure:
         reason = failure.reason.encode()[:MAX_REASON_BYTES].decode(errors="ignore")  # fits GuestFailed.MAX_SIZE
+        runner.report_refusals()  # what was refused may be why it failed
         write_frame(outbox, GuestFailed(kind=failure.kind, reason=reason))
         return EXIT_FAILED
     except MemoryError:
         reason = f"the guest ran out of its {runner.address_space / MIB:.0f} MiB address-space cap"
+        runner.report_refusals()
         write_frame(outbox, GuestFailed(kind="memory", reason=reason))
         return EXIT_FAILED
     except (ProtocolError, EOFError, BrokenPipeError, PipeLost) as error:

@@ -132,3 +132,15 @@ class GuestFileRefused(Message):
     name: str
     reason: str
     retryable: bool
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestDenied(Message):
+    """Guest -> node, at a migration point: the kernel refused plugin code something (see `refusals.py`)."""
+
+    CODE = MessageCode.GUEST_DENIED
+    MAX_SIZE = 2048
+    attempt: str  # what it tried, e.g. "open '/data/cluster.key' for reading"
+    reason: str  # the kernel's answer, e.g. "PermissionError: Permission denied"
+

@@ -29,6 +29,7 @@ from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
     GuestCheckpointRequest,
+    GuestDenied,
     GuestFailed,
     GuestFileReady,
     GuestFileRefused,
@@ -332,6 +333,9 @@ class RunningGuest:
             self.finish(checks.reported_failure(message.kind, message.reason))
         elif isinstance(message, GuestLog):
             self.emit("guest-log", message.text, message.level)
+        elif isinstance(message, GuestDenied):
+            self.emit("refused", f"guest {self.task.plugin_name} unit {self.task.unit.index} was refused: "
+                      f"{message.attempt} ({message.reason})", "warning")
         else:
             raise ProtocolError(f"the guest sent an unexpected {type(message).__name__}")
 

@@ -75,3 +75,4 @@ class MessageCode(enum.IntEnum):
     GUEST_FILE_REQUEST = 208
     GUEST_FILE_READY = 209
     GUEST_FILE_REFUSED = 210
+    GUEST_DENIED = 211
