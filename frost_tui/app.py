@@ -469,9 +469,12 @@ class FrostApp(App[int]):
         self.node.next_target()
 
     def action_request_quit(self) -> None:
-        """Detach from a node that runs on its own; an embedded one stops, so ask about its guests."""
-        guests = len(self.snapshot.guests) if self.snapshot else 0
-        if guests == 0 or self.node.link().kind != "embedded":
+        """Detach from a node that runs on its own; an embedded one stops, so say what that does to its
+        guests and to the assignments it is master of, and ask."""
+        snapshot = self.snapshot
+        guests = snapshot.guests if snapshot else ()
+        running = sum(1 for a in snapshot.assignments if a.state == "running") if snapshot else 0
+        if (not guests and not running) or self.node.link().kind != "embedded":
             self.exit(0)
             return
 
@@ -484,7 +487,8 @@ class FrostApp(App[int]):
                 self.notify("Evicting guests; frost-tui quits when they are gone.", title="Quitting")
                 self.set_timer(EVICT_BEFORE_QUIT_TIMEOUT, lambda: self.exit(0))
 
-        self.push_screen(QuitDialog(guests), decide)
+        at_risk = sum(g.cpu_since_checkpoint_seconds for g in guests)
+        self.push_screen(QuitDialog(len(guests), at_risk, running), decide)
 
     async def action_quit(self) -> None:
         self.exit(0)

@@ -19,8 +19,8 @@ KEYS: tuple[tuple[str, str], ...] = (  # on every tab
     ("s", "submit an assignment; the Assignments tab then shows it selected"),
     ("l", "load a plugin from a file"),
     ("ctrl+p", "command palette (tabs first; evicting and cancelling ask first)"),
-    ("q", "quit, asking whether to evict guests first or keep them checkpointed"),
-    ("ctrl+q / ctrl+c", "quit now, keeping guests checkpointed"),
+    ("q", "quit: says what happens to the guests here and to your running assignments, and asks"),
+    ("ctrl+q / ctrl+c", "quit now without asking (guests restart elsewhere from their last checkpoints)"),
     ("?", "this help"),
 )
 # The keys that act on what a tab shows, by tab id: they work only there.

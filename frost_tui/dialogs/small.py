@@ -14,6 +14,8 @@ from textual.widgets.option_list import Option
 
 from frost_core import PeerView
 
+from frost_tui.widgets.format import format_duration
+
 
 class ConfirmDialog(ModalScreen[bool]):
     """Ask before something that cannot be taken back; y or the button goes ahead, escape or n does not."""
@@ -62,32 +64,47 @@ class DetailsDialog(ModalScreen[None]):
 
 
 class QuitDialog(ModalScreen[str | None]):
-    """Quitting stops hosting: ask whether guests go elsewhere first or wait here checkpointed."""
+    """Quitting stops this node: say what happens to the guests here and to the work it is master of.
+
+    What quitting now really does (core: the node leaves the cluster): each guest's master restarts
+    it elsewhere from its last checkpoint, so the work since then is lost; evicting first
+    checkpoints and hands each one on. Units of this node's own running assignments keep running
+    on their hosts, and their results wait for this node to start again.
+    """
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel"), Binding("e", "choose('evict')", "Evict first"),
-                Binding("k", "choose('keep')", "Keep checkpointed")]
+                Binding("k", "choose('keep')", "Quit now")]
 
-    def __init__(self, guests: int) -> None:
+    def __init__(self, guests: int, at_risk_seconds: float, assignments: int) -> None:
         super().__init__()
         self.guests = guests
+        self.at_risk_seconds = at_risk_seconds
+        self.assignments = assignments
 
     def compose(self) -> ComposeResult:
+        lines = []
+        if self.guests:
+            lines.append(f"{self.guests} guest(s) run here. Quit now and their masters restart them elsewhere from "
+                         f"their last checkpoints ({format_duration(self.at_risk_seconds)} of CPU work since then is "
+                         "lost); evict first and each checkpoints and moves to another peer.")
+        if self.assignments:
+            lines.append(f"This machine is the master of {self.assignments} running assignment(s): their units "
+                         "keep running on their hosts, but the results wait for frost-tui to start again here.")
         with Vertical(classes="dialog"):
             yield Label("Quit frost-tui?", classes="dialog-title")
-            yield Label(
-                f"{self.guests} guest(s) run here. Evict them to other peers first, or leave them "
-                "checkpointed here to resume when frost-tui starts again?",
-                classes="dialog-text",
-            )
+            yield Label("\n\n".join(lines), classes="dialog-text")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Evict first (e)", id="evict", variant="warning")
-                yield Button("Keep checkpointed (k)", id="keep", variant="primary")
+                if self.guests:
+                    yield Button("Evict first (e)", id="evict", variant="warning")
+                yield Button("Quit now (k)", id="keep", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
 
     def action_choose(self, choice: str) -> None:
+        if choice == "evict" and not self.guests:
+            return
         self.dismiss(choice)
 
     def action_dismiss_none(self) -> None:

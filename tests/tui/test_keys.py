@@ -10,6 +10,7 @@ from __future__ import annotations
 from textual.widgets import Input, TabbedContent
 
 from tests.tui.conftest import run_ui, screen_text
+from tests.tui.fake_node import FakeNode
 from tests.waiting import wait_in_app
 
 TAB_IDS = ("machine", "guests", "peers", "assignments", "plugins", "events", "settings")
@@ -245,3 +246,40 @@ def test_question_mark_lists_the_keys_of_the_tab_in_view_first(node):
         assert text.index("On Assignments (4)") < text.index("cancel the selected assignment") < text.index("Everywhere")
 
     run_ui(node, scenario)
+
+
+def dialog_words(app) -> str:
+    """The screen's words with the borders beside a dialog taken out: a wrapped sentence reads whole."""
+    return " ".join(screen_text(app).replace("│", " ").replace("█", " ").replace("▊", " ").replace("▎", " ").split())
+
+
+def test_q_on_a_master_of_running_work_says_it_waits_unclipped_at_80x24():
+    node = FakeNode(guests=0)  # no guests here, but master of the running f00dfeed-7
+
+    async def scenario(app, pilot):
+        await pilot.press("q")
+        await pilot.pause()
+        text = dialog_words(app)
+        assert "master of 1 running assignment(s)" in text
+        assert "the results wait for frost-tui to start again here." in text
+        assert "Quit now (k)" in text and "Evict first" not in text
+        await pilot.press("k")
+
+    app = run_ui(node, scenario, size=(80, 24))
+    assert app.return_code == 0
+
+
+def test_q_with_guests_says_what_quitting_loses_unclipped_at_80x24(node):
+    async def scenario(app, pilot):
+        await pilot.press("q")
+        await pilot.pause()
+        text = dialog_words(app)
+        assert "3 guest(s) run here" in text
+        assert "(2m57s of CPU work since then is lost)" in text  # 38 + 59 + 80 s
+        assert "checkpoints and moves to another peer" in text
+        assert "Evict first (e)" in text and "Cancel (esc)" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "Quit frost-tui?" not in screen_text(app)
+
+    run_ui(node, scenario, size=(80, 24))
