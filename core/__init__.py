@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         MoveTask,
         PauseHosting,
         Remeasure,
+        RemovePlugin,
         ResumeHosting,
         SaveSettings,
         SubmitAssignment,
@@ -121,7 +122,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # commands change the node (the UI sends them one way; the control socket answers them)
     **{name: ("frost_core.api.commands", name) for name in (
         "AddPlugin", "CancelAssignment", "Command", "EvictGuests", "FinishThenPause", "Measurement", "MoveTask",
-        "PauseHosting", "Remeasure", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
+        "PauseHosting", "Remeasure", "RemovePlugin", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (
         "FetchResult", "GetAssignment", "GetStatus", "ListAssignments", "ListEvents", "ListPeers", "ListPlugins",

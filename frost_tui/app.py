@@ -359,7 +359,8 @@ class FrostApp(App[int]):
                 self.send(AddPlugin(path=str(path)))
                 self.action_show_tab("plugins")
 
-        self.push_screen(PathDialog("Load a plugin", "Path of a plugin file (.py):"), load)
+        self.push_screen(PathDialog("Load a plugin", "Path of a plugin file (.py) or folder (with __init__.py):",
+                                    folders=True), load)
 
     def action_move(self) -> None:
         snapshot = self.snapshot

@@ -77,7 +77,7 @@ class SubmitResult:
 
 RESULTS: dict[str, Any] = {
     "status": NodeStatus, "peers": tuple[PeerView, ...], "plugins": tuple[PluginView, ...],
-    "plugins add": tuple[PluginView, ...], "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
+    "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
     "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
     "key remember": KeyResult,
@@ -178,11 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a user unit: runs while you are logged in, or always with linger (default)")
         where.add_argument("--system", action="store_true", dest="system", help="a system unit: runs from boot")
 
-    plugins = verb("plugins", "list calculation plugins, or add one")
+    plugins = verb("plugins", "list calculation plugins, add one or remove one")
     plugin_verbs = plugins.add_subparsers(dest="plugin_verb", metavar="ACTION")
     plugin_add = plugin_verbs.add_parser("add", parents=[scripting], help="add a plugin file or folder",
                                          description="add a plugin file or folder")
     plugin_add.add_argument("path", type=Path)
+    plugin_remove = plugin_verbs.add_parser("remove", parents=[scripting], help="remove a plugin you added",
+                                            description="forget a plugin added with `plugins add` (or the UI's l), "
+                                                        "working or broken: a broken one then stops warning")
+    plugin_remove.add_argument("name")
 
     submit = verb("submit", "submit an assignment")
     submit.add_argument("plugin")
@@ -479,10 +483,18 @@ def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tupl
     return reply, EXIT_OK
 
 
-def _plugins(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[PluginView, ...], int]:
+def _plugins(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[PluginView, ...] | str, int]:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core import AddPlugin, ListPlugins, PluginRegistry, plain_reply, plugin_view
+    from frost_core import AddPlugin, ListPlugins, PluginRegistry, RemovePlugin, plain_reply, plugin_view
 
+    if args.plugin_verb == "remove":
+        try:
+            reply = _call(paths, RemovePlugin(name=args.name))
+        except NodeUnavailableError:
+            PluginRegistry(paths.data_dir).remove(args.name)
+            reply = f"removed {args.name}"
+        out.say(f"{reply[0].upper()}{reply[1:]}.")
+        return reply, EXIT_OK
     adding = args.plugin_verb == "add"
     try:
         views = (_call(paths, AddPlugin(path=str(args.path.resolve()))),) if adding else _call(paths, ListPlugins())

@@ -75,6 +75,14 @@ class AddPlugin:
 
 
 @dataclass(frozen=True)
+class RemovePlugin:
+    """Forget a plugin the owner added (or code a master sent): its copies go, a broken one stops warning."""
+
+    REPLY: ClassVar[Any] = str
+    name: str
+
+
+@dataclass(frozen=True)
 class SaveSettings:
     """Options by name ("guests.cpus": 2); validated, saved to the config file, applied live."""
 
@@ -102,5 +110,5 @@ class Remeasure:
 
 Command = (
     PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | MoveTask | SubmitAssignment
-    | CancelAssignment | AddPlugin | SaveSettings | Remeasure
+    | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure
 )

@@ -172,7 +172,7 @@ def assignment_view(
 
 def plugin_view(info) -> PluginView:
     return PluginView(
-        name=info.name, version=info.version, hash=info.hash, source=info.source, path=str(info.path), ok=info.ok,
+        name=info.name, version=info.version, hash=info.hash, source=info.source, path=info.shown_path, ok=info.ok,
         error=info.error, description=info.description,
         params=tuple(
             ParamView(name=p.name, kind=p.kind.__name__ if isinstance(p.kind, type) else str(p.kind),

@@ -33,7 +33,7 @@ from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
-    Remeasure, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
+    Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, parse_address, save_config
 from frost_core.node.attach_protocol import AttachRequest
@@ -339,6 +339,10 @@ class Node:
                     self.events.add("plugin", f"plugin at {path} is broken: {info.error}", severity="error",
                                     title="Broken plugin")
                 return node_views.plugin_view(info)
+            case RemovePlugin(name=name):
+                removed = await self.registry.remove_async(name)
+                self.events.add("plugin", f"plugin {name} removed ({len(removed)} cop{'y' if len(removed) == 1 else 'ies'})")
+                return f"removed {name}"
             case SaveSettings(values=values):
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
                 save_config(self.config, names=values)  # only what the owner edited; flags stay flags

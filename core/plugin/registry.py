@@ -54,6 +54,17 @@ class PluginInfo:
     error: str | None
     description: str = ""
     params: tuple[Param, ...] = ()
+    origin: str = ""  # an added plugin: the file or folder the owner added (and edits); `path` is the node's copy
+
+    @property
+    def shown_path(self) -> str:
+        """Where the plugin's author finds it: the added original, a bundled file inside frost_plugins,
+        never the node's own copy nor wherever frost-tui happens to be installed."""
+        if self.origin:
+            return self.origin
+        if self.source == "bundled":
+            return f"frost_plugins/{Path(self.path).name}"
+        return self.path
 
     def to_plain(self) -> dict:
         """JSON/CBOR form, as `frost-tui plugins --json` prints it."""
@@ -78,6 +89,7 @@ class _Candidate:
     path: str
     label: str  # the name to list when validation never learns the real one
     problem: str | None = None
+    origin: str = ""
 
 
 class PluginRegistry:
@@ -144,7 +156,7 @@ class PluginRegistry:
         """
         source = Path(path).expanduser().resolve()
         copy = await trio.to_thread.run_sync(self._copy_in, source)
-        info = await self._check(_Candidate("added", str(copy), _label(copy)))
+        info = await self._check(_Candidate("added", str(copy), _label(copy), origin=str(source)))
         await trio.to_thread.run_sync(self._record_added, copy, source, info.ok)
         await self.scan_async()
         return info
@@ -159,6 +171,37 @@ class PluginRegistry:
         info = await self._check(_Candidate("cluster", str(copy), _label(copy)))
         await self.scan_async()
         return info
+
+    def remove(self, name: str) -> list[PluginInfo]:
+        """Blocking `remove_async` for the CLI."""
+        return trio.run(self.remove_async, name)
+
+    async def remove_async(self, name: str) -> list[PluginInfo]:
+        """Forget every copy of plugin `name` the owner added or a master sent, working or broken.
+
+        Its files go from the data dir, so a broken one no longer warns at the next start. A
+        bundled or installed plugin is not ours to delete: PluginError says where it comes from.
+        """
+        infos = await self.scan_async() if self._infos is None else list(self._infos)
+        matches = [info for info in infos if info.name == name]
+        removable = [info for info in matches if info.source in ("added", "cluster")]
+        if not removable:
+            if matches:
+                where = ("is bundled with frost-tui" if matches[0].source == "bundled"
+                         else "comes from an installed package (uninstall the package)")
+                raise PluginError(f"plugin {name!r} {where}; only plugins added with l or `frost-tui plugins add` "
+                                  "can be removed")
+            known = ", ".join(sorted({i.name for i in infos if i.source in ("added", "cluster")})) or "none"
+            raise PluginError(f"no added plugin is called {name!r} (added: {known})")
+        await trio.to_thread.run_sync(self._forget, [Path(info.path) for info in removable])
+        await self.scan_async()
+        return removable
+
+    def _forget(self, copies: list[Path]) -> None:
+        names = {copy.name for copy in copies}
+        _write_json(self._added_dir / ADDED_INDEX, [e for e in self._read_index() if e["copy"] not in names])
+        for copy in copies:
+            _remove(copy.parent if copy.parent.parent == self._cluster_dir else copy)
 
     def get(self, name: str) -> PluginInfo:
         """The working plugin called `name`; added beats entry-point beats bundled, latest add wins."""
@@ -217,6 +260,7 @@ class PluginRegistry:
             error=None,
             description=verdict["description"],
             params=tuple(Param.from_plain(plain) for plain in verdict["params"]),
+            origin=candidate.origin,
         )
 
     async def _validate(self, candidate: _Candidate, code_hash: str) -> tuple[dict, bool]:
@@ -249,7 +293,8 @@ class PluginRegistry:
         ]
         entry_points = [_entry_point_candidate(ep) for ep in sorted(_entry_points(), key=lambda ep: ep.name)]
         added = [
-            _Candidate("added", str(self._added_dir / entry["copy"]), _label(Path(entry["copy"])))
+            _Candidate("added", str(self._added_dir / entry["copy"]), _label(Path(entry["copy"])),
+                       origin=str(entry.get("origin", "")))
             for entry in self._read_index()
         ]
         cluster = [
@@ -378,6 +423,7 @@ def _broken(candidate: _Candidate, code_hash: str, error: str, name: str | None 
         path=candidate.path,
         ok=False,
         error=error,
+        origin=candidate.origin,
     )
 
 

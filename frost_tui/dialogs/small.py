@@ -116,12 +116,14 @@ class PathDialog(ModalScreen[Path | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
-    def __init__(self, title: str, hint: str, *, value: str = "", must_exist: bool = True) -> None:
+    def __init__(self, title: str, hint: str, *, value: str = "", must_exist: bool = True,
+                 folders: bool = False) -> None:
         super().__init__()
         self.title_text = title
         self.hint = hint
         self.value = value
         self.must_exist = must_exist
+        self.folders = folders  # an existing folder will do as well as a file
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -137,8 +139,8 @@ class PathDialog(ModalScreen[Path | None]):
             error.update("Type a path, or press escape to cancel.")
             return
         path = Path(text).expanduser()
-        if self.must_exist and not path.is_file():
-            error.update(f"Not a file: {path}")
+        if self.must_exist and not (path.is_file() or (self.folders and path.is_dir())):
+            error.update(f"No such file or folder: {path}" if self.folders else f"Not a file: {path}")
             return
         if not self.must_exist and not path.parent.is_dir():
             error.update(f"Not a directory: {path.parent}")

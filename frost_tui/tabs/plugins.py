@@ -6,10 +6,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Static
 
-from frost_core import NodeSnapshot, PluginView
+from frost_core import NodeSnapshot, PluginView, RemovePlugin
 
+from frost_tui.dialogs.small import ConfirmDialog
 from frost_tui.widgets.live_table import LiveTable
 from frost_tui.widgets.redraw import update_static
 from frost_tui.tabs.pane import Pane
@@ -17,8 +19,13 @@ from frost_tui.tabs.pane import Pane
 COLUMNS = ("Name", "Source", "Version", "Hash", "Status")
 
 
+REMOVABLE = ("added", "cluster")
+
+
 class PluginsPane(Pane):
-    """Press l to load a plugin from a file; a plugin that fails validation stays listed with why."""
+    """Press l to load a plugin file or folder, r to remove one you added; a broken one stays listed with why."""
+
+    BINDINGS = [Binding("r", "remove_plugin", "Remove plugin")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -36,11 +43,28 @@ class PluginsPane(Pane):
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         self._show_detail()
 
-    def _show_detail(self) -> None:
+    def selected_plugin(self) -> PluginView | None:
         key = self.query_one(LiveTable).selected_key()
-        plugin = self._plugins.get(key) if key else None
+        return self._plugins.get(key) if key else None
+
+    def action_remove_plugin(self) -> None:
+        """Ask, then have the node forget the selected plugin's copies (through its API, like the CLI)."""
+        plugin = self.selected_plugin()
+        if plugin is None:
+            self.app.notify("Select a plugin first.", title="No plugin selected", severity="warning")
+            return
+        if plugin.source not in REMOVABLE:
+            self.app.notify(f"{plugin.name} is {plugin.source}: only plugins added with l can be removed.",
+                            title="Cannot remove", severity="warning")
+            return
+        text = f"{plugin.name} ({plugin.path}) is forgotten by this node; assignments can no longer use it."
+        self.app.push_screen(ConfirmDialog(f"Remove {plugin.name}?", text, "Remove"),
+                             lambda yes: self.app.send(RemovePlugin(name=plugin.name)) if yes else None)
+
+    def _show_detail(self) -> None:
+        plugin = self.selected_plugin()
         update_static(self.query_one("#plugin-detail", Static), plugin,
-                      lambda: describe_plugin(plugin) if plugin else "No plugins found: press l to load one from a file.")
+                      lambda: describe_plugin(plugin) if plugin else "No plugins found: press l to load one from a file or folder.")
 
 
 def plugin_key(plugin: PluginView) -> str:

@@ -100,6 +100,11 @@ def test_commands_without_a_node_print_documents_that_fit_the_schema(tmp_path):
     broken.write_text("plugin = object()\n")
     added = _run("plugins", "add", str(broken), "--data-dir", str(tmp_path), "--json")
     assert added.returncode == 1 and not _document(added, "plugins add", ok=False)[0]["ok"]
+    assert _document(_run("plugins", "remove", "broken_plugin", "--data-dir", str(tmp_path), "--json"),
+                     "plugins remove") == "removed broken_plugin"
+    plugins = _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")
+    assert "broken_plugin" not in {p["name"] for p in plugins}  # it no longer warns
+    assert _error(_run("plugins", "remove", "grep", "--data-dir", str(tmp_path), "--json"), 1)["title"] == "Plugin error"
     code = "FROST-AAAA"  # only its shape matters here: a bad code is refused with exit 2
     assert _error(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), 2)["title"] == "Bad join code"
     assert _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")

@@ -1,0 +1,70 @@
+"""Plugins: `l` takes a file or a folder, `r` removes one the owner added, errors name the author's file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from frost_core.node.wiring import Node
+
+from tests.tui.conftest import make_config, run_ui, screen_text
+from tests.waiting import wait_in_app
+
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
+
+
+def test_l_takes_a_folder_and_r_removes_a_broken_plugin_for_good(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # short relative paths: typing is slow in a test
+    folder = tmp_path / "julia"
+    folder.mkdir()
+    (folder / "__init__.py").write_text(
+        (PLUGINS / "mandelbrot.py").read_text().replace('name = "mandelbrot"', 'name = "julia"'))
+    (tmp_path / "wonky.py").write_text("plugin = object()\n")
+    config = make_config(tmp_path)
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        await pilot.press("l")
+        await pilot.press(*"julia", "enter")
+        await wait_in_app(pilot, lambda: any(p.name == "julia" and p.ok for p in app.snapshot.plugins), timeout=30)
+        await pilot.press("l")
+        await pilot.press(*"wonky.py", "enter")
+        await wait_in_app(pilot, lambda: any(p.name == "wonky" and not p.ok for p in app.snapshot.plugins), timeout=30)
+        wonky = next(p for p in app.snapshot.plugins if p.name == "wonky")
+        # The author edits wonky.py where it is, not the node's copy of it in the data dir.
+        assert wonky.path == str(tmp_path / "wonky.py") and wonky.error.startswith("wonky.py:")
+        assert str(config.paths.data_dir) not in wonky.error
+        pane = app.query_one("#plugins-pane")
+        table = pane.query_one("#plugins-table")
+        await wait_in_app(pilot, lambda: any(k.startswith("added:wonky:") for k in table._keys))
+        table.select_key(next(k for k in table._keys if k.startswith("added:wonky:")))
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_in_app(pilot, lambda: "Remove wonky?" in screen_text(app))
+        await pilot.press("y")
+        await wait_in_app(pilot, lambda: all(p.name != "wonky" for p in app.snapshot.plugins), timeout=30)
+
+    run_ui(Node(config), scenario)
+
+    async def restarted(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and any(p.name == "julia" for p in app.snapshot.plugins),
+                          timeout=30)
+        assert all(p.name != "wonky" for p in app.snapshot.plugins)  # no warning at the next start
+
+    run_ui(Node(config), restarted)
+
+
+def test_a_bundled_plugin_shows_no_install_path_and_is_not_removed(tmp_path):
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        grep = next(p for p in app.snapshot.plugins if p.name == "grep")
+        assert grep.path == "frost_plugins/grep.py"
+        await pilot.press("5")
+        table = app.query_one("#plugins-table")
+        await wait_in_app(pilot, lambda: table.selected_key() is not None)
+        table.select_key(next(k for k in table._keys if k.startswith("bundled:grep:")))
+        await pilot.pause()
+        await pilot.press("r")
+        await wait_in_app(pilot, lambda: "Cannot remove" in screen_text(app))
+        assert "/" + "frost_plugins" not in screen_text(app) and str(PLUGINS) not in screen_text(app)
+
+    run_ui(Node(make_config(tmp_path)), scenario)
