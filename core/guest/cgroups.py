@@ -16,7 +16,10 @@ guests. These cgroups cap each guest's memory (children and page cache included)
 count, and freeze its whole process tree at once for a pause.
 
 Three backends: cgroup v2 (root's hierarchy or a delegated subtree), cgroup v1 (one parent per
-writable hierarchy) and none (the priority recipe alone; `missing` says why). Parents are named
+writable hierarchy) and none (the priority recipe alone; `missing` says why). A v2 hierarchy that
+lacks the cpu, memory or pids controller (a hybrid machine's, whose controllers are v1's) is used
+only where v1 has no cpu hierarchy: it still places, freezes and kills a guest's whole tree, and
+`missing` names each absent controller and the layer it takes away (`v2_missing`). Parents are named
 after the node's pid, so a node killed with -9 leaves parents the next node finds and removes
 (`remove_stale`).
 """
@@ -161,6 +164,11 @@ class GuestCgroup:
         for folder in dict.fromkeys(self.folders.values()):
             _write(folder / "cgroup.procs", str(pid))
 
+    @property
+    def folder(self) -> Path:
+        """The one folder of a v2 cgroup (the first of v1's)."""
+        return next(iter(self.folders.values()))
+
     def pids(self) -> list[int]:
         folder = self.folders.get("freezer") or self.folders.get("pids") or next(iter(self.folders.values()))
         return _pids(folder)
@@ -186,9 +194,9 @@ class GuestCgroup:
 
     def kill(self) -> None:
         """SIGKILL every process in the guest, including those that left its process group."""
-        if self.version == 2 and (self.folders["cpu"] / "cgroup.kill").exists():
+        if self.version == 2 and (self.folder / "cgroup.kill").exists():
             with contextlib.suppress(OSError):
-                _write(self.folders["cpu"] / "cgroup.kill", "1")
+                _write(self.folder / "cgroup.kill", "1")
                 return
         # Frozen, nothing can fork between reading the list and the signals; a v1 freezer holds
         # even SIGKILL back until the thaw, which is why the thaw comes last.
@@ -216,8 +224,8 @@ class GuestCgroup:
 
     def cpu_seconds(self) -> float | None:
         """CPU used by every process of the guest, exited children included; None without accounting."""
-        if self.version == 2:
-            usec = parse_counter(_read(self.folders["cpu"] / "cpu.stat"), "usage_usec")
+        if self.version == 2:  # cpu.stat counts usage_usec even without the cpu controller
+            usec = parse_counter(_read(self.folder / "cpu.stat"), "usage_usec")
             return usec / 1e6
         folder = self.folders.get("cpuacct")
         if folder is None:
@@ -268,12 +276,13 @@ class GuestCgroups:
             folders[controller] = folder
         cgroup = GuestCgroup(folders, self.version)
         if self.version == 2:
-            folder = folders["cpu"]
-            _write(folder / "memory.high", str(memory_bytes * 9 // 10))
-            _write(folder / "memory.max", str(memory_bytes))
-            with contextlib.suppress(OSError):  # no swap, no file
-                _write(folder / "memory.swap.max", "0")
-            _write(folder / "pids.max", str(pids_max))
+            if "memory" in folders:
+                _write(cgroup.folder / "memory.high", str(memory_bytes * 9 // 10))
+                _write(cgroup.folder / "memory.max", str(memory_bytes))
+                with contextlib.suppress(OSError):  # no swap, no file
+                    _write(cgroup.folder / "memory.swap.max", "0")
+            if "pids" in folders:
+                _write(cgroup.folder / "pids.max", str(pids_max))
         else:
             if "memory" in folders:
                 _write(folders["memory"] / "memory.limit_in_bytes", str(memory_bytes))
@@ -339,7 +348,10 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
     mounts = mounts or current_mounts()
     name = f"{PARENT_PREFIX}{os.getpid()}.{next(_numbers)}"
     reasons: list[str] = []
-    if mounts.v2 is not None and set(V2_CONTROLLERS) <= set(_read(mounts.v2 / "cgroup.controllers").split()):
+    v2_controllers = set(_read(mounts.v2 / "cgroup.controllers").split()) if mounts.v2 is not None else set()
+    # A v2 hierarchy without the cpu, memory or pids controller still freezes, kills and holds a
+    # guest's whole process tree; v1's hierarchies, where mounted, hold more.
+    if mounts.v2 is not None and (set(V2_CONTROLLERS) <= v2_controllers or "cpu" not in mounts.v1):
         top = mounts.v2_root if mounts.v2_root is not None else mounts.v2
         remove_stale(list(dict.fromkeys((top, mounts.v2))))
         for home in dict.fromkeys((top, mounts.v2)):
@@ -350,8 +362,6 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
             else:
                 cgroups.set_cpu_cap(cpu_cap_percent)
                 return _closed_at_exit(cgroups)
-    elif mounts.v2 is not None and mounts.v2_root is not None and not mounts.v1:
-        reasons.append("the unified (v2) hierarchy lacks the cpu, memory or pids controller here")
     if "cpu" in mounts.v1:
         homes = {c: mounts.v1_roots.get(c, folder) if c == "cpu" else folder for c, folder in mounts.v1.items()}
         remove_stale(list(dict.fromkeys((*homes.values(), *mounts.v1.values()))))
@@ -388,26 +398,52 @@ def _open_v2(home: Path, name: str, *, nested: bool) -> GuestCgroups:
 
     cgroup v2 forbids processes in a cgroup whose children use controllers, so in its own
     cgroup the node's processes move to `<its cgroup>/node` before the controllers are enabled.
+    Placement, cgroup.freeze and cgroup.kill need no controller; each missing one is a sentence
+    in the layout's `missing`.
     """
-    enable = " ".join(f"+{c}" for c in V2_CONTROLLERS)
-    if nested and _pids(home):
+    available = set(_read(home / "cgroup.controllers").split())
+    controllers = tuple(c for c in V2_CONTROLLERS if c in available)
+    missing = tuple(v2_missing(c, home, available) for c in V2_CONTROLLERS if c not in available)
+    parent = _v2_parent(home, name, controllers, nested=nested)
+    kept = controllers + ("freezer",)
+    return GuestCgroups(dict.fromkeys(kept, parent), 2,
+                        Layout("v2", kept, missing + ((_nested_warning(home),) if nested and "cpu" in controllers else ())))
+
+
+def v2_missing(controller: str, home: Path, available: set[str]) -> str:
+    """Which layer a missing v2 controller takes away, and why it is missing, in one sentence."""
+    lists = ", ".join(sorted(available)) or "no controller"
+    why = f"the v2 {controller} controller is not available at {home} (its cgroup.controllers lists {lists})"
+    return why + {
+        "cpu": ": guests compete with programs in other cgroups by the priority recipe alone, and "
+               "guests.cpu_cap_percent has no cpu.max to set",
+        "memory": ": no memory.max or memory.high, so a guest's memory is held by RLIMIT_AS and the node's "
+                  "RSS poll alone, which its children and page cache escape",
+        "pids": ": no pids.max, so a guest's forks are held by no process limit",
+    }[controller]
+
+
+def _v2_parent(home: Path, name: str, controllers: tuple[str, ...], *, nested: bool) -> Path:
+    enable = " ".join(f"+{c}" for c in controllers)
+    if enable and nested and _pids(home):
         leaf = home / "node"
         leaf.mkdir(exist_ok=True)
         for pid in _pids(home):
             with contextlib.suppress(ProcessLookupError):
                 _write(leaf / "cgroup.procs", str(pid))
-    _write(home / "cgroup.subtree_control", enable)
+    if enable:
+        _write(home / "cgroup.subtree_control", enable)
     parent = home / name
     parent.mkdir(exist_ok=True)
     try:
-        _write(parent / "cgroup.subtree_control", enable)
-        _write(parent / "cpu.weight", str(GUEST_WEIGHT))
+        if enable:
+            _write(parent / "cgroup.subtree_control", enable)
+        if "cpu" in controllers:
+            _write(parent / "cpu.weight", str(GUEST_WEIGHT))
     except OSError:
         _remove_tree(parent)
         raise
-    controllers = V2_CONTROLLERS + ("freezer",)
-    return GuestCgroups(dict.fromkeys(controllers, parent), 2,
-                        Layout("v2", controllers, (_nested_warning(home),) if nested else ()))
+    return parent
 
 
 def _open_v1(homes: dict[str, Path], name: str, *, cpu_nested: bool) -> GuestCgroups:

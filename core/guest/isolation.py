@@ -76,7 +76,8 @@ class IsolationReport:
 def describe_cgroups(layout: Layout) -> str:
     if layout.kind == "none":
         return "none"
-    return f"{layout.kind} ({', '.join(layout.controllers)}), under a parent of nice-19 CPU weight"
+    weight = ", under a parent of nice-19 CPU weight" if "cpu" in layout.controllers else ""
+    return f"{layout.kind} ({', '.join(layout.controllers)}){weight}"
 
 
 def probe_isolation(layout: Layout, mode: str) -> IsolationReport:

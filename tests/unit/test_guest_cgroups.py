@@ -1,4 +1,4 @@
-"""The pure parts of guest cgroups: where the hierarchies are, CFS quotas, kernel counters."""
+"""The pure parts of guest cgroups: where the hierarchies are, CFS quotas, kernel counters, and the v2 files written."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from frost_core.guest.cgroups import parse_counter, parse_mounts, quota_us
+from frost_core.guest.cgroups import Layout, Mounts, open_guest_cgroups, parse_counter, parse_mounts, quota_us
+from frost_core.guest.isolation import describe_cgroups
 
 HYBRID_MOUNTINFO = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
@@ -62,3 +63,47 @@ def test_counters_from_kernel_files():
     assert parse_counter(oom_control, "oom_kill") == 2
     assert parse_counter("low 0\nhigh 4\nmax 9\noom 1\noom_kill 1\n", "max") == 9
     assert parse_counter("", "max") == 0
+
+
+def _fake_v2(tmp_path: Path, controllers: str) -> Mounts:
+    """A folder standing in for a v2 hierarchy whose top offers `controllers`: the backend's writes land as files."""
+    top = tmp_path / "cgroup2"
+    top.mkdir()
+    (top / "cgroup.controllers").write_text(controllers + "\n")
+    return Mounts(v1={}, v2=top, v2_root=top)
+
+
+def test_a_full_v2_hierarchy_gets_the_guests_weight_and_cap_and_each_guest_its_memory_and_process_limits(tmp_path):
+    mounts = _fake_v2(tmp_path, "cpuset cpu io memory pids")
+    cgroups = open_guest_cgroups(mounts, cpu_cap_percent=50)
+    parent = cgroups.parents["cpu"]
+    assert (mounts.v2 / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+    assert (parent / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+    assert (parent / "cpu.weight").read_text() == "1"  # a nice-19 weight: see the module's docstring for why not cpu.idle
+    assert (parent / "cpu.max").read_text() == "50000 100000"  # half a core for all guests together
+    guest = cgroups.guest("guest-1", memory_bytes=100 << 20, pids_max=64)
+    assert guest is not None
+    assert (guest.folder / "memory.max").read_text() == str(100 << 20)
+    assert (guest.folder / "memory.high").read_text() == str((100 << 20) * 9 // 10)  # reclaim before the kill
+    assert (guest.folder / "pids.max").read_text() == "64"
+    assert cgroups.layout == Layout("v2", ("cpu", "memory", "pids", "freezer"), ())
+    cgroups.set_cpu_cap(None)
+    assert (parent / "cpu.max").read_text() == "max 100000"
+
+
+def test_a_v2_hierarchy_without_controllers_still_holds_guests_and_says_which_layers_are_missing_and_why(tmp_path):
+    mounts = _fake_v2(tmp_path, "hugetlb")  # what `mount -t cgroup2` offers on a machine whose controllers are v1's
+    cgroups = open_guest_cgroups(mounts, cpu_cap_percent=50)
+    guest = cgroups.guest("guest-1", memory_bytes=100 << 20, pids_max=64)
+    assert guest is not None and guest.can_freeze  # placement, freeze and kill need no controller
+    written = sorted(p.name for p in [*cgroups.parents["freezer"].iterdir(), *guest.folder.iterdir()] if p.is_file())
+    assert written == []  # no cpu.weight, cpu.max, memory.max, memory.high or pids.max where the kernel has none
+    assert not (mounts.v2 / "cgroup.subtree_control").exists()
+    assert cgroups.layout.controllers == ("freezer",)
+    missing = dict(zip(("cpu", "memory", "pids"), cgroups.layout.missing, strict=True))
+    where = f"is not available at {mounts.v2} (its cgroup.controllers lists hugetlb)"
+    assert missing["cpu"].startswith(f"the v2 cpu controller {where}: guests compete with programs in other cgroups")
+    assert "cpu_cap_percent has no cpu.max" in missing["cpu"]
+    assert missing["memory"].startswith(f"the v2 memory controller {where}: no memory.max or memory.high")
+    assert missing["pids"].startswith(f"the v2 pids controller {where}: no pids.max")
+    assert describe_cgroups(cgroups.layout) == "v2 (freezer)"  # no claim of a low CPU weight
