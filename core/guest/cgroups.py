@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from frost_core.guest.scope import SCOPE_FAILURES, TransientScope, scope_failure, start_scope
+
 PARENT_PREFIX = "frost-guests-"
 CFS_PERIOD_US = 100_000
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
@@ -250,15 +252,20 @@ class Layout:
     controllers: tuple[str, ...]
     missing: tuple[str, ...]
     """Why a controller (or every cgroup) is not in force, one sentence each."""
+    where: str = ""
+    """Where the parents sit when that is news for the owner (a transient scope)."""
 
 
 class GuestCgroups:
     """The parent cgroup of this node's guests; `open_guest_cgroups` makes one (or the "none" stand-in)."""
 
-    def __init__(self, parents: dict[str, Path], version: int, layout: Layout) -> None:
+    def __init__(self, parents: dict[str, Path], version: int, layout: Layout,
+                 scope: TransientScope | None = None) -> None:
         self.parents = parents
         self.version = version
         self.layout = layout
+        self.scope = scope
+        """The user manager's scope the parents sit in (a node in a user session), ended with them."""
 
     @property
     def active(self) -> bool:
@@ -305,6 +312,9 @@ class GuestCgroups:
         """Kill any guest still inside and remove every folder this node made."""
         for parent in dict.fromkeys(self.parents.values()):
             _remove_tree(parent)
+        if self.scope is not None:
+            self.scope.close()
+            self.scope = None
 
 
 def _remove_tree(parent: Path) -> None:
@@ -343,10 +353,28 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
-def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float | None = None) -> GuestCgroups:
-    """Make this node's guest parent cgroups with the best backend the machine grants; never raises."""
+def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float | None = None,
+                       session_bus: str | None = None) -> GuestCgroups:
+    """Make this node's guest parent cgroups with the best backend the machine grants; never raises.
+
+    A node in a user session (`session_bus`, see `scope.user_session_bus`) first asks the user
+    manager for a transient scope and makes its parent there.
+    """
     mounts = mounts or current_mounts()
     name = f"{PARENT_PREFIX}{os.getpid()}.{next(_numbers)}"
+    if session_bus is None or mounts.v2_root is None:
+        return _open_here(mounts, name, cpu_cap_percent)
+    try:
+        return _closed_at_exit(_open_in_scope(session_bus, name, mounts.v2_root, cpu_cap_percent))
+    except SCOPE_FAILURES as error:
+        cgroups = _open_here(mounts, name, cpu_cap_percent)
+        why = f"no transient scope from the user manager ({scope_failure(error)}); the guests' cgroups are made without one"
+        cgroups.layout = dataclasses.replace(cgroups.layout, missing=(why, *cgroups.layout.missing))
+        return cgroups
+
+
+def _open_here(mounts: Mounts, name: str, cpu_cap_percent: float | None) -> GuestCgroups:
+    """The guest parents wherever this node may write: the top of a hierarchy, or its own cgroup."""
     reasons: list[str] = []
     v2_controllers = set(_read(mounts.v2 / "cgroup.controllers").split()) if mounts.v2 is not None else set()
     # A v2 hierarchy without the cpu, memory or pids controller still freezes, kills and holds a
@@ -382,6 +410,20 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
     )))
 
 
+def _open_in_scope(bus: str, name: str, v2_root: Path, cpu_cap_percent: float | None) -> GuestCgroups:
+    """The guest parent inside a transient scope the user manager delegates to this node."""
+    scope = start_scope(bus, f"{name}.scope", v2_root, GUEST_WEIGHT)
+    where = f"in the transient scope {scope.unit} from the user manager (Delegate=yes, cpu.weight {GUEST_WEIGHT})"
+    try:
+        cgroups = _open_v2(scope.folder, name, nested=True, where=where)  # its own scope: no one else's weight to share
+        cgroups.set_cpu_cap(cpu_cap_percent)
+    except BaseException:
+        scope.close()
+        raise
+    cgroups.scope = scope
+    return cgroups
+
+
 def _closed_at_exit(cgroups: GuestCgroups) -> GuestCgroups:
     """Remove the folders when the interpreter exits, should nobody close them first (closing twice is harmless)."""
     atexit.register(cgroups.close)
@@ -393,21 +435,23 @@ def _nested_warning(folder: Path) -> str:
             "writable here), so programs in other cgroups weigh the same as the node and its guests together")
 
 
-def _open_v2(home: Path, name: str, *, nested: bool) -> GuestCgroups:
+def _open_v2(home: Path, name: str, *, nested: bool, where: str = "") -> GuestCgroups:
     """A guest parent in `home`: the top of the unified hierarchy, or the node's delegated cgroup.
 
     cgroup v2 forbids processes in a cgroup whose children use controllers, so in its own
     cgroup the node's processes move to `<its cgroup>/node` before the controllers are enabled.
     Placement, cgroup.freeze and cgroup.kill need no controller; each missing one is a sentence
-    in the layout's `missing`.
+    in the layout's `missing`. `where` names a home of the node's own (a scope), which is no
+    nested CPU parent to warn of.
     """
     available = set(_read(home / "cgroup.controllers").split())
     controllers = tuple(c for c in V2_CONTROLLERS if c in available)
     missing = tuple(v2_missing(c, home, available) for c in V2_CONTROLLERS if c not in available)
+    if nested and not where and "cpu" in controllers:
+        missing += (_nested_warning(home),)
     parent = _v2_parent(home, name, controllers, nested=nested)
     kept = controllers + ("freezer",)
-    return GuestCgroups(dict.fromkeys(kept, parent), 2,
-                        Layout("v2", kept, missing + ((_nested_warning(home),) if nested and "cpu" in controllers else ())))
+    return GuestCgroups(dict.fromkeys(kept, parent), 2, Layout("v2", kept, missing, where))
 
 
 def v2_missing(controller: str, home: Path, available: set[str]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from frost_core.guest.cgroups import GuestCgroup, GuestCgroups, open_guest_cgroups
 from frost_core.guest.confine import readable_paths
 from frost_core.guest.isolation import STRICT, IsolationReport, probe_isolation
+from frost_core.guest.scope import user_session_bus
 from frost_core.guest.views import GuestSettings, GuestTask
 
 INPUTS_FOLDER = "inputs"
@@ -126,5 +127,6 @@ class Containment:
 
     def _open(self) -> GuestCgroups:
         if self._cgroups is None:
-            self._cgroups = open_guest_cgroups(cpu_cap_percent=self.settings.cpu_cap_percent)
+            self._cgroups = open_guest_cgroups(cpu_cap_percent=self.settings.cpu_cap_percent,
+                                               session_bus=user_session_bus())
         return self._cgroups

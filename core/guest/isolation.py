@@ -77,7 +77,8 @@ def describe_cgroups(layout: Layout) -> str:
     if layout.kind == "none":
         return "none"
     weight = ", under a parent of nice-19 CPU weight" if "cpu" in layout.controllers else ""
-    return f"{layout.kind} ({', '.join(layout.controllers)}){weight}"
+    where = f", {layout.where}" if layout.where else ""
+    return f"{layout.kind} ({', '.join(layout.controllers)}){weight}{where}"
 
 
 def probe_isolation(layout: Layout, mode: str) -> IsolationReport:
