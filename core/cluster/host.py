@@ -31,7 +31,7 @@ from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableEr
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.guest.supervisor import GuestSupervisor
-from frost_core.guest.views import Completed, Evicted, Failed, GuestTask
+from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
@@ -44,6 +44,10 @@ FORWARD_SECONDS = 600.0
 """How long a host remembers where a unit it handed over went, to pass on commands sent to the old place."""
 RESERVATION_SECONDS = 60.0
 """How long an accepted offer holds its CPU and memory while the start is on its way."""
+FIGURES_INTERVAL = 0.1
+"""Seconds between two looks at the guests' progress and CPU time (as often as their watchers sample them):
+a finished guest's last look is the CPU time its result tells its master it took, even while a report
+waits on a master out of reach."""
 SUPERSEDED = "superseded: the master runs a newer copy of this unit elsewhere, or no longer needs it"
 
 
@@ -109,7 +113,7 @@ class Hosted:
     stay: Stay = Stay.RUNNING
     checkpoints: int = 0
     replicating: bool = False             # a replica of one of its checkpoints is on its way
-    checkpoint: tuple[int, float] = (0, 0.0)   # its newest checkpoint taken here: (seq, the progress it holds)
+    checkpoint: tuple[int, float, float] = (0, 0.0, 0.0)   # its newest checkpoint taken here: seq, progress, CPU
 
     @property
     def master(self) -> str:
@@ -117,9 +121,9 @@ class Hosted:
 
     def status(self) -> UnitStatus:
         """How far it got, at what CPU, and from which checkpoint it would resume, as its master hears it."""
-        seq, progress = self.checkpoint
+        seq, progress, cpu = self.checkpoint
         return UnitStatus(self.task.task_id, self.task.epoch, self.progress, self.cpu_seconds,
-                          checkpoint_seq=seq, checkpoint_progress=progress)
+                          checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu)
 
     @property
     def leaving(self) -> bool:
@@ -204,6 +208,7 @@ class HostService:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._report_periodically)
+            nursery.start_soon(self._note_figures_periodically)
             nursery.start_soon(self._deliver_owed)
             task_status.started()
 
@@ -358,7 +363,8 @@ class HostService:
             except PluginError as error:
                 outcome = Failed(f"result: {error.message}", retryable=False)
         if isinstance(outcome, Completed):
-            owed = owed_result(task.task_id, hosted.master, task.epoch, packed)  # output files travel with it
+            # Output files travel with it; so does the CPU it took, which its master counts if it refuses it.
+            owed = owed_result(task.task_id, hosted.master, task.epoch, packed, hosted.cpu_seconds)
         else:
             assert isinstance(outcome, Failed)
             owed = owed_failure(task.task_id, hosted.master, task.epoch, outcome.reason, outcome.retryable)
@@ -388,7 +394,8 @@ class HostService:
         master = self._links.master(owed.master)
         try:
             if owed.kind == "result":
-                accepted = await master.host_result(self.node_id, owed.task_id, owed.epoch, owed.payload)
+                accepted = await master.host_result(self.node_id, owed.task_id, owed.epoch, owed.payload,
+                                                    owed.cpu_seconds)
                 if not accepted:
                     self._events.add("host", f"{owed.task_id}: the master already had this result or a newer "
                                      "copy; this one was dropped")
@@ -442,20 +449,27 @@ class HostService:
                 self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
                 await self.supervisor.stop(stop, SUPERSEDED)
 
-    def _note_figures(self) -> None:
+    async def _note_figures_periodically(self) -> None:
+        while True:
+            self._note_figures()
+            await trio.sleep(FIGURES_INTERVAL)
+
+    def _note_figures(self) -> dict[str, GuestFigures]:
         """Keep each running unit's progress and CPU time: once its guest has stopped they are gone."""
         figures = {f.task_id: f for f in self.supervisor.figures()}
         for task_id, hosted in self._hosted.items():
             if task_id in figures and not hosted.leaving:
                 hosted.progress, hosted.cpu_seconds = figures[task_id].progress, figures[task_id].cpu_seconds
+        return figures
 
     def on_checkpoint(self, task: GuestTask, record: CheckpointRecord) -> None:
         """Send every Nth checkpoint to the unit's master (never blocks the guest; one at a time per unit)."""
         hosted = self._hosted.get(task.task_id)
         if hosted is None:
             return
-        self._note_figures()
-        hosted.checkpoint = (record.seq, hosted.progress)
+        figures = self._note_figures().get(task.task_id)
+        if figures is not None:
+            hosted.checkpoint = (record.seq, figures.progress, figures.cpu_seconds - figures.cpu_since_checkpoint_seconds)
         if hosted.master == self.node_id or self._nursery is None:
             return
         if hosted.stay is not Stay.RUNNING:

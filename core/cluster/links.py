@@ -42,7 +42,7 @@ class MasterSide(Protocol):
     """What hosts ask of a unit's master (implemented by master.scheduler.MasterScheduler)."""
 
     async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]: ...
-    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool: ...
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool: ...
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool: ...
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None: ...
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
@@ -180,9 +180,9 @@ class Links:
         match request:
             case UnitReport(units=units):
                 return UnitReportReply(stop=await master.host_report(peer, units))
-            case UnitResult(task_id=task_id, epoch=epoch):
+            case UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds):
                 result = await channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
-                return Verdict(ok=await master.host_result(peer, task_id, epoch, result))
+                return Verdict(ok=await master.host_result(peer, task_id, epoch, result, cpu_seconds))
             case UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta):
                 record = await _receive_checkpoint(channel, meta)
                 return Verdict(ok=await master.host_return(peer, task_id, epoch, record))
@@ -245,8 +245,8 @@ class _RemoteMaster:
         assert isinstance(answer, UnitReportReply)
         return answer.stop
 
-    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
-        return (await self._verdict(UnitResult(task_id=task_id, epoch=epoch), result)).ok
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool:
+        return (await self._verdict(UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds), result)).ok
 
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
         meta, state = _checkpoint_parts(record)

@@ -123,6 +123,7 @@ class UnitStatus:
     cpu_seconds: float = 0.0    # CPU this copy's guest process has used on its host (what waste is counted in)
     checkpoint_seq: int = 0     # its newest checkpoint on its host (0: none yet): where it would resume
     checkpoint_progress: float = 0.0   # the progress that checkpoint holds
+    checkpoint_cpu: float = 0.0        # the guest's CPU-seconds when it was taken (work past it is lost with the copy)
 
 
 @register
@@ -155,6 +156,7 @@ class UnitResult(Message):
     MAX_SIZE = 1024
     task_id: str
     epoch: int
+    cpu_seconds: float = 0.0    # the CPU this copy's guest used: what a refused result threw away
 
 
 @register

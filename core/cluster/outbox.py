@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     created_at REAL NOT NULL
 );
 """
+_CPU_COLUMN = "ALTER TABLE outbox ADD COLUMN cpu_seconds REAL NOT NULL DEFAULT 0"
+"""Added later: an outbox written before it gets the column, and its results count as 0 CPU-seconds."""
 
 
 @dataclass(frozen=True)
@@ -39,21 +41,24 @@ class Owed:
     reason: str
     retryable: bool
     created_at: float
+    cpu_seconds: float = 0.0    # a result's: the CPU its guest used
 
 
 class Outbox:
     def __init__(self, path: Path) -> None:
         self._db = open_durably(path, _SCHEMA)
+        if "cpu_seconds" not in {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}:
+            self._db.execute(_CPU_COLUMN)
 
     def close(self) -> None:
         self._db.close()
 
     def put(self, owed: Owed) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at,"
+            " cpu_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (owed.task_id, owed.master, owed.epoch, owed.kind, owed.payload, owed.reason, int(owed.retryable),
-             owed.created_at),
+             owed.created_at, owed.cpu_seconds),
         )
 
     def remove(self, task_id: str) -> None:
@@ -61,9 +66,10 @@ class Outbox:
 
     def entries(self) -> list[Owed]:
         rows = self._db.execute(
-            "SELECT task_id, master, epoch, kind, payload, reason, retryable, created_at FROM outbox ORDER BY created_at"
+            "SELECT task_id, master, epoch, kind, payload, reason, retryable, created_at, cpu_seconds FROM outbox"
+            " ORDER BY created_at"
         ).fetchall()
-        return [Owed(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], bool(r[6]), r[7]) for r in rows]
+        return [Owed(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], bool(r[6]), r[7], r[8]) for r in rows]
 
     def expire(self, older_than: float) -> list[Owed]:
         """Drop and return entries held longer than their masters may take to come back."""
@@ -73,8 +79,8 @@ class Outbox:
         return expired
 
 
-def owed_result(task_id: str, master: str, epoch: int, result: bytes) -> Owed:
-    return Owed(task_id, master, epoch, "result", result, "", False, time.time())
+def owed_result(task_id: str, master: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> Owed:
+    return Owed(task_id, master, epoch, "result", result, "", False, time.time(), cpu_seconds)
 
 
 def owed_failure(task_id: str, master: str, epoch: int, reason: str, retryable: bool) -> Owed:

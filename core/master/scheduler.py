@@ -18,6 +18,7 @@ each host what it holds (`reconcile`) before re-placing anything.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -113,7 +114,12 @@ class MasterScheduler:
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._waiting: dict[str, str] = {}                   # queued task id -> why it is not placed
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
-        self._checkpoint_progress: dict[str, tuple[int, float]] = {}  # task id -> (newest replica's seq, progress then)
+        self._overtaken: dict[tuple[str, int], Copy] = {}    # (task id, epoch) -> a copy another's result overtook,
+                                                             # until its host reports it once more (and stops it)
+        # task id -> the newest replica's (epoch, seq, progress, its guest's CPU-seconds then if its host said)
+        self._replicated: dict[str, tuple[int, int, float, float | None]] = {}
+        # task id -> the current copy's newest checkpoint as its host reported it: (epoch, seq, progress, CPU)
+        self._checkpoint_heard: dict[str, tuple[int, int, float, float]] = {}
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
         self._reconciling: set[str] = set()                  # hosts being asked what they hold
         self._kept_older: set[tuple[str, int]] = set()       # (task id, epoch): an older copy further along, let run
@@ -228,11 +234,10 @@ class MasterScheduler:
             self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
             return reason
         now = self._clock()
-        seq, start = self._checkpoint_progress.get(unit.task_id, (0, 0.0))
-        start = start if checkpoint is not None and checkpoint.seq == seq else 0.0
+        start, cpu_then = self._resume_point(unit.task_id, checkpoint)
         run = CopyRun(placed_at=now, start=start, heard_at=now, progress=start)
         self._copies[unit.task_id] = Copy(epoch, host, run)
-        self._count_redone(unit, epoch, start)
+        self._count_redone(unit, start, cpu_then)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
@@ -260,12 +265,24 @@ class MasterScheduler:
         log.info("%s.%d epoch %d: %.1f guest-seconds thrown away (%s)", assignment_id, index, epoch, seconds, reason)
         self._store.add_waste(assignment_id, index, epoch=epoch, reason=reason, seconds=seconds)
 
-    def _count_redone(self, unit: UnitRecord, epoch: int, start: float) -> None:
+    def _resume_point(self, task_id: str, checkpoint: CheckpointRecord | None) -> tuple[float, tuple[int, float] | None]:
+        """The progress `checkpoint` holds (0 if unknown), and (epoch, CPU-seconds) of the copy that took it
+        when it did, if its host said so."""
+        if checkpoint is None:
+            return 0.0, None
+        replicated = self._replicated.get(task_id)
+        if replicated is None or replicated[:2] != (checkpoint.epoch, checkpoint.seq):
+            return 0.0, None
+        epoch, _, progress, cpu = replicated
+        return progress, None if cpu is None else (epoch, cpu)
+
+    def _count_redone(self, unit: UnitRecord, start: float, cpu_then: tuple[int, float] | None) -> None:
         """A copy given up earlier is replaced from `start`: what it had done past that is computed again."""
         lost = self._given_up.get((unit.task_id, unit.epoch))
         if lost is not None:
+            own = cpu_then[1] if cpu_then is not None and cpu_then[0] == lost.epoch else None
             self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
-                            seconds=waste.redone(lost.run, start))
+                            seconds=waste.redone(lost.run, start, own))
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 
@@ -280,9 +297,10 @@ class MasterScheduler:
                 current = False
             if current:
                 self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds)
+                self._heard_checkpoint(status)
             elif not self._worth_keeping(host, status):
                 stop.append(status.task_id)
-                self._count_stopped(status.task_id, status.epoch, progress, now)
+                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds)
         self._on_change()
         return tuple(stop)
 
@@ -304,7 +322,7 @@ class MasterScheduler:
             return False
         if key in self._kept_older:
             return True
-        replica_seq, _ = self._checkpoint_progress.get(status.task_id, (0, 0.0))
+        replica_seq = self._replicated.get(status.task_id, (0, 0))[1]
         current = self._copies.get(status.task_id)
         ahead = current is None or status.checkpoint_progress > current.run.progress
         if status.checkpoint_seq <= replica_seq or not ahead:
@@ -337,16 +355,32 @@ class MasterScheduler:
                                              cpu_start=cpu, cpu=cpu))
         self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now, cpu))
 
-    def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float) -> None:
+    def _heard_checkpoint(self, status: UnitStatus) -> None:
+        """Keep the current copy's newest checkpoint as its host reports it: its replica's figures, exactly."""
+        if status.checkpoint_seq <= 0:
+            return
+        heard = (status.epoch, status.checkpoint_seq, min(max(status.checkpoint_progress, 0.0), 1.0),
+                 status.checkpoint_cpu)
+        self._checkpoint_heard[status.task_id] = heard
+        replicated = self._replicated.get(status.task_id)
+        if replicated is not None and replicated[:2] == heard[:2]:
+            self._replicated[status.task_id] = heard
+
+    def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float, cpu: float) -> None:
         """A copy given up earlier still ran and is stopped now: what it did since is thrown away."""
+        assignment_id, index = split_task_id(task_id)
         lost = self._given_up.pop((task_id, epoch), None)
         if lost is not None:
-            assignment_id, index = split_task_id(task_id)
+            self._add_waste(assignment_id, index, epoch=epoch, reason=waste.late_reason(lost.run, waste.SUPERSEDED),
+                            seconds=waste.ran_on(lost.run, progress, now, cpu))
+        overtaken = self._overtaken.pop((task_id, epoch), None)
+        if overtaken is not None:
             self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
-                            seconds=waste.ran_on(lost.run, progress, now))
+                            seconds=waste.ran_on(overtaken.run, progress, now, cpu))
 
-    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes) -> bool:
-        """`result` is the guest's result envelope: the plugin's result and the unit's output files."""
+    async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool:
+        """`result` is the guest's result envelope: the plugin's result and the unit's output files;
+        `cpu_seconds` the CPU its guest used (0 if its host did not say)."""
         assignment_id, index = split_task_id(task_id)
         try:
             value, files = envelope.unpack(envelope.RESULT, result)
@@ -355,23 +389,34 @@ class MasterScheduler:
         accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         lost = self._given_up.pop((task_id, epoch), None)
+        overtaken = self._overtaken.pop((task_id, epoch), None)
+        if overtaken is not None:  # it finished before its host heard it was overtaken
+            self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
+                            seconds=waste.ran_on(overtaken.run, 1.0, self._clock(), cpu_seconds))
         if accepted:
             current = self._copies.pop(task_id, None)
             if current is not None and current.epoch > epoch:
-                # An older copy finished first: its work was kept, the newer copy's is what is thrown away.
+                # An older copy finished first: its work was kept, the newer copy's is what is thrown away,
+                # up to its last report now and the rest when its host reports it once more (and stops it).
+                now = self._clock()
                 self._store.withdraw_waste(assignment_id, index, reason=waste.REDONE)
                 self._add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
-                                seconds=waste.overtaken(current.run, self._clock()))
+                                seconds=waste.overtaken(current.run, now))
+                # (Counted by the clock up to now if its host sends no CPU time: its stop counts from now.)
+                run = dataclasses.replace(current.run, heard_at=now) if current.heard_at > current.run.placed_at \
+                    else current.run
+                self._overtaken[(task_id, current.epoch)] = Copy(current.epoch, current.host, run)
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
-            self._checkpoint_progress.pop(task_id, None)
+            self._replicated.pop(task_id, None)
+            self._checkpoint_heard.pop(task_id, None)
             await self._blocking(self._replicas.discard, task_id)
             self._events.add("assignment", f"{task_id} result accepted: finished {where} (epoch {epoch})")
             self.wake()
         else:
             if lost is not None:
-                self._add_waste(assignment_id, index, epoch=epoch, reason=waste.REFUSED,
-                                seconds=waste.ran_on(lost.run, 1.0, self._clock()))
+                self._add_waste(assignment_id, index, epoch=epoch, reason=waste.late_reason(lost.run, waste.REFUSED),
+                                seconds=waste.ran_on(lost.run, 1.0, self._clock(), cpu_seconds))
             if self._store.holds_result(assignment_id, index, value):
                 self._events.add("assignment", f"{task_id}: the same result came again {where} (epoch {epoch}); "
                                  "it was accepted once already")
@@ -429,7 +474,11 @@ class MasterScheduler:
             raise FrostError(f"{record.task_id} epoch {record.epoch} is not the current copy; replica refused")
         copy = self._copies.get(record.task_id)
         if copy is not None and copy.epoch == record.epoch:
-            self._checkpoint_progress[record.task_id] = (record.seq, copy.run.progress)
+            heard = self._checkpoint_heard.get(record.task_id)
+            if heard is not None and heard[:2] == (record.epoch, record.seq):
+                self._replicated[record.task_id] = heard
+            else:  # its next report says how far it was and at what CPU time; until then, as last heard
+                self._replicated[record.task_id] = (record.epoch, record.seq, copy.run.progress, None)
         await self._keep_replica(record)
 
     async def _keep_replica(self, record: CheckpointRecord) -> None:
@@ -599,8 +648,6 @@ class MasterScheduler:
                 assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
             )
             await self._blocking(export_result, self._store, self._results_dir, assignment_id)
-            self._given_up = {key: copy for key, copy in self._given_up.items()
-                              if not key[0].startswith(f"{assignment_id}.")}  # its late copies cost nothing now
             self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
             done = self._store.assignment(assignment_id)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"

@@ -1,9 +1,12 @@
 """Guest-seconds an assignment threw away, and why: the price of each copy the master gave up or overtook.
 
 The master sees a copy only through its reports: when it was placed, the progress it resumed
-from, and the progress and guest CPU time it last reported at what time. The CPU-seconds a copy
-took per unit of progress, times the progress that was not kept, are the CPU-seconds lost; where
-nothing better is known (no progress reported yet) the guest's wall time stands for them.
+from, and the progress and guest CPU time it last reported at what time, and the CPU time at the
+checkpoint a replacement resumes from. What a copy threw away is its CPU time past the point the
+kept work took over from it: differences of its own CPU figures where its host sent them (a late
+report, a holdings answer or a late result carries them), else its CPU-seconds per unit of
+progress times the progress not kept; only a host that sends no CPU time is counted by the clock.
+A copy given up before its first report left nothing to count yet: its late figures settle it.
 These are pure functions of those figures; the scheduler records what they return, by reason.
 """
 
@@ -46,32 +49,56 @@ class CopyRun:
                        max(self.cpu, cpu))
 
 
-def redone(lost: CopyRun, resumed_from: float) -> float:
+def redone(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) -> float:
     """Seconds the replacement of `lost` spends again: what `lost` did past the progress it resumes from.
 
-    A copy that never reported progress left nothing to resume from: all it ran until last heard is lost.
+    `cpu_then`: the CPU-seconds of `lost`'s guest when it took the checkpoint the replacement resumes
+    from, if its host said so: then it is exact, its CPU time since. A replacement resuming from before
+    `lost` started redoes all it did. A copy that reported no CPU time ran on a host that sends none:
+    its wall time stands for it. Before its first report nothing is known yet (`ran_on` settles it).
     """
+    if lost.heard_at <= lost.placed_at:
+        return 0.0
+    if lost.cpu > lost.cpu_start:
+        if cpu_then is not None and lost.cpu_start <= cpu_then <= lost.cpu:
+            return lost.cpu - cpu_then
+        if resumed_from <= lost.start:
+            return lost.cpu - lost.cpu_start
     rate = lost.seconds_per_progress()
     if rate is None:
         return lost.heard_at - lost.placed_at
     return max(0.0, lost.progress - resumed_from) * rate
 
 
-def ran_on(lost: CopyRun, progress: float, now: float) -> float:
-    """Seconds a given-up copy spent after it was last heard, having reached `progress` (1.0: it finished) by `now`.
+def ran_on(lost: CopyRun, progress: float, now: float, cpu: float = 0.0) -> float:
+    """Seconds a given-up copy spent after it was last heard, having reached `progress` (1.0: it finished) and
+    `cpu` CPU-seconds of its guest by `now`.
 
-    Without a rate (it never reported progress) the time since it was last heard stands for it.
+    Its own CPU figure, where its host sent one, is exact; else its rate per progress, else (it never
+    reported progress) the time since it was last heard stands for it.
     """
+    if cpu > lost.cpu:
+        return cpu - lost.cpu
     rate = lost.seconds_per_progress()
     if rate is None:
         return max(0.0, now - lost.heard_at)
     return max(0.0, progress - lost.progress) * rate
 
 
+def late_reason(lost: CopyRun, reason: str) -> str:
+    """Why what a given-up copy did turned out wasted when it is heard again: `reason` (its result refused,
+    or it was stopped), unless it was given up before its first report: then all it did is what its
+    replacement computed again from the same checkpoint."""
+    return REDONE if lost.heard_at <= lost.placed_at else reason
+
+
 def overtaken(copy: CopyRun, now: float) -> float:
     """Seconds a copy ran before another copy's result made it useless: all of them since it was placed
-    (its CPU-seconds as last reported, or its wall time if its host sent none)."""
-    return copy.cpu - copy.cpu_start if copy.cpu > copy.cpu_start else max(0.0, now - copy.placed_at)
+    (its CPU-seconds as last reported, or its wall time if its host sent none; nothing yet before its
+    first report, which its stop settles: `ran_on`)."""
+    if copy.cpu > copy.cpu_start:
+        return copy.cpu - copy.cpu_start
+    return max(0.0, now - copy.placed_at) if copy.heard_at > copy.placed_at else 0.0
 
 
 def summary(by_reason: tuple[tuple[str, float], ...]) -> str:

@@ -31,8 +31,8 @@ class RecordingMaster:
         self.calls.append(("report", host, units))
         return tuple(u.task_id for u in units if u.epoch < 2)
 
-    async def host_result(self, host, task_id, epoch, result):
-        self.calls.append(("result", host, task_id, epoch, result))
+    async def host_result(self, host, task_id, epoch, result, cpu_seconds=0.0):
+        self.calls.append(("result", host, task_id, epoch, result, cpu_seconds))
         return True
 
     async def host_return(self, host, task_id, epoch, record):
@@ -110,7 +110,7 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         remote_master, remote_host = links.master("b"), links.host("b")
         stop = await remote_master.host_report("ignored", (UnitStatus("a-1.0", 1, 0.5), UnitStatus("a-1.1", 2, 0.1)))
         assert stop == ("a-1.0",)
-        assert await remote_master.host_result("ignored", "a-1.1", 2, b"r" * 300_000)
+        assert await remote_master.host_result("ignored", "a-1.1", 2, b"r" * 300_000, 12.5)
         assert await remote_master.host_return("ignored", "a-1.0", 1, record())
         await remote_master.host_replica("ignored", record())
         await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
@@ -118,7 +118,7 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         kinds = [call[0] for call in master.calls]
         assert kinds == ["report", "result", "return", "replica", "failed"]
         assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
-        assert master.calls[1][4] == b"r" * 300_000 and master.calls[2][4] == record()
+        assert master.calls[1][4:] == (b"r" * 300_000, 12.5) and master.calls[2][4] == record()
         reply = await remote_host.offer("a", UnitOffer(task_id="a-1.0", plugin_hash="h", memory_bytes=500,
                                                        state_bytes=0))
         assert not reply.accepted and reply.reason == "too big"

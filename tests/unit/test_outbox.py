@@ -1,11 +1,12 @@
 """What a host owes masters out of reach survives its own restart, and is dropped only when answered or expired."""
 
 import dataclasses
+import sqlite3
 import subprocess
 import sys
 import textwrap
 
-from frost_core.cluster.outbox import Outbox, owed_failure
+from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
 
 
 def test_owed_results_survive_a_kill_9_and_expire_only_after_the_hold(tmp_path):
@@ -28,3 +29,20 @@ def test_owed_results_survive_a_kill_9_and_expire_only_after_the_hold(tmp_path):
     assert [o.task_id for o in outbox.expire(older_than=owed.created_at + 0.5)] == ["m-1.0"]
     outbox.remove("m-1.1")
     assert outbox.entries() == []
+
+
+def test_an_outbox_written_before_results_carried_their_cpu_time_still_opens_and_keeps_it_now(tmp_path):
+    path = tmp_path / "outbox.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE outbox (task_id TEXT PRIMARY KEY, master TEXT NOT NULL, epoch INTEGER NOT NULL,"
+                " kind TEXT NOT NULL, payload BLOB NOT NULL, reason TEXT NOT NULL DEFAULT '',"
+                " retryable INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL)")
+    old.execute("INSERT INTO outbox VALUES ('m-1.0', 'master', 1, 'result', x'00', '', 0, 1.0)")
+    old.commit()
+    old.close()
+    outbox = Outbox(path)
+    try:
+        outbox.put(owed_result("m-1.1", "master", 2, b"r", 7.5))
+        assert [(o.task_id, o.cpu_seconds) for o in outbox.entries()] == [("m-1.0", 0.0), ("m-1.1", 7.5)]
+    finally:
+        outbox.close()

@@ -2,7 +2,9 @@
 
 import pytest
 
-from frost_core.master.waste import CopyRun, overtaken, ran_on, redone, summary
+from frost_core.master.waste import (
+    REDONE, REFUSED, SUPERSEDED, CopyRun, late_reason, overtaken, ran_on, redone, summary,
+)
 
 # Placed at t=100 from progress 0.2, last heard at t=160 at progress 0.5: 60 s for 0.3, so 200 s per unit.
 LOST = CopyRun(placed_at=100.0, start=0.2, heard_at=160.0, progress=0.5)
@@ -45,3 +47,24 @@ def test_with_the_guest_s_cpu_time_reported_waste_is_counted_in_cpu_seconds():
     # A copy adopted mid-run counts from the CPU it had used when the master started following it.
     adopted = CopyRun(placed_at=100.0, start=0.5, heard_at=110.0, progress=0.6, cpu_start=30.0, cpu=34.0)
     assert adopted.seconds_per_progress() == pytest.approx(40.0)
+
+
+def test_the_copy_s_own_cpu_figures_count_exactly_where_its_host_sent_them():
+    shared = CopyRun(placed_at=100.0, start=0.2, heard_at=160.0, progress=0.5, cpu_start=0.0, cpu=15.0)
+    # It took the checkpoint the replacement resumes from at 11 CPU-seconds: 15 − 11 = 4 s redone
+    # (its rate would say 5 s: its rows are not all as costly).
+    assert redone(shared, resumed_from=0.4, cpu_then=11.0) == pytest.approx(4.0)
+    # A replacement resuming from before the copy started redoes all of its 15 CPU-seconds.
+    assert redone(shared, resumed_from=0.1) == pytest.approx(15.0)
+    # Its late result says it used 27 CPU-seconds in all: 12 since it was last heard (its rate: 25).
+    assert ran_on(shared, progress=1.0, now=999.0, cpu=27.0) == pytest.approx(12.0)
+
+
+def test_a_copy_given_up_before_its_first_report_is_settled_by_its_late_figures_as_redone():
+    unheard = CopyRun(placed_at=100.0, start=0.2, heard_at=100.0, progress=0.2)
+    assert redone(unheard, resumed_from=0.2) == 0.0                     # nothing known yet
+    assert overtaken(unheard, now=130.0) == 0.0
+    assert ran_on(unheard, progress=1.0, now=999.0, cpu=9.5) == 9.5     # its late result: all it used
+    assert late_reason(unheard, REFUSED) == REDONE
+    heard = CopyRun(placed_at=100.0, start=0.2, heard_at=101.0, progress=0.3, cpu=1.0)
+    assert (late_reason(heard, REFUSED), late_reason(heard, SUPERSEDED)) == (REFUSED, SUPERSEDED)
