@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from frost_core.api.wording import counted
     from frost_core.api.commands import (
         AddPlugin,
         CancelAssignment,
@@ -119,6 +120,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "parse_address": ("frost_core.config", "parse_address"),
     "save_config": ("frost_core.config", "save_config"),
     "configure_logging": ("frost_core.logs", "configure_logging"),
+    "counted": ("frost_core.api.wording", "counted"),
     # commands change the node (the UI sends them one way; the control socket answers them)
     **{name: ("frost_core.api.commands", name) for name in (
         "AddPlugin", "CancelAssignment", "Command", "EvictGuests", "FinishThenPause", "Measurement", "MoveTask",

@@ -38,6 +38,7 @@ from frost_core import (
     PauseHosting,
     ResumeHosting,
     SubmitAssignment,
+    counted,
 )
 
 from frost_tui.tabs.assignments import AssignmentsPane
@@ -518,7 +519,8 @@ def describe_topbar(snapshot: NodeSnapshot, link: Link) -> str:
     where = link.describe() if link.connected else f"[reverse]{link.describe()}[/reverse]"
     return (
         f"[b]frost-tui[/b]  {snapshot.name} ({snapshot.address})  ·  {where}  ·  [b]{snapshot.hosting.state}[/b]  ·  "
-        f"{alive} peer(s)  ·  {len(snapshot.guests)} guest(s)  ·  {running} assignment(s) running"
+        f"{counted(alive, 'peer')}  ·  {counted(len(snapshot.guests), 'guest')}  ·  "
+        f"{counted(running, 'assignment')} running"
     )
 
 

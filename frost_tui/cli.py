@@ -21,7 +21,7 @@ from typing import Any
 
 from frost_core import (
     OPTIONS, AssignmentView, ConfigError, FrostError, Measurement, NodeStatus, NodeUnavailableError, Paths, PeerView,
-    PluginView, SavedResult, Submitted, describe_options, load_config, parse_address,
+    PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
 )
 
 from frost_tui import tables
@@ -408,7 +408,7 @@ def _measure(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Meas
     except NodeUnavailableError:
         figures = Measurement(**asdict(load_or_measure(paths.extremities_file, remeasure=True)))
         where = "no node is running here; it uses them from its next start"
-    out.say(f"speed {figures.speed:.3f} per CPU, {figures.cpus} CPU(s)\n"
+    out.say(f"speed {figures.speed:.3f} per CPU, {counted(figures.cpus, 'CPU')}\n"
             f"idle machine: guests get {figures.idle:.3f} speed units\n"
             f"busy machine: guests get {figures.heavy:.3f} speed units\n"
             f"saved to {paths.extremities_file}; {where}")
@@ -456,7 +456,7 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
                                      files=str(args.files.resolve()) if args.files else None))
     out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
     if args.files:
-        out.say(f"Saved {len(saved.files)} output file(s) to {saved.files_folder}")
+        out.say(f"Saved {counted(len(saved.files), 'output file')} to {saved.files_folder}")
     return saved, EXIT_OK
 
 
@@ -519,7 +519,7 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
     submitted: Submitted = _call(paths, SubmitAssignment(
         plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input)))
-    out.say(f"Submitted {submitted.id}: {submitted.units} unit(s) of {args.plugin}.")
+    out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK
     while (state := _call(paths, GetAssignment(assignment_id=submitted.id))).state not in ("done", "failed",

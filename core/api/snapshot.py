@@ -13,7 +13,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ResourceSample:
-    """One point of the machine's history chart, in calibrated speed units and percent of a core."""
+    """One point of the machine's history chart, in calibrated speed units and percent of the whole machine.
+
+    The CPU figures count all its cores as 100 % (the unit of `owner.busy_cpu_percent`), so every
+    picture of every machine has the same axis: 100 % is every core busy.
+    """
 
     at: float
     available: float
@@ -71,6 +75,8 @@ class UnitView:
     host_name: str = ""        # the host's peer name as the node knows it ("" while queued)
     eta_seconds: float | None = None   # while running, at the rate it has progressed since placed
     waiting: str = ""          # while queued: why no host takes it ("no peer with free CPU", ...)
+    reported: str = ""         # while running: "paused" (by its host's owner) or "suspended" (by the owner
+                               # policy there) when its host reports it standing still; "" while it runs
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ class HostingView:
     balance: str = ""          # the load balancer's last decision and why ("" before its first round)
     owner: tuple[str, ...] = ()   # the owner policy's decision (rule, reason, figures), then one line per desk rule
     not_owner: str = ""        # the CPU the last reading did not count as the owner's, and what this OS hides
-    reach: str = ""            # "out of reach of all peers since ...; N unit(s) left running on them", or ""
+    reach: str = ""            # "out of reach of all peers since ...; N units left running on them", or ""
     presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
     sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps
     isolation: tuple[str, ...] = ()  # "layer: state" per guest isolation layer, then a "warning: ..." if any is missing

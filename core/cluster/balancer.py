@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.api.errors import FrostError
 from frost_core.guest.views import GuestFigures
 from frost_core.policies.balance import Plan, Step, backoff_after, plan, plan_for_requester, table_system, unit_estimate
@@ -209,9 +210,9 @@ class Balancer:
                 moved.append(decision)
         if not moved:
             return BalanceDecision(now, Step.NOTHING, chosen.why if not tried else
-                                   f"owner active: no peer took any of {len(tried)} guest(s)")
+                                   f"owner active: no peer took any of {counted(len(tried), 'guest')}")
         last = moved[-1]
-        return BalanceDecision(now, Step.SEND, f"owner active: moved {len(moved)} of {len(units)} guest(s); "
+        return BalanceDecision(now, Step.SEND, f"owner active: moved {len(moved)} of {counted(len(units), 'guest')}; "
                                f"last {last.why}", last.task_id, last.node_id)
 
     def _units(self, inputs: BalanceInputs, now: float) -> list[UnitView]:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
@@ -114,16 +115,19 @@ class Hosted:
     checkpoints: int = 0
     replicating: bool = False             # a replica of one of its checkpoints is on its way
     checkpoint: tuple[int, float, float] = (0, 0.0, 0.0)   # its newest checkpoint taken here: seq, progress, CPU
+    guest_state: str = "running"          # its guest's state at the last look (GuestFigures.state)
 
     @property
     def master(self) -> str:
         return self.spec.master
 
-    def status(self) -> UnitStatus:
-        """How far it got, at what CPU, and from which checkpoint it would resume, as its master hears it."""
+    def status(self, paused_as: str = "paused") -> UnitStatus:
+        """How far it got, at what CPU, from which checkpoint it would resume, and whether it runs at all,
+        as its master hears it; a stopped guest is `paused_as` (paused by the owner, or suspended)."""
         seq, progress, cpu = self.checkpoint
+        state = paused_as if self.guest_state == "paused" else self.guest_state
         return UnitStatus(self.task.task_id, self.task.epoch, self.progress, self.cpu_seconds,
-                          checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu)
+                          checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu, state=state)
 
     @property
     def leaving(self) -> bool:
@@ -159,9 +163,11 @@ class HostService:
         own_figures: Callable[[], NodeView], answer_work_request: Callable[[NodeView], Awaitable[Verdict]],
         on_arrival: Callable[[str], None], relocator: Relocator,
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
+        paused_as: Callable[[], str] = lambda: "paused",
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
-        clock cannot jump past a move's deadline while a thread writes."""
+        clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
+        stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -178,6 +184,7 @@ class HostService:
         self._on_arrival = on_arrival
         self._relocator = relocator
         self._blocking = blocking
+        self._paused_as = paused_as
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -436,7 +443,7 @@ class HostService:
         for hosted in self._hosted.values():
             if hosted.leaving:
                 continue
-            by_master[hosted.master].append(hosted.status())
+            by_master[hosted.master].append(hosted.status(self._paused_as()))
         for master, units in by_master.items():
             try:
                 stop = await self._links.master(master).host_report(self.node_id, tuple(units))
@@ -460,6 +467,7 @@ class HostService:
         for task_id, hosted in self._hosted.items():
             if task_id in figures and not hosted.leaving:
                 hosted.progress, hosted.cpu_seconds = figures[task_id].progress, figures[task_id].cpu_seconds
+                hosted.guest_state = figures[task_id].state
         return figures
 
     def on_checkpoint(self, task: GuestTask, record: CheckpointRecord) -> None:
@@ -529,7 +537,7 @@ class HostService:
             return "already receiving a unit"
         busy = sum(1 for h in self._hosted.values() if not h.leaving) + len(self._reserved)
         if busy >= capacity.cpus:
-            return f"no free CPU ({busy} guest(s) for {capacity.cpus} CPU(s))"
+            return f"no free CPU ({counted(busy, 'guest')} for {counted(capacity.cpus, 'CPU')})"
         if memory > free:
             return f"not enough memory: needs {memory >> 20} MiB, {max(free, 0) >> 20} MiB free in the pool"
         if not self._has_plugin(plugin_hash) and not self._settings().allow_cluster_plugins:

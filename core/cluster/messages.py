@@ -124,6 +124,8 @@ class UnitStatus:
     checkpoint_seq: int = 0     # its newest checkpoint on its host (0: none yet): where it would resume
     checkpoint_progress: float = 0.0   # the progress that checkpoint holds
     checkpoint_cpu: float = 0.0        # the guest's CPU-seconds when it was taken (work past it is lost with the copy)
+    state: str = "running"      # as its host sees it: running, starting, checkpointing, paused (by the owner),
+                                # suspended (by the owner policy), so its master's screen tells the truth
 
 
 @register

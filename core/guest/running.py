@@ -20,6 +20,7 @@ from typing import Protocol
 import psutil
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
 from frost_core.guest.cgroups import GuestCgroup
@@ -477,7 +478,7 @@ class RunningGuest:
         refusals = self.cgroup.fork_refusals() if self.cgroup is not None else 0
         if refusals > self.fork_refusals:
             self.emit("error", f"the guest hit its process limit ({self.host.settings.max_processes} processes and "
-                      f"threads): {refusals} fork(s) refused so far", "warning")
+                      f"threads): {counted(refusals, 'fork')} refused so far", "warning")
             self.fork_refusals = refusals
 
     def _stuck(self, status: str) -> str | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.events import EventLog
 
 SLEEP_CHECK = 0.5
@@ -46,7 +47,7 @@ class Reach:
         if not peers and remote_units and self.cut_off_since is None:
             self.cut_off_since = now
             self._status = (f"out of reach of all peers since {time.strftime('%H:%M:%S')}; "
-                            f"{remote_units} unit(s) left running on them")
+                            f"{counted(remote_units, 'unit')} left running on them")
             self._events.add("cluster", f"{self._status}: they keep their places while this machine is the one "
                              "cut off", severity="warning")
         elif peers and self.cut_off_since is not None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import Holdings, UnitOffer, UnitSpec, UnitStatus
@@ -73,6 +74,10 @@ class MasterSettings:
                    death_settle=death_settle(peers + 1, MembershipConfig.from_config(config)))
 
 
+STANDING_STILL = frozenset({"paused", "suspended"})
+"""Reported states in which a unit makes no progress."""
+
+
 @dataclass(frozen=True)
 class Copy:
     """The copy of a unit the master counts on: its epoch and host, and its own silence clock."""
@@ -80,6 +85,7 @@ class Copy:
     epoch: int
     host: str
     run: CopyRun
+    state: str = "running"   # as its host last reported it (paused, suspended, ...)
 
     @property
     def heard_at(self) -> float:
@@ -136,10 +142,17 @@ class MasterScheduler:
         """Live progress of this node's running units, as their hosts last reported it."""
         return {task_id: copy.run.progress for task_id, copy in self._copies.items()}
 
+    def reported_states(self) -> dict[str, str]:
+        """Each placed unit's state as its host last reported it: "paused" and "suspended" stand still."""
+        return {task_id: copy.state for task_id, copy in self._copies.items()}
+
     def etas(self) -> dict[str, float]:
-        """Seconds each running unit still needs, at the rate its copy progressed since it was placed or moved."""
+        """Seconds each running unit still needs, at the rate its copy progressed since it was placed or moved;
+        none for a unit its host reports paused or suspended: it makes no progress until it runs again."""
         etas = {}
         for task_id, copy in self._copies.items():
+            if copy.state in STANDING_STILL:
+                continue
             rate = copy.run.seconds_per_progress()
             if rate is not None:
                 etas[task_id] = rate * (1.0 - copy.run.progress) - (self._clock() - copy.heard_at)
@@ -151,7 +164,7 @@ class MasterScheduler:
                 await self._blocking(export_result, self._store, self._results_dir, record.id)
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
-            self._events.add("assignment", f"{len(requeued)} unit(s) this machine ran when it stopped are queued again")
+            self._events.add("assignment", f"{counted(len(requeued), 'unit')} this machine ran when it stopped are queued again")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.reach.watch_for_sleep)
@@ -296,7 +309,7 @@ class MasterScheduler:
             except UnknownAssignmentError:
                 current = False
             if current:
-                self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds)
+                self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds, status.state)
                 self._heard_checkpoint(status)
             elif not self._worth_keeping(host, status):
                 stop.append(status.task_id)
@@ -346,14 +359,15 @@ class MasterScheduler:
                              "the queue")
         return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
 
-    def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float, cpu: float = 0.0) -> None:
+    def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float, cpu: float = 0.0,
+               state: str = "running") -> None:
         """The copy at `epoch` reported: its clock restarts; a newer epoch (a move) gets a clock of its own."""
         copy = self._copies.get(task_id)
         if copy is None or copy.epoch != epoch or copy.host != host:
             start = copy.run.progress if copy is not None else progress
             copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start,
                                              cpu_start=cpu, cpu=cpu))
-        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now, cpu))
+        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now, cpu), state)
 
     def _heard_checkpoint(self, status: UnitStatus) -> None:
         """Keep the current copy's newest checkpoint as its host reports it: its replica's figures, exactly."""
@@ -597,7 +611,7 @@ class MasterScheduler:
             return
         kept, gone = self.apply_holdings(host, held)
         if kept or gone:
-            self._events.add("assignment", f"{host[:8]} is reachable again: it holds {kept} unit(s) of this "
+            self._events.add("assignment", f"{host[:8]} is reachable again: it holds {counted(kept, 'unit')} of this "
                              f"master's still; {gone} restart elsewhere")
         self._on_change()
 

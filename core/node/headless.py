@@ -13,6 +13,7 @@ import sys
 
 import trio
 
+from frost_core.api.wording import counted
 from frost_core.config import Config
 from frost_core.api.errors import ConfigError, FrostError
 from frost_core.logs import configure_journal_logging, configure_logging
@@ -86,7 +87,7 @@ async def _hand_off(node, deadline: float) -> None:
     """Checkpoint the guests and send them on; whatever is not gone by `deadline` stays checkpointed here."""
     with trio.move_on_after(deadline) as scope:
         count = await node.hand_off_guests()
-        log.info("handed %d guest(s) to peers before stopping", count)
+        log.info("handed %s to peers before stopping", counted(count, "guest"))
     if scope.cancelled_caught:
         log.warning("stopping with guests still leaving after %.0f s; they resume from their checkpoints", deadline)
 

@@ -64,6 +64,8 @@ class NodeParts(Protocol):
 
     def unit_waiting(self) -> dict[str, str]: ...
 
+    def unit_states(self) -> dict[str, str]: ...
+
 
 def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
     guests = node.supervisor.figures()
@@ -104,7 +106,8 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             for g in guests
         ),
         assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
-                                          etas=node.unit_etas(), waiting=node.unit_waiting())
+                                          etas=node.unit_etas(), waiting=node.unit_waiting(),
+                                          reported=node.unit_states())
                           for record in node.store.assignments()),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
@@ -135,20 +138,25 @@ def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
 def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
-    waiting: Mapping[str, str] | None = None,
+    waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
-    node ids to peer names, so the screen says where a unit runs in words."""
+    node ids to peer names, so the screen says where a unit runs in words. `reported` is each
+    running unit's state as its host last said: one it reports paused or suspended says so
+    (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had may be dead and is not where it will run."""
     live = live or {}
     names = names or {}
     etas = etas or {}
     waiting = waiting or {}
+    reported = reported or {}
     units = tuple(
-        UnitView(index=u.index, task_id=u.task_id, state=u.state, host=u.host,
+        UnitView(index=u.index, task_id=u.task_id,
+                 state=u.state, reported=_standing_still(u.state, reported.get(u.task_id)),
+                 host="" if u.state == "queued" else u.host,
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
                  moves=u.moves, failures=u.failures, error=u.error,
-                 host_name=names.get(u.host, u.host[:8]) if u.host else "",
+                 host_name=names.get(u.host, u.host[:8]) if u.host and u.state != "queued" else "",
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
                  waiting=waiting.get(u.task_id, "") if u.state == "queued" else "")
         for u in record.units
@@ -168,6 +176,11 @@ def assignment_view(
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
     )
+
+
+def _standing_still(stored: str, reported: str | None) -> str:
+    """Why a running unit makes no progress, as its host reports it (paused, suspended); "" while it runs."""
+    return reported if stored == "running" and reported in ("paused", "suspended") else ""
 
 
 def plugin_view(info) -> PluginView:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 import trio
 
 import frost_core.node.views as node_views
+from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointStore
 from frost_core.cluster.host import Capacity, Hosted, HostService, HostSettings
 from frost_core.cluster.files import MAX_INPUTS, InputFiles
@@ -129,6 +131,7 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
+            paused_as=self._paused_as,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
@@ -232,6 +235,10 @@ class Node:
     def unit_etas(self) -> dict[str, float]:
         """Seconds each running unit of this node's assignments still needs, wherever it runs."""
         return self._scheduler.etas()
+
+    def unit_states(self) -> dict[str, str]:
+        """Each placed unit of this node's assignments as its host reports it (paused, suspended, ...)."""
+        return self._scheduler.reported_states()
 
     def unit_waiting(self) -> dict[str, str]:
         """Why each queued unit of this node's assignments is not placed (`placement.why_not_placed`)."""
@@ -341,7 +348,7 @@ class Node:
                 return node_views.plugin_view(info)
             case RemovePlugin(name=name):
                 removed = await self.registry.remove_async(name)
-                self.events.add("plugin", f"plugin {name} removed ({len(removed)} cop{'y' if len(removed) == 1 else 'ies'})")
+                self.events.add("plugin", f"plugin {name} removed ({counted(len(removed), 'copy', 'copies')})")
                 return f"removed {name}"
             case SaveSettings(values=values):
                 self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
@@ -352,7 +359,7 @@ class Node:
                 self.balancer.settings = PolicySettings.from_config(self.config)
                 self.bandwidths.default = self.balancer.settings.default_bandwidth
                 self._scheduler.wake()
-                self.events.add("settings", f"saved {len(values)} setting(s) to {self.paths.config_file}")
+                self.events.add("settings", f"saved {counted(len(values), 'setting')} to {self.paths.config_file}")
                 return "saved"
             case MoveTask(task_id=task_id, node=node):
                 return await self.move(task_id, node)
@@ -384,7 +391,7 @@ class Node:
             units=[NewUnit(data=u.data, memory_bytes=u.memory_bytes, cost=u.cost) for u in units],
             one_per_host=one_per_host, inputs=stored,
         )
-        self.events.add("assignment", f"assignment {assignment_id} submitted: {len(units)} unit(s) of {info.name}")
+        self.events.add("assignment", f"assignment {assignment_id} submitted: {counted(len(units), 'unit')} of {info.name}")
         self._scheduler.wake()
         return Submitted(id=assignment_id, units=len(units))
 
@@ -413,7 +420,7 @@ class Node:
         finally:
             self._evicting -= 1
             self._hosting_changed()
-        message = f"evicted {len(evicted)} guest(s)"
+        message = f"evicted {counted(len(evicted), 'guest')}"
         self.events.add("evict", message)
         return message
 
@@ -441,7 +448,7 @@ class Node:
         detector, then restart its guests from their last replicated checkpoint.
         """
         self._asleep = True
-        self.events.add("sleep", f"the machine is going to sleep: handing {self.host.running_count} guest(s) on "
+        self.events.add("sleep", f"the machine is going to sleep: handing {counted(self.host.running_count, 'guest')} on "
                         "and leaving the cluster")
         with trio.move_on_after(max(seconds - LEAVE_TIMEOUT, 0.0)):
             await self.hand_off_guests()
@@ -545,9 +552,10 @@ class Node:
                                               input_idle=presence.idle_seconds)
             await self._follow_owner(state)
             figures = self._publish_figures()
+            cores = os.cpu_count() or 1  # the reading is in percent of one core, the chart in percent of the machine
             self._history.append(ResourceSample(
-                at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent,
-                guest_cpu_percent=state.reading.guest_cpu_percent,
+                at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent / cores,
+                guest_cpu_percent=state.reading.guest_cpu_percent / cores,
             ))
             del self._history[:-HISTORY_LENGTH]
             self.mark_changed()
@@ -614,6 +622,11 @@ class Node:
             self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
             owner_active_reason=owner_reason, held_reason=held,
         )
+
+    def _paused_as(self) -> str:
+        """Why guests stand still here, in the word a master shows for its units: paused by the owner's
+        key, or suspended by the owner policy."""
+        return "paused" if self._intents.paused else "suspended"
 
     def _capacity(self) -> Capacity:
         now = time.time()

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from frost_core.api.wording import counted
 from frost_core.api.errors import ConfigError
 
 
@@ -79,11 +80,11 @@ def hosting_state(
     if owner_active_reason:
         return HostingState("owner-active", owner_active_reason, False)
     if intents.finishing:
-        return HostingState("finishing", f"finishing {guests} guest(s), then pausing", False)
+        return HostingState("finishing", f"finishing {counted(guests, 'guest')}, then pausing", False)
     if held_reason:
         return HostingState("held", held_reason, False)
     if guests:
-        return HostingState("hosting", f"hosting {guests} guest(s) at the lowest priority", True)
+        return HostingState("hosting", f"hosting {counted(guests, 'guest')} at the lowest priority", True)
     return HostingState("idle", "ready for guests", True)
 
 

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from frost_core import PeerView
+from frost_core import PeerView, counted
 
 from frost_tui.widgets.format import format_duration
 
@@ -169,7 +169,7 @@ class MoveDialog(ModalScreen[str | None]):
             yield OptionList(
                 *(
                     Option(f"{p.name}{' (this machine)' if p.is_self else ''}  {p.address}  "
-                           f"available {p.available:.2f}  {p.guests} guest(s)", id=p.node_id)
+                           f"available {p.available:.2f}  {counted(p.guests, 'guest')}", id=p.node_id)
                     for p in self.peers
                 ),
                 id="move-peers",

@@ -25,6 +25,7 @@ from frost_core import (
     PluginView,
     ResourceSample,
     UnitView,
+    counted,
 )
 
 from frost_tui.shots.render import SHOTS, SIZE, take_shots
@@ -89,8 +90,8 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         ResourceSample(
             at=now - (599 - k),
             available=round(0.55 + 0.25 * math.sin(k / 45) + (0.2 if 300 < k < 400 else 0), 3),
-            owner_cpu_percent=round(max(0.0, 35 + 30 * math.sin(k / 35) - (30 if k > 450 else 0)), 1),
-            guest_cpu_percent=round(min(400.0, 150 + 120 * math.cos(k / 55)), 1),
+            owner_cpu_percent=round(max(0.0, 35 + 30 * math.sin(k / 35) - (30 if k > 450 else 0)) / 8, 1),
+            guest_cpu_percent=round(min(400.0, 150 + 120 * math.cos(k / 55)) / 8, 1),  # 8 cores: % of the machine
         )
         for k in range(600)
     )
@@ -166,7 +167,7 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
     )
     hosting = HostingView(
         state="hosting" if guests else "idle",
-        reason=f"the owner has been away 6m12s; {guests} guest(s) use 2 of 8 CPUs" if guests else "waiting for work",
+        reason=f"the owner has been away 6m12s; {counted(guests, 'guest')} use 2 of 8 CPUs" if guests else "waiting for work",
         paused_until=None, finishing=False, transfer_mode="neutral", system_average=0.58, lower_threshold=0.35,
         upper_threshold=0.81, memory_pool_bytes=8 * _GiB, memory_used_bytes=sum(g.memory_bytes for g in guest_views),
         guest_cpus=8, presence="GNOME Mutter IdleMonitor: input 372 s ago",

@@ -67,7 +67,7 @@ class AssignmentsPane(Pane):
         unit = self.selected_unit()
         if unit is not None and self.query_one("#units-table", LiveTable).has_focus:
             return f"Unit {unit.task_id}", describe_unit(unit)
-        units = Text("\n".join(f"{u.task_id}  {u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
+        units = Text("\n".join(f"{u.task_id}  {u.reported or u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
                                for u in assignment.units))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
             describe_result(assignment), Text(""), units)
@@ -112,7 +112,7 @@ def assignment_row(assignment: AssignmentView, now: float) -> tuple:
 def unit_row(unit: UnitView) -> tuple:
     return (
         unit.task_id,
-        styled_state(unit.state),
+        styled_state(unit.reported or unit.state),  # as its host reports it: paused, suspended
         unit.host_name or "—",
         progress_bar(unit.progress, width=10),
         format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—",
@@ -125,7 +125,7 @@ def unit_row(unit: UnitView) -> tuple:
 def describe_unit(unit: UnitView) -> Group:
     eta = format_duration(unit.eta_seconds) if unit.eta_seconds is not None else "—"
     lines = [
-        Text.assemble(("State  ", "bold"), styled_state(unit.state)),
+        Text.assemble(("State  ", "bold"), styled_state(unit.reported or unit.state)),
         Text.assemble(("Runs on  ", "bold"), unit.host_name or "—", f"  {unit.host[:8]}" if unit.host else ""),
         Text.assemble(("Progress  ", "bold"), progress_bar(unit.progress, width=20), f"  ETA {eta}"),
         Text.assemble(("Moves  ", "bold"), str(unit.moves), ("   Failures  ", "bold"), str(unit.failures)),

@@ -66,8 +66,9 @@ class MachinePane(Pane):
             seconds_per_dot=seconds_per_dot,
         )
         cpu = ChartData(
-            title="CPU",
+            title="CPU, % of the machine",
             unit="%",
+            top=100.0,
             series=(
                 Series("owner", "yellow", tuple(s.owner_cpu_percent for s in history)),
                 Series("guests", "cyan", tuple(s.guest_cpu_percent for s in history)),

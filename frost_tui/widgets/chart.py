@@ -33,6 +33,8 @@ class ChartData:
     series: tuple[Series, ...]
     seconds_per_dot: float = 1.0
     """Time between two samples: the time axis spans the chart's full width at this pace."""
+    top: float | None = None
+    """A fixed top of the y axis (100 for percent of the machine); None: a round figure above the data."""
 
 
 class Chart(Widget):
@@ -100,8 +102,7 @@ def chart_lines(data: ChartData | None, width: int, height: int) -> list[list[Ru
         return []
     plot_width = width - _AXIS_WIDTH
     plot_height = height - 2  # a title line and a time-axis line
-    top = max([1.0] + [v for s in data.series for v in s.values])
-    top = _nice_ceiling(top)
+    top = data.top or _nice_ceiling(max([1.0] + [v for s in data.series for v in s.values]))
     title: list[Run] = [(f"{data.title} ", "bold"), ("  ", "")]
     title += [(f"━ {series.label}  ", series.color) for series in data.series]
     lines = [title]

@@ -78,6 +78,7 @@ STATE_STYLES = {
     "done": "green",
     "suspect": "bold yellow",
     "paused": "yellow",
+    "suspended": "yellow",
     "queued": "bright_black",
     "idle": "bright_black",
     "checkpointing": "cyan",

@@ -161,12 +161,12 @@ def test_the_ui_attaches_to_a_headless_node_detaches_and_rides_out_a_restart(tmp
         assert task_id in {g["task_id"] for g in peer.call("status")["guests"]}
 
         terminal = attach()  # the same state as before the detach
-        terminal.wait_for(lambda s: "0 guest(s)" in s and "1 assignment(s) running" in s, timeout=30,
+        terminal.wait_for(lambda s: "0 guests" in s and "1 assignment running" in s, timeout=30,
                           what="the same state again")
         desk.kill()
         terminal.wait_for(lambda s: "reconnecting to local node…" in s, timeout=30, what="the reconnecting state")
         desk = start_desk()
-        terminal.wait_for(lambda s: "attached to local node" in s and "1 assignment(s) running" in s, timeout=30,
+        terminal.wait_for(lambda s: "attached to local node" in s and "1 assignment running" in s, timeout=30,
                           what="the UI back on the restarted node")
     finally:
         for terminal in terminals:

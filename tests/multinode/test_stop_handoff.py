@@ -33,4 +33,4 @@ def test_sigterm_moves_the_guests_to_a_peer_before_the_node_exits(nodes):
                       what="the guest at the peer")
     assert task_id in guests
     log = (desk.data_dir / "logs" / "frost-tui.log").read_text()
-    assert "handed 1 guest(s) to peers before stopping" in log
+    assert "handed 1 guest to peers before stopping" in log

@@ -76,7 +76,7 @@ def test_owner_commands_print_a_document_that_fits_the_schema(single_node):
     assert "pause" in _document(node.cli("pause", "--until", "23:59", "--json"), "pause")
     _document(node.cli("resume", "--json"), "resume")
     _document(node.cli("finish", "--json"), "finish")
-    assert _document(node.cli("evict", "--json"), "evict") == "evicted 0 guest(s)"
+    assert _document(node.cli("evict", "--json"), "evict") == "evicted 0 guests"
     key_file = str(node.data_dir.parent / "cluster.key")  # where the single_node fixture keeps it
     joined = _document(node.cli("key", "show", "--cluster-key-file", key_file, "--json"), "key show")
     assert joined["join_code"].startswith("FROST")

@@ -40,7 +40,7 @@ def test_output_files_reach_the_master_bit_identical_to_a_local_run(single_node,
 
     saved = tmp_path / "saved"
     reply = node.cli("result", assignment["id"], "--output", str(tmp_path / "again.json"), "--files", str(saved))
-    assert "Saved 2 output file(s)" in reply.stdout
+    assert "Saved 2 output files" in reply.stdout
     assert {p.name: p.read_bytes() for p in saved.iterdir()} == expected
 
 

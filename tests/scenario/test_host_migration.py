@@ -20,6 +20,7 @@ from frost_core.cluster.messages import UnitSpec
 from frost_core.cluster.migration import Migrator
 from frost_core.cluster.outbox import Outbox
 from frost_core.events import EventLog
+from frost_core.node.views import assignment_view
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.master.store import MasterStore, NewUnit
 from frost_core.guest.views import Evicted, Failed, GuestFigures, GuestTask, Outcome
@@ -47,6 +48,7 @@ class StandInGuests:
         self.store = CheckpointStore(data_dir / "checkpoints")
         self.started: dict[str, CheckpointRecord | None] = {}
         self._ends: dict[str, tuple[trio.Event, list[Outcome]]] = {}
+        self.state = "running"  # what every guest here reports (a test pauses them)
         self._tasks: dict[str, GuestTask] = {}
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
@@ -87,7 +89,7 @@ class StandInGuests:
         event.set()
 
     def figures(self) -> tuple[GuestFigures, ...]:
-        return tuple(GuestFigures(task_id=t, assignment_id="aaaaaaaa-1", plugin="p", origin=MASTER, state="running",
+        return tuple(GuestFigures(task_id=t, assignment_id="aaaaaaaa-1", plugin="p", origin=MASTER, state=self.state,
                                   progress=0.5, cpu_seconds=10.0, cpu_percent=100.0, wall_seconds=10.0,
                                   since_checkpoint_seconds=1.0, cpu_since_checkpoint_seconds=1.0, checkpoint_bytes=0,
                                   memory_bytes=1 << 20, last_checkpoint_seq=None) for t in self._ends)
@@ -249,6 +251,14 @@ async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_ep
             await trio.sleep(30)  # reports from both hosts for a while: the master keeps the one copy at B
             unit = store.unit(assignment, 0)
             assert (unit.state, unit.host, unit.epoch) == ("running", B, 2) and cluster.running(B) == [task]
+
+            # B's owner pauses: B's next report says so, and the master's screen shows it, with no ETA.
+            cluster.guests[B].state = "paused"
+            await cluster.hosts[B].report_now()
+            assert scheduler.reported_states()[task] == "paused" and task not in scheduler.etas()
+            shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
+                                    reported=scheduler.reported_states())
+            assert (shown.units[0].state, shown.units[0].reported) == ("running", "paused")
             nursery.cancel_scope.cancel()
         for outbox in cluster.outboxes:
             outbox.close()

@@ -144,7 +144,7 @@ def test_a_master_cut_off_from_every_peer_keeps_its_units_in_place_and_reconcile
         assert [world.unit(i).state for i in (0, 1)] == ["running", "running"]
         assert [world.unit(i).epoch for i in (0, 1)] == [1, 1]
         assert world.scheduler.reach.status.startswith("out of reach of all peers since")
-        assert any("2 unit(s) left running on them" in m for m in world.messages())
+        assert any("2 units left running on them" in m for m in world.messages())
         world.alive = [MASTER, *HOSTS]               # healed: the hosts are asked what they hold
         await wait_until(lambda: any("reachable again" in m for m in world.messages()), timeout=5,
                          what="the heal noticed")

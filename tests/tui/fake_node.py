@@ -101,7 +101,7 @@ class FakeNode:
             history = snapshot.history
             if ticks % per_second == 0:
                 last = history[-1]
-                sample = dataclasses.replace(last, at=last.at + 1, guest_cpu_percent=(last.guest_cpu_percent + 7) % 400)
+                sample = dataclasses.replace(last, at=last.at + 1, guest_cpu_percent=(last.guest_cpu_percent + 7) % 100)
                 history = history[1:] + (sample,)
             self.publish(peers=peers, history=history)
 

@@ -1,0 +1,46 @@
+"""What the screens say is what the node says: units as their hosts report them, one CPU scale, plurals."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.tui.conftest import run_ui, screen_text
+from tests.waiting import wait_in_app
+
+
+def test_the_cpu_axis_is_percent_of_the_machine_in_every_picture(node):
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: "CPU, % of the machine" in screen_text(app))
+        quiet = tuple(dataclasses.replace(s, owner_cpu_percent=3.0, guest_cpu_percent=1.0)
+                      for s in node.snapshot().history)
+        node.publish(history=quiet)  # a quiet machine keeps the same axis: 100 % is every core busy
+        chart = app.query_one("#chart-cpu")
+        await wait_in_app(pilot, lambda: chart.data.series[0].values[-1] == 3.0, timeout=5)
+        assert "100%┤" in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_counts_are_said_in_words(node):
+    async def scenario(app, pilot):
+        text = screen_text(app)
+        assert "4 peers" in text and "3 guests" in text and "1 assignment running" in text
+        assert "(s)" not in text.splitlines()[0]
+
+    run_ui(node, scenario)
+
+
+def test_a_unit_its_host_reports_suspended_is_shown_suspended(node):
+    assignment = node.snapshot().assignments[0]
+    running = next(i for i, u in enumerate(assignment.units) if u.state == "running")
+    units = list(assignment.units)
+    units[running] = dataclasses.replace(units[running], reported="suspended", eta_seconds=None)
+    node.publish(assignments=(dataclasses.replace(assignment, units=tuple(units)),))
+
+    async def scenario(app, pilot):
+        await pilot.press("4")
+        await wait_in_app(pilot, lambda: "suspended" in screen_text(app))
+        row = next(line for line in screen_text(app).splitlines() if units[running].task_id in line)
+        assert "suspended" in row and "running" not in row
+
+    run_ui(node, scenario)
