@@ -5,15 +5,17 @@ CPUs each, run the same 6-unit ray trace four times in a row in one cluster, aft
 that ships the plugin's code to the hosts:
 
 - undisturbed (the baseline, measured in the same run);
-- a host cut off (its veth link down) for CUT seconds while it runs two units;
-- the master cut off for CUT seconds while 4 of the 6 units run on the two hosts;
-- the master stopped with SIGSTOP for CUT seconds (a sleeping laptop), then SIGCONT.
+- a host cut off (its veth link down) for `--host-cut` seconds while it runs two units;
+- the master cut off for `--master-cut` seconds while 4 of the 6 units run on the two hosts;
+- the master stopped with SIGSTOP for `--freeze` seconds (a sleeping laptop), then SIGCONT.
 
 Timed: from the submit to the assignment being done (the master's `assignment` query). Wasted is
 the master's own figure (`wasted_seconds`, master.waste). Re-formed is the time from the heal (or
-SIGCONT) until every node sees every other alive. The timings are the issue's scaled down
-(host_timeout 6 s, a failure detector that declares a peer dead in about 3 s, CUT = 2.5 x
-host_timeout by default), so each case runs in seconds; the whole script takes about 2 minutes.
+SIGCONT) until every node sees every other alive. By default the timings are the issue's scaled
+down (host_timeout 6 s, a failure detector that declares a peer dead in about 3 s, each cut or
+stop `--cut` = 12 s), so each case runs in seconds and the whole script takes about 2 minutes.
+The issue's own lengths: `--host-cut 30 --master-cut 75 --freeze 60` (about 5 minutes), with
+`--host-timeout 30` for its default `cluster.host_timeout` too.
 `--keep FOLDER` keeps the nodes' data and logs.
 Needs root (network namespaces).
 """
@@ -58,14 +60,15 @@ memory_pressure = 100
 """ + CLUSTER_CONFIG.replace("cpus = 1", "cpus = 2")
 
 
-def start_cluster(topology: Topology, folder: Path) -> list[NodeProcess]:
+def start_cluster(topology: Topology, folder: Path, host_timeout: float) -> list[NodeProcess]:
     key_file = folder / "cluster.key"
     ClusterKey.generate().save(key_file)
     nodes: list[NodeProcess] = []
     for host, name in zip(topology.hosts, ("master", "beta", "gamma")):
         seeds = (nodes[0].address,) if nodes else ()
         nodes.append(start_node(folder / name, key_file=key_file, seeds=seeds, port=PORT, name=name,
-                                listen_host="0.0.0.0", netns=host.namespace, base_config=CONFIG,
+                                listen_host="0.0.0.0", netns=host.namespace,
+                                base_config=CONFIG.replace("host_timeout = 6\n", f"host_timeout = {host_timeout:g}\n"),
                                 extra_config=f'\n[node]\nadvertise_host = "{host.address}"\n', log_level="info"))
     reformed(nodes)
     return nodes
@@ -116,31 +119,37 @@ def run_case(nodes: list[NodeProcess], topology: Topology, case: str, cut: float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cut", type=float, default=12.0, help="seconds each partition or stop lasts")
+    parser.add_argument("--host-cut", type=float, help="seconds the host is cut off (default: --cut)")
+    parser.add_argument("--master-cut", type=float, help="seconds the master is cut off (default: --cut)")
+    parser.add_argument("--freeze", type=float, help="seconds the master is stopped (default: --cut)")
+    parser.add_argument("--host-timeout", type=float, default=6.0, help="cluster.host_timeout of the nodes")
     parser.add_argument("--keep", type=Path, help="keep the nodes' data and logs in this folder")
     args = parser.parse_args()
     reason = netns_unavailable_reason()
     if reason:
         sys.exit(f"partition_cost needs network namespaces: {reason}")
+    cuts = {"undisturbed": 0.0, "host cut": args.host_cut or args.cut, "master cut": args.master_cut or args.cut,
+            "master stopped": args.freeze or args.cut}
     rows = []
     with tempfile.TemporaryDirectory(prefix="frost-partition-") as scratch, Topology(3) as topology:
         folder = args.keep or Path(scratch)
-        nodes = start_cluster(topology, folder)
+        nodes = start_cluster(topology, folder, args.host_timeout)
         try:
             run_case(nodes, topology, "undisturbed", args.cut, WARM_UP)
-            for case in ("undisturbed", "host cut", "master cut", "master stopped"):
-                rows.append(run_case(nodes, topology, case, args.cut))
+            for case, cut in cuts.items():
+                rows.append(run_case(nodes, topology, case, cut))
                 print(rows[-1], flush=True)
         finally:
             for node in nodes:
                 node.stop()
     baseline = rows[0]["seconds_to_result"]
-    print(f"\ncut / stop: {args.cut:g} s; host_timeout 6 s; 6 units, 2 guest CPUs per node; "
-          f"load {os.getloadavg()[0]:.1f}")
-    print_table(["case", "to result s", "over baseline s", "wasted s", "placements", "refused", "re-formed s"],
-                [[r["case"], r["seconds_to_result"], round(r["seconds_to_result"] - baseline, 1), r["wasted_seconds"],
-                  f'{r["placements"]}/{r["units"]}', r["refused_results"],
+    print(f"\nhost_timeout {args.host_timeout:g} s; 6 units, 2 guest CPUs per node; load {os.getloadavg()[0]:.1f}")
+    print_table(["case", "out of reach s", "to result s", "over baseline s", "wasted s", "placements", "refused",
+                 "re-formed s"],
+                [[r["case"], cuts[r["case"]], r["seconds_to_result"], round(r["seconds_to_result"] - baseline, 1),
+                  r["wasted_seconds"], f'{r["placements"]}/{r["units"]}', r["refused_results"],
                   "—" if r["reformed_seconds"] is None else r["reformed_seconds"]] for r in rows])
-    write_results("partition_cost", {"cut_seconds": args.cut, "host_timeout": 6, "picture": PICTURE,
+    write_results("partition_cost", {"cuts": cuts, "host_timeout": args.host_timeout, "picture": PICTURE,
                                      "baseline_seconds": baseline, "cases": rows})
 
 
