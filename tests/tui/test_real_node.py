@@ -135,7 +135,7 @@ def test_every_tab_shows_the_real_nodes_state(desk):
             "4": (assignment.id, "montecarlo-pi", "Runs on", "desk-a"),
             "5": ("raytrace", "mandelbrot", "bundled"),
             "6": ("started",),
-            "7": ("guests.cpus", "CPUs guests may use", "owner.busy_cpu_percent"),
+            "7": ("owner.policy", "What this desk lends", "owner.busy_cpu_percent"),
         }
         for key, words in expected.items():
             await pilot.press(key)
