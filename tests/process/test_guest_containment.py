@@ -15,6 +15,7 @@ import trio
 
 from frost_core.guest import Completed, Failed, GuestSupervisor
 from frost_core.guest.cgroups import PARENT_PREFIX, current_mounts, open_guest_cgroups
+from frost_core.guest.confine import guest_user
 from tests.guest_kit import COUNTER, GREEDY, HEADER, MIB, Recorder, counter_result, fast_settings, guest_processes
 from tests.guest_kit import make_task, write_plugin
 from tests.process.containment import cpuacct_seconds, move, own_cgroup, require_containment
@@ -192,11 +193,10 @@ def test_status_names_each_isolation_layer_and_why_one_is_missing(single_node):
     assert layers["cgroups"].startswith("v1 (cpu, cpuacct, memory, pids, freezer)")
     assert layers["files"].startswith("Landlock ABI ")
     assert layers["network"] == "own namespace, no interfaces up"
-    # On this machine the interpreter is under /root, closed to nobody: the report says so rather than pretend.
-    if "warning" in layers:
-        assert "user:" in layers["warning"] and "cannot reach" in layers["warning"]
-    else:
-        assert not layers["user"].startswith("uid 0 ")
+    # A root node's guests run as frost-guest or nobody, though the interpreter is under /root, closed to them.
+    account = guest_user()
+    assert layers["user"] == f"uid {account.pw_uid} ({account.pw_name})"
+    assert "user:" not in layers.get("warning", "")
 
 
 async def test_strict_isolation_refuses_a_guest_when_a_layer_is_missing(tmp_path):
