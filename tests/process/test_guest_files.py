@@ -67,6 +67,18 @@ async def test_a_guest_reads_its_input_and_brings_its_output_file_with_the_resul
     assert opened == ["log"], "the node is asked once per file; later opens are local"
 
 
+async def test_a_guest_of_a_root_node_reads_an_input_only_the_owner_may_read_and_its_mode_is_kept(tmp_path):
+    log = write_log(tmp_path, lines=20_000)
+    log.chmod(0o600)  # the owner's file: the guest's unprivileged user may not read it where it is
+    summary, _ = reference(log, tmp_path / "reference")
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
+                             open_input=serving(log), input_roots=(log.parent,))
+    outcome = await guests.run(grep_task(log))
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.value()["matches"] == summary["matches"]
+    assert log.stat().st_mode & 0o777 == 0o600  # handed over as a copy in its scratch folder, not by opening it up
+
+
 async def test_output_files_survive_an_eviction_and_resume_on_another_host(tmp_path):
     log = write_log(tmp_path, lines=1_000_000)  # about a second of steps: time to stop it mid-file
     _, matches = reference(log, tmp_path / "reference")

@@ -71,6 +71,7 @@ HOSTILE = HEADER + textwrap.dedent(
             attempt("become root again", lambda: os.setuid(0))
             attempt("fork past pids.max", fork_past_limit)
             attempt("write in scratch", lambda: write("mine.txt"))  # its own folder stays usable
+            attempt("read a file that is not there", lambda: read("missing.txt"))  # an error, but no refusal
             return Done({"attempts": attempts, "interfaces": [name for _, name in socket.if_nameindex()],
                          "uids": os.getresuid(), "gids": os.getresgid(), "groups": os.getgroups()})
 
@@ -173,6 +174,8 @@ async def test_a_hostile_guest_fails_at_every_escape_and_the_node_and_other_gues
     for name, attempt in expected.items():
         assert any(attempt in message and message.startswith("guest hostile unit 0 was refused: ")
                    for message in refused), (name, refused)
+    assert attempts["read a file that is not there"].startswith("refused: FileNotFoundError")
+    assert not [message for message in refused if "missing.txt" in message]  # only the kernel's refusals count
     assert not [e for e in events.events if e.kind == "refused" and e.task_id == honest.task_id]
     assert any("process limit" in message for message in events.messages("error"))
     assert guest_processes() == []  # its forked children went with it
