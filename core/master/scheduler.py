@@ -367,7 +367,7 @@ class MasterScheduler:
             start = copy.run.progress if copy is not None else progress
             copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start,
                                              cpu_start=cpu, cpu=cpu))
-        self._copies[task_id] = Copy(epoch, host, copy.run.reported(progress, now, cpu), state)
+        self._copies[task_id] = Copy(epoch, host, copy.run.report(progress, now, cpu), state)
 
     def _heard_checkpoint(self, status: UnitStatus) -> None:
         """Keep the current copy's newest checkpoint as its host reports it: its replica's figures, exactly."""
@@ -417,8 +417,7 @@ class MasterScheduler:
                 self._add_waste(assignment_id, index, epoch=current.epoch, reason=waste.SUPERSEDED,
                                 seconds=waste.overtaken(current.run, now))
                 # (Counted by the clock up to now if its host sends no CPU time: its stop counts from now.)
-                run = dataclasses.replace(current.run, heard_at=now) if current.heard_at > current.run.placed_at \
-                    else current.run
+                run = dataclasses.replace(current.run, heard_at=now) if current.run.heard else current.run
                 self._overtaken[(task_id, current.epoch)] = Copy(current.epoch, current.host, run)
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
@@ -630,7 +629,7 @@ class MasterScheduler:
         for task_id, epoch in finished:
             copy = self._copies.get(task_id)
             if copy is not None and copy.epoch == epoch:  # its result is on its way: not silent
-                self._copies[task_id] = Copy(epoch, host, copy.run.reported(1.0, now))
+                self._copies[task_id] = Copy(epoch, host, copy.run.report(1.0, now))
                 kept += 1
         holding = {s.task_id for s in held.running} | {task_id for task_id, _ in finished}
         gone = [u for u in self._store.running_units() if u.host == host and u.task_id not in holding]

@@ -34,6 +34,12 @@ class CopyRun:
     progress: float     # the progress it last reported
     cpu_start: float = 0.0   # its guest's CPU-seconds when the master started following it
     cpu: float = 0.0         # its guest's CPU-seconds at its last report
+    reported: bool = False   # it has reported at least once (perhaps at the very moment it was placed)
+
+    @property
+    def heard(self) -> bool:
+        """Whether the master has heard from it since it was placed."""
+        return self.reported or self.heard_at > self.placed_at
 
     def seconds_per_progress(self) -> float | None:
         """CPU-seconds this copy took per unit of progress (wall seconds if its host sent no CPU time);
@@ -44,9 +50,10 @@ class CopyRun:
         spent = self.cpu - self.cpu_start if self.cpu > self.cpu_start else self.heard_at - self.placed_at
         return spent / done
 
-    def reported(self, progress: float, now: float, cpu: float = 0.0) -> CopyRun:
+    def report(self, progress: float, now: float, cpu: float = 0.0) -> CopyRun:
+        """This copy after a report of `progress` and `cpu` at `now`."""
         return CopyRun(self.placed_at, self.start, now, max(self.progress, progress), self.cpu_start,
-                       max(self.cpu, cpu))
+                       max(self.cpu, cpu), reported=True)
 
 
 def redone(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) -> float:
@@ -57,7 +64,7 @@ def redone(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) ->
     `lost` started redoes all it did. A copy that reported no CPU time ran on a host that sends none:
     its wall time stands for it. Before its first report nothing is known yet (`ran_on` settles it).
     """
-    if lost.heard_at <= lost.placed_at:
+    if not lost.heard:
         return 0.0
     if lost.cpu > lost.cpu_start:
         if cpu_then is not None and lost.cpu_start <= cpu_then <= lost.cpu:
@@ -89,7 +96,7 @@ def late_reason(lost: CopyRun, reason: str) -> str:
     """Why what a given-up copy did turned out wasted when it is heard again: `reason` (its result refused,
     or it was stopped), unless it was given up before its first report: then all it did is what its
     replacement computed again from the same checkpoint."""
-    return REDONE if lost.heard_at <= lost.placed_at else reason
+    return reason if lost.heard else REDONE
 
 
 def overtaken(copy: CopyRun, now: float) -> float:
@@ -98,7 +105,7 @@ def overtaken(copy: CopyRun, now: float) -> float:
     first report, which its stop settles: `ran_on`)."""
     if copy.cpu > copy.cpu_start:
         return copy.cpu - copy.cpu_start
-    return max(0.0, now - copy.placed_at) if copy.heard_at > copy.placed_at else 0.0
+    return max(0.0, now - copy.placed_at) if copy.heard else 0.0
 
 
 def summary(by_reason: tuple[tuple[str, float], ...]) -> str:

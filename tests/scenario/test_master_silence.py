@@ -7,6 +7,7 @@ every unit and answer `holdings` from a dict, so what the master decides is all 
 from __future__ import annotations
 
 import cbor2
+import pytest
 import trio
 import trio.testing
 
@@ -86,9 +87,9 @@ class World:
         self.store.close()
 
 
-def run(test, tmp_path, settings: MasterSettings = SETTINGS) -> None:
+def run(test, tmp_path, settings: MasterSettings = SETTINGS, units: int = 2) -> None:
     async def main():
-        world = World(tmp_path, settings=settings)
+        world = World(tmp_path, settings=settings, units=units)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(world.scheduler.serve)
@@ -290,6 +291,36 @@ def test_a_copy_whose_host_has_a_newer_checkpoint_than_the_master_s_replica_is_k
         assert (world.unit(0).state, world.unit(1).state) == ("done", "running")
 
     run(scenario, tmp_path)
+
+
+def test_a_cut_off_copy_s_waste_is_its_own_cpu_time_past_the_checkpoint_its_replacement_resumed_from(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        await placed(world, 1, 1)
+        old_hosts = [world.unit(i).host for i in (0, 1)]
+        # Unit 0's host reports it at 30 % after 3 CPU-seconds, with a checkpoint at 25 % taken at 1.5
+        # (its first rows were cheap), and replicates that checkpoint. Unit 1's host never reports.
+        await world.scheduler.host_report(old_hosts[0], (UnitStatus(world.task(0), 1, 0.3, 3.0, checkpoint_seq=2,
+                                                                     checkpoint_progress=0.25, checkpoint_cpu=1.5),))
+        await world.scheduler.host_replica(old_hosts[0], replica(world, 0, epoch=1, seq=2))
+        third = "c" * 32
+        world.links.hosts[third] = StandInHost(third)
+        world.views = [NodeView(node_id=third, available=1.0, guests=0, cpus=4)]
+        world.alive.append(third)
+        await placed(world, 2, 0)                   # both cut off: given up, placed again on the third host
+        await placed(world, 2, 1)
+        result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
+        for index in (0, 1):
+            assert await world.scheduler.host_result(third, world.task(index), 2, result, 5.0)
+        # Healed, the cut-off copies' results come late with the CPU time their guests took: 9 and 4 s.
+        await world.scheduler.host_result(old_hosts[0], world.task(0), 1, result, 9.0)
+        await world.scheduler.host_result(old_hosts[1], world.task(1), 1, result, 4.0)
+        # Unit 0: 3 − 1.5 = 1.5 s redone when it was placed again, 9 − 3 = 6 s in a refused result.
+        # Unit 1: nothing was known when it was placed again; all its 4 s were computed again.
+        wasted = dict(world.store.assignment(world.assignment).waste)
+        assert wasted == {waste.REDONE: pytest.approx(1.5 + 4.0), waste.REFUSED: pytest.approx(6.0)}
+
+    run(scenario, tmp_path, units=3)   # (the third unit keeps the assignment from being combined)
 
 
 def test_a_master_that_was_stopped_gives_its_hosts_a_full_timeout_when_it_resumes(tmp_path):
