@@ -41,6 +41,8 @@ class TransientScope:
 
     def close(self) -> None:
         """End the placeholder; the user manager then removes the empty scope."""
+        if self.holder.stdin is not None:
+            self.holder.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             self.holder.kill()
         self.holder.wait()
@@ -59,7 +61,9 @@ def start_scope(bus: str, unit: str, v2_root: Path, cpu_weight: int) -> Transien
     Raises one of `SCOPE_FAILURES` when there is no bus or no user manager, or it refuses, and
     OSError when the scope never appears in the v2 hierarchy at `v2_root`.
     """
-    holder = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    # `cat` on a pipe only the node holds: it ends when the node does, even killed with -9, and
+    # the user manager then removes the scope instead of keeping it for a placeholder forever.
+    holder = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         properties = [
@@ -73,8 +77,7 @@ def start_scope(bus: str, unit: str, v2_root: Path, cpu_weight: int) -> Transien
             unwrap_msg(connection.send_and_get_reply(call, timeout=CALL_TIMEOUT))
         folder = _wait_for_scope(holder.pid, unit, v2_root)
     except BaseException:
-        holder.kill()
-        holder.wait()
+        TransientScope(unit, Path(), holder).close()
         raise
     return TransientScope(unit, folder, holder)
 

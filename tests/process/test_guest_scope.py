@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,24 @@ def _user_manager(address: str, top: Path, calls: list[tuple]) -> FakeService:
     return FakeService(address, "org.freedesktop.systemd1", {
         ("/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "StartTransientUnit"): start_transient_unit,
     }).start()
+
+
+def _remove_slice(top: Path) -> None:
+    """Remove what the stand-in user manager made, deepest first, as systemd would once the scopes are empty."""
+    if (top / SLICE).exists():
+        (top / SLICE / "cgroup.kill").write_text("1")  # whatever a failed test left inside: only its own processes
+        for folder in sorted((top / SLICE).rglob("*"), reverse=True):
+            if folder.is_dir():
+                remove_folder(folder)
+        remove_folder(top / SLICE)
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie waiting for whoever inherited it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def _v2_folder(pid: int) -> str:
@@ -85,11 +104,7 @@ def test_the_guests_cgroups_live_in_a_transient_scope_the_user_manager_made_and_
         guest.wait()
         manager.stop()
         bus.close()
-        for folder in sorted((top / SLICE).rglob("*"), reverse=True) if (top / SLICE).exists() else ():
-            if folder.is_dir():
-                remove_folder(folder)
-        if (top / SLICE).exists():
-            remove_folder(top / SLICE)
+        _remove_slice(top)
 
 
 def test_without_a_session_bus_the_guests_cgroups_are_made_anyway_and_the_report_says_why_there_is_no_scope(tmp_path):
@@ -101,3 +116,35 @@ def test_without_a_session_bus_the_guests_cgroups_are_made_anyway_and_the_report
                                              "the guests' cgroups are made without one")
     finally:
         cgroups.close()
+
+
+NODE = """
+import sys, time
+from pathlib import Path
+from frost_core.guest.cgroups import Mounts, open_guest_cgroups
+top = Path(sys.argv[1])
+cgroups = open_guest_cgroups(Mounts(v1={}, v2=top, v2_root=top), session_bus=sys.argv[2])
+print(cgroups.scope.holder.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_scopes_placeholder_ends_with_a_node_killed_with_minus_9_so_the_user_manager_can_remove_the_scope(
+        tmp_path):
+    top = _unified_top()
+    bus = PrivateBus(tmp_path / "bus", "session")
+    manager = _user_manager(bus.address, top, [])
+    node = subprocess.Popen([sys.executable, "-c", NODE, str(top), bus.address], stdout=subprocess.PIPE, text=True)
+    try:
+        holder = int(node.stdout.readline())
+        assert not _ended(holder)
+        node.kill()
+        node.wait()
+        wait_for(lambda: _ended(holder), timeout=30, what="the placeholder to end with its node")
+    finally:
+        node.kill()
+        node.wait()
+        node.stdout.close()
+        manager.stop()
+        bus.close()
+        _remove_slice(top)
