@@ -50,7 +50,8 @@ async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spa
         scratch = tmp_path / "node" / "scratch" / task.task_id
         await wait_until(lambda: Path(spare.cwd()) == scratch)
         cap = address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes)
-        assert _address_space_limits(spare.pid) == (cap, cap)
+        # It moves into the folder first and caps itself a moment later.
+        await wait_until(lambda: _address_space_limits(spare.pid) == (cap, cap), what="the unit's memory cap")
         # The old spare leaves its folder a moment after its unit arrives: look for the new one only.
         (successor,) = await wait_until(lambda: len(new := [p for p in spares() if p.pid != spare.pid]) == 1 and new)
         await wait_until(lambda: outcomes)
