@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     shots.add_argument("--live", action="store_true",
                        help="take them from a real cluster of four nodes started on loopback for ~1 minute "
                             "(default: a fixed demo state)")
+    shots.add_argument("--dedicated", action="store_true",
+                       help="with --live: this machine's node too runs as a dedicated server (owner policy always), "
+                            "where other work keeps the default policy from lending the CPU")
     completion = verb("completion", "print the shell completion script: "
                                     "eval \"$(frost-tui completion bash)\", or see docs/cli.md")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -424,7 +427,7 @@ def _screenshots(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[
         raise ConfigError(f"`frost-tui screenshots` needs the screenshots extra ({error}): "
                           "pip install 'frost-tui[screenshots]' (and the cairo library, e.g. apt install libcairo2)",
                           title="Screenshots not installed") from error
-    saved = tuple(str(path) for path in render_screenshots(args.out, live=args.live))
+    saved = tuple(str(path) for path in render_screenshots(args.out, live=args.live, dedicated=args.dedicated))
     out.say("\n".join(saved))
     return saved, EXIT_OK
 

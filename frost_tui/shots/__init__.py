@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 
-def render_screenshots(out_dir: Path, *, live: bool = False) -> list[Path]:
+def render_screenshots(out_dir: Path, *, live: bool = False, dedicated: bool = False) -> list[Path]:
     """Write an SVG and a PNG of each tab and dialog to `out_dir`; returns the PNG paths.
 
-    `live` takes them from a real cluster started for the purpose (`shots.live`), else from
-    the demo state (`shots.fixed`).
+    `live` takes them from a real cluster started for the purpose (`shots.live`; `dedicated`: its
+    desk too on the owner policy `always`), else from the demo state (`shots.fixed`).
     """
     from frost_tui.shots.render import save_shots
 
@@ -24,7 +24,7 @@ def render_screenshots(out_dir: Path, *, live: bool = False) -> list[Path]:
     if live:
         from frost_tui.shots.live import export_live_shots
 
-        return save_shots(export_live_shots(), out_dir)
+        return save_shots(export_live_shots(dedicated=dedicated), out_dir)
     from frost_tui.shots.fixed import export_shots
 
     return save_shots(asyncio.run(export_shots()), out_dir)

@@ -22,6 +22,7 @@ from frost_core.api.commands import (
     FinishThenPause,
     MoveTask,
     PauseHosting,
+    RemovePlugin,
     ResumeHosting,
     SaveSettings,
     SubmitAssignment,
@@ -221,6 +222,14 @@ class FakeNode:
         if not ok:
             events = self._event("error", f"{path.name}: the module defines no step()", "error", "Plugin error")
         self.publish(plugins=self._snapshot.plugins + (plugin,), events=events)
+
+    def _on_RemovePlugin(self, command: RemovePlugin) -> None:
+        kept = tuple(p for p in self._snapshot.plugins if p.name != command.name or p.source not in ("added", "cluster"))
+        if len(kept) == len(self._snapshot.plugins):
+            self.publish(events=self._event("error", f"no added plugin is called {command.name!r}", "error",
+                                            "Plugin error"))
+            return
+        self.publish(plugins=kept, events=self._event("plugin", f"plugin {command.name} removed"))
 
     def _on_SaveSettings(self, command: SaveSettings) -> None:
         settings = {**self._snapshot.settings, **command.values}

@@ -12,6 +12,15 @@ from tests.waiting import wait_in_app
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 
+async def press_r_on(app, pilot, row: str) -> None:
+    """Put the Plugins table's cursor on the row whose key starts with `row` ("added:wonky:"), press r."""
+    table = app.query_one("#plugins-table")
+    await wait_in_app(pilot, lambda: any(k.startswith(row) for k in table._keys))
+    table.select_key(next(k for k in table._keys if k.startswith(row)))
+    await pilot.pause()
+    await pilot.press("r")
+
+
 def test_l_takes_a_folder_and_r_removes_a_broken_plugin_for_good(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # short relative paths: typing is slow in a test
     folder = tmp_path / "julia"
@@ -33,12 +42,7 @@ def test_l_takes_a_folder_and_r_removes_a_broken_plugin_for_good(tmp_path, monke
         # The author edits wonky.py where it is, not the node's copy of it in the data dir.
         assert wonky.path == str(tmp_path / "wonky.py") and wonky.error.startswith("wonky.py:")
         assert str(config.paths.data_dir) not in wonky.error
-        pane = app.query_one("#plugins-pane")
-        table = pane.query_one("#plugins-table")
-        await wait_in_app(pilot, lambda: any(k.startswith("added:wonky:") for k in table._keys))
-        table.select_key(next(k for k in table._keys if k.startswith("added:wonky:")))
-        await pilot.pause()
-        await pilot.press("r")
+        await press_r_on(app, pilot, "added:wonky:")
         await wait_in_app(pilot, lambda: "Remove wonky?" in screen_text(app))
         await pilot.press("y")
         await wait_in_app(pilot, lambda: all(p.name != "wonky" for p in app.snapshot.plugins), timeout=30)
@@ -59,12 +63,22 @@ def test_a_bundled_plugin_shows_no_install_path_and_is_not_removed(tmp_path):
         grep = next(p for p in app.snapshot.plugins if p.name == "grep")
         assert grep.path == "frost_plugins/grep.py"
         await pilot.press("5")
-        table = app.query_one("#plugins-table")
-        await wait_in_app(pilot, lambda: table.selected_key() is not None)
-        table.select_key(next(k for k in table._keys if k.startswith("bundled:grep:")))
-        await pilot.pause()
-        await pilot.press("r")
+        await press_r_on(app, pilot, "bundled:grep:")
         await wait_in_app(pilot, lambda: "Cannot remove" in screen_text(app))
         assert "/" + "frost_plugins" not in screen_text(app) and str(PLUGINS) not in screen_text(app)
 
     run_ui(Node(make_config(tmp_path)), scenario)
+
+
+def test_r_asks_first_and_escape_keeps_the_plugin(node):
+    async def scenario(app, pilot):
+        await pilot.press("5")
+        await press_r_on(app, pilot, "added:fluid:")
+        await wait_in_app(pilot, lambda: "Remove fluid?" in screen_text(app))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert any(p.name == "fluid" for p in app.snapshot.plugins)
+        await pilot.press("r", "y")
+        await wait_in_app(pilot, lambda: all(p.name != "fluid" for p in app.snapshot.plugins))
+
+    run_ui(node, scenario)
