@@ -6,12 +6,10 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.widgets import Input
 
 from frost_core import EventView, NodeSnapshot
 
-from frost_tui.dialogs.event import EventDialog
 from frost_tui.widgets.format import format_clock, styled_state
 from frost_tui.widgets.live_table import LiveTable
 from frost_tui.tabs.pane import Pane
@@ -34,8 +32,6 @@ class EventsPane(Pane):
     The newest line stays in view while the cursor is on it; once the owner moves down to read
     older lines, new ones arrive above without taking the cursor away. Enter opens a line in full.
     """
-
-    BINDINGS = [Binding("enter", "open_event", "Open event", show=False)]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -72,10 +68,17 @@ class EventsPane(Pane):
         key = self.query_one(LiveTable).selected_key()
         return self._lines.get(key) if key else None
 
-    def action_open_event(self) -> None:
+    def details(self) -> tuple[str, Text] | None:
+        """The selected line in full: the message the table cuts at its edge, and how often it came."""
         line = self.selected_line()
-        if line is not None:
-            self.app.push_screen(EventDialog(line.event, first_at=line.first_at, count=line.count))
+        if line is None:
+            return None
+        event = line.event
+        when = format_clock(event.at)
+        if line.count > 1:
+            when = f"{line.count} times from {format_clock(line.first_at)} to {when}"
+        return event.title or f"{event.kind} event", Text.assemble(
+            (f"{when}  ·  {event.kind}  ·  {event.severity}\n\n", "bold"), event.message)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if self._snapshot is not None:
