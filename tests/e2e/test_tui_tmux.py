@@ -110,7 +110,9 @@ def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):
         wait_for(lambda: task_id in {g["task_id"] for g in peer.call("status")["guests"]}, timeout=60,
                  what=f"{task_id} to run on peer-b")
 
-        terminal.keys("q")
+        terminal.keys("q")  # this machine is the master of the running assignment: quitting says so and asks
+        terminal.wait_for(lambda s: "results wait for frost-tui" in s, timeout=30, what="the quit dialog")
+        terminal.keys("k")
         terminal.wait_for(lambda s: "desk-a" not in s, timeout=30, what="the UI to quit")
     finally:
         terminal.close()
