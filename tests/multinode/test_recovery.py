@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from frost_core.api.errors import NodeUnavailableError
 from tests.multinode.cluster import (
     CLUSTER_CONFIG, RAYTRACE, assignment, reference_sha256, result_sha256, running_units, wait_for_members,
 )
@@ -61,7 +62,11 @@ class CopySampler(threading.Thread):
     def run(self) -> None:
         while not self._ended.wait(0.2):
             for node in self._nodes:
-                for guest in node.call("status")["guests"]:
+                try:
+                    guests = node.call("status")["guests"]
+                except NodeUnavailableError:  # slow to answer on a loaded machine (or stopped after a failure)
+                    continue
+                for guest in guests:
                     if guest["task_id"] == self._task_id:
                         with self._lock:
                             self._copies[node.name].append((guest["progress"], guest["cpu_seconds"]))
