@@ -163,7 +163,9 @@ def assignment_view(
     )
     progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
     eta = None
-    if record.state == "running" and 0 < progress < 1:
+    unfinished = [u for u in units if u.state not in ("done", "failed")]
+    stalled = bool(unfinished) and all(u.reported for u in unfinished)  # every one paused or suspended
+    if record.state == "running" and 0 < progress < 1 and not stalled:
         elapsed = now - record.created_at
         eta = elapsed * (1 - progress) / progress
     return AssignmentView(
@@ -215,10 +217,16 @@ def display_names(members: Iterable) -> dict[str, str]:
 
 
 def peer_names(node: NodeParts) -> dict[str, str]:
-    """Node id -> peer name for every member this node knows, itself included."""
+    """Node id -> peer name for every member this node knows, itself included; one that is dead or
+    left says so ("fermat (dead)"), so a unit still shown on it until it is placed again is not taken
+    for running there."""
     names = {node.node_id: node.config.node_name}
     if node.membership is not None:
-        names.update(display_names(node.membership.members()))
+        members = node.membership.members()
+        names.update(display_names(members))
+        for record in members:
+            if record.state.name.lower() in ("dead", "left"):
+                names[record.node_id] += f" ({record.state.name.lower()})"
     return names
 
 

@@ -1,9 +1,12 @@
-"""A master's view of its units: a re-queued unit shows no host (its last one may be dead)."""
+"""A master's view of its units: no old host for a re-queued one, a dead host named dead, no ETA while paused."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from frost_core.master.store import MasterStore, NewUnit
-from frost_core.node.views import assignment_view
+from frost_core.membership.records import MemberState
+from frost_core.node.views import assignment_view, peer_names
 
 
 def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
@@ -22,3 +25,31 @@ def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
     queued, running = shown.units
     assert (queued.state, queued.host, queued.host_name) == ("queued", "", "")
     assert (running.state, running.host_name, running.reported) == ("running", "curie", "suspended")
+
+
+def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        store.place_unit(assignment, 0, host="cafe-host")
+        record = store.assignment(assignment)
+        task = f"{assignment}.0"
+        live = {task: 0.5}
+        running = assignment_view(record, now=record.created_at + 60, results_dir=tmp_path, live=live)
+        paused = assignment_view(record, now=record.created_at + 60, results_dir=tmp_path, live=live,
+                                 reported={task: "paused"})
+    finally:
+        store.close()
+    assert running.eta_seconds == 60.0   # half done in a minute: a minute to go
+    assert paused.eta_seconds is None    # it makes no progress until its host's owner resumes it
+
+
+def test_a_dead_host_is_named_as_dead_where_units_are_shown():
+    def member(node_id: str, name: str, state: MemberState) -> SimpleNamespace:
+        return SimpleNamespace(node_id=node_id, name=name, address=("10.0.0.1", 1), state=state,
+                               is_active=state in (MemberState.ALIVE, MemberState.SUSPECT))
+
+    node = SimpleNamespace(node_id="me", config=SimpleNamespace(node_name="turing"), membership=SimpleNamespace(
+        members=lambda: [member("a", "curie", MemberState.ALIVE), member("d", "fermat", MemberState.DEAD)]))
+    assert peer_names(node) == {"me": "turing", "a": "curie", "d": "fermat (dead)"}
