@@ -291,11 +291,13 @@ class MasterScheduler:
 
     def _count_redone(self, unit: UnitRecord, start: float, cpu_then: tuple[int, float] | None) -> None:
         """A copy given up earlier is replaced from `start`: what it had done past that is computed again."""
-        lost = self._given_up.get((unit.task_id, unit.epoch))
+        key = (unit.task_id, unit.epoch)
+        lost = self._given_up.get(key)
         if lost is not None:
             own = cpu_then[1] if cpu_then is not None and cpu_then[0] == lost.epoch else None
             self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
                             seconds=waste.redone(lost.run, start, own))
+            self._given_up[key] = Copy(lost.epoch, lost.host, waste.resumed(lost.run, start, own))
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 

@@ -12,7 +12,7 @@ These are pure functions of those figures; the scheduler records what they retur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 REDONE = "redone since checkpoint"
 """A copy was given up (host dead or silent); its replacement computes again what it had done past
@@ -75,6 +75,18 @@ def redone(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) ->
     if rate is None:
         return lost.heard_at - lost.placed_at
     return max(0.0, lost.progress - resumed_from) * rate
+
+
+def resumed(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) -> CopyRun:
+    """`lost` as counted on once its replacement resumed from its checkpoint at `resumed_from` (taken at
+    `cpu_then` CPU-seconds, if its host said): what it did up to there was kept, even past its last
+    report (cut off right after the checkpoint), so what it does later counts only from there."""
+    if resumed_from <= lost.progress:
+        return lost
+    rate = lost.seconds_per_progress()
+    if cpu_then is None and rate is not None and lost.cpu > lost.cpu_start:
+        cpu_then = lost.cpu + (resumed_from - lost.progress) * rate
+    return replace(lost, progress=resumed_from, cpu=max(lost.cpu, cpu_then or 0.0))
 
 
 def ran_on(lost: CopyRun, progress: float, now: float, cpu: float = 0.0) -> float:

@@ -3,7 +3,7 @@
 import pytest
 
 from frost_core.master.waste import (
-    REDONE, REFUSED, SUPERSEDED, CopyRun, late_reason, overtaken, ran_on, redone, summary,
+    REDONE, REFUSED, SUPERSEDED, CopyRun, late_reason, overtaken, ran_on, redone, resumed, summary,
 )
 
 # Placed at t=100 from progress 0.2, last heard at t=160 at progress 0.5: 60 s for 0.3, so 200 s per unit.
@@ -68,3 +68,14 @@ def test_a_copy_given_up_before_its_first_report_is_settled_by_its_late_figures_
     assert late_reason(unheard, REFUSED) == REDONE
     heard = CopyRun(placed_at=100.0, start=0.2, heard_at=101.0, progress=0.3, cpu=1.0)
     assert (late_reason(heard, REFUSED), late_reason(heard, SUPERSEDED)) == (REFUSED, SUPERSEDED)
+
+
+def test_a_copy_cut_off_just_after_a_checkpoint_past_its_last_report_counts_on_from_that_checkpoint():
+    # Last heard at 50 % and 10 CPU-seconds; its replacement resumes from its checkpoint at 60 %, taken at
+    # 12.5: nothing is redone, and its late result (20 CPU-seconds) threw away 20 − 12.5 = 7.5, not 10.
+    lost = CopyRun(placed_at=100.0, start=0.0, heard_at=120.0, progress=0.5, cpu=10.0)
+    assert redone(lost, resumed_from=0.6, cpu_then=12.5) == 0.0
+    assert ran_on(resumed(lost, 0.6, 12.5), progress=1.0, now=999.0, cpu=20.0) == pytest.approx(7.5)
+    # Without the checkpoint's CPU time its rate stands in: 10 + 0.1 × 20 = 12.
+    assert resumed(lost, 0.6).cpu == pytest.approx(12.0)
+    assert resumed(lost, 0.4) == lost                                   # resumed from before its last report
