@@ -90,22 +90,24 @@ class FrostApp(App[int]):
     TITLE = "frost-tui"
     ENABLE_COMMAND_PALETTE = True
     COMMANDS = App.COMMANDS | {FrostCommands}
+    # The footer shows these in this order and cuts what does not fit (80 columns): quit and help
+    # first, so a newcomer always finds them, then the owner's keys by how much they matter.
     BINDINGS = [
+        Binding("q", "request_quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("e", "evict_all", "Evict all"),
-        Binding("x", "evict_selected", "Evict guest"),
-        Binding("f", "finish", "Finish+pause"),
         Binding("s", "submit", "Submit"),
-        Binding("l", "load_plugin", "Load plugin"),
+        Binding("f", "finish", "Finish+pause"),
+        Binding("x", "evict_selected", "Evict guest"),
         Binding("m", "move", "Move"),
+        Binding("slash", "filter", "Filter"),
+        Binding("l", "load_plugin", "Load plugin"),
+        Binding("h", "next_node", "Next node"),
         Binding("c", "cancel_assignment", "Cancel", show=False),
         Binding("enter", "details", "Details", show=False),
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
-        Binding("slash", "filter", "Filter"),
-        Binding("h", "next_node", "Next node"),
-        Binding("q", "request_quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
         Binding("escape", "back_out", "Back", show=False),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
         Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),

@@ -214,11 +214,11 @@ class StillNode:
         pass
 
 
-async def export_shots(shots=SHOTS) -> dict[str, str]:
+async def export_shots(shots=SHOTS, *, size: tuple[int, int] = SIZE) -> dict[str, str]:
     """Run the app once, headless, on the demo state; return the SVG of each shot by name."""
     from frost_tui.app import create_app
 
     app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await pilot.pause()
         return await take_shots(app, pilot, shots)

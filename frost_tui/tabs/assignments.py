@@ -19,6 +19,7 @@ from frost_tui.tabs.pane import Pane
 
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
 UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error / why waiting")
+# At 80 columns the tables drop Age, Moves, Units (assignments) and Failures, Moves, ETA (units) first.
 
 
 class AssignmentsPane(Pane):
@@ -30,8 +31,8 @@ class AssignmentsPane(Pane):
         self._now = 0.0
 
     def compose(self) -> ComposeResult:
-        yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table")
-        yield LiveTable(*UNIT_COLUMNS, id="units-table")
+        yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table", drop_order=(7, 5, 4))
+        yield LiveTable(*UNIT_COLUMNS, id="units-table", drop_order=(6, 5, 4))
         yield Static(id="assignment-result", classes="detail")
         yield ImagePreview(id="result-preview")
 

@@ -18,6 +18,8 @@ from frost_tui.tabs.pane import Pane
 # is stopped and starts again from its last checkpoint. Work worth asking about before that: a minute.
 WORK_WORTH_ASKING_SECONDS = 60.0
 COLUMNS = ("Task", "Assignment", "Plugin", "Origin", "Progress", "CPU time", "At risk", "Memory", "State")
+# At 80 columns these make way first: Task, Progress, At risk and State always show.
+DROP_ORDER = (1, 3, 7, 2, 5)
 
 
 class GuestsPane(Pane):
@@ -28,7 +30,7 @@ class GuestsPane(Pane):
         self._guests: dict[str, GuestView] = {}
 
     def compose(self) -> ComposeResult:
-        yield LiveTable(*COLUMNS, id="guests-table")
+        yield LiveTable(*COLUMNS, id="guests-table", drop_order=DROP_ORDER)
         yield Static("No guest selected.", id="guest-detail", classes="detail")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:

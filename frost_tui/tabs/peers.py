@@ -15,6 +15,8 @@ from frost_tui.widgets.redraw import update_static
 from frost_tui.tabs.pane import Pane
 
 COLUMNS = ("Name", "Address", "State", "Available", "CPUs", "Free memory", "Guests", "Mode", "Last heard", "RTT")
+# At 80 columns these make way first: Name, State, Available, Mode and RTT always show.
+DROP_ORDER = (1, 5, 8, 4, 6)
 RECENTLY_HEARD_SECONDS = 3.0
 # How each column sorts first: a key function of the peer (numbers, not their text), and whether
 # that order is descending (most available first); sorting by the same column again reverses it.
@@ -47,7 +49,7 @@ class PeersPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter peers by name, address, state or mode", id="peers-filter")
-        yield LiveTable(*COLUMNS, id="peers-table")
+        yield LiveTable(*COLUMNS, id="peers-table", drop_order=DROP_ORDER)
         yield Static("No peer selected.", id="peer-detail", classes="detail")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:

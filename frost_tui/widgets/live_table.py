@@ -88,9 +88,13 @@ class LiveTable(ScrollView, can_focus=True):
         def control(self) -> LiveTable:
             return self.table
 
-    def __init__(self, *columns: str, zebra_stripes: bool = True, **kwargs) -> None:
+    def __init__(self, *columns: str, zebra_stripes: bool = True, drop_order: Sequence[int] = (), **kwargs) -> None:
         super().__init__(**kwargs)
         self.columns = tuple(columns)
+        # Columns that make way, first to last, when the table is wider than its window (80x24):
+        # the ones that say what state a thing is in are never in this list.
+        self.drop_order = tuple(drop_order)
+        self._shown: tuple[int, ...] = tuple(range(len(columns)))  # the columns drawn, in order
         self.titles = self.columns  # what the header shows: a column's title, with ▲/▼ when sorted by it
         self.zebra_stripes = zebra_stripes
         self._keys: list[str] = []
@@ -98,8 +102,8 @@ class LiveTable(ScrollView, can_focus=True):
         self._header_widths = _measure(self.columns)
         self._cell_widths: dict[str, tuple[int, ...]] = {}  # measured once per change of the row
         self._widths: tuple[int, ...] = tuple(width + 2 for width in self._header_widths)
-        # key -> (widths, style, full-width line): reused until any of the three changes
-        self._lines: dict[str, tuple[tuple[int, ...], Style, Strip]] = {}
+        # key -> ((columns shown, widths), style, full-width line): reused until any of them changes
+        self._lines: dict[str, tuple[tuple, Style, Strip]] = {}
         self._styles: dict[str, Style] = {}
         self._cell_lines: dict[tuple, list[Segment]] = {}  # (cell, width) -> its rendered segments
         self._pending_key: str | None = None  # select_key's row, until it arrives
@@ -158,7 +162,8 @@ class LiveTable(ScrollView, can_focus=True):
                     self._refresh_row(row)
             return
         self._keys, self._widths = new_keys, widths
-        self._resize(Size(sum(widths), len(new_keys) + 1))
+        self._fit()
+        self._resize(Size(self._shown_width(), len(new_keys) + 1))
         self.refresh()
         row = new_keys.index(selected) if selected in new_keys else min(self.cursor_row, max(0, len(new_keys) - 1))
         if row != self.cursor_row or selected not in new_keys:
@@ -196,8 +201,8 @@ class LiveTable(ScrollView, can_focus=True):
         if offset.y == 0:
             x = offset.x + self.scroll_offset.x
             edge = 0
-            for index, width in enumerate(self._widths):
-                edge += width
+            for index in self._shown:
+                edge += self._widths[index]
                 if x < edge:
                     self.post_message(self.HeaderSelected(self, index))
                     return
@@ -205,6 +210,33 @@ class LiveTable(ScrollView, can_focus=True):
         row = offset.y - 1 + self.scroll_offset.y
         if row < len(self._keys):
             self.cursor_row = row
+
+    def on_resize(self) -> None:
+        if self._fit():
+            self._resize(Size(self._shown_width(), len(self._keys) + 1))
+            self.refresh()
+
+    def _fit(self) -> bool:
+        """Choose the columns that fit the window, dropping by `drop_order`; True when that changed.
+
+        Dropped columns are named in the border title ("more →"), never left off silently.
+        """
+        room = self.scrollable_content_region.width
+        shown = list(range(len(self.columns)))
+        for index in self.drop_order:
+            if not room or sum(self._widths[i] for i in shown) <= room:
+                break
+            shown.remove(index)
+        shown_now = tuple(shown)
+        if shown_now == self._shown:
+            return False
+        self._shown = shown_now
+        hidden = [self.columns[i] for i in range(len(self.columns)) if i not in shown_now]
+        self.border_title = f"more → {', '.join(hidden)} (wider window, or enter)" if hidden else None
+        return True
+
+    def _shown_width(self) -> int:
+        return sum(self._widths[i] for i in self._shown)
 
     def _resize(self, virtual: Size) -> None:
         """Set the scrollable size, laying the screen out again only when a scrollbar comes or goes.
@@ -264,8 +296,11 @@ class LiveTable(ScrollView, can_focus=True):
             else:
                 style = self._styles["even" if self.zebra_stripes and row % 2 else "row"]
         cached = self._lines.get(key)
-        if cached is None or cached[0] != self._widths or cached[1] != style:
-            cached = (self._widths, style, _render_row(cells, self._widths, style, self.app.console, self._cell_lines))
+        layout = (self._shown, self._widths)
+        if cached is None or cached[0] != layout or cached[1] != style:
+            shown_cells = [cells[i] for i in self._shown]
+            widths = [self._widths[i] for i in self._shown]
+            cached = (layout, style, _render_row(shown_cells, widths, style, self.app.console, self._cell_lines))
             self._lines[key] = cached
         return cached[2].crop_extend(scroll_x, scroll_x + width, style)
 

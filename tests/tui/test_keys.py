@@ -283,3 +283,40 @@ def test_q_with_guests_says_what_quitting_loses_unclipped_at_80x24(node):
         assert "Quit frost-tui?" not in screen_text(app)
 
     run_ui(node, scenario, size=(80, 24))
+
+
+def test_80x24_footer_keeps_quit_and_help_on_every_tab(node):
+    async def scenario(app, pilot):
+        for key in "1234567":
+            await pilot.press(key)
+            await pilot.pause()
+            footer = screen_text(app).splitlines()[-1]
+            assert footer.lstrip().startswith("q Quit  ? Help  p Pause/resume"), (key, footer)
+
+    run_ui(node, scenario, size=(80, 24))
+
+
+def test_80x24_columns_make_way_by_priority_and_say_so(node):
+    async def scenario(app, pilot):
+        await pilot.press("2")
+        await pilot.pause()
+        header = next(line for line in screen_text(app).splitlines() if "Task" in line)
+        assert "State" in header and "At risk" in header and "Progress" in header
+        assert "more → Assignment, Plugin, Origin, Memory" in screen_text(app)
+        await pilot.press("3")
+        await pilot.pause()
+        header = next(line for line in screen_text(app).splitlines() if "Name" in line)
+        for column in ("State", "Available", "Mode", "RTT"):
+            assert column in header
+        assert "more → Address" in screen_text(app)
+
+    run_ui(node, scenario, size=(80, 24))
+
+
+def test_a_wide_window_shows_every_column_and_no_hint(node):
+    async def scenario(app, pilot):
+        await pilot.press("2")
+        await pilot.pause()
+        assert "Assignment" in screen_text(app) and "more →" not in screen_text(app)
+
+    run_ui(node, scenario)
