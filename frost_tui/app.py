@@ -83,6 +83,19 @@ class SnapshotArrived(Message):
         return isinstance(message, SnapshotArrived)
 
 
+class KeyedTabs(TabbedContent):
+    """Tabs that only the owner's keys and clicks switch.
+
+    TabbedContent shows whichever tab a newly focused widget is in; a focus that was asked for
+    just before a quick second tab key (or a hidden widget that lost its focus to a neighbour)
+    then pulled the old tab back, so `1` or `7` seemed to do nothing.
+    """
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        event.stop()
+        event.prevent_default()  # TabbedContent's own handler would switch to the focused widget's tab
+
+
 class FrostApp(App[int]):
     """One window over one node: seven tabs, single-key commands, nothing shown that the node did not say."""
 
@@ -136,7 +149,7 @@ class FrostApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="topbar")
-        with TabbedContent(initial="machine", id="tabs"):
+        with KeyedTabs(initial="machine", id="tabs"):
             for tab_id, label, pane_class in TABS:
                 with TabPane(label, id=tab_id):
                     yield pane_class(id=f"{tab_id}-pane")
@@ -184,17 +197,15 @@ class FrostApp(App[int]):
             self.exit(0)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self._redraw()
-        self._focus_tab()
+        if event.pane.id == self.query_one(TabbedContent).active:  # else a later key chose another tab
+            self._redraw()
+            self._focus_tab()
 
     def _focus_tab(self) -> None:
-        """The keyboard goes to the tab bar, then to the new tab's table if it has one.
-
-        Never left on a widget of the tab just hidden: a hidden table that keeps the focus pulls
-        its tab back into view (TabbedContent follows focus), so `1` seemed to do nothing.
-        """
-        self.query_one(TabbedContent).query_one(Tabs).focus()
-        self.active_pane().focus_main()
+        """The keyboard goes to the tab's main table (or the tab bar), at once: a focus asked for
+        later could land after the next tab key, on a widget that tab hides."""
+        tabs = self.query_one(TabbedContent)
+        self.screen.set_focus(self.active_pane().main_widget() or tabs.query_one(Tabs))
 
     def _redraw(self) -> None:
         snapshot = self.snapshot
@@ -442,15 +453,19 @@ class FrostApp(App[int]):
 
     def action_show_tab(self, tab_id: str) -> None:
         self.query_one(TabbedContent).active = tab_id
+        self._focus_tab()
 
     def action_back_out(self) -> None:
         """Esc outside a dialog: leave the field, clear the tab's filter, keys back to the tab."""
-        self.query_one(TabbedContent).query_one(Tabs).focus()
         self.active_pane().back_out()
+        self._focus_tab()
 
     def action_filter(self) -> None:
-        if not self.active_pane().focus_filter():
+        box = self.active_pane().filter_box()
+        if box is None:
             self.notify("Filtering works on Peers (3) and Events (6).", title="No filter here")
+        else:
+            self.screen.set_focus(box)  # at once: the letters typed right after / belong in it
 
     def action_sort_peers(self) -> None:
         if self.query_one(TabbedContent).active != "peers":

@@ -44,7 +44,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("m", "move the selected unit (a running one) to a peer you choose"),
         ("w", "save the selected assignment's result to a file"),
     ),
-    "plugins": (("↑ ↓", "select a plugin"),),
+    "plugins": (("↑ ↓", "select a plugin"), ("r", "remove the selected plugin (one you added with l)")),
     "events": (("↑ ↓", "select an event"), ("/", "filter the events (escape clears the filter)")),
     "settings": (("tab", "next field"), ("ctrl+s", "save settings")),
 }

@@ -57,13 +57,6 @@ class EventsPane(Pane):
         if table.border_subtitle != subtitle:  # setting it repaints the whole table, even to the same text
             table.border_subtitle = subtitle
 
-    def focus_main(self) -> None:
-        self.query_one(LiveTable).focus()
-
-    def focus_filter(self) -> bool:
-        self.query_one("#events-filter", Input).focus()
-        return True
-
     def selected_line(self) -> EventLine | None:
         key = self.query_one(LiveTable).selected_key()
         return self._lines.get(key) if key else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import RenderableType
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import Input
 
 from frost_core import NodeSnapshot
@@ -17,26 +18,22 @@ class Pane(Vertical):
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         raise NotImplementedError
 
-    def focus_main(self) -> None:
-        """Give the keyboard to this tab's main table, so arrow keys move its cursor at once.
+    def main_widget(self) -> Widget | None:
+        """What gets the keyboard when the tab is shown: its main table, so arrow keys move its
+        cursor at once. Never a text field: a digit typed there is text, and the owner pressed it
+        to switch tabs. None: the tab bar keeps the keyboard."""
+        return next(iter(self.query(LiveTable)), None)
 
-        Never to a text field: a digit typed there is text, and the owner pressed it to switch tabs.
-        """
-        for table in self.query(LiveTable):
-            table.focus()
-            return
+    def filter_box(self) -> Input | None:
+        """This tab's `/` filter (an Input whose id ends in -filter), if it has one."""
+        return next((box for box in self.query(Input) if box.id and box.id.endswith("-filter")), None)
 
     def back_out(self) -> None:
-        """Esc: clear this tab's filter (never left applied unseen) and hand the keys back to the tab."""
-        for box in self.query(Input):
-            if box.id and box.id.endswith("-filter"):
-                box.value = ""
-        self.focus_main()
+        """Esc: clear this tab's filter (never left applied unseen); the app gives the keys back to the tab."""
+        box = self.filter_box()
+        if box is not None:
+            box.value = ""
 
     def details(self) -> tuple[str, RenderableType] | None:
         """Enter: a title and everything known about the selected row; None when nothing is selected."""
         return None
-
-    def focus_filter(self) -> bool:
-        """Put the cursor in this tab's filter box; False when the tab has none."""
-        return False

@@ -77,13 +77,6 @@ class PeersPane(Pane):
             self._rows[peer.node_id] = cached
         return cached[1]
 
-    def focus_main(self) -> None:
-        self.query_one(LiveTable).focus()
-
-    def focus_filter(self) -> bool:
-        self.query_one("#peers-filter", Input).focus()
-        return True
-
     def sort_by(self, column: int) -> None:
         """Sort by this column in its natural order; by the same column again, the other way round."""
         if column == self._sort_column:

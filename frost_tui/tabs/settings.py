@@ -104,9 +104,9 @@ class SettingsPane(Pane):
                 yield Button("Save (ctrl+s)", id="settings-save", variant="primary")
                 yield Button("Revert", id="settings-revert")
 
-    def focus_main(self) -> None:
-        """Focus the form, not a field: number keys must still switch tabs."""
-        self.query_one("#settings-form").focus()
+    def main_widget(self) -> Widget:
+        """The form, not a field: number keys must still switch tabs."""
+        return self.query_one("#settings-form")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self.query_one("#join-code", Static).update(

@@ -29,10 +29,11 @@ pytestmark = [
 class Terminal:
     """One tmux server of our own, with the UI in its only pane."""
 
-    def __init__(self, socket_name: str, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, socket_name: str, command: list[str], env: dict[str, str], *,
+                 size: tuple[int, int] = (150, 45)) -> None:
         self.socket_name = socket_name
         env_args = [f"{k}={v}" for k, v in env.items()]
-        self.tmux("new-session", "-d", "-s", "ui", "-x", "150", "-y", "45", "env", *env_args, *command)
+        self.tmux("new-session", "-d", "-s", "ui", "-x", str(size[0]), "-y", str(size[1]), "env", *env_args, *command)
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket_name, *args], capture_output=True, text=True,
@@ -54,7 +55,7 @@ class Terminal:
             screen = self.screen()
             if predicate(screen):
                 return screen
-            time.sleep(0.2)
+            time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}; the screen showed:\n{screen}")
 
     def close(self) -> None:
