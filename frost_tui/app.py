@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Footer, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane, Tabs
 
 from frost_core import (
     AddPlugin,
@@ -106,6 +106,7 @@ class FrostApp(App[int]):
     # The footer shows these in this order and cuts what does not fit (80 columns): quit and help
     # first, so a newcomer always finds them, then the owner's keys by how much they matter.
     BINDINGS = [
+        Binding("escape", "back_out", "Back"),  # shown (first) only while there is something to back out of
         Binding("q", "request_quit", "Quit"),
         Binding("question_mark", "help", "Help"),
         Binding("p", "toggle_pause", "Pause/resume"),
@@ -121,7 +122,6 @@ class FrostApp(App[int]):
         Binding("enter", "details", "Details", show=False),
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
-        Binding("escape", "back_out", "Back", show=False),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
         Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),
         Binding("ctrl+c", "quit", "Quit now", show=False, priority=True),
@@ -277,7 +277,16 @@ class FrostApp(App[int]):
             return False
         if action == "next_node":
             return link.switchable
+        if action == "back_out":  # Esc is offered while there is a field to leave or a filter to clear
+            return isinstance(self.focused, Input) or self._filter_applied()
         return True
+
+    def _filter_applied(self) -> bool:
+        try:
+            box = self.active_pane().filter_box()
+        except NoMatches:  # not composed yet
+            return False
+        return box is not None and box.value != ""
 
     def palette_commands(self) -> list[PaletteCommand]:
         """The palette's frost commands (`FrostCommands` ranks the tabs first); evicting asks first there."""

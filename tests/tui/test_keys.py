@@ -55,6 +55,7 @@ def test_escape_clears_and_leaves_the_filter(node):
         await pilot.press("3", "slash", *"ada")
         await pilot.pause()
         assert "1 of 7" in screen_text(app)
+        assert "esc Back" in screen_text(app).splitlines()[-1]  # the footer says how to leave
         await pilot.press("escape")
         await pilot.pause()
         assert "7 of 7" in screen_text(app)  # cleared, not left applied unseen
