@@ -23,7 +23,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results  # noqa: E402
 
-from frost_core.wire.channel import Channel, accept_channel, open_channel  # noqa: E402
+from frost_core.wire.channel import accept_channel, open_channel  # noqa: E402
 from frost_core.wire.framing import MAX_CHUNK_SIZE  # noqa: E402
 from frost_core.wire.messages import BulkEnd, Hello, encode_message  # noqa: E402
 from frost_core.wire.security import ClusterKey  # noqa: E402

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import outcome
-import trio
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches

@@ -1,7 +1,6 @@
 """Trio driver for frames: an authenticated, encrypted `Channel` over TCP, or a plaintext one over a pipe.
 
-Also the blocking twin for the guest child, which runs plain synchronous Python:
-`write_frame`/`read_frame` (and the bulk pair) over binary file objects.
+The guest child runs plain synchronous Python; its blocking twin is `wire.pipe`.
 """
 
 import io
@@ -36,11 +35,6 @@ __all__ = [
     "accept_channel",
     "connect_channel",
     "open_channel",
-    "read_bulk",
-    "read_bulk_data",
-    "read_frame",
-    "write_bulk",
-    "write_frame",
 ]
 
 
