@@ -65,7 +65,7 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
 )
 STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
-    "cancel_assignment",
+    "cancel_assignment", "remove_plugin",
 })
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 # Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
@@ -318,7 +318,7 @@ class FrostApp(App[int]):
     def _describe_evict_all(self) -> str:
         guests = self.snapshot.guests if self.snapshot else ()
         risks = [risk for risk in map(work_lost_by_evicting, guests) if risk]
-        return " ".join([f"{len(guests)} guest(s) checkpoint and leave this machine now.", *risks])
+        return " ".join([f"{counted(len(guests), 'guest')} checkpoint and leave this machine now.", *risks])
 
     # ----------------------------------------------------------------- actions (one per key)
 
@@ -424,8 +424,8 @@ class FrostApp(App[int]):
             return
         done = sum(1 for u in assignment.units if u.state == "done")
         self._confirm(f"Cancel {assignment.id}?",
-                      f"{assignment.id} ({assignment.plugin}) stops: {len(assignment.units) - done} unfinished unit(s) "
-                      f"are stopped wherever they run and their work is thrown away; {done} finished unit(s) "
+                      f"{assignment.id} ({assignment.plugin}) stops: {counted(len(assignment.units) - done, 'unfinished unit')} "
+                      f"stop wherever they run and their work is thrown away; {counted(done, 'finished unit')} "
                       "give no result.", "Cancel assignment",
                       lambda: self.send(CancelAssignment(assignment_id=assignment.id)))
 

@@ -84,11 +84,11 @@ class QuitDialog(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         lines = []
         if self.guests:
-            lines.append(f"{self.guests} guest(s) run here. Quit now and their masters restart them elsewhere from "
+            lines.append(f"{counted(self.guests, 'guest')} run here. Quit now and their masters restart them elsewhere from "
                          f"their last checkpoints ({format_duration(self.at_risk_seconds)} of CPU work since then is "
                          "lost); evict first and each checkpoints and moves to another peer.")
         if self.assignments:
-            lines.append(f"This machine is the master of {self.assignments} running assignment(s): their units "
+            lines.append(f"This machine is the master of {counted(self.assignments, 'running assignment')}: their units "
                          "keep running on their hosts, but the results wait for frost-tui to start again here.")
         with Vertical(classes="dialog"):
             yield Label("Quit frost-tui?", classes="dialog-title")

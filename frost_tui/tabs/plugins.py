@@ -47,6 +47,10 @@ class PluginsPane(Pane):
         key = self.query_one(LiveTable).selected_key()
         return self._plugins.get(key) if key else None
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Removing a plugin changes the node: a watching UI does not offer it, by the app's own rule."""
+        return self.app.check_action(action, parameters)
+
     def action_remove_plugin(self) -> None:
         """Ask, then have the node forget the selected plugin's copies (through its API, like the CLI)."""
         plugin = self.selected_plugin()

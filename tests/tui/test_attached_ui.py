@@ -39,6 +39,9 @@ def test_a_watching_ui_shows_no_key_that_changes_the_node_and_sends_nothing():
         await pilot.pause()
         assert node.snapshot() is before  # nothing reached the node
         assert "This UI only watches" in screen_text(app)
+        await pilot.press("5")  # the Plugins tab's own key changes the node too
+        await wait_in_app(pilot, lambda: "Remove plugin" not in screen_text(app).splitlines()[-1]
+                          and "Quit" in screen_text(app).splitlines()[-1])
 
     run_ui(node, scenario)
 
