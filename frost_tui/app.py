@@ -55,7 +55,7 @@ from frost_tui.palette import FrostCommands, PaletteCommand
 from frost_tui.trio_host import TrioHost
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
-    ("machine", "1 This machine", MachinePane),
+    ("machine", "1 Machine", MachinePane),
     ("guests", "2 Guests", GuestsPane),
     ("peers", "3 Peers", PeersPane),
     ("assignments", "4 Assignments", AssignmentsPane),

@@ -55,7 +55,7 @@ class IsolationReport:
         return "guests run with less isolation than this product intends: " + "; ".join(self.missing)
 
     def layers(self) -> tuple[tuple[str, str], ...]:
-        """(layer, state) pairs for the This-machine tab and the docs."""
+        """(layer, state) pairs for the Machine tab and the docs."""
         return (
             ("cgroups", self.cgroups),
             ("files", f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "not confined"),

@@ -1,4 +1,4 @@
-"""Why a D-Bus bus could not be used, said in words an owner reads in `status` and the This-machine tab.
+"""Why a D-Bus bus could not be used, said in words an owner reads in `status` and the Machine tab.
 
 jeepney reports a missing bus as whatever failed first: a `KeyError` for an unset
 `DBUS_SESSION_BUS_ADDRESS`, a `FileNotFoundError` for a system bus socket that is not there.

@@ -1,4 +1,4 @@
-"""Tab 1, This machine: hosting state, recent resource history, thresholds, memory pool."""
+"""Tab 1, Machine: this machine's hosting state, recent resource history, thresholds, memory pool."""
 
 from __future__ import annotations
 
