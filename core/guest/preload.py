@@ -22,6 +22,10 @@ from pathlib import Path
 from frost_core.api.errors import PluginError
 from frost_core.plugin.loader import code_files
 
+# Modules that act when imported rather than define: a plugin naming one must not get root to act
+# for it. Every `__main__` module is such a script too (`unittest.__main__` runs a test program).
+ACT_ON_IMPORT = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib.idle", "turtledemo"})
+
 
 def read_plugin(path: str | Path) -> dict[str, bytes]:
     """The bytes of a plugin file, or of every file in a plugin folder, by resolved path."""
@@ -41,7 +45,7 @@ def import_named_modules(sources: dict[str, bytes], plugin_root: Path) -> tuple[
     """
     imported = []
     for name in _named_modules(sources):
-        if _is_plugin_module(name, plugin_root):
+        if _acts_on_import(name) or _is_plugin_module(name, plugin_root):
             continue
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
@@ -80,6 +84,11 @@ def _named_modules(sources: dict[str, bytes]) -> list[str]:
                 # `from package import submodule` imports a module the package may not import itself.
                 names.update(dict.fromkeys(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"))
     return list(names)
+
+
+def _acts_on_import(name: str) -> bool:
+    parts = name.split(".")
+    return "__main__" in parts or any(".".join(parts[:i]) in ACT_ON_IMPORT for i in range(1, len(parts) + 1))
 
 
 def _is_plugin_module(name: str, plugin_root: Path) -> bool:

@@ -66,3 +66,14 @@ def test_the_modules_a_plugin_names_are_imported_without_running_it_but_not_its_
     assert "colorsys" in imported and "colorsys" in sys.modules  # the standard library's: the owner's code
     assert "frost_core" in imported
     assert "frostlocalhelper" not in imported and "frostlocalhelper" not in sys.modules
+
+
+def test_modules_that_act_when_imported_are_left_for_the_plugin_to_import_as_itself(tmp_path):
+    """Imported as root before the drop, `unittest.__main__` would run a test program, `antigravity` a browser."""
+    plugin = tmp_path / "actor.py"
+    plugin.write_text("import antigravity\nimport unittest.__main__\nimport this\nimport idlelib.idle\nimport json\n")
+    for name in ("antigravity", "unittest.__main__", "this", "idlelib.idle"):
+        sys.modules.pop(name, None)
+    imported = import_named_modules(read_plugin(plugin), tmp_path)
+    assert imported == ("json",)
+    assert not {"antigravity", "unittest.__main__", "this", "idlelib.idle"} & set(sys.modules)
