@@ -45,7 +45,8 @@ balance_interval = 0
 """Fast gossip, one guest CPU per node, no owner policy, no evict hold, no balancer."""
 
 
-def start_cluster(folder: Path, names: list[str], extra_config: str = "") -> list[BenchNode]:
+def start_cluster(folder: Path, names: list[str], extra_config: str = "", *,
+                  base_config: str = BENCH_CONFIG) -> list[BenchNode]:
     """Start one node per name (the first is the others' seed) and wait until all see each other alive."""
     key_file = folder / "cluster.key"
     ClusterKey.generate().save(key_file)
@@ -53,7 +54,7 @@ def start_cluster(folder: Path, names: list[str], extra_config: str = "") -> lis
     try:
         for name in names:
             seeds = [nodes[0].address] if nodes else []
-            nodes.append(_start_node(folder / name, name, key_file, seeds, extra_config))
+            nodes.append(_start_node(folder / name, name, key_file, seeds, extra_config, base_config))
         ids = {n.call("status")["node_id"] for n in nodes}
         for node in nodes:
             node.call("plugins")  # waits for a full plugin scan (see add_ballast_plugin)
@@ -81,8 +82,9 @@ def stop_all(nodes: list[BenchNode]) -> None:
         node.stop()
 
 
-def _start_node(data_dir: Path, name: str, key_file: Path, seeds: list[str], extra_config: str) -> BenchNode:
-    return start_node(data_dir, key_file=key_file, seeds=tuple(seeds), name=name, base_config=BENCH_CONFIG,
+def _start_node(data_dir: Path, name: str, key_file: Path, seeds: list[str], extra_config: str,
+                base_config: str = BENCH_CONFIG) -> BenchNode:
+    return start_node(data_dir, key_file=key_file, seeds=tuple(seeds), name=name, base_config=base_config,
                       extra_config=extra_config, env={"NO_COLOR": "1"}, log_level="info")
 
 

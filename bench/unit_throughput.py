@@ -1,0 +1,169 @@
+"""Units per second and the master's CPU per unit, for thousands of tiny units, against one plain process.
+
+Question: what does a unit cost the product before it does any work, and does that cost grow with
+the size of the assignment? A parameter sweep is thousands of small units; HTCondor and BOINC run
+those by the hundred thousand. Timed: submit -> assignment done (the master's "is done" event), for
+the bundled `montecarlo-pi` plugin with one sample per unit (a unit that returns at once), on one
+real `frost-tui --headless` node and on three on loopback (the first is the master), at 100, 1,000
+and 10,000 units. Also: the master node process's own CPU seconds per unit (user + system, not its
+guests') and its peak resident memory. Baseline, in the same run: the same units through
+`run_locally` in this one process (every state crosses CBOR as on a node). Second question:
+raytrace on one node against the same units computed by two plain processes (the issue's goal:
+within 1.3x). A run that does not finish within `--limit` seconds reports the units done so far.
+The nodes run with the owner policy switched off (`bench/_nodes.py` says why) and two guest CPUs.
+
+Usage: .venv/bin/python bench/unit_throughput.py [--units 100 1000 10000] [--limit 300] [--skip-raytrace]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_table, write_results  # noqa: E402
+from _nodes import BENCH_CONFIG, BenchNode, start_cluster, stop_all  # noqa: E402
+
+from frost_core import Done, run_locally  # noqa: E402
+from frost_core.plugin.api import parse_params  # noqa: E402
+from frost_plugins.montecarlo_pi import MonteCarloPi  # noqa: E402
+from frost_plugins.raytrace import RayTracer  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
+
+TWO_GUEST_CPUS = BENCH_CONFIG.replace("[guests]\ncpus = 1", "[guests]\ncpus = 2")
+RAYTRACE = {"width": 240, "height": 160, "rows_per_unit": 8, "max_depth": 2}
+
+
+class MasterWatch:
+    """Samples the master node process's own CPU time and resident memory while an assignment runs."""
+
+    def __init__(self, pid: int) -> None:
+        self._process = psutil.Process(pid)
+        self._stop = threading.Event()
+        self.peak_rss = 0
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def cpu(self) -> float:
+        times = self._process.cpu_times()
+        return times.user + times.system
+
+    def __enter__(self) -> MasterWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.25):
+            self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+
+
+def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -> dict:
+    """Submit on `master` and wait for its "is done" event; the events list is short, unlike the unit list."""
+    with MasterWatch(master.process.pid) as watch:
+        cpu_before = watch.cpu()
+        began = time.monotonic()
+        submitted = master.call("submit", plugin=plugin, params=params)
+        assignment_id = submitted["id"]
+
+        def done() -> bool:
+            return any(e["kind"] == "assignment" and f"assignment {assignment_id} " in e["message"]
+                       and "is done" in e["message"] for e in master.call("events"))
+
+        try:
+            wait_for(done, timeout=limit, what="the assignment to finish", interval=0.5)
+            finished = True
+        except AssertionError:
+            finished = False
+        seconds = time.monotonic() - began
+        cpu = watch.cpu() - cpu_before
+    view = master.call("assignment", assignment=assignment_id)
+    units = len(view["units"])
+    done_units = sum(1 for u in view["units"] if u["state"] == "done")
+    hosts = {u["host"] for u in view["units"] if u.get("host")}
+    return {"finished": finished, "seconds": round(seconds, 3), "units": units, "units_done": done_units,
+            "units_per_s": round(done_units / seconds, 2), "master_cpu_s": round(cpu, 3),
+            "master_cpu_ms_per_unit": round(1000 * cpu / max(done_units, 1), 2),
+            "master_peak_rss_mb": round(watch.peak_rss / 2**20, 1), "hosts_seen": len(hosts)}
+
+
+def one_process(units: int) -> dict:
+    began_cpu, began = time.process_time(), time.monotonic()
+    run_locally(MonteCarloPi(), {"samples": units, "units": units})
+    seconds = time.monotonic() - began
+    return {"seconds": round(seconds, 3), "units_per_s": round(units / seconds, 1),
+            "cpu_ms_per_unit": round(1000 * (time.process_time() - began_cpu) / units, 3)}
+
+
+def _render_units(indices: list[int]) -> int:
+    plugin = RayTracer()
+    units = [u for u in plugin.split(parse_params(plugin, RAYTRACE)) if u.index in indices]
+    for unit in units:
+        state = plugin.start(unit)
+        while not isinstance(state, Done):
+            state = plugin.step(state)
+    return len(units)
+
+
+def two_plain_processes() -> float:
+    count = len(RayTracer().split(parse_params(RayTracer(), RAYTRACE)))
+    halves = [list(range(0, count, 2)), list(range(1, count, 2))]
+    began = time.monotonic()
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_render_units, halves)
+    return time.monotonic() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--units", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds to wait for one assignment")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--skip-raytrace", action="store_true")
+    args = parser.parse_args()
+
+    figures: dict = {"baseline_one_process": {}, "runs": [], "raytrace": None}
+    for units in args.units:
+        figures["baseline_one_process"][units] = one_process(units)
+    for count in args.nodes:
+        with tempfile.TemporaryDirectory(prefix="frost-throughput-") as folder:
+            nodes = start_cluster(Path(folder), [f"n{i}" for i in range(count)], base_config=TWO_GUEST_CPUS)
+            try:
+                for units in args.units:
+                    run = run_on_cluster(nodes[0], "montecarlo-pi", {"samples": units, "units": units}, args.limit)
+                    figures["runs"].append({"nodes": count, **run})
+                if count == 1 and not args.skip_raytrace:
+                    node_run = run_on_cluster(nodes[0], "raytrace", RAYTRACE, args.limit)
+                    plain = two_plain_processes()
+                    figures["raytrace"] = {"node_s": node_run["seconds"], "two_plain_processes_s": round(plain, 3),
+                                           "ratio": round(node_run["seconds"] / plain, 2), "units": node_run["units"]}
+            finally:
+                stop_all(nodes)
+
+    rows = []
+    for run in figures["runs"]:
+        base = figures["baseline_one_process"][run["units"]]
+        rows.append([run["nodes"], run["units"], run["units_done"], run["seconds"], run["units_per_s"],
+                     base["units_per_s"], round(base["units_per_s"] / max(run["units_per_s"], 1e-9), 1),
+                     run["master_cpu_ms_per_unit"], run["master_peak_rss_mb"], run["hosts_seen"]])
+    print_table(["nodes", "units", "done", "seconds", "units/s", "1-process units/s", "x slower",
+                 "master CPU ms/unit", "master peak MB", "hosts used"], rows)
+    if figures["raytrace"]:
+        r = figures["raytrace"]
+        print(f"\nraytrace {RAYTRACE} ({r['units']} units): one node {r['node_s']} s, two plain processes "
+              f"{r['two_plain_processes_s']} s, ratio {r['ratio']} (goal <= 1.3)")
+    write_results("unit_throughput", {"limit_s": args.limit, **figures})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
