@@ -127,7 +127,8 @@ class Hosted:
         seq, progress, cpu = self.checkpoint
         state = paused_as if self.guest_state == "paused" else self.guest_state
         return UnitStatus(self.task.task_id, self.task.epoch, self.progress, self.cpu_seconds,
-                          checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu, state=state)
+                          checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu, state=state,
+                          submitter=self.spec.submitter)
 
     @property
     def leaving(self) -> bool:

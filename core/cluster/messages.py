@@ -33,6 +33,7 @@ class UnitSpec:
     memory_bytes: int
     epoch: int
     inputs: tuple[InputFile, ...] = ()  # fetched by hash from `master` when the unit opens them
+    submitter: str = ""         # who submitted its assignment (`identity.submitter_id`); "" from an older master
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,8 @@ class UnitOffer(Message):
     memory_bytes: int
     state_bytes: int
     moving: bool = False
+    submitter: str = ""         # whose unit it is: a host choosing between masters favours the least used
+    usage: float = 0.0          # that submitter's decayed CPU-seconds as its master counts them (fair share)
 
 
 @register
@@ -126,6 +129,7 @@ class UnitStatus:
     checkpoint_cpu: float = 0.0        # the guest's CPU-seconds when it was taken (work past it is lost with the copy)
     state: str = "running"      # as its host sees it: running, starting, checkpointing, paused (by the owner),
                                 # suspended (by the owner policy), so its master's screen tells the truth
+    submitter: str = ""         # whose unit it is (from its spec)
 
 
 @register

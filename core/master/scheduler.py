@@ -218,7 +218,7 @@ class MasterScheduler:
         if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
             checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
         offer = UnitOffer(task_id=unit.task_id, plugin_hash=plugin_hash, memory_bytes=unit.memory_bytes,
-                          state_bytes=checkpoint.size if checkpoint else 0)
+                          state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter)
         link = self._links.host(host)
         try:
             with trio.fail_after(OFFER_TIMEOUT):
@@ -234,7 +234,7 @@ class MasterScheduler:
             task_id=unit.task_id, assignment_id=unit.assignment_id, master=self._node_id,
             plugin_name=record.plugin, plugin_version=record.plugin_version, plugin_hash=plugin_hash,
             unit=encode_plain(WorkUnit(unit.index, unit.data, unit.memory_bytes, unit.cost).to_plain(), "work unit"),
-            memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs,
+            memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs, submitter=unit.submitter,
         )
         try:
             verdict = await link.start(self._node_id, spec, checkpoint)
@@ -402,7 +402,8 @@ class MasterScheduler:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
-        accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files)
+        accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files,
+                                             cpu_seconds=cpu_seconds)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         lost = self._given_up.pop((task_id, epoch), None)
         overtaken = self._overtaken.pop((task_id, epoch), None)

@@ -73,6 +73,9 @@ _ADDED_COLUMNS = (
     ("assignments", "one_per_host", "INTEGER NOT NULL DEFAULT 0"),
     ("assignments", "inputs", "BLOB"),  # CBOR list of [name, sha256, size]; NULL: none
     ("units", "files", "BLOB"),         # CBOR map of a done unit's output files; NULL: none
+    ("assignments", "submitter", "TEXT NOT NULL DEFAULT ''"),  # identity.submitter_id; '' until migrated
+    ("units", "cpu_seconds", "REAL NOT NULL DEFAULT 0"),       # the accepted copy's guest CPU time
+    ("units", "finished_at", "REAL"),                          # wall time its result was accepted
 )
 
 
@@ -95,6 +98,7 @@ class UnitRecord:
     progress: float
     error: str | None
     inputs: tuple[InputFile, ...] = ()  # the assignment's input files
+    submitter: str = ""                 # who submitted the assignment (`identity.submitter_id`)
 
     @property
     def task_id(self) -> str:
@@ -128,6 +132,7 @@ class AssignmentRecord:
     inputs: tuple[InputFile, ...] = ()
     waste: tuple[tuple[str, float], ...] = ()
     """Guest-seconds thrown away, by reason (`master.waste`), largest first."""
+    submitter: str = ""
 
     @property
     def wasted_seconds(self) -> float:
@@ -153,9 +158,15 @@ class NewUnit:
 class MasterStore:
     """One SQLite file per node; used from the node's trio thread only (calls take milliseconds)."""
 
-    def __init__(self, path: Path, *, node_id: str) -> None:
+    def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
+        """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
+        were recorded are this node's owner's, and take it."""
         self._db = open_durably(path, _SCHEMA)
         self._add_missing_columns()
+        self._submitter = submitter
+        if submitter:
+            with self._db:
+                self._db.execute("UPDATE assignments SET submitter = ? WHERE submitter = ''", (submitter,))
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
@@ -187,7 +198,7 @@ class MasterStore:
     def create_assignment(
         self, *, plugin: str, plugin_version: str, plugin_hash: str,
         params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
-        inputs: tuple[InputFile, ...] = (),
+        inputs: tuple[InputFile, ...] = (), submitter: str | None = None,
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
@@ -200,9 +211,9 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+                " one_per_host, inputs, submitter) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
-                 _encode_inputs(inputs)),
+                 _encode_inputs(inputs), self._submitter if submitter is None else submitter),
             )
             db.executemany(
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state) VALUES (?, ?, ?, ?, ?, 'queued')",
@@ -213,7 +224,7 @@ class MasterStore:
     def assignment(self, assignment_id: str) -> AssignmentRecord:
         row = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs FROM assignments WHERE id = ?",
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter FROM assignments WHERE id = ?",
             (assignment_id,),
         ).fetchone()
         if row is None:
@@ -226,7 +237,7 @@ class MasterStore:
             return list(self._listed[1])
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs FROM assignments ORDER BY seq"
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._assignment_from_row(row) for row in rows]
         self._listed = (self._version, records)
@@ -322,6 +333,7 @@ class MasterStore:
 
     def accept_result(
         self, assignment_id: str, index: int, *, epoch: int, result: bytes, files: dict[str, bytes] | None = None,
+        cpu_seconds: float = 0.0,
     ) -> bool:
         """Store a unit's result once: the first complete result wins, whatever copy it came from.
 
@@ -331,14 +343,17 @@ class MasterStore:
         next report. A result from an epoch newer than the stored one comes from a move this master
         had not heard of yet. Only a second result, or one for a cancelled assignment, is refused.
         Returns True when this call completed the unit; the check and the write are one
-        transaction, so two deliveries racing each other cannot both be accepted.
+        transaction, so two deliveries racing each other cannot both be accepted. `cpu_seconds` (the
+        accepted copy's guest CPU time) is kept with the time of acceptance: its submitter's usage.
         """
         with self._transaction() as db:
             cursor = db.execute(
-                "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL"
+                "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL,"
+                " cpu_seconds = ?, finished_at = ?"
                 " WHERE assignment_id = ? AND idx = ? AND epoch >= 1 AND ? >= 1 AND state IN ('running', 'queued')"
                 " AND EXISTS (SELECT 1 FROM assignments a WHERE a.id = assignment_id AND a.state = 'running')",
-                (result, cbor2.dumps(files, canonical=True) if files else None, assignment_id, index, epoch),
+                (result, cbor2.dumps(files, canonical=True) if files else None, max(cpu_seconds, 0.0), time.time(),
+                 assignment_id, index, epoch),
             )
             return cursor.rowcount == 1
 
@@ -447,6 +462,13 @@ class MasterStore:
         ).fetchall()
         return [assignment_id for (assignment_id,) in rows]
 
+    def accepted_cpu(self, since: float) -> list[tuple[str, float, float]]:
+        """(submitter, CPU-seconds, accepted at) of every unit result accepted since `since` (wall time):
+        what this master's submitters used of the cluster (`policies.fair_share.decayed_usage` weighs it)."""
+        return self._db.execute(
+            "SELECT a.submitter, u.cpu_seconds, u.finished_at FROM units u JOIN assignments a ON a.id = u.assignment_id"
+            " WHERE u.finished_at >= ? AND u.cpu_seconds > 0", (since,)).fetchall()
+
     # -- owner intents -----------------------------------------------------------------
 
     def intent(self, key: str, default: Any = None) -> Any:
@@ -471,7 +493,7 @@ class MasterStore:
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
-            one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]),
+            one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13],
             waste=tuple(self._db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),
@@ -480,7 +502,8 @@ class MasterStore:
 
 _UNIT_COLUMNS = (
     "u.assignment_id, u.idx, u.data, u.memory_bytes, u.cost, u.state, u.host, u.epoch, u.failures,"
-    " u.moves, u.progress, u.error, (SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id)"
+    " u.moves, u.progress, u.error, (SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id),"
+    " (SELECT a.submitter FROM assignments a WHERE a.id = u.assignment_id)"
 )
 
 
@@ -488,7 +511,7 @@ def _unit_from_row(row: tuple) -> UnitRecord:
     return UnitRecord(
         assignment_id=row[0], index=row[1], data=cbor2.loads(row[2]), memory_bytes=row[3], cost=row[4],
         state=row[5], host=row[6], epoch=row[7], failures=row[8], moves=row[9], progress=row[10], error=row[11],
-        inputs=_decode_inputs(row[12]),
+        inputs=_decode_inputs(row[12]), submitter=row[13],
     )
 
 

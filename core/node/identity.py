@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import uuid
 from pathlib import Path
@@ -24,6 +25,21 @@ def load_node_id(data_dir: Path) -> str:
     temporary.write_text(node_id, encoding="ascii")
     os.replace(temporary, path)
     return node_id
+
+
+def submitter_id(node_id: str) -> str:
+    """Who submits this node's assignments: the OS user running the node at its node id, `alice@<node id>`.
+
+    Stable across restarts (the node id is kept in the data dir, the user is the account) and unique in
+    the cluster (two desks of one user are two submitters: each master is the authority on its own
+    submitters' usage, and one account on two machines shares nothing else either). Usage and fair
+    shares are counted per submitter.
+    """
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):   # no passwd entry and no LOGNAME (a bare container): the uid says who
+        user = str(os.getuid())
+    return f"{user}@{node_id}"
 
 
 def load_owner_token(data_dir: Path) -> ClusterKey:

@@ -48,7 +48,7 @@ from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state, send_away
-from frost_core.node.identity import load_node_id, load_owner_token
+from frost_core.node.identity import load_node_id, load_owner_token, submitter_id
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
@@ -90,7 +90,8 @@ class Node:
         self.node_id = load_node_id(self.paths.data_dir)
         self.cluster_key = ClusterKey.load_or_create(config.cluster_key_file)
         self.events = EventLog()
-        self.store = MasterStore(self.paths.database, node_id=self.node_id)
+        self.submitter = submitter_id(self.node_id)
+        self.store = MasterStore(self.paths.database, node_id=self.node_id, submitter=self.submitter)
         self.registry = PluginRegistry(self.paths.data_dir)
         self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
         self.supervisor = GuestSupervisor(
