@@ -20,7 +20,7 @@ from frost_core.api.snapshot import NodeSnapshot
 from frost_core.node.attach_protocol import (
     KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, send_snapshot,
 )
-from frost_core.node.control import ControlRequest, Handler, Request, answer_request
+from frost_core.node.control import ControlRequest, Handler, Request, answer_request, send_reply
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import decode_strict
 from frost_core.wire.messages import from_plain
@@ -96,7 +96,7 @@ async def _receive_commands(channel: Channel, node: Attachable, handler: Handler
         if isinstance(message, KeepAlive):
             continue
         if isinstance(message, ControlRequest):
-            await channel.send(await answer_request(message, handler))
+            await send_reply(channel, await answer_request(message, handler))
             continue
         if not isinstance(message, AttachCommand):
             raise ProtocolError(f"expected a command, a request or a keep-alive, got {type(message).__name__}")

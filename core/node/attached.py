@@ -28,7 +28,7 @@ from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import (
     KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush, receive_snapshot,
 )
-from frost_core.node.control import ControlReply, Request, reply_value, request_message
+from frost_core.node.control import ControlReply, Request, receive_reply_body, reply_value, request_message
 from frost_core.wire.channel import Address, Channel, open_channel
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import to_plain
@@ -174,7 +174,7 @@ class AttachedNode:
             if isinstance(message, SnapshotPush):
                 self._publish(await receive_snapshot(channel))
             elif isinstance(message, ControlReply) and self._waiting:
-                self._waiting.popleft().reply.send_nowait(message)
+                self._waiting.popleft().reply.send_nowait(await receive_reply_body(channel, message))
             elif not isinstance(message, KeepAlive):
                 raise ProtocolError(f"expected a snapshot or a keep-alive, got {type(message).__name__}")
 

@@ -27,7 +27,7 @@ from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError,
 from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.wire.channel import Channel
-from frost_core.wire.pipe import read_frame, write_frame
+from frost_core.wire.pipe import read_bulk_data, read_frame, write_frame
 from frost_core.wire.codec import decode_strict, encode
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, from_plain, register, to_plain
@@ -64,6 +64,13 @@ class ControlReply(Message):
     body: bytes = b""  # the request's REPLY as CBOR data, on success
     error_title: str = ""
     error_message: str = ""
+    bulk: bool = False  # the body follows as a bulk transfer (an assignment of 10,000 units is megabytes)
+
+
+INLINE_REPLY_BYTES = MAX_MESSAGE_SIZE // 2
+"""A reply body up to this size travels inside its ControlReply frame; a larger one as bulk chunks."""
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""The largest reply a client accepts: far above any real node's answer, well below harm."""
 
 
 async def serve_control(
@@ -179,7 +186,7 @@ async def _serve_client(stream: trio.SocketStream, handler: Handler, attach: Att
                 return
             if not isinstance(request, ControlRequest):
                 raise ProtocolError(f"expected a control request, got {type(request).__name__}")
-            await channel.send(await answer_request(request, handler))
+            await send_reply(channel, await answer_request(request, handler))
     except ProtocolError as error:
         log.warning("control client dropped: %s", error.message)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -201,6 +208,21 @@ async def answer_request(request: ControlRequest, handler: Handler) -> ControlRe
         return ControlReply(ok=True, body=encode(plain_reply(typed, await handler(typed))))
     except FrostError as error:
         return ControlReply(ok=False, error_title=error.title, error_message=error.message)
+
+
+async def send_reply(channel: Channel, reply: ControlReply) -> None:
+    """Send `reply`, its body as bulk chunks when it is too large for one frame."""
+    if len(reply.body) <= INLINE_REPLY_BYTES:
+        await channel.send(reply)
+    else:
+        await channel.send_bulk(dataclasses.replace(reply, body=b"", bulk=True), reply.body)
+
+
+async def receive_reply_body(channel: Channel, reply: ControlReply) -> ControlReply:
+    """`reply` with its body, read from the bulk transfer that follows it if it announced one."""
+    if not reply.bulk:
+        return reply
+    return dataclasses.replace(reply, body=bytes(await channel.receive_bulk_data(max_size=MAX_REPLY_BYTES)), bulk=False)
 
 
 def plain_reply(request: Request, reply: Any) -> Any:
@@ -242,6 +264,8 @@ def call_node(paths: Paths, request: Request) -> Any:
             write_frame(pipe, request_message(request))
             pipe.flush()
             reply = read_frame(pipe)
+            if isinstance(reply, ControlReply) and reply.bulk:
+                reply = dataclasses.replace(reply, body=bytes(read_bulk_data(pipe, max_size=MAX_REPLY_BYTES)), bulk=False)
     except TimeoutError as error:
         raise NodeUnavailableError(f"the node at {paths.data_dir} did not answer within {CALL_TIMEOUT:.0f} s") from error
     finally:

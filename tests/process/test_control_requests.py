@@ -9,9 +9,11 @@ import trio
 from frost_core.api.commands import MoveTask, ResumeHosting
 from frost_core.api.errors import FrostError, ProtocolError
 from frost_core.api.queries import GetAssignment
+from frost_core.api.snapshot import AssignmentView, UnitView
 from frost_core.config import Paths
 from frost_core.node.control import ControlReply, ControlRequest, call_node, serve_control
 from frost_core.wire.codec import encode
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, to_plain
 from frost_core.wire.pipe import read_frame, write_frame
 
 
@@ -104,3 +106,22 @@ async def test_a_refusal_keeps_the_nodes_title_and_message(tmp_path):
 
     error = await _serving(tmp_path, handler, ask)
     assert (error.title, error.message) == ("Not paused", "nothing to resume")
+
+
+async def test_an_assignment_of_ten_thousand_units_comes_back_whole(tmp_path):
+    """A parameter sweep's assignment is megabytes as a reply, over one frame's cap: it travels as bulk chunks."""
+    units = tuple(
+        UnitView(index=i, task_id=f"a1.{i}", state="queued", host="", progress=0.0, moves=0, failures=0, error=None,
+                 waiting="no peer with free CPU: every guest slot is taken")
+        for i in range(10_000)
+    )
+    sweep = AssignmentView(id="a1", plugin="montecarlo-pi", state="running", progress=0.0, created_at=1.0,
+                           finished_at=None, eta_seconds=None, params={"units": 10_000}, units=units,
+                           result_media_type=None, result_filename=None, result_path=None, error=None)
+
+    async def handler(request):
+        return sweep
+
+    reply = await _serving(tmp_path, handler, lambda paths: call_node(paths, GetAssignment(assignment_id="a1")))
+    assert len(encode(to_plain(AssignmentView, sweep))) > MAX_MESSAGE_SIZE
+    assert reply == sweep
