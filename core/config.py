@@ -40,6 +40,7 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    items: type = str           # what a dict option maps its string keys to
 
     @property
     def name(self) -> str:
@@ -79,6 +80,16 @@ OPTIONS: tuple[Option, ...] = (
            "Seconds a master that lost every peer at once keeps its units' places on them: it is then the "
            "likely one cut off (Wi-Fi, a closed lid, a VPN reconnecting) and its hosts keep computing. A few "
            "minutes covers those; past it, the master re-places the units it can.", 1, 86400),
+    Option("cluster", "fair_share", bool, True,
+           "Share the cluster by recent use: a master places, and a host takes, the units of the submitter "
+           "(user@node) who used the least guest CPU lately first (HTCondor's user priority). Off: first come, "
+           "first served. Running guests are never stopped for it."),
+    Option("cluster", "usage_half_life", float, 86400.0,
+           "Seconds after which a submitter's past guest CPU time counts half in fair share: a day by default, "
+           "so yesterday's heavy user competes almost as a newcomer.", 60, 30 * 86400),
+    Option("cluster", "share_weights", dict, {},
+           "Fair-share weights per submitter (\"user@NODE_ID\" = 2.0 gets twice the share of weight 1); "
+           "submitters not named weigh 1.", items=float),
     Option("cluster", "balance_interval", float, 10.0,
            "Seconds between rounds of the load balancer (send a guest away, or ask a loaded peer for one); "
            "0 turns it off.", 0, 3600),
@@ -434,6 +445,12 @@ def _check(option: Option, value: Any, source: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where} must be a list of strings, not {value!r}")
         return list(value)
+    if option.kind is dict and option.items is float:
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                for k, v in value.items()):
+            raise ConfigError(f"{where} must be a table of positive numbers, not {value!r}")
+        return {k: float(v) for k, v in value.items()}
     if option.kind is dict:
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             raise ConfigError(f"{where} must be a table of strings, not {value!r}")

@@ -41,7 +41,8 @@ def as_text(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{_quoted(k)} = {_quoted(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_quoted(k)} = {_quoted(v) if isinstance(v, str) else as_text(v)}"
+                               for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -54,13 +55,18 @@ def describe_accepts(option: Option) -> str:
     return KIND_WORDS[option.kind]
 
 
-def _parse_table(option: Option, text: str) -> dict[str, str]:
+def _parse_table(option: Option, text: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
         value = tomllib.loads(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{option.name} must be a table like {{\"KEY\" = \"VALUE\"}}: {error}") from None
+    if option.items is float:
+        if not isinstance(value, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value.values()):
+            raise ValueError(f"{option.name} must be a table of positive numbers like {{\"KEY\" = 2.0}}")
+        return {k: float(v) for k, v in value.items()}
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise ValueError(f"{option.name} must be a table of text values like {{\"KEY\" = \"VALUE\"}}")
     return value

@@ -37,6 +37,7 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.registry import PluginInfo
+from frost_core.policies.fair_share import Demand, ShareSettings, explain, favoured_over, note_demand
 from frost_core.policies.views import NodeView
 
 log = logging.getLogger("frost.host")
@@ -72,6 +73,7 @@ class HostSettings:
     replicate_max_bytes: int = 256 << 20
     replica_peers: int = 0
     allow_cluster_plugins: bool = True
+    shares: ShareSettings = ShareSettings()
 
     @classmethod
     def from_config(cls, config) -> HostSettings:
@@ -81,6 +83,7 @@ class HostSettings:
             replicate_max_bytes=config.get("checkpoints.replicate_max_mb") << 20,
             replica_peers=config.get("checkpoints.replica_peers"),
             allow_cluster_plugins=config.get("cluster.allow_cluster_plugins"),
+            shares=ShareSettings.from_config(config),
         )
 
 
@@ -165,10 +168,13 @@ class HostService:
         on_arrival: Callable[[str], None], relocator: Relocator,
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         paused_as: Callable[[], str] = lambda: "paused",
+        usage_of: Callable[[str], float] = lambda submitter: 0.0,
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
-        stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports."""
+        stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports.
+        `usage_of` is a submitter's decayed usage as this node knows it (fair share takes the larger of
+        that and what the offering master says)."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -186,6 +192,9 @@ class HostService:
         self._relocator = relocator
         self._blocking = blocking
         self._paused_as = paused_as
+        self._usage_of = usage_of
+        self._demand: dict[str, Demand] = {}       # submitter -> its master's last offer here (fair share)
+        self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -233,6 +242,7 @@ class HostService:
 
     async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply:
         refusal = self._refusal(offer.task_id, offer.plugin_hash, offer.memory_bytes, moving=offer.moving)
+        refusal = self._share_refusal(offer, refusal)
         capacity = self._capacity()
         free = max(0, capacity.memory_pool_bytes - self._memory_committed())
         if refusal is None:
@@ -522,6 +532,26 @@ class HostService:
         self._reserved = {t: r for t, r in self._reserved.items() if r[1] > now}
         hosted = sum(h.task.unit.memory_bytes for h in self._hosted.values() if not h.leaving)
         return hosted + sum(memory for memory, _ in self._reserved.values())
+
+    def _share_refusal(self, offer: UnitOffer, refusal: str | None) -> str | None:
+        """Fair share at unit boundaries: note who asked for a slot; a free one goes to the least-used
+        submitter whose master lately offered more, held for it at most `ShareSettings.hold` seconds.
+        A unit moving between hosts already runs: it is never held back."""
+        shares = self._settings().shares
+        if offer.moving or not offer.submitter or not shares.enabled:
+            return refusal
+        now = time.monotonic()
+        usage = max(offer.usage, self._usage_of(offer.submitter))
+        self._demand = note_demand(self._demand, offer.submitter, Demand(usage, offer.queued, now), now, shares)
+        if refusal is not None:
+            return refusal
+        rival = favoured_over(offer.submitter, usage, self._demand, now, shares)
+        if rival is not None:
+            self._held_since = now if self._held_since is None else self._held_since
+            if now - self._held_since < shares.hold:
+                return explain(offer.submitter, usage, rival, self._demand[rival].usage)
+        self._held_since = None
+        return None
 
     def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool) -> str | None:
         """Why this machine cannot take the unit now, or None."""

@@ -79,6 +79,7 @@ class UnitOffer(Message):
     moving: bool = False
     submitter: str = ""         # whose unit it is: a host choosing between masters favours the least used
     usage: float = 0.0          # that submitter's decayed CPU-seconds as its master counts them (fair share)
+    queued: int = 0             # its units still waiting at that master besides this one
 
 
 @register

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -40,12 +41,14 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.registry import PluginRegistry
+from frost_core.policies.fair_share import DEMAND_REFRESH, ShareSettings, queue_order
 from frost_core.policies.views import NodeView
 from frost_core.master.placement import Need, plan, why_not_placed
 from frost_core.master.results import export_result
 from frost_core.master import waste
 from frost_core.master.reach import Reach
 from frost_core.master.store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
+from frost_core.master.usage import UsageBook
 from frost_core.master.waste import CopyRun
 from frost_core.membership import MembershipConfig
 from frost_core.membership.suspicion import death_settle
@@ -100,9 +103,13 @@ class MasterScheduler:
         on_change: Callable[[], None], alive: Callable[[], list[str]],
         clock: Callable[[], float] = time.monotonic,
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
+        usage: UsageBook | None = None, usage_of: Callable[[str], float] = lambda submitter: 0.0,
+        shares: Callable[[], ShareSettings] = ShareSettings,
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
-        work inline so the mock clock cannot jump ahead while a thread works."""
+        work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
+        each accepted result's CPU time for its submitter; `usage_of` is the submitter's decayed usage the
+        queue is ordered by and offers carry (this master's own count, or the cluster's)."""
         self._node_id = node_id
         self._store = store
         self._registry = registry
@@ -117,6 +124,10 @@ class MasterScheduler:
         self._alive = alive
         self._clock = clock
         self._blocking = blocking
+        self._usage = usage
+        self._usage_of = usage_of
+        self._shares = shares
+        self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._waiting: dict[str, str] = {}                   # queued task id -> why it is not placed
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
@@ -190,35 +201,67 @@ class MasterScheduler:
         holding: dict[str, set[str]] = {}
         for record in records.values():
             holding[record.id] = {u.host for u in record.units if u.state == "running"}
+        usage = {s: self._usage_of(s) for s in {u.submitter for u in queued}}
+        queued = queue_order(queued, lambda u: u.submitter, usage.__getitem__, self._shares())
         needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, records[u.assignment_id].one_per_host)
                  for u in queued if u.assignment_id in records]
         by_task = {u.task_id: u for u in queued}
+        waiting = {s: sum(1 for u in queued if u.submitter == s) for s in usage}
         hosts = self._hosts()
         held = {a: frozenset(h) for a, h in holding.items()}
         refusals: dict[str, dict[str, str]] = {}
         for need, candidates in plan(needs, hosts, held):
             for host in candidates:
-                refusal = await self._place(by_task[need.task_id], records[need.assignment_id].plugin_hash, host)
+                unit = by_task[need.task_id]
+                refusal = await self._place(unit, records[need.assignment_id].plugin_hash, host,
+                                            usage[unit.submitter], waiting[unit.submitter] - 1)
                 if refusal is None:
+                    waiting[unit.submitter] -= 1
                     break
                 refusals.setdefault(need.task_id, {})[host] = refusal
+        await self._tell_demand([u for u in queued if u.task_id not in self._copies], records, hosts, usage)
         placed = set(self._copies)
         self._waiting = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                       refusals.get(need.task_id))
                          for need in needs if need.task_id not in placed}
         self._on_change()
 
+    async def _tell_demand(self, left: list[UnitRecord], records: dict[str, Any], hosts: Sequence[NodeView],
+                           usage: dict[str, float]) -> None:
+        """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds: a
+        host learns who waits for its next free slot (fair share) only from offers. One it takes runs."""
+        shares = self._shares()
+        if not shares.enabled or not left:
+            return
+        now = self._clock()
+        waiting: dict[str, list[UnitRecord]] = {}
+        for unit in left:
+            waiting.setdefault(unit.submitter, []).append(unit)
+        for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):
+            for submitter, units in waiting.items():
+                if not units or now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
+                    continue
+                self._told[(host, submitter)] = now
+                unit = units[0]
+                if await self._place(unit, records[unit.assignment_id].plugin_hash, host, usage[submitter],
+                                     len(units) - 1) is None:
+                    units.pop(0)
+
     def waiting_reasons(self) -> dict[str, str]:
         """Why each queued unit of this node's assignments is not placed, as of the last placement round."""
         return dict(self._waiting)
 
-    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str) -> str | None:
-        """Offer, then start under a new epoch with the newest checkpoint; None once it runs, else why not."""
+    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str, usage: float = 0.0,
+                     queued: int = 0) -> str | None:
+        """Offer, then start under a new epoch with the newest checkpoint; None once it runs, else why not.
+        The offer says whose unit it is, that submitter's `usage`, and how many more of its units are `queued`
+        (a host keeps a free slot for a less-used submitter still waiting)."""
         checkpoint = await self._blocking(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
         if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
             checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
         offer = UnitOffer(task_id=unit.task_id, plugin_hash=plugin_hash, memory_bytes=unit.memory_bytes,
-                          state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter)
+                          state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter,
+                          usage=usage, queued=max(queued, 0))
         link = self._links.host(host)
         try:
             with trio.fail_after(OFFER_TIMEOUT):
@@ -411,6 +454,8 @@ class MasterScheduler:
             self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
                             seconds=waste.ran_on(overtaken.run, 1.0, self._clock(), cpu_seconds))
         if accepted:
+            if self._usage is not None:
+                self._usage.add(self._store.unit(assignment_id, index).submitter, cpu_seconds, time.time())
             current = self._copies.pop(task_id, None)
             if current is not None and current.epoch > epoch:
                 # An older copy finished first: its work was kept, the newer copy's is what is thrown away,

@@ -54,11 +54,13 @@ from frost_core.node.sleep import watch_sleep
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
+from frost_core.master.usage import UsageBook
 from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
 from frost_core.node.answers import answer
 from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
+from frost_core.policies.fair_share import ShareSettings
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
@@ -92,6 +94,7 @@ class Node:
         self.events = EventLog()
         self.submitter = submitter_id(self.node_id)
         self.store = MasterStore(self.paths.database, node_id=self.node_id, submitter=self.submitter)
+        self.usage = UsageBook(self.store)
         self.registry = PluginRegistry(self.paths.data_dir)
         self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
         self.supervisor = GuestSupervisor(
@@ -132,7 +135,7 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
-            paused_as=self._paused_as,
+            paused_as=self._paused_as, usage_of=self._usage_of,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
@@ -146,7 +149,8 @@ class Node:
             results_dir=self.results_dir, replicas=CheckpointStore(self.paths.data_dir / "replicas"),
             local_checkpoints=self.supervisor.store, hosts=self._host_views,
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
-            alive=self._alive_nodes,
+            alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
+            shares=lambda: ShareSettings.from_config(self.config),
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -623,6 +627,12 @@ class Node:
             self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
             owner_active_reason=owner_reason, held_reason=held,
         )
+
+    def _usage_of(self, submitter: str) -> float:
+        """A submitter's decayed guest CPU-seconds for fair share, as this node knows them: what this master
+        accepted for its own submitters (each submitter's master holds all of its usage); the ledger's
+        cluster-wide count replaces this once it gossips usage."""
+        return self.usage.usage(submitter, time.time(), self.config.get("cluster.usage_half_life"))
 
     def _paused_as(self) -> str:
         """Why guests stand still here, in the word a master shows for its units: paused by the owner's

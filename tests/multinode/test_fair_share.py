@@ -1,0 +1,62 @@
+"""Fair share on three real nodes: a fresh submitter is served ahead of one who just used the whole cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from frost_core import SaveSettings, call_node
+from tests.multinode.cluster import CLUSTER_CONFIG, assignment, wait_for_members
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+# Not about the owner: three nodes share this machine with other work, which the default `share`
+# policy would rightly take for a busy owner (its own tests are tests/process/test_owner.py).
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
+
+# Nine units of about a fifth of a CPU-second each: on three one-CPU nodes an assignment takes three rounds.
+PI = {"samples": 3_600_000, "units": 9}
+
+
+def done_fraction(master, assignment_id: str) -> float:
+    units = assignment(master, assignment_id)["units"]
+    return sum(u["state"] == "done" for u in units) / len(units)
+
+
+def race(alice, bob) -> tuple[str, float]:
+    """Alice and Bob submit the same assignment at once: who finished first, and how far the other was then."""
+    mine = alice.call("submit", plugin="montecarlo-pi", params=PI)["id"]
+    theirs = bob.call("submit", plugin="montecarlo-pi", params=PI)["id"]
+
+    def first_done():
+        fractions = {"alice": done_fraction(alice, mine), "bob": done_fraction(bob, theirs)}
+        finished = [name for name, fraction in fractions.items() if fraction == 1.0]
+        return finished and (finished[0], min(fractions.values()))
+
+    winner, other = wait_for(first_done, timeout=120, interval=0.1, what="one of the two assignments")
+    for node, assignment_id in ((alice, mine), (bob, theirs)):
+        if assignment(node, assignment_id)["state"] == "running":
+            node.call("cancel", assignment=assignment_id)
+    return winner, other
+
+
+def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(nodes):
+    alice = nodes("alice", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    bob, carol = (nodes(name, seeds=(alice.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+                  for name in ("bob", "carol"))
+    wait_for_members([alice, bob, carol])
+    # Alice has just used the whole cluster (fair share is on by default: the product).
+    # (Two rounds of it: as Bob's results come in his usage grows, and stays below Alice's to the end.)
+    warm = alice.call("submit", plugin="montecarlo-pi", params={**PI, "units": 6, "samples": 2_400_000})["id"]
+    wait_for(lambda: done_fraction(alice, warm) == 1.0, timeout=120, what="Alice's first assignment")
+
+    winner, alice_then = race(alice, bob)
+    assert winner == "bob", f"Alice finished first; Bob was {alice_then:.0%} done"
+    assert alice_then <= 0.6, f"Bob finished while Alice was {alice_then:.0%} done"
+
+    # With fair share off it is first come, first served, and the one holding the slots keeps them: the master
+    # whose unit just finished hears of the free slot first. Bob is no longer served ahead of Alice.
+    for node in (alice, bob, carol):
+        assert call_node(node.paths, SaveSettings(values={"cluster.fair_share": False})) == "saved"
+    winner, other_then = race(alice, bob)
+    assert winner == "alice" or other_then > 0.6, f"fair share off, yet Bob won with Alice {other_then:.0%} done"
