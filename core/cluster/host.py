@@ -550,6 +550,7 @@ class HostService:
             self._held_since = now if self._held_since is None else self._held_since
             if now - self._held_since < shares.hold:
                 return explain(offer.submitter, usage, rival, self._demand[rival].usage)
+            del self._demand[rival]   # it did not come for the slot: not waiting after all
         self._held_since = None
         return None
 

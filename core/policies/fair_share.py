@@ -17,14 +17,15 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-DEMAND_MEMORY = 60.0
-"""Seconds a submitter whose master offered this host a unit counts as still wanting more (a slot frees
-every unit length or so; its master offers again as soon as it sees one)."""
 DEMAND_REFRESH = 5.0
 """A master with units waiting offers one to each full host this often too, so the host knows who waits."""
+DEMAND_MEMORY = 2.5 * DEMAND_REFRESH
+"""Seconds a submitter whose master offered this host a unit counts as still wanting more: a master with
+units waiting offers to every host at least every `DEMAND_REFRESH` seconds, free or full."""
 HOLD_SECONDS = 3.0
 """At most this long a free slot waits for the favoured submitter's master to offer (one placement round
-and one gossip hop); after that it goes to whoever asks, so a submitter that stopped wanting costs little."""
+and one gossip hop); after that it goes to whoever asks, and the host forgets that submitter's demand
+until its master offers again, so a submitter that stopped wanting costs one hold per host."""
 
 
 @dataclass(frozen=True)
