@@ -231,6 +231,10 @@ class MasterStore:
             raise UnknownAssignmentError(f"no assignment {assignment_id!r} on this node")
         return self._assignment_from_row(row)
 
+    def assignment_count(self) -> int:
+        (count,) = self._db.execute("SELECT COUNT(*) FROM assignments").fetchone()
+        return count
+
     def assignments(self) -> list[AssignmentRecord]:
         """Every assignment with its units; read from SQLite only when something was written since."""
         if self._listed is not None and self._listed[0] == self._version:

@@ -24,26 +24,26 @@ STATUS_EVENTS = 20
 class Answering(NodeParts, Protocol):
     """The node as a query sees it: its parts, and a snapshot built now."""
 
-    def fresh_snapshot(self) -> NodeSnapshot: ...
+    def fresh_snapshot(self, *, assignments: bool = True) -> NodeSnapshot: ...
 
 
 async def answer(node: Answering, query: Query) -> Any:
     """The reply to `query`, of the type the query declares as its REPLY."""
     match query:
         case GetStatus():
-            snapshot = node.fresh_snapshot()
+            snapshot = node.fresh_snapshot(assignments=False)
             return NodeStatus(
                 node_id=snapshot.node_id, name=snapshot.name, address=snapshot.address,
                 state=snapshot.hosting.state, hosting=snapshot.hosting, guests=snapshot.guests,
-                peers=snapshot.peers, assignments=len(snapshot.assignments),
+                peers=snapshot.peers, assignments=node.store.assignment_count(),
                 events=snapshot.events[-STATUS_EVENTS:],
                 problems=() if any(p.state == "alive" and not p.is_self for p in snapshot.peers)
                 else tuple(node.refusals.values()),
             )
         case ListPeers():
-            return node.fresh_snapshot().peers
+            return node.fresh_snapshot(assignments=False).peers
         case ListEvents():
-            return node.fresh_snapshot().events
+            return node.fresh_snapshot(assignments=False).events
         case ListPlugins():
             await node.registry.scan_async()
             return tuple(plugin_view(info) for info in node.registry.plugins())

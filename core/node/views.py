@@ -67,7 +67,9 @@ class NodeParts(Protocol):
     def unit_states(self) -> dict[str, str]: ...
 
 
-def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float) -> NodeSnapshot:
+def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float,
+                   assignments: bool = True) -> NodeSnapshot:
+    """The node as the UI shows it; `assignments=False` leaves them out, for a reply that does not show them."""
     guests = node.supervisor.figures()
     memory_used = sum(g.memory_bytes for g in guests)
     mode, average, lower, upper = node.transfer_view()
@@ -108,7 +110,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
         assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
                                           etas=node.unit_etas(), waiting=node.unit_waiting(),
                                           reported=node.unit_states())
-                          for record in node.store.assignments()),
+                          for record in (node.store.assignments() if assignments else ())),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),

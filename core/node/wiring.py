@@ -79,6 +79,7 @@ from frost_core.wire.security import ClusterKey
 log = logging.getLogger("frost.node")
 
 PUBLISH_INTERVAL = 0.1      # at most ten snapshots a second reach the UI
+SNAPSHOT_COST_SHARE = 10    # ... and building them takes at most a tenth of the node's time
 FIGURES_INTERVAL = 1.0      # how often local resources are measured and the history grows
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
 LEAVE_TIMEOUT = 1.0
@@ -120,6 +121,8 @@ class Node:
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
         self._changed = trio.Event()
         self._published = trio.Event()
+        self._stale = False      # changes since the last snapshot, which nobody was watching
+        self._watchers = 0       # attached UIs waiting for the next snapshot
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._transport = None
         self.links = Links(node_id=self.node_id, address_of=self._address_of)
@@ -159,20 +162,29 @@ class Node:
     # -- the API the UI and the control socket use ---------------------------------------
 
     def snapshot(self) -> NodeSnapshot:
-        """The latest published snapshot (at most PUBLISH_INTERVAL old)."""
+        """The latest published snapshot (at most PUBLISH_INTERVAL old), or one built now if nobody watched."""
+        if self._stale:
+            self._snapshot, self._stale = self._build_snapshot(), False
         return self._snapshot
 
-    def fresh_snapshot(self) -> NodeSnapshot:
-        """A snapshot built now, for a caller that must see the effect of a command it just ran."""
-        return self._build_snapshot()
+    def fresh_snapshot(self, *, assignments: bool = True) -> NodeSnapshot:
+        """A snapshot built now, for a caller that must see the effect of a command it just ran; without
+        the assignments for one that does not show them (`status`): a sweep's units are most of the cost."""
+        return self._build_snapshot(assignments=assignments)
 
     def set_snapshot_listener(self, callback: Callable[[NodeSnapshot], None] | None) -> None:
         self._listener = callback
 
     async def wait_snapshot(self, seen: NodeSnapshot | None) -> NodeSnapshot:
         """The latest snapshot once it is not `seen`: what an attached UI is pushed next."""
-        while self._snapshot is seen:
-            await self._published.wait()
+        self._watchers += 1
+        try:
+            if self._stale:
+                self.mark_changed()  # changes came while nobody watched: publish them now
+            while self._snapshot is seen:
+                await self._published.wait()
+        finally:
+            self._watchers -= 1
         return self._snapshot
 
     def refuse(self, message: str) -> None:
@@ -593,16 +605,23 @@ class Node:
         self.mark_changed()
 
     async def _publish_snapshots(self) -> None:
-        """Rebuild the snapshot after changes, at most every PUBLISH_INTERVAL: a burst is one redraw."""
+        """Rebuild the snapshot after changes for whoever watches, at most every PUBLISH_INTERVAL (a burst
+        is one redraw) and never for more than 1/SNAPSHOT_COST_SHARE of the time: a 10,000-unit sweep's
+        snapshot takes tens of milliseconds, and the master's own work must not wait behind the screen."""
         while True:
             await self._changed.wait()
             self._changed = trio.Event()
-            self._snapshot = self._build_snapshot()
+            if self._listener is None and not self._watchers:
+                self._stale = True  # nobody looks (a headless node): built when somebody does
+                continue
+            began = time.perf_counter()
+            self._snapshot, self._stale = self._build_snapshot(), False
+            cost = time.perf_counter() - began
             if self._listener is not None:
                 self._listener(self._snapshot)
             self._published.set()
             self._published = trio.Event()
-            await trio.sleep(PUBLISH_INTERVAL)
+            await trio.sleep(max(PUBLISH_INTERVAL, cost * SNAPSHOT_COST_SHARE))
 
     async def _attach(self, channel: Channel, request: AttachRequest, handler: Handler) -> None:
         await serve_attached(channel, request, self, handler, client="a local UI")
@@ -860,6 +879,7 @@ class Node:
         self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
         self.mark_changed()
 
-    def _build_snapshot(self) -> NodeSnapshot:
+    def _build_snapshot(self, *, assignments: bool = True) -> NodeSnapshot:
         now = time.time()
-        return node_views.build_snapshot(self, self._hosting(now), tuple(self._history), now=now)
+        return node_views.build_snapshot(self, self._hosting(now), tuple(self._history), now=now,
+                                         assignments=assignments)
