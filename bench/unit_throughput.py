@@ -87,6 +87,8 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
         seconds = time.monotonic() - began
         cpu = watch.cpu() - cpu_before
     view = master.call("assignment", assignment=assignment_id)
+    if not finished:
+        master.call("cancel", assignment=assignment_id)  # the next run must not share the node with it
     units = len(view["units"])
     done_units = sum(1 for u in view["units"] if u["state"] == "done")
     hosts = {u["host"] for u in view["units"] if u.get("host")}
