@@ -1,10 +1,11 @@
 """How a node reaches a unit's master or a host: by a direct call when that is this node, else over the network.
 
 The master's own machine is a host like any other, so the master and host services never ask
-whether the other side is local: they ask `Links` for a link to a node id and call it. Remote
-calls each open an authenticated channel (the handshake proves the cluster key, so only peers
-of this cluster can place, move or report units here), send one request, with bulk bytes
-where a checkpoint or result travels, and wait for one reply. Every failure to get an answer,
+whether the other side is local: they ask `Links` for a link to a node id and call it. A
+remote call sends one request, with bulk bytes where a checkpoint or result travels, and waits
+for one reply, on an authenticated channel kept open to that peer (the handshake proves the
+cluster key, so only peers of this cluster can place, move or report units here; it is done
+once per channel, not per call: see wire.pool). Every failure to get an answer,
 whether the peer is gone, refused the handshake or broke the protocol, is one
 NodeUnavailableError naming the peer and the cause: callers treat all of them alike.
 """
@@ -87,7 +88,12 @@ class Links:
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
                      UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery):
-            transport.set_stream_handler(code.CODE, self._answer)
+            transport.set_call_handler(code.CODE, self._answer)
+
+    def forget(self, address: Address) -> None:
+        """The node at `address` died or left: close the channels kept open to it."""
+        if self._transport is not None:
+            self._transport.pool.forget(address)
 
     def master(self, node_id: str) -> MasterSide:
         assert self._master is not None, "bind() first"
@@ -107,19 +113,20 @@ class Links:
         self, node_id: str, request: Message, data: bytes | None = None, *, reply: type[Message] = Verdict,
         timeout: float = CALL_TIMEOUT,
     ) -> Message:
-        """One request (with bulk `data` if given) and its reply, on a fresh channel to `node_id`."""
+        """One request (with bulk `data` if given) and its reply, on a channel kept open to `node_id`."""
         address = self._address_of(node_id)
         if address is None or self._transport is None:
             raise NodeUnavailableError(f"node {node_id[:8]} is not known to be alive", title="Peer unreachable")
+
+        async def send(channel: Channel) -> None:
+            if data is None:
+                await channel.send(request)
+            else:
+                await channel.send_bulk(request, data)
+
         try:
             with trio.fail_after(timeout):
-                channel = await self._transport.connect(address)
-                async with channel:
-                    if data is None:
-                        await channel.send(request)
-                    else:
-                        await channel.send_bulk(request, data)
-                    answer = await channel.receive()
+                answer = await self._transport.pool.call(address, send, Channel.receive)
         except trio.TooSlowError:
             raise NodeUnavailableError(f"node {node_id[:8]} did not answer {type(request).__name__} "
                                        f"within {timeout:g} s", title="Peer unreachable") from None
@@ -139,15 +146,20 @@ class Links:
         address = self._address_of(node_id)
         if address is None or self._transport is None:
             return None
+
+        async def receive(channel: Channel) -> tuple[Message, bytes]:
+            answer = await channel.receive()
+            if not isinstance(answer, CheckpointReplica):
+                return answer, b""
+            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
+            await channel.receive()  # the Verdict that closes the answer
+            return answer, state
+
         try:
             with trio.fail_after(START_TIMEOUT):
-                async with await self._transport.connect(address) as channel:
-                    await channel.send(request)
-                    answer = await channel.receive()
-                    if not isinstance(answer, CheckpointReplica):
-                        return None
-                    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
-                    await channel.receive()
+                answer, state = await self._transport.pool.call(address, lambda channel: channel.send(request), receive)
+            if not isinstance(answer, CheckpointReplica):
+                return None
         except (trio.TooSlowError, OSError, trio.BrokenResourceError, trio.EndOfChannel, ProtocolError) as error:
             log.info("no replica of %s from %s: %s", request.task_id, node_id[:8], error)
             return None

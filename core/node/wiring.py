@@ -876,6 +876,7 @@ class Node:
         kind = {"joined": "join", "left": "leave"}.get(event.kind, event.kind)
         if event.kind in ("dead", "left"):
             self._scheduler.host_lost(record.node_id, left=event.kind == "left")
+            self.links.forget(record.address)
         self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
         self.mark_changed()
 

@@ -4,6 +4,7 @@ The guest child runs plain synchronous Python; its blocking twin is `wire.pipe`.
 """
 
 import io
+import select
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -311,6 +312,19 @@ class Channel:
             if announced is not None and announced != bulk.received:
                 raise ProtocolError(f"bulk transfer announced {announced} bytes but carried {bulk.received}")
         return None
+
+    def quiet(self) -> bool:
+        """True when nothing waits to be read: an idle channel the peer has not closed, reset or written to."""
+        if self._reader.buffered:
+            return False
+        if self._socket is None:
+            return True
+        fd = self._socket.fileno()
+        if fd < 0:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
 
     async def aclose(self) -> None:
         await self._send_stream.aclose()

@@ -9,7 +9,6 @@ connection, never the listener.
 import errno
 import logging
 import socket as stdlib_socket
-from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -19,6 +18,7 @@ from frost_core.api.errors import AuthenticationError, FrostError, ProtocolError
 from frost_core.wire.channel import Address, Channel, accept_channel, connect_channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, decode_message, encode_message
+from frost_core.wire.pool import ChannelPool
 from frost_core.wire.security import (
     MAX_DATAGRAM_SIZE,
     ClusterKey,
@@ -31,10 +31,10 @@ logger = logging.getLogger("frost.transport")
 
 ExchangeHandler = Callable[[Address, Message], Awaitable[Message]]
 StreamHandler = Callable[[Channel, Message], Awaitable[None]]
+CallHandler = Callable[[Channel, Message], Awaitable[None]]
 
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 _BIND_ATTEMPTS = 20
-_IDLE_CHANNELS_PER_PEER = 2
 
 
 class NetworkTransport:
@@ -67,7 +67,9 @@ class NetworkTransport:
         )
         self._exchange_handlers: dict[int, ExchangeHandler] = {}
         self._stream_handlers: dict[int, StreamHandler] = {}
-        self._idle: defaultdict[Address, list[Channel]] = defaultdict(list)
+        self._call_handlers: dict[int, CallHandler] = {}
+        self.pool = ChannelPool(self.connect, idle_timeout=idle_timeout / 2)
+        """Channels kept for calls to peers; they close well before the peer's server gives up on them."""
         self._udp: list[trio.socket.SocketType] = []
         self._tcp: trio.socket.SocketType | None = None
 
@@ -95,42 +97,18 @@ class NetworkTransport:
         return await self._datagram_receive.receive()
 
     async def exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
-        """Send a request and wait for its reply, reusing an idle channel to `address` if any.
+        """Send a request and wait for its reply, on a channel kept for `address` if there is one.
 
-        A pooled channel the peer has meanwhile closed is retried once on a fresh connection.
         Failures keep the Transport contract: trio.TooSlowError, ProtocolError or OSError (a
         connection the peer broke, e.g. because it was killed mid-handshake, is a ConnectionError).
         """
         try:
-            return await self._exchange(address, message, timeout=timeout)
+            with trio.fail_after(timeout):
+                return await self.pool.call(address, lambda channel: channel.send(message), Channel.receive)
         except trio.BrokenResourceError as error:
             raise ConnectionResetError(f"{address[0]}:{address[1]} broke the connection: {error}") from error
-
-    async def _exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
-        with trio.fail_after(timeout):
-            while self._idle[address]:
-                channel = self._idle[address].pop()
-                try:
-                    reply = await self._request(channel, message)
-                except (trio.EndOfChannel, ProtocolError, trio.BrokenResourceError, OSError):
-                    await trio.aclose_forcefully(channel)
-                    continue
-                except BaseException:  # cancelled mid-request: the channel is in an unknown state
-                    await trio.aclose_forcefully(channel)
-                    raise
-                self._park(address, channel)
-                return reply
-            channel = await self.connect(address)
-            try:
-                reply = await self._request(channel, message)
-            except trio.EndOfChannel:
-                await trio.aclose_forcefully(channel)
-                raise ProtocolError(f"{address} closed the connection without replying") from None
-            except BaseException:
-                await trio.aclose_forcefully(channel)
-                raise
-            self._park(address, channel)
-            return reply
+        except trio.EndOfChannel:
+            raise ProtocolError(f"{address} closed the connection without replying") from None
 
     def set_exchange_handler(self, code: MessageCode, handler: ExchangeHandler) -> None:
         self._exchange_handlers[code] = handler
@@ -140,6 +118,14 @@ class NetworkTransport:
     def set_stream_handler(self, code: MessageCode, handler: StreamHandler) -> None:
         """A connection whose first message has `code` is handed to `handler`, which owns it."""
         self._stream_handlers[code] = handler
+
+    def set_call_handler(self, code: MessageCode, handler: CallHandler) -> None:
+        """A request with `code` is handed to `handler`, which reads all of it and sends its whole answer.
+
+        The channel then waits for the caller's next request (see `pool`): `handler` must leave it
+        between frames, or raise to drop it.
+        """
+        self._call_handlers[code] = handler
 
     async def connect(self, address: Address) -> Channel:
         """An authenticated channel to `address`; the caller closes it (e.g. `async with`)."""
@@ -153,17 +139,6 @@ class NetworkTransport:
             raise
 
     # --- internals ---------------------------------------------------------------------------
-
-    async def _request(self, channel: Channel, message: Message) -> Message:
-        await channel.send(message)
-        return await channel.receive()
-
-    def _park(self, address: Address, channel: Channel) -> None:
-        idle = self._idle[address]
-        if len(idle) < _IDLE_CHANNELS_PER_PEER:
-            idle.append(channel)
-        else:
-            trio.lowlevel.spawn_system_task(trio.aclose_forcefully, channel)
 
     async def _bind(self) -> None:
         family = stdlib_socket.AF_INET6 if ":" in self.host else stdlib_socket.AF_INET
@@ -208,10 +183,7 @@ class NetworkTransport:
         for sock in [*self._udp, self._tcp]:
             if sock is not None:
                 sock.close()
-        for channels in self._idle.values():
-            for channel in channels:
-                trio.lowlevel.spawn_system_task(trio.aclose_forcefully, channel)
-        self._idle.clear()
+        self.pool.close()
 
     async def serve_datagrams(
         self, sock: trio.socket.SocketType, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -282,6 +254,10 @@ class NetworkTransport:
             if stream_handler is not None:
                 await stream_handler(channel, request)
                 return
+            call_handler = self._call_handlers.get(request.CODE)
+            if call_handler is not None:
+                await call_handler(channel, request)
+                continue
             handler = self._exchange_handlers.get(request.CODE)
             if handler is None:
                 raise ProtocolError(f"no handler for {type(request).__name__} requests")
@@ -321,6 +297,7 @@ async def open_transport(
             for sock in transport._udp:
                 await nursery.start(transport.serve_datagrams, sock)
             await nursery.start(transport.serve_streams)
+            await nursery.start(transport.pool.serve_sweeps)
             yield transport
             nursery.cancel_scope.cancel()
     finally:

@@ -16,6 +16,7 @@ from frost_core.wire.channel import Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, Message
 from frost_core.wire.security import ClusterKey, DatagramSealer
+from tests.waiting import wait_until
 
 KEY = ClusterKey.generate()
 STRANGER_KEY = ClusterKey.generate()
@@ -64,6 +65,20 @@ async def test_exchange_reuses_channels_and_survives_an_idle_close() -> None:
         assert await client.exchange(server.local_address, BulkEnd(21), timeout=10) == BulkEnd(42)
     # Handlers see the client's own address (its listening port), not an ephemeral one.
     assert {address for address, _ in seen} == {client.local_address}
+
+
+async def test_a_kept_channel_idle_past_its_timeout_is_closed_by_the_caller() -> None:
+    async def answer(address: tuple[str, int], request: Message) -> Message:
+        return request
+
+    async with node("server") as server, node("client", idle_timeout=0.4) as client:
+        server.set_exchange_handler(MessageCode.BULK_END, answer)
+        for n in range(3):
+            assert await client.exchange(server.local_address, BulkEnd(n), timeout=10) == BulkEnd(n)
+        assert client.pool.idle(server.local_address) == 1, "three calls in turn share one kept channel"
+        await wait_until(lambda: client.pool.idle(server.local_address) == 0, timeout=10,
+                         what="the idle channel to be closed")
+        assert await client.exchange(server.local_address, BulkEnd(9), timeout=10) == BulkEnd(9)
 
 
 async def test_stream_handler_gets_a_raw_channel_for_bulk() -> None:

@@ -16,6 +16,8 @@ from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, Uni
 from frost_core.cluster.replication import HeldReplicas, replica_holders
 from frost_core.api.errors import CheckpointError, NodeUnavailableError, ProtocolError
 from frost_core.policies.views import NodeView
+from frost_core.wire import transport as transport_module
+from frost_core.wire.pool import KEPT_PER_PEER
 from frost_core.wire.transport import open_transport
 from frost_core.wire.messages import Message, decode_message, encode_message
 from frost_core.wire.security import ClusterKey
@@ -169,6 +171,79 @@ async def test_a_holder_keeps_the_newest_copy_for_a_master_and_hands_it_back(tmp
         assert await holder.fetch("a-1.0", 4) is None  # nothing newer than what the master has
         assert await holder.fetch("a-9.0", 0) is None
         assert master.calls == [], "copies held for others never reach this node's own master side"
+        nursery.cancel_scope.cancel()
+
+
+def count_handshakes(monkeypatch) -> list[str]:
+    """The node ids whose handshakes a node accepted: one per channel opened to it."""
+    accepted: list[str] = []
+    accept = transport_module.accept_channel
+
+    async def counting(*args, **kwargs):
+        channel = await accept(*args, **kwargs)
+        accepted.append(channel.peer_node_id)
+        return channel
+
+    monkeypatch.setattr(transport_module, "accept_channel", counting)
+    return accepted
+
+
+async def test_calls_to_a_peer_reuse_one_channel_and_each_gets_its_own_answer(tmp_path, monkeypatch):
+    accepted = count_handshakes(monkeypatch)
+    async with trio.open_nursery() as nursery:
+        links, master, _ = await pair(nursery, tmp_path)
+        for n in range(50):
+            stop = await links.master("b").host_report("a", (UnitStatus(f"a-1.{n}", 1, 0.5),))
+            assert stop == (f"a-1.{n}",)
+        assert accepted == ["a"], "50 calls in turn: one connection and one handshake"
+        answers: dict[int, tuple[str, ...]] = {}
+
+        async def report(n: int) -> None:
+            answers[n] = await links.master("b").host_report("a", (UnitStatus(f"a-2.{n}", 1, 0.5),))
+
+        async with trio.open_nursery() as calls:  # at once: no answer ever reaches another call
+            for n in range(12):
+                calls.start_soon(report, n)
+        assert answers == {n: (f"a-2.{n}",) for n in range(12)}
+        assert len(master.calls) == 62
+        assert links._transport is not None
+        assert 1 <= links._transport.pool.idle(links._address_of("b")) <= KEPT_PER_PEER
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_peer_is_reached_on_a_new_channel_and_a_dead_ones_channels_close(tmp_path, monkeypatch):
+    accepted = count_handshakes(monkeypatch)
+    addresses: dict[str, tuple[str, int]] = {}
+    master = RecordingMaster()
+
+    async def run_b(port: int, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with open_transport(key=KEY, node_id="b", host="127.0.0.1", port=port) as transport:
+            links_b = Links(node_id="b", address_of=addresses.get)
+            links_b.bind(master=master, host=RecordingHost(), keeper=HeldReplicas(tmp_path / "b"))
+            links_b.install(transport)
+            addresses["b"] = transport.local_address
+            task_status.started()
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery, open_transport(key=KEY, node_id="a", host="127.0.0.1") as a:
+        links = Links(node_id="a", address_of=addresses.get)
+        links.bind(master=RecordingMaster(), host=RecordingHost(), keeper=HeldReplicas(tmp_path / "a"))
+        links.install(a)
+        async with trio.open_nursery() as b_runs:
+            await b_runs.start(run_b, 0)
+            await links.master("b").host_failed("a", "a-1.0", 1, "first", False)
+            b_runs.cancel_scope.cancel()  # b stops; a still keeps its channel to it
+        assert a.pool.idle(addresses["b"]) == 1
+        async with trio.open_nursery() as b_runs:
+            await b_runs.start(run_b, addresses["b"][1])
+            await links.master("b").host_failed("a", "a-1.0", 1, "after the restart", False)
+            assert [call[3] for call in master.calls] == ["first", "after the restart"]
+            assert accepted == ["a", "a"]
+            links.forget(addresses["b"])  # b died or left
+            assert a.pool.idle(addresses["b"]) == 0
+            await links.master("b").host_failed("a", "a-1.0", 1, "third", False)
+            assert accepted == ["a", "a", "a"]
+            b_runs.cancel_scope.cancel()
         nursery.cancel_scope.cancel()
 
 
