@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from frost_core.api.queries import (
         FetchResult,
         GetAssignment,
+        GetLedger,
         GetStatus,
         ListAssignments,
         ListEvents,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
         Query,
         SavedResult,
     )
+    from frost_core.api.ledger import ContributorView, LedgerDayView, LedgerPeerView, LedgerView
     from frost_core.api.snapshot import (
         AssignmentView,
         EventView,
@@ -127,12 +129,14 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "PauseHosting", "Remeasure", "RemovePlugin", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (
-        "FetchResult", "GetAssignment", "GetStatus", "ListAssignments", "ListEvents", "ListPeers", "ListPlugins",
+        "FetchResult", "GetAssignment", "GetLedger", "GetStatus", "ListAssignments", "ListEvents", "ListPeers", "ListPlugins",
         "NodeStatus", "Query", "SavedResult")},
     # snapshot views
     **{name: ("frost_core.api.snapshot", name) for name in (
         "AssignmentView", "EventView", "GuestView", "HostingView", "NodeSnapshot", "ParamView", "PeerView",
         "PluginView", "ResourceSample", "UnitView")},
+    **{name: ("frost_core.api.ledger", name) for name in (
+        "ContributorView", "LedgerDayView", "LedgerPeerView", "LedgerView")},
     # errors
     **{name: ("frost_core.api.errors", name) for name in (
         "AuthenticationError", "CheckpointError", "ConfigError", "FrostError", "NodeUnavailableError",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from frost_core import (
-    OPTIONS, AssignmentView, ConfigError, FrostError, Measurement, NodeStatus, NodeUnavailableError, Paths, PeerView,
+    OPTIONS, AssignmentView, ConfigError, FrostError, LedgerView, Measurement, NodeStatus, NodeUnavailableError, Paths, PeerView,
     PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
 )
 
@@ -82,7 +82,7 @@ RESULTS: dict[str, Any] = {
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
     "key remember": KeyResult,
     "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult, "measure": Measurement,
-    "screenshots": tuple[str, ...], "completion": str,
+    "screenshots": tuple[str, ...], "completion": str, "stats": LedgerView,
 }
 """The type of `result` in each command's `--json` document (docs/cli.schema.json is built from it)."""
 
@@ -199,6 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an input file the plugin opens by NAME; it stays on this machine (repeatable)")
 
     verb("assignments", "my assignments and their units")
+    stats = verb("stats", "CPU given to and received from each peer, per day, and the top contributors")
+    stats.add_argument("--since", metavar="DURATION", help="only the last 90s, 30m, 24h, 7d, 2w… (default: all)")
+    stats.add_argument("--csv", type=Path, metavar="FILE", help="also write the figures as CSV to FILE")
+    stats.add_argument("--format", choices=("text", "csv"), default="text", help="print as text (default) or CSV")
     result = verb("result", "save an assignment's result")
     result.add_argument("assignment")
     result.add_argument("--output", type=Path, required=True)
@@ -452,6 +456,21 @@ def _table_query(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[
     return reply, EXIT_OK
 
 
+def _stats(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[LedgerView, int]:
+    from frost_core import GetLedger
+
+    from frost_tui import stats
+
+    since = stats.since_of(args.since, time.time())   # a bad --since fails before the node is asked
+    view = _call(paths, GetLedger(since=since))
+    if args.csv:
+        args.csv.write_text(stats.as_csv(view), encoding="utf-8")
+    out.say(stats.as_csv(view).rstrip("\n") if args.format == "csv" else stats.as_text(view))
+    if args.csv:
+        out.say(f"Saved the figures as CSV to {args.csv}", file=sys.stderr if args.format == "csv" else None)
+    return view, EXIT_OK
+
+
 def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SavedResult, int]:
     from frost_core import FetchResult
 
@@ -558,7 +577,7 @@ def _input_files(items: list[str]) -> dict[str, str]:
 
 
 _COMMANDS = {
-    "status": _table_query, "peers": _table_query, "assignments": _table_query, "key": _key,
+    "status": _table_query, "peers": _table_query, "assignments": _table_query, "key": _key, "stats": _stats,
     "service": _service, "config": _show_config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
     "plugins": _plugins, "submit": _submit, "result": _result, "cancel": _owner_command, "pause": _owner_command,
     "resume": _owner_command, "finish": _owner_command, "evict": _owner_command, "move": _owner_command,

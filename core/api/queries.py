@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from frost_core.api.ledger import LedgerView
 from frost_core.api.snapshot import AssignmentView, EventView, GuestView, HostingView, PeerView, PluginView
 
 
@@ -85,4 +86,12 @@ class FetchResult:
     files: str | None = None
 
 
-Query = GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | ListEvents | FetchResult
+@dataclass(frozen=True)
+class GetLedger:
+    """Given vs received per peer and per day from `since` (wall time) on, and the top contributors."""
+
+    REPLY: ClassVar[Any] = LedgerView
+    since: float = 0.0
+
+
+Query = GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | ListEvents | FetchResult | GetLedger

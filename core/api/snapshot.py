@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from frost_core.api.ledger import LedgerView
+
 
 @dataclass(frozen=True)
 class ResourceSample:
@@ -170,6 +172,7 @@ class NodeSnapshot:
     plugins: tuple[PluginView, ...]
     events: tuple[EventView, ...]
     settings: dict[str, Any]
+    ledger: LedgerView = LedgerView()
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for `status --json`; the join code is a secret and stays out."""

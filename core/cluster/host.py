@@ -169,12 +169,14 @@ class HostService:
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         paused_as: Callable[[], str] = lambda: "paused",
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
+        on_spent: Callable[[Hosted, float], None] = lambda hosted, cpu_seconds: None,
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
         stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports.
         `usage_of` is a submitter's decayed usage as this node knows it (fair share takes the larger of
-        that and what the offering master says)."""
+        that and what the offering master says). `on_spent` hears the CPU each guest run here used, whatever its
+        outcome (the ledger's "given")."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -195,6 +197,7 @@ class HostService:
         self._usage_of = usage_of
         self._demand: dict[str, Demand] = {}       # submitter -> its master's last offer here (fair share)
         self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
+        self._on_spent = on_spent
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -363,6 +366,7 @@ class HostService:
         """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already."""
         task = hosted.task
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
+        self._on_spent(hosted, outcome.cpu_seconds)
         if isinstance(outcome, Evicted):
             if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value
                 return

@@ -242,6 +242,7 @@ class RunningGuest:
             await close_child(Child(self.process, self.channel))
         if self.cgroup is not None:
             self._report_fork_refusals()  # a guest may end between two looks of the watcher
+            self.cpu = max(self.cpu, self.cgroup.cpu_seconds() or 0.0)   # forks and the last steps included
             await trio.to_thread.run_sync(self.cgroup.remove)  # waits for the kernel to empty it
 
     def finish(self, outcome: Outcome) -> None:
@@ -318,6 +319,7 @@ class RunningGuest:
             except PluginError as error:
                 raise ProtocolError(error.message) from error
             self.progress = 1.0
+            self._sample_cpu()   # its last figure, for the ledger: the process is killed next
             self.finish(Completed(result, files))
         elif isinstance(message, GuestFileRequest):
             self.fetching = True

@@ -13,6 +13,7 @@ isolation layers), `running` (one guest from start to outcome) and `checks` (pur
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import shutil
@@ -124,7 +125,7 @@ class GuestSupervisor:
             del self._guests[task.task_id]
         assert guest.outcome is not None
         self._report_outcome(task.task_id, guest.outcome)
-        return guest.outcome
+        return dataclasses.replace(guest.outcome, cpu_seconds=guest.cpu)
 
     def _contain(self, task: GuestTask, pid: int) -> GuestCgroup | None:
         try:

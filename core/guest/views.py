@@ -88,6 +88,7 @@ class Completed:
 
     result: bytes
     files: dict[str, bytes] = field(default_factory=dict)
+    cpu_seconds: float = field(default=0.0, compare=False)   # CPU its guest process used here (ledger)
 
     def value(self) -> Any:
         return decode_plain(self.result, "result")
@@ -99,6 +100,7 @@ class Failed:
 
     reason: str
     retryable: bool
+    cpu_seconds: float = field(default=0.0, compare=False)   # CPU its guest process used here (ledger)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Evicted:
     """The guest left this machine; resume it elsewhere from `checkpoint` (None: from the start)."""
 
     checkpoint: CheckpointRecord | None
+    cpu_seconds: float = field(default=0.0, compare=False)   # CPU its guest process used here (ledger)
 
 
 Outcome = Completed | Failed | Evicted

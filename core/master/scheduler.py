@@ -105,11 +105,13 @@ class MasterScheduler:
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         usage: UsageBook | None = None, usage_of: Callable[[str], float] = lambda submitter: 0.0,
         shares: Callable[[], ShareSettings] = ShareSettings,
+        on_received: Callable[[str, str, int, float], None] = lambda host, task_id, epoch, cpu_seconds: None,
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
         each accepted result's CPU time for its submitter; `usage_of` is the submitter's decayed usage the
-        queue is ordered by and offers carry (this master's own count, or the cluster's)."""
+        queue is ordered by and offers carry (this master's own count, or the cluster's). `on_received` hears each result's guest CPU and host
+        (the ledger's "received")."""
         self._node_id = node_id
         self._store = store
         self._registry = registry
@@ -128,6 +130,7 @@ class MasterScheduler:
         self._usage_of = usage_of
         self._shares = shares
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
+        self._on_received = on_received
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._waiting: dict[str, str] = {}                   # queued task id -> why it is not placed
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
@@ -447,6 +450,7 @@ class MasterScheduler:
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
         accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files,
                                              cpu_seconds=cpu_seconds)
+        self._on_received(host, task_id, epoch, cpu_seconds)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         lost = self._given_up.pop((task_id, epoch), None)
         overtaken = self._overtaken.pop((task_id, epoch), None)

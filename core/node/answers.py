@@ -10,7 +10,8 @@ import trio
 
 from frost_core.api.errors import FrostError
 from frost_core.api.queries import (
-    FetchResult, GetAssignment, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins, NodeStatus, Query,
+    FetchResult, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins, NodeStatus,
+    Query,
     SavedResult,
 )
 from frost_core.api.snapshot import NodeSnapshot
@@ -53,6 +54,8 @@ async def answer(node: Answering, query: Query) -> Any:
             return _assignment(node, node.store.assignment(assignment_id))
         case FetchResult(assignment_id=assignment_id, output=output, files=files):
             return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
+        case GetLedger(since=since):
+            return await node.ledger.view_since(since)
     raise FrostError(f"unknown query {query!r}")
 
 

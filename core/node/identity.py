@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from frost_core.api.errors import ConfigError
+from frost_core.ledger.signing import NodeKey
 from frost_core.wire.security import ClusterKey
 
 
@@ -40,6 +41,12 @@ def submitter_id(node_id: str) -> str:
     except (KeyError, OSError):   # no passwd entry and no LOGNAME (a bare container): the uid says who
         user = str(os.getuid())
     return f"{user}@{node_id}"
+
+
+def load_node_key(data_dir: Path) -> NodeKey:
+    """This node's signing key (data_dir/node.key, mode 0600), made on first start: it signs the node's
+    ledger summaries, and peers pin its public half to the node id."""
+    return NodeKey.load_or_create(data_dir / "node.key")
 
 
 def load_owner_token(data_dir: Path) -> ClusterKey:

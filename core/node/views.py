@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from frost_core.config import Config
     from frost_core.events import EventLog
     from frost_core.guest.supervisor import GuestSupervisor
+    from frost_core.ledger.service import LedgerService
     from frost_core.master.store import MasterStore
     from frost_core.measure.desk import DeskWatch
     from frost_core.measure.machine import MachineWatch
@@ -52,6 +53,7 @@ class NodeParts(Protocol):
     results_dir: Path
     sleep_watch: str
     desk: DeskWatch
+    ledger: LedgerService
 
     @property
     def intents(self) -> Intents: ...
@@ -96,6 +98,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             isolation=node.supervisor.isolation().lines(),
         ),
         history=history,
+        ledger=node.ledger.view,
         peers=peer_views(node),
         guests=tuple(
             GuestView(

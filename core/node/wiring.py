@@ -48,7 +48,9 @@ from frost_core.events import EventLog
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state, send_away
-from frost_core.node.identity import load_node_id, load_owner_token, submitter_id
+from frost_core.node.identity import load_node_id, load_node_key, load_owner_token, submitter_id
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.service import LedgerService
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
@@ -127,6 +129,10 @@ class Node:
         self._transport = None
         self.links = Links(node_id=self.node_id, address_of=self._address_of)
         self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
+        self.ledger = LedgerService(
+            Ledger(self.paths.data_dir / "ledger.sqlite", node_id=self.node_id), load_node_key(self.paths.data_dir),
+            events=self.events, speed=self._speed, names=self._names, on_change=self.mark_changed,
+        )
         migrator = Migrator(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, events=self.events,
             destinations=self._destinations, observe_transfer=self._observe_transfer,
@@ -138,7 +144,7 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
-            paused_as=self._paused_as, usage_of=self._usage_of,
+            paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
@@ -153,7 +159,7 @@ class Node:
             local_checkpoints=self.supervisor.store, hosts=self._host_views,
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
-            shares=lambda: ShareSettings.from_config(self.config),
+            shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -289,6 +295,7 @@ class Node:
                 self.links.install(transport)
                 install_plugin_code(transport, self.registry)
                 self.files.install(transport)
+                self.ledger.install(transport)
                 self.membership = Membership(
                     node_id=self.node_id, name=config.node_name, address=advertised,
                     config=MembershipConfig.from_config(config), rng=random.Random(), on_event=self._on_membership_event,
@@ -309,6 +316,9 @@ class Node:
                     nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
                     nursery.start_soon(self.balancer.serve)
+                    # Summaries change slowly: one swap per 15 gossip rounds (30 s by default).
+                    await nursery.start(partial(self.ledger.serve, transport, self._peer_addresses,
+                                                interval=15 * config.get("gossip.interval")))
                     nursery.start_soon(watch_sleep, self._before_sleep, self._after_wake, self._report_sleep_watch)
                     self.events.add("join", f"node {config.node_name} started at {self.address}")
                     task_status.started()
@@ -321,6 +331,7 @@ class Node:
             self.supervisor.close()
             self.store.close()
             self.outbox.close()
+            self.ledger.ledger.close()
 
     async def _run_commands(self) -> None:
         async for command in self._commands_out:
@@ -520,6 +531,28 @@ class Node:
             raise FrostError(f"no live peer called {node!r}", title="Unknown peer")
         raise FrostError(f"{len(alive)} live peers are called {node!r}; name one of them: "
                          + ", ".join(sorted(names[m] for m in alive)), title="Ambiguous peer")
+
+    def _names(self) -> dict[str, str]:
+        return node_views.display_names(self.membership.members() if self.membership else [])
+
+    def _speed(self) -> float:
+        """This machine's calibrated speed: a CPU-second here is worth this many speed units."""
+        return self.machine.extremities.speed if self.machine.extremities else 1.0
+
+    def _gave(self, hosted: Hosted, cpu_seconds: float) -> None:
+        self.ledger.gave(master=hosted.master, submitter=hosted.spec.submitter or hosted.master,
+                         task_id=hosted.task.task_id, epoch=hosted.task.epoch, cpu_seconds=cpu_seconds)
+
+    def _received(self, host: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
+        try:
+            submitter = self.store.assignment(split_task_id(task_id)[0]).submitter or self.submitter
+        except FrostError:
+            submitter = self.submitter
+        self.ledger.received(host=host, submitter=submitter, task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds)
+
+    def _peer_addresses(self) -> list[tuple[str, int]]:
+        return [address for node_id in self._alive_nodes()
+                if node_id != self.node_id and (address := self._address_of(node_id)) is not None]
 
     def _name_of(self, node_id: str) -> str:
         members = self.membership.members() if self.membership else []

@@ -55,6 +55,9 @@ class MessageCode(enum.IntEnum):
     # Reconciliation: a master asks a host it hears again what it holds (core/cluster/messages.py).
     HOLDINGS_QUERY = 80
     HOLDINGS = 81
+    # Signed ledger summaries, pushed and pulled between peers (core/ledger/exchange.py).
+    LEDGER_EXCHANGE = 90
+    LEDGER_EXCHANGE_REPLY = 91
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101

@@ -65,6 +65,13 @@ def test_assignment_commands_print_documents_that_fit_the_schema(single_node, tm
     again = _document(node.cli("result", submitted["id"], "--output", str(tmp_path / "again.json"), "--json"),
                       "result")
     assert again["bytes"] == output.stat().st_size
+    # The unit ran here for this node's own assignment: the ledger counts it as given and as received.
+    ledger = _document(node.cli("stats", "--since", "1h", "--json"), "stats")
+    assert ledger["given"] > 0 and ledger["received"] > 0 and ledger["days"][-1]["given"] == ledger["given"]
+    wiki = tmp_path / "ledger.csv"
+    printed = node.cli("stats", "--format", "csv", "--csv", str(wiki)).stdout
+    assert printed.splitlines()[0] == "section,key,name,given_cpu_seconds,received_cpu_seconds"
+    assert wiki.read_text().splitlines()[:2] == printed.splitlines()[:2] and printed.splitlines()[1].startswith("day,")
     endless = _document(node.cli("submit", "montecarlo-pi", "--param", "samples=1000000000000", "--param",
                                  "units=1", "--json"), "submit")
     assert endless["assignment"] is None
@@ -128,6 +135,8 @@ def test_usage_and_configuration_errors_are_2_and_create_nothing(tmp_path):
     assert "no such file" in _error(_run("--config", str(missing), "status", "--json"), 2)["message"]
     assert _run("--config", str(missing), "--headless").returncode == 2
     assert _error(_run("status", "--frobnicate", "--json"), 2)["title"] == "Usage"
+    since = _run("stats", "--since", "yesterday", "--data-dir", str(tmp_path))
+    assert since.returncode == 2 and "--since 'yesterday': expected a positive duration" in since.stderr
     assert _run("nosuchcommand").returncode == 2
 
 

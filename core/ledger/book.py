@@ -1,0 +1,192 @@
+"""The ledger itself: every guest run's CPU given or received, and the peers' verified summaries, in SQLite.
+
+One row per guest run this host gave (a result, an eviction or a move: the CPU the guest's process
+really used, from /proc or its cgroup) and per result this master received. CPU is kept raw with
+the speed of the machine it ran on; normalised CPU-seconds (speed units x seconds) are computed on
+reading. WAL with synchronous=FULL (`storage.sqlite.open_durably`): a committed row survives
+`kill -9`. Peers' summaries are kept as they arrived (body, signature, key) so they can be relayed,
+with the first key seen for each node pinned.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from frost_core.api.errors import AuthenticationError
+from frost_core.ledger.summary import SignedSummary, Summary, build_summary, open_summary
+from frost_core.policies.fair_share import decayed
+from frost_core.storage.sqlite import open_durably
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    direction TEXT NOT NULL CHECK (direction IN ('given', 'received')),
+    run TEXT NOT NULL,              -- what makes a row unique: a result delivered twice counts once
+    peer TEXT NOT NULL,             -- given: the unit's master; received: the host it ran on
+    submitter TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    cpu_seconds REAL NOT NULL,
+    speed REAL NOT NULL,            -- of the machine the guest ran on
+    at REAL NOT NULL,               -- wall time the run ended
+    PRIMARY KEY (direction, run)
+);
+CREATE INDEX IF NOT EXISTS runs_at ON runs (at);
+CREATE TABLE IF NOT EXISTS summaries (
+    node_id TEXT PRIMARY KEY,
+    issued_at REAL NOT NULL,
+    body BLOB NOT NULL,
+    signature BLOB NOT NULL,
+    public_key BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pinned_keys (node_id TEXT PRIMARY KEY, public_key BLOB NOT NULL);
+"""
+
+MAX_HELD = 64
+"""Peers' summaries kept for reading and relaying: the most recently issued (bounded, like gossip)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    direction: str
+    peer: str
+    submitter: str
+    task_id: str
+    cpu_seconds: float
+    speed: float
+    at: float
+
+    @property
+    def normalised(self) -> float:
+        return self.cpu_seconds * self.speed
+
+
+class Ledger:
+    def __init__(self, path: Path, *, node_id: str) -> None:
+        self.node_id = node_id
+        self._db = open_durably(path, _SCHEMA)
+        self._lock = threading.Lock()   # writes come from the node's thread pool as well as its loop
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def record_given(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
+                     speed: float, at: float) -> bool:
+        """A guest run of `task_id` ended here (any outcome); False if the same run was recorded already."""
+        return self._insert("given", f"{task_id}/{epoch}/{at!r}", master, submitter, task_id, cpu_seconds, speed, at)
+
+    def record_received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
+                        at: float) -> bool:
+        """This master received a result of `task_id` from `host`; counted once per (task, epoch)."""
+        speed = self.speed_of(host)
+        return self._insert("received", f"{task_id}/{epoch}", host, submitter, task_id, cpu_seconds, speed, at)
+
+    def _insert(self, direction: str, run: str, peer: str, submitter: str, task_id: str, cpu: float,
+                speed: float, at: float) -> bool:
+        if not cpu > 0 or not math.isfinite(cpu):
+            return False
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (direction, run, peer, submitter, task_id, cpu, speed, at))
+        return cursor.rowcount == 1
+
+    def accept(self, signed: SignedSummary) -> Summary | None:
+        """Keep a peer's summary if it verifies and is newer than the one held; None if it is not newer.
+
+        Raises AuthenticationError for a forged or altered summary (and ProtocolError for a malformed
+        one): the caller reports it. This node's own summary, coming back by relay, is ignored.
+        """
+        with self._lock:
+            summary = open_summary(signed, None)
+            row = self._db.execute("SELECT public_key FROM pinned_keys WHERE node_id = ?",
+                                   (summary.node_id,)).fetchone()
+            if row is not None and bytes(row[0]) != signed.public_key:
+                raise AuthenticationError(
+                    f"the ledger summary of {summary.node_id[:8]} is signed by a key that is not that node's")
+            if summary.node_id == self.node_id:
+                return None
+            held = self._db.execute("SELECT issued_at FROM summaries WHERE node_id = ?", (summary.node_id,)).fetchone()
+            if held is not None and held[0] >= summary.issued_at:
+                return None
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
+                                 (summary.node_id, signed.public_key))
+                self._db.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                                 (summary.node_id, summary.issued_at, signed.body, signed.signature, signed.public_key))
+                self._db.execute("DELETE FROM summaries WHERE node_id NOT IN (SELECT node_id FROM summaries"
+                                 " ORDER BY issued_at DESC LIMIT ?)", (MAX_HELD,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return summary
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def runs(self, since: float = 0.0) -> list[Run]:
+        with self._lock:
+            rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
+                                    " WHERE at >= ? ORDER BY at", (since,)).fetchall()
+        return [Run(*row) for row in rows]
+
+    def held(self) -> list[SignedSummary]:
+        """The peers' summaries as they arrived, to relay (each is still signed by its node)."""
+        with self._lock:
+            rows = self._db.execute("SELECT body, signature, public_key FROM summaries"
+                                    " ORDER BY issued_at DESC").fetchall()
+        return [SignedSummary(bytes(b), bytes(s), bytes(k)) for b, s, k in rows]
+
+    def summaries(self) -> list[Summary]:
+        """The peers' latest verified summaries (verified again: the file could have been edited)."""
+        out = []
+        for signed in self.held():
+            try:
+                out.append(open_summary(signed, signed.public_key))
+            except (AuthenticationError, ValueError):
+                continue
+        return out
+
+    def speed_of(self, node_id: str) -> float:
+        """A peer's speed as its last summary said (1.0 before one arrives)."""
+        for summary in self.summaries():
+            if summary.node_id == node_id and summary.speed > 0:
+                return summary.speed
+        return 1.0
+
+    def summary(self, now: float, speed: float) -> Summary:
+        """This node's own summary now, from its own rows only."""
+        peers: dict[str, tuple[float, float]] = {}
+        given_to: list[tuple[str, float, float]] = []
+        for run in self.runs():
+            given, received = peers.get(run.peer, (0.0, 0.0))
+            if run.direction == "given":
+                peers[run.peer] = (given + run.normalised, received)
+                given_to.append((run.submitter, run.normalised, run.at))
+            else:
+                peers[run.peer] = (given, received + run.normalised)
+        return build_summary(self.node_id, now, speed, peers, given_to)
+
+    def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
+        """The submitter's normalised CPU-seconds given by every host, decayed with `half_life` (fair share).
+
+        This host's own runs plus what each peer's verified summary says it gave; each host reports only
+        its own giving, so nothing is counted twice.
+        """
+        total = sum(decayed(run.normalised, now - run.at, half_life) for run in self._given_to(submitter))
+        for summary in self.summaries():
+            for usage in summary.usage:
+                if usage.submitter == submitter:
+                    total += sum(decayed(cpu, now - at, half_life) for at, cpu in usage.buckets)
+        return total
+
+    def _given_to(self, submitter: str) -> Iterable[Run]:
+        with self._lock:
+            rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
+                                    " WHERE direction = 'given' AND submitter = ?", (submitter,)).fetchall()
+        return (Run(*row) for row in rows)

@@ -1,0 +1,125 @@
+"""The ledger inside a running node: records runs as they end, swaps signed summaries, keeps a view for the UI.
+
+Writes happen on the node's loop (one small SQLite commit per guest run); everything that reads
+the whole ledger (the view, this node's summary) runs in a thread, so the UI never waits for it.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from collections.abc import Callable
+
+import trio
+
+from frost_core.api.ledger import LedgerView
+from frost_core.events import EventLog
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.exchange import EXCHANGE_INTERVAL, install_ledger, serve_exchanges
+from frost_core.ledger.signing import NodeKey
+from frost_core.ledger.stats import balances, ledger_view
+from frost_core.ledger.summary import SignedSummary, sign_summary
+from frost_core.wire.channel import Address
+from frost_core.wire.transport import NetworkTransport
+
+VIEW_WINDOW = 30 * 86400.0
+"""The UI's per-peer and per-day figures cover the last 30 days (`frost-tui stats --since` asks for others)."""
+VIEW_REFRESH = 2.0
+"""At most this often the UI's view is rebuilt after a change."""
+
+
+class LedgerService:
+    def __init__(self, ledger: Ledger, key: NodeKey, *, events: EventLog, speed: Callable[[], float],
+                 names: Callable[[], dict[str, str]], on_change: Callable[[], None]) -> None:
+        self.ledger = ledger
+        self._key = key
+        self._events = events
+        self._speed = speed
+        self._names = names
+        self._on_change = on_change
+        self._dirty = trio.Event()
+        self._refused = 0
+        self.view = LedgerView()
+        self._balances: dict[str, float] = {}
+
+    # -- what the host and the master tell it -----------------------------------------------------
+
+    def gave(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
+        """A guest run here ended: `cpu_seconds` of this machine went to `master`'s unit."""
+        if self.ledger.record_given(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
+                                    cpu_seconds=cpu_seconds, speed=self._speed(), at=time.time()):
+            self._dirty.set()
+
+    def received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
+        """A result of one of this master's units arrived from `host`, with its guest's CPU."""
+        if self.ledger.record_received(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
+                                       cpu_seconds=cpu_seconds, at=time.time()):
+            self._dirty.set()
+
+    # -- what fair share and reciprocity read ---------------------------------------------------
+
+    def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
+        return self.ledger.decayed_usage(submitter, now, half_life)
+
+    def balances(self) -> dict[str, float]:
+        """Each node's given minus received (normalised CPU-seconds), as of the last view."""
+        return dict(self._balances)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    async def view_since(self, since: float) -> LedgerView:
+        """The view from `since` on (`frost-tui stats --since`)."""
+        view, _ = await self._rebuilt(since)
+        return view
+
+    async def _outgoing(self) -> tuple[SignedSummary, ...]:
+        """This node's own summary, freshly signed, then the peers' it holds."""
+        speed = self._speed()
+        return await trio.to_thread.run_sync(self._sign_all, speed)
+
+    def _sign_all(self, speed: float) -> tuple[SignedSummary, ...]:
+        own = sign_summary(self._key, self.ledger.summary(time.time(), speed))
+        return (own, *self.ledger.held())
+
+    # -- on the network -------------------------------------------------------------------------
+
+    def install(self, transport: NetworkTransport) -> None:
+        install_ledger(transport, self.ledger, self._outgoing, self._summary_refused)
+
+    async def serve(self, transport: NetworkTransport, peers: Callable[[], list[Address]], *,
+                    interval: float = EXCHANGE_INTERVAL,
+                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Swap summaries with peers and keep the UI's view fresh, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(serve_exchanges, transport, self.ledger, peers, self._outgoing,
+                                        self._summary_refused, self._dirty.set, interval=interval))
+            self._dirty.set()
+            task_status.started()
+            while True:
+                await self._dirty.wait()
+                self._dirty = trio.Event()
+                await self.refresh()
+                await trio.sleep(VIEW_REFRESH)
+
+    async def refresh(self) -> None:
+        self.view, self._balances = await self._rebuilt(time.time() - VIEW_WINDOW)
+        self._on_change()
+
+    async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float]]:
+        names, speed, refused = self._names(), self._speed(), self._refused   # read on the loop, not in the thread
+        return await trio.to_thread.run_sync(self._rebuild, since, names, speed, refused)
+
+    def _rebuild(self, since: float, names: dict[str, str], speed: float,
+                 refused: int) -> tuple[LedgerView, dict[str, float]]:
+        now = time.time()
+        own = self.ledger.summary(now, speed)
+        summaries = self.ledger.summaries()
+        view = ledger_view(self.ledger.runs(since), summaries, own, now=now, since=since,
+                           name_of=lambda node_id: names.get(node_id, node_id[:8]), refused=refused)
+        return view, balances(summaries, own)
+
+    def _summary_refused(self, source: str, reason: str) -> None:
+        self._refused += 1
+        self._events.add("ledger", f"a ledger summary relayed by {source} was refused: {reason}", severity="warning",
+                         title="Forged ledger summary")
+        self._dirty.set()

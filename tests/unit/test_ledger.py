@@ -1,0 +1,139 @@
+"""The ledger's pure parts and its SQLite book: signed summaries, decayed usage, views, reciprocity."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from frost_core.api.errors import AuthenticationError
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.signing import NodeKey
+from frost_core.ledger.stats import ledger_view
+from frost_core.ledger.summary import (
+    MAX_BODY_BYTES, TOP_PEERS, TOP_SUBMITTERS, SignedSummary, build_summary, open_summary, sign_summary,
+)
+from frost_core.policies.reciprocity import reciprocity_order
+from frost_core.wire.codec import decode_strict, encode
+
+HOUR, DAY = 3600.0, 86400.0
+NOW = 1_800_000_000.0
+
+
+def _key(tmp_path, name="a") -> NodeKey:
+    return NodeKey.load_or_create(tmp_path / f"{name}.key")
+
+
+def _summary(node_id="a" * 32, given=10.0):
+    return build_summary(node_id, NOW, 2.0, {"b" * 32: (given, 1.0)}, [("alice@" + "b" * 32, given, NOW - HOUR)])
+
+
+def test_a_signed_summary_opens_to_what_was_signed(tmp_path):
+    key = _key(tmp_path)
+    summary = _summary()
+    assert open_summary(sign_summary(key, summary), None) == summary
+    assert open_summary(sign_summary(key, summary), key.public) == summary
+
+
+def test_an_altered_summary_is_rejected(tmp_path):
+    signed = sign_summary(_key(tmp_path), _summary(given=10.0))
+    plain = decode_strict(signed.body)
+    plain["given"] = 10_000.0    # inflate what the node gave
+    altered = dataclasses.replace(signed, body=encode(plain))
+    with pytest.raises(AuthenticationError):
+        open_summary(altered, None)
+
+
+def test_a_summary_signed_by_another_key_is_rejected_as_a_forgery(tmp_path):
+    owner, forger = _key(tmp_path, "owner"), _key(tmp_path, "forger")
+    forged = sign_summary(forger, _summary(given=10_000.0))    # valid signature, wrong signer for node "a…"
+    assert open_summary(forged, None).given == 10_000.0        # (first contact would take any key…)
+    with pytest.raises(AuthenticationError):
+        open_summary(forged, owner.public)                      # …so peers pin the first one they saw
+
+
+def test_the_node_key_survives_a_restart_and_refuses_loose_permissions(tmp_path):
+    path = tmp_path / "node.key"
+    assert NodeKey.load_or_create(path).public == NodeKey.load_or_create(path).public
+    path.chmod(0o644)
+    with pytest.raises(Exception, match="readable by its owner only"):
+        NodeKey.load_or_create(path)
+
+
+def test_a_summary_stays_bounded_however_long_the_history(tmp_path):
+    peers = {f"{i:032x}": (float(i), 1.0) for i in range(200)}
+    runs = [(f"user{i % 50}@x", 1.0, NOW - i * 600.0) for i in range(5000)]
+    summary = build_summary("a" * 32, NOW, 1.0, peers, runs)
+    assert len(summary.peers) == TOP_PEERS and len(summary.usage) == TOP_SUBMITTERS
+    assert summary.given == pytest.approx(sum(g for g, _ in peers.values()))   # totals still count every peer
+    assert len(sign_summary(_key(tmp_path), summary).body) < MAX_BODY_BYTES
+    # no submitter's usage is lost to the buckets: the older records fold into one
+    assert sum(cpu for _, cpu in summary.usage[0].buckets) == pytest.approx(100.0)
+
+
+def test_decayed_usage_adds_own_runs_and_verified_peers_summaries(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
+    try:
+        # 100 CPU-seconds at speed 2 one half-life ago: 200 normalised, halved -> 100
+        ledger.record_given(master="m" * 32, submitter="bob@m", task_id="t/0", epoch=1, cpu_seconds=100.0,
+                            speed=2.0, at=NOW - DAY)
+        peer_key = _key(tmp_path, "peer")
+        peer = build_summary("p" * 32, NOW, 1.0, {"m" * 32: (40.0, 0.0)}, [("bob@m", 40.0, NOW)])
+        assert ledger.accept(sign_summary(peer_key, peer)) == peer
+        assert ledger.decayed_usage("bob@m", NOW, DAY) == pytest.approx(100.0 + 40.0, rel=1e-3)
+        assert ledger.decayed_usage("carol@m", NOW, DAY) == 0.0
+        # the same summary again is not news; an older one never replaces it
+        assert ledger.accept(sign_summary(peer_key, peer)) is None
+        # a forged summary for that peer (another key) is refused and changes nothing
+        forged = build_summary("p" * 32, NOW + 1, 1.0, {}, [("bob@m", 1e6, NOW)])
+        with pytest.raises(AuthenticationError):
+            ledger.accept(sign_summary(_key(tmp_path, "forger"), forged))
+        assert ledger.decayed_usage("bob@m", NOW, DAY) == pytest.approx(140.0, rel=1e-3)
+    finally:
+        ledger.close()
+
+
+def test_a_result_delivered_twice_is_received_once(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
+    try:
+        assert ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, at=NOW)
+        assert not ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, at=NOW + 1)
+        assert [r.cpu_seconds for r in ledger.runs()] == [5.0]
+    finally:
+        ledger.close()
+
+
+def test_the_view_splits_given_and_received_per_peer_and_per_day(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
+    try:
+        ledger.record_given(master="m", submitter="s", task_id="t/0", epoch=1, cpu_seconds=10.0, speed=1.5,
+                            at=NOW - DAY)
+        ledger.record_given(master="m", submitter="s", task_id="t/1", epoch=1, cpu_seconds=4.0, speed=1.5, at=NOW)
+        ledger.record_received(host="h", submitter="s", task_id="u/0", epoch=1, cpu_seconds=3.0, at=NOW)
+        own = ledger.summary(NOW, 1.5)
+        view = ledger_view(ledger.runs(), [], own, now=NOW, since=NOW - 2 * DAY, name_of=str.upper)
+        assert (view.given, view.received) == pytest.approx((21.0, 3.0))
+        assert [(p.name, p.given, p.received) for p in view.peers] == [("M", 21.0, 0.0), ("H", 0.0, 3.0)]
+        assert [d.given for d in view.days] == pytest.approx([15.0, 6.0])
+        assert view.history[-1] == pytest.approx(6.0) and view.history[-25] == pytest.approx(15.0)   # hourly, 48 h
+        assert view.contributors[0].given == pytest.approx(21.0)
+        later = ledger_view(ledger.runs(), [], own, now=NOW, since=NOW - HOUR, name_of=str.upper)
+        assert later.given == pytest.approx(6.0)
+    finally:
+        ledger.close()
+
+
+def test_reciprocity_puts_givers_before_takers():
+    balance = {"giver": 500.0, "taker": -300.0}
+    order = reciprocity_order(["x@taker", "y@new", "z@giver"], balance)
+    assert order == ["z@giver", "y@new", "x@taker"]
+
+
+def test_signed_summaries_travel_in_a_ledger_exchange(tmp_path):
+    from frost_core.ledger.exchange import LedgerExchange
+    from frost_core.wire.messages import decode_message, encode_message
+
+    signed = sign_summary(_key(tmp_path), _summary())
+    message = LedgerExchange((signed,))
+    back = decode_message(LedgerExchange.CODE, encode_message(message))
+    assert back == message and isinstance(back.summaries[0], SignedSummary)
