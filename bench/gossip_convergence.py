@@ -1,28 +1,108 @@
-"""Rounds until one update reaches all N nodes, and the age of resource-table entries, under push-pull gossip.
+"""Rounds until one update reaches all N nodes: the real membership code, against the idealised model it was designed on.
 
-A round-level simulator: each round every node exchanges with `fanout` random peers and both
-sides keep the newer version of each entry (the figures rule of `merge_records`); an exchange
-fails with probability 1 − (1 − loss)² (either leg lost; a lost reply still teaches the
-responder). The baseline is push-only gossip with the same fanout, measured in the same run.
+Real: N `Membership` services (frost_core.membership) on the in-memory network with `loss`
+applied to every datagram and to each leg of every exchange, messages really encoded and
+decoded, trio's MockClock; probes, suspicions and refutations run as they do on a LAN. The
+cluster starts formed (every table holds every node) and gossips one interval before anything
+is timed. Then UPDATES nodes, started at random moments over one interval, change their
+figures: half by a move >= 5 % (pushed at once to k peers, then spread by push-pull), half by
+a 1 % move (push-pull alone, as the model). An update's rounds are the simulated time until
+every node's table holds it, in gossip intervals (polled every POLL s).
+
+Model (the earlier figure of this script, kept as the baseline in the same run): a round-level
+simulator in which every node exchanges with k random peers each round and both sides keep the
+newer version; an exchange fails with probability 1 - (1 - loss)^2; MODEL_SEEDS seeds a case;
+push-only gossip with the same k beside it; and the model's age of table entries.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
+import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+import trio
+import trio.testing
 
-from _common import print_table, write_results
-from frost_core.membership import MembershipConfig
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-FANOUT = MembershipConfig().fanout
-SEEDS = 100
+from _common import print_table, write_results  # noqa: E402
+from _gossip import formed_cluster  # noqa: E402
+
+from frost_core.membership import MembershipConfig, ResourceFigures  # noqa: E402
+
+CONFIG = MembershipConfig()
+FANOUT = CONFIG.fanout
+INTERVAL = CONFIG.gossip_interval
+MODEL_SEEDS = 100
+UPDATES = 20
+POLL = 0.1
+GIVE_UP_ROUNDS = 30
+GOAL_ROUNDS_N1000 = 13
+"""Issue 15: <= 13 rounds to reach N = 1,000 at 10 % loss, as the model promised."""
+FULL_CASES = ((100, 0.0), (100, 0.1), (1000, 0.1))
+QUICK_CASES = ((100, 0.0), (100, 0.1))
+MODEL_ONLY_N = (5000,)
+"""Too slow on the real code on one core: see bench/README.md (the simulation costs O(N²) per round)."""
 
 
-def rounds_to_reach_all(n: int, loss: float, seed: int, *, pull: bool) -> int:
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(share * len(ordered)) - 1)]
+
+
+# -- the real code --------------------------------------------------------------------------------
+
+async def real_rounds(n: int, loss: float, seed: int) -> dict:
+    """Rounds for each of UPDATES updates to reach every node, pushed and quiet ones apart."""
+    async with formed_cluster(n, loss=loss, seed=seed) as cluster:
+        await trio.sleep(INTERVAL)
+        rng = random.Random(seed)
+        nodes = cluster.nodes
+        origins = rng.sample(nodes, UPDATES)
+        results: dict[str, list[float]] = {"pushed": [], "quiet": []}
+
+        async def update(index: int, origin) -> None:
+            await trio.sleep(rng.uniform(0, INTERVAL))
+            pushed = index % 2 == 0
+            origin.membership.set_local_figures(ResourceFigures(available=0.5 if pushed else 0.99, cpus=4))
+            version = origin.membership.table.own.figures_version
+            started = trio.current_time()
+            missing = [node for node in nodes if node is not origin]
+            while missing and trio.current_time() - started < GIVE_UP_ROUNDS * INTERVAL:
+                await trio.sleep(POLL)
+                missing = [node for node in missing
+                           if (held := node.membership.member(origin.node_id)) is None or held.figures_version < version]
+            rounds = (trio.current_time() - started) / INTERVAL if not missing else math.inf
+            results["pushed" if pushed else "quiet"].append(rounds)
+
+        async with trio.open_nursery() as nursery:
+            for index, origin in enumerate(origins):
+                nursery.start_soon(update, index, origin)
+        cluster.nursery.cancel_scope.cancel()
+    return results
+
+
+def measure_real(n: int, loss: float) -> dict:
+    results: dict = {}
+
+    async def run() -> None:
+        results.update(await real_rounds(n, loss, seed=n + int(loss * 100)))
+
+    started = time.perf_counter()
+    trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
+    results["wall_seconds"] = time.perf_counter() - started
+    return results
+
+
+# -- the idealised model (the baseline) -----------------------------------------------------------
+
+def model_rounds(n: int, loss: float, seed: int, *, pull: bool) -> int:
     """Rounds until every node holds an update that starts at node 0."""
     rng = random.Random(seed)
     informed = bytearray(n)
@@ -46,7 +126,7 @@ def rounds_to_reach_all(n: int, loss: float, seed: int, *, pull: bool) -> int:
     return rounds
 
 
-def entry_ages(n: int, loss: float, seed: int, rounds: int = 40) -> tuple[float, int]:
+def model_entry_ages(n: int, loss: float, seed: int, rounds: int = 40) -> tuple[float, int]:
     """Steady state with every node changing its figures every round: mean and max age in rounds."""
     rng = random.Random(seed)
     versions = np.zeros((n, n), dtype=np.int32)  # versions[holder, origin] = round it was produced
@@ -70,36 +150,65 @@ def entry_ages(n: int, loss: float, seed: int, rounds: int = 40) -> tuple[float,
     return sum(means) / len(means), max(maxima)
 
 
+def measure_model(n: int, loss: float, seeds: int) -> dict:
+    pp = [model_rounds(n, loss, s, pull=True) for s in range(seeds)]
+    push = [model_rounds(n, loss, s, pull=False) for s in range(seeds)]
+    figures = {"seeds": seeds, "rounds_p50": percentile(pp, 0.5), "rounds_p99": percentile(pp, 0.99),
+               "rounds_max": max(pp), "push_only_rounds_p99": percentile(push, 0.99)}
+    if n <= 1000:
+        mean_age, max_age = model_entry_ages(n, loss, seed=n)
+        figures.update(mean_entry_age=mean_age, mean_age_goal=math.log(n), max_entry_age=max_age,
+                       max_age_goal=2 * math.log2(n))
+    return figures
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 100 only on the real code (seconds)")
+    args = parser.parse_args()
     started = time.perf_counter()
-    rows, figures = [], {"fanout": FANOUT, "seeds": SEEDS, "cases": []}
-    ok = True
-    for n in (100, 1000):
-        for loss in (0.0, 0.1):
-            goal = math.ceil(math.log2(n)) + 3
-            pp = sorted(rounds_to_reach_all(n, loss, s, pull=True) for s in range(SEEDS))
-            push = sorted(rounds_to_reach_all(n, loss, s, pull=False) for s in range(SEEDS))
-            p99, push99 = pp[98], push[98]
-            mean_age, max_age = entry_ages(n, loss, seed=n)
-            age_goal_mean, age_goal_max = math.log(n), 2 * math.log2(n)
-            met = p99 <= goal and mean_age <= age_goal_mean and max_age <= age_goal_max
-            ok &= met
-            rows.append([n, f"{loss:.0%}", goal, p99, max(pp), push99, round(push99 / p99, 2),
-                         round(mean_age, 2), round(age_goal_mean, 2), max_age, round(age_goal_max, 1),
-                         "yes" if met else "NO"])
-            figures["cases"].append({
-                "n": n, "loss": loss, "rounds_goal": goal, "rounds_p99": p99, "rounds_max": max(pp),
-                "push_only_rounds_p99": push99, "speedup_vs_push_only": push99 / p99,
-                "mean_entry_age": mean_age, "mean_age_goal": age_goal_mean,
-                "max_entry_age": max_age, "max_age_goal": age_goal_max, "goal_met": met,
-            })
-    print(f"push-pull with k = {FANOUT} peers per round; {SEEDS} seeds per case; rounds at the 99th percentile\n")
-    print_table(
-        ["N", "loss", "goal rounds", "p99 rounds", "max", "push-only p99", "push/pp",
-         "mean age", "goal", "max age", "goal", "met"],
-        rows,
-    )
-    figures["all_goals_met"] = ok
+    cases = QUICK_CASES if args.quick else FULL_CASES
+    figures: dict = {"fanout": FANOUT, "gossip_interval": INTERVAL, "updates_per_case": UPDATES,
+                     "poll_seconds": POLL, "cases": []}
+    rows = []
+    for n, loss in cases + tuple((n, 0.1) for n in MODEL_ONLY_N):
+        model = measure_model(n, loss, MODEL_SEEDS if n <= 1000 else 20)
+        real = measure_real(n, loss) if (n, loss) in cases else None
+        case = {"n": n, "loss": loss, "model": model, "real": None}
+        row = [n, f"{loss:.0%}", model["rounds_p50"], model["rounds_p99"], model["push_only_rounds_p99"]]
+        if real is None:
+            row += ["not run"] + [""] * 5
+        else:
+            summary = {}
+            for kind in ("quiet", "pushed"):
+                values = real[kind]
+                summary[kind] = {"samples": len(values), "rounds_p50": percentile(values, 0.5),
+                                 "rounds_p99": percentile(values, 0.99), "rounds_max": max(values),
+                                 "rounds_mean": statistics.fmean(values), "rounds": values}
+            summary["wall_seconds"] = real["wall_seconds"]
+            case["real"] = summary
+            row += [round(summary["quiet"]["rounds_p50"], 1), round(summary["quiet"]["rounds_p99"], 1),
+                    round(summary["pushed"]["rounds_p50"], 1), round(summary["pushed"]["rounds_p99"], 1),
+                    round(summary["quiet"]["rounds_p99"] / model["rounds_p99"], 2), round(real["wall_seconds"])]
+        if n == 1000 and loss == 0.1 and real is not None:
+            worst = max(case["real"]["quiet"]["rounds_p99"], case["real"]["pushed"]["rounds_p99"])
+            figures["goal"] = {"rounds": GOAL_ROUNDS_N1000, "real_rounds_p99": worst, "met": worst <= GOAL_ROUNDS_N1000}
+        figures["cases"].append(case)
+        rows.append(row)
+    print(f"k = {FANOUT}, one round = {INTERVAL:g} s; real: {UPDATES} updates a case (half pushed, half quiet);"
+          f" model: {MODEL_SEEDS} seeds (20 at N = 5,000)\n")
+    print_table(["N", "loss", "model p50", "model p99", "model push-only p99", "real quiet p50", "quiet p99",
+                 "pushed p50", "pushed p99", "quiet p99 / model p99", "wall s"], rows)
+    if "goal" in figures:
+        goal = figures["goal"]
+        print(f"\ngoal: <= {goal['rounds']} rounds at N = 1,000, 10 % loss; real p99 {goal['real_rounds_p99']:.1f}:"
+              f" {'met' if goal['met'] else 'NOT met'}")
+    for case in figures["cases"]:
+        if "mean_entry_age" in case["model"]:
+            m = case["model"]
+            print(f"model entry age N = {case['n']}, loss {case['loss']:.0%}: mean {m['mean_entry_age']:.2f}"
+                  f" (goal {m['mean_age_goal']:.2f}), max {m['max_entry_age']} (goal {m['max_age_goal']:.1f})")
+    figures["quick"] = args.quick
     figures["seconds"] = time.perf_counter() - started
     write_results("gossip_convergence", figures)
     return 0
