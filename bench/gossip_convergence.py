@@ -3,8 +3,8 @@
 Real: N `Membership` services (frost_core.membership) on the in-memory network with `loss`
 applied to every datagram and to each leg of every exchange, messages really encoded and
 decoded, trio's MockClock; probes, suspicions and refutations run as they do on a LAN. The
-cluster starts formed (every table holds every node) and gossips one interval before anything
-is timed. Then UPDATES nodes, started at random moments over one interval, change their
+cluster starts formed (every table holds every node) and runs a quarter of an interval before
+anything is timed. Then UPDATES nodes, at random moments over half an interval, change their
 figures: half by a move >= 5 % (pushed at once to k peers, then spread by push-pull), half by
 a 1 % move (push-pull alone, as the model). An update's rounds are the simulated time until
 every node's table holds it, in gossip intervals (polled every POLL s).
@@ -61,14 +61,14 @@ def percentile(values: list[float], share: float) -> float:
 async def real_rounds(n: int, loss: float, seed: int) -> dict:
     """Rounds for each of UPDATES updates to reach every node, pushed and quiet ones apart."""
     async with formed_cluster(n, loss=loss, seed=seed) as cluster:
-        await trio.sleep(INTERVAL)
+        await trio.sleep(INTERVAL / 4)
         rng = random.Random(seed)
         nodes = cluster.nodes
         origins = rng.sample(nodes, UPDATES)
         results: dict[str, list[float]] = {"pushed": [], "quiet": []}
 
         async def update(index: int, origin) -> None:
-            await trio.sleep(rng.uniform(0, INTERVAL))
+            await trio.sleep(rng.uniform(0, INTERVAL / 2))
             pushed = index % 2 == 0
             origin.membership.set_local_figures(ResourceFigures(available=0.5 if pushed else 0.99, cpus=4))
             version = origin.membership.table.own.figures_version
@@ -84,7 +84,6 @@ async def real_rounds(n: int, loss: float, seed: int) -> dict:
         async with trio.open_nursery() as nursery:
             for index, origin in enumerate(origins):
                 nursery.start_soon(update, index, origin)
-        cluster.nursery.cancel_scope.cancel()
     return results
 
 
