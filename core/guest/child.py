@@ -39,7 +39,7 @@ from frost_core.guest.protocol import (
     GuestResult,
     GuestStart,
 )
-from frost_core.guest.state_codec import encode_state
+from frost_core.guest.state_codec import encode_state_pieces
 from frost_core.plugin.api import Done, Plugin, WorkUnit, collect_outputs, unit_files
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
@@ -216,10 +216,13 @@ class GuestRunner:
             else:
                 raise ProtocolError(f"unexpected {type(message).__name__} while waiting for input file {name!r}")
 
-    def _pack(self, kind: str, payload: bytes, limit: int) -> bytes:
-        """The envelope of state or result and the output files, which must fit every checkpoint."""
+    def _pack(self, kind: str, payload: list[bytes], limit: int) -> list[bytes]:
+        """The envelope of state or result and the output files, which must fit every checkpoint.
+
+        As pieces that go to the pipe as they are: the state's long byte strings are never copied here.
+        """
         try:
-            return envelope.pack(kind, payload, collect_outputs(self.output_dir, self.max_state_bytes), limit)
+            return envelope.pack_pieces(kind, payload, collect_outputs(self.output_dir, self.max_state_bytes), limit)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
         except OSError as error:
@@ -227,7 +230,7 @@ class GuestRunner:
 
     def _restore(self, saved: bytes | bytearray) -> Any:
         try:
-            state, files = envelope.unpack(envelope.STATE, saved)
+            state, files = envelope.open_envelope(envelope.STATE, saved)
             envelope.restore_outputs(self.output_dir, files)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
@@ -242,18 +245,19 @@ class GuestRunner:
             raise GuestFailure("plugin", f"progress() returned {value!r}; it must be a number in [0, 1]")
         return float(value)
 
-    def _encode_state(self, state: Any) -> bytes:
+    def _encode_state(self, state: Any) -> list[bytes]:
         return self._encode(state, "state", self.max_state_bytes)
 
     @staticmethod
-    def _encode(value: Any, what: str, limit: int) -> bytes:
+    def _encode(value: Any, what: str, limit: int) -> list[bytes]:
         try:
-            return encode_state(value, what, limit)
+            return encode_state_pieces(value, what, limit)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
 
     @staticmethod
-    def _decode_state(data: bytes) -> Any:
+    def _decode_state(data: memoryview) -> Any:
+        """Decoded where it lies in the received envelope: the state's bytes are copied once, into its values."""
         try:
             return decode_plain(data, "checkpointed state")
         except PluginError as error:

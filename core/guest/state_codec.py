@@ -24,13 +24,21 @@ BY_REFERENCE_FROM = 4096
 
 def encode_state(value: Any, what: str = "state", limit: int | None = None) -> bytes:
     """Check that `value` is plain data and encode it canonically; PluginError if not plain or over `limit`."""
+    return b"".join(encode_state_pieces(value, what, limit))
+
+
+def encode_state_pieces(value: Any, what: str = "state", limit: int | None = None) -> list[bytes]:
+    """`encode_state` before the join: the pieces whose concatenation it is, long byte strings by reference.
+
+    A checkpoint's pieces go to the pipe as they are (see `envelope.pack_pieces`), never joined.
+    """
     check_plain(value, what)
     pieces: list[bytes] = []
     _encode_into(value, pieces)
     size = sum(len(piece) for piece in pieces)
     if limit is not None and size > limit:
         raise PluginError(f"{what} is {size} bytes encoded, over the limit of {limit} bytes")
-    return b"".join(pieces)
+    return pieces
 
 
 def _encode_into(value: Any, pieces: list[bytes]) -> None:

@@ -6,6 +6,7 @@ every migration starts a new interpreter, and its start-up is most of a move's l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import BinaryIO
 
 from frost_core.api.errors import ProtocolError
@@ -73,17 +74,34 @@ def read_frame(fileobj: BinaryIO) -> Message:
     return decode_message(frame.code, frame.body)
 
 
-def write_bulk(fileobj: BinaryIO, header: Message, data: bytes) -> None:
-    """Blocking twin of `Channel.send_bulk`."""
+def write_bulk(fileobj: BinaryIO, header: Message, data: bytes | Sequence[bytes]) -> None:
+    """Blocking twin of `Channel.send_bulk`; `data` whole or as pieces, which are sent as they are, never joined."""
+    pieces = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+    size = sum(len(piece) for piece in pieces)
     fileobj.write(encode_frame(header.CODE, encode_message(header)))
-    fileobj.write(encode_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(len(data)))))
-    view = memoryview(data)
-    for start in range(0, len(view), MAX_CHUNK_SIZE):
-        chunk = view[start : start + MAX_CHUNK_SIZE]
-        fileobj.write(encode_header(MessageCode.BULK_CHUNK, len(chunk)))
-        fileobj.write(chunk)
-    fileobj.write(encode_frame(MessageCode.BULK_END, encode_message(BulkEnd(len(data)))))
+    fileobj.write(encode_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(size))))
+    chunk: list[memoryview] = []
+    room = MAX_CHUNK_SIZE
+    for piece in pieces:
+        view = memoryview(piece)
+        while view:
+            part = view[:room]
+            chunk.append(part)
+            room -= len(part)
+            view = view[len(part):]
+            if not room:
+                _write_chunk(fileobj, chunk)
+                chunk, room = [], MAX_CHUNK_SIZE
+    if chunk:
+        _write_chunk(fileobj, chunk)
+    fileobj.write(encode_frame(MessageCode.BULK_END, encode_message(BulkEnd(size))))
     fileobj.flush()
+
+
+def _write_chunk(fileobj: BinaryIO, parts: list[memoryview]) -> None:
+    fileobj.write(encode_header(MessageCode.BULK_CHUNK, sum(len(part) for part in parts)))
+    for part in parts:
+        fileobj.write(part)
 
 
 def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytearray:

@@ -8,7 +8,8 @@ import pytest
 
 from frost_core.cluster.messages import CheckpointMeta
 from frost_core.guest import envelope
-from frost_core.guest.state_codec import encode_state
+from frost_core.api.errors import PluginError
+from frost_core.guest.state_codec import encode_state, encode_state_pieces
 from frost_core.plugin.plain import encode_plain
 from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, encode_header
 from frost_core.wire.codec import encode
@@ -41,6 +42,25 @@ def test_envelopes_do_not_depend_on_the_order_of_their_files():
     assert packed[0] == packed[1]
     assert envelope.pack(envelope.RESULT, b"\xa0", dict(files), 1 << 30) == encode(
         {"result": b"\xa0", "files": dict(files)})
+
+
+@pytest.mark.parametrize("kind", [envelope.STATE, envelope.RESULT])
+@pytest.mark.parametrize("files", [{}, {"a.txt": b"hello", "b.png": b"\x89PNG" * 2000}])
+def test_an_envelope_of_state_pieces_is_the_wire_codecs_encoding_and_opens_in_place(kind, files):
+    state = in_order(PAIRS) | {"pixels": bytes(range(256)) * 100}
+    pieces = envelope.pack_pieces(kind, encode_state_pieces(state), files, 1 << 30)
+    assert any(piece is state["pixels"] for piece in pieces), "the bulk bytes are placed, not copied"
+    packed = b"".join(pieces)
+    assert packed == encode({kind: encode(state), "files": files})
+    payload, opened = envelope.open_envelope(kind, packed)
+    assert isinstance(payload, memoryview) and payload.obj is packed and payload == encode(state)
+    assert opened == files
+    assert envelope.unpack(kind, packed) == (encode(state), files)
+    for cut in (1, 7, len(packed) - 1):  # truncated anywhere: refused, never a short state
+        with pytest.raises(PluginError):
+            envelope.open_envelope(kind, packed[:cut])
+    with pytest.raises(PluginError, match="after its end"):
+        envelope.open_envelope(kind, packed + b"\0")
 
 
 def test_a_checkpoint_header_is_the_wire_codecs_encoding_of_its_fields():

@@ -28,6 +28,14 @@ def test_bulk_data_round_trips_whatever_its_size(data, chunks):
     assert received == data
 
 
+@given(st.lists(st.binary(max_size=MAX_CHUNK_SIZE + 10), max_size=6))
+def test_bulk_data_in_pieces_arrives_as_their_concatenation_in_the_same_frames(pieces):
+    """Pieces are framed as if joined (chunk borders fall wherever they fall), without being joined."""
+    out = io.BytesIO()
+    write_bulk(out, GuestProgress(progress=0.5, steps=3), pieces)
+    assert out.getvalue() == written(b"".join(pieces))
+
+
 @settings(max_examples=300)
 @given(st.data())
 def test_damaged_or_truncated_bulk_data_gives_a_protocol_error(draw):
