@@ -366,6 +366,7 @@ class HostService:
         """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already."""
         task = hosted.task
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
+        hosted.cpu_seconds = max(hosted.cpu_seconds, outcome.cpu_seconds)   # its last figure, not the last look's
         self._on_spent(hosted, outcome.cpu_seconds)
         if isinstance(outcome, Evicted):
             if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value

@@ -80,9 +80,12 @@ class Ledger:
         return self._insert("given", f"{task_id}/{epoch}/{at!r}", master, submitter, task_id, cpu_seconds, speed, at)
 
     def record_received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
-                        at: float) -> bool:
-        """This master received a result of `task_id` from `host`; counted once per (task, epoch)."""
-        speed = self.speed_of(host)
+                        speed: float, at: float) -> bool:
+        """This master received a result of `task_id` from `host`; counted once per (task, epoch).
+
+        `speed` is the host's as known now (this node's own, or 1.0 before its summary arrives); on
+        reading, the speed its latest summary states takes over, so both sides count alike.
+        """
         return self._insert("received", f"{task_id}/{epoch}", host, submitter, task_id, cpu_seconds, speed, at)
 
     def _insert(self, direction: str, run: str, peer: str, submitter: str, task_id: str, cpu: float,
@@ -94,6 +97,12 @@ class Ledger:
                 "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (direction, run, peer, submitter, task_id, cpu, speed, at))
         return cursor.rowcount == 1
+
+    def pin(self, node_id: str, public_key: bytes) -> None:
+        """Know `node_id` by this key from now on (this node pins its own: a summary in its name is a forgery)."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
+                             (node_id, public_key))
 
     def accept(self, signed: SignedSummary) -> Summary | None:
         """Keep a peer's summary if it verifies and is newer than the one held; None if it is not newer.
@@ -130,10 +139,13 @@ class Ledger:
     # -- reading ---------------------------------------------------------------------------------
 
     def runs(self, since: float = 0.0) -> list[Run]:
+        """Every run since `since`, oldest first; what a host gave here at the speed its summary states."""
         with self._lock:
             rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
                                     " WHERE at >= ? ORDER BY at", (since,)).fetchall()
-        return [Run(*row) for row in rows]
+        speeds = {s.node_id: s.speed for s in self.summaries() if s.speed > 0}
+        return [Run(d, peer, sub, task, cpu, speeds.get(peer, speed) if d == "received" else speed, at)
+                for d, peer, sub, task, cpu, speed, at in rows]
 
     def held(self) -> list[SignedSummary]:
         """The peers' summaries as they arrived, to relay (each is still signed by its node)."""
@@ -151,13 +163,6 @@ class Ledger:
             except (AuthenticationError, ValueError):
                 continue
         return out
-
-    def speed_of(self, node_id: str) -> float:
-        """A peer's speed as its last summary said (1.0 before one arrives)."""
-        for summary in self.summaries():
-            if summary.node_id == node_id and summary.speed > 0:
-                return summary.speed
-        return 1.0
 
     def summary(self, now: float, speed: float) -> Summary:
         """This node's own summary now, from its own rows only."""

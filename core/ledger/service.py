@@ -33,6 +33,7 @@ class LedgerService:
                  names: Callable[[], dict[str, str]], on_change: Callable[[], None]) -> None:
         self.ledger = ledger
         self._key = key
+        ledger.pin(ledger.node_id, key.public)
         self._events = events
         self._speed = speed
         self._names = names
@@ -52,8 +53,9 @@ class LedgerService:
 
     def received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
         """A result of one of this master's units arrived from `host`, with its guest's CPU."""
+        speed = self._speed() if host == self.ledger.node_id else 1.0   # a peer's: from its summary, on reading
         if self.ledger.record_received(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
-                                       cpu_seconds=cpu_seconds, at=time.time()):
+                                       cpu_seconds=cpu_seconds, speed=speed, at=time.time()):
             self._dirty.set()
 
     # -- what fair share and reciprocity read ---------------------------------------------------
@@ -72,7 +74,7 @@ class LedgerService:
         view, _ = await self._rebuilt(since)
         return view
 
-    async def _outgoing(self) -> tuple[SignedSummary, ...]:
+    async def signed_summaries(self) -> tuple[SignedSummary, ...]:
         """This node's own summary, freshly signed, then the peers' it holds."""
         speed = self._speed()
         return await trio.to_thread.run_sync(self._sign_all, speed)
@@ -84,14 +86,14 @@ class LedgerService:
     # -- on the network -------------------------------------------------------------------------
 
     def install(self, transport: NetworkTransport) -> None:
-        install_ledger(transport, self.ledger, self._outgoing, self._summary_refused)
+        install_ledger(transport, self.ledger, self.signed_summaries, self._summary_refused)
 
     async def serve(self, transport: NetworkTransport, peers: Callable[[], list[Address]], *,
                     interval: float = EXCHANGE_INTERVAL,
                     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Swap summaries with peers and keep the UI's view fresh, until cancelled."""
         async with trio.open_nursery() as nursery:
-            await nursery.start(partial(serve_exchanges, transport, self.ledger, peers, self._outgoing,
+            await nursery.start(partial(serve_exchanges, transport, self.ledger, peers, self.signed_summaries,
                                         self._summary_refused, self._dirty.set, interval=interval))
             self._dirty.set()
             task_status.started()

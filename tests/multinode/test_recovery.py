@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import os
 import threading
 import time
@@ -96,6 +97,19 @@ class CheckpointSampler(threading.Thread):
         self.join()
 
 
+def guest_pid(host) -> int:
+    """The pid of the one guest running on `host`, from its event log."""
+    task = host.call("status")["guests"][0]["task_id"]
+    started = wait_for(lambda: events(host, f"{task}: guest raytrace"), timeout=10, what="the guest's pid")
+    return int(started[0].split("(pid ")[1].rstrip(")"))
+
+
+def ledger_with(node, peer_id: str) -> dict:
+    """What `node`'s ledger (`frost-tui stats --json`) says it gave to and received from `peer_id`."""
+    peers = json.loads(node.cli("stats", "--json").stdout)["result"]["peers"]
+    return next((p for p in peers if p["node_id"] == peer_id), {"given": 0.0, "received": 0.0})
+
+
 def events(node, prefix: str) -> list[str]:
     return [e["message"] for e in node.call("events") if e["message"].startswith(prefix)]
 
@@ -134,15 +148,33 @@ def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(n
     master.call("pause")
     assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
     wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+    master_id = master.node_id
+    guest_cpu = [GuestCpu(guest_pid(host)) for host in hosts]   # what each guest really used, from /proc
+    for thread in guest_cpu:
+        thread.start()
     master.kill()
     # The hosts finish their units with nobody to deliver to, and keep the results.
     for host in hosts:
         wait_for(lambda host=host: not host.call("status")["guests"], timeout=90, what="the hosts to finish")
+    # kill -9 of a host too: its ledger (and its held result) survive the restart.
+    alpha_port = int(hosts[0].address.rsplit(":", 1)[1])
+    hosts[0].kill()
+    hosts[0] = nodes("alpha", seeds=(hosts[1].address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=alpha_port)
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=port, seeds=(hosts[0].address,))
     master.call("resume")
     assert_complete_and_identical(master, assignment_id, tmp_path)
     assert all(u["host"] != master.node_id for u in assignment(master, assignment_id)["units"]), \
         "a unit was computed again instead of delivered"
+    # The ledger: each host gave the master what its guest used (within 5 %, in speed units), and once the
+    # hosts' signed summaries reach the master it counts what it received from each alike.
+    speed = json.loads(master.paths.extremities_file.read_text())["speed"]
+    for host, thread in zip(hosts, guest_cpu):
+        thread.join(timeout=10)
+        really = thread.seconds * speed
+        given = ledger_with(host, master_id)["given"]
+        assert really > 0.5 and abs(given - really) <= 0.05 * really, (host.name, given, really)
+        wait_for(lambda host=host, given=given: abs(ledger_with(master, host.node_id)["received"] - given)
+                 <= 0.05 * given, timeout=30, what=f"the master's count of what {host.name} gave it")
 
 
 @pytest.mark.netns

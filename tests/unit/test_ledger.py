@@ -96,8 +96,8 @@ def test_decayed_usage_adds_own_runs_and_verified_peers_summaries(tmp_path):
 def test_a_result_delivered_twice_is_received_once(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
     try:
-        assert ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, at=NOW)
-        assert not ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, at=NOW + 1)
+        assert ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW)
+        assert not ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW + 1)
         assert [r.cpu_seconds for r in ledger.runs()] == [5.0]
     finally:
         ledger.close()
@@ -109,7 +109,7 @@ def test_the_view_splits_given_and_received_per_peer_and_per_day(tmp_path):
         ledger.record_given(master="m", submitter="s", task_id="t/0", epoch=1, cpu_seconds=10.0, speed=1.5,
                             at=NOW - DAY)
         ledger.record_given(master="m", submitter="s", task_id="t/1", epoch=1, cpu_seconds=4.0, speed=1.5, at=NOW)
-        ledger.record_received(host="h", submitter="s", task_id="u/0", epoch=1, cpu_seconds=3.0, at=NOW)
+        ledger.record_received(host="h", submitter="s", task_id="u/0", epoch=1, cpu_seconds=3.0, speed=1.0, at=NOW)
         own = ledger.summary(NOW, 1.5)
         view = ledger_view(ledger.runs(), [], own, now=NOW, since=NOW - 2 * DAY, name_of=str.upper)
         assert (view.given, view.received) == pytest.approx((21.0, 3.0))

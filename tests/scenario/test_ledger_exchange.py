@@ -1,0 +1,60 @@
+"""Signed ledger summaries swapped over an in-memory network: honest news spreads, a forged or altered one is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+
+from frost_core.events import EventLog
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.exchange import exchange_with
+from frost_core.ledger.service import LedgerService
+from frost_core.ledger.signing import NodeKey
+from frost_core.ledger.summary import build_summary, sign_summary
+from frost_core.membership.memory_transport import open_memory_network
+from frost_core.wire.codec import decode_strict, encode
+
+DAY = 86400.0
+
+
+def _service(tmp_path, name: str) -> tuple[LedgerService, EventLog]:
+    events = EventLog()
+    return LedgerService(Ledger(tmp_path / f"{name}.sqlite", node_id=name * 32),
+                         NodeKey.load_or_create(tmp_path / f"{name}.key"), events=events, speed=lambda: 2.0,
+                         names=lambda: {}, on_change=lambda: None), events
+
+
+async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_reported(tmp_path):
+    (host, _), (master, master_events), (forger, _) = (_service(tmp_path, name) for name in "hmf")
+    host.gave(master=master.ledger.node_id, submitter="bob@" + "m" * 32, task_id="a1.0", epoch=1, cpu_seconds=50.0)
+    async with open_memory_network(random.Random(1)) as network:
+        transports = {name: network.attach((name, 1)) for name in "hmf"}
+        for name, service in zip("hmf", (host, master, forger)):
+            service.install(transports[name])
+        # The master hears the host's own summary first: 50 CPU-s at speed 2 = 100 normalised, pinned to its key.
+        await exchange_with(transports["m"], master.ledger, ("h", 1), master.signed_summaries, lambda *a: None)
+        now = time.time()
+        usage = master.decayed_usage("bob@" + "m" * 32, now, DAY)
+        assert 99.0 < usage <= 100.0
+        # The forger got the same summary and relays it altered (ten times the giving), and one in the host's
+        # name that it signed with its own key.
+        genuine = (await host.signed_summaries())[0]
+        plain = decode_strict(genuine.body)
+        plain["usage"][0]["buckets"] = [[b[0], b[1] * 10] for b in plain["usage"][0]["buckets"]]
+        plain["issued_at"] += 1
+        altered = dataclasses.replace(genuine, body=encode(plain))
+        fake = build_summary(host.ledger.node_id, now + 2, 2.0, {}, [("bob@" + "m" * 32, 5000.0, now)])
+        forged = sign_summary(NodeKey.load_or_create(tmp_path / "f.key"), fake)
+
+        async def lies():
+            return (altered, forged)
+
+        await exchange_with(transports["f"], forger.ledger, ("m", 1), lies, lambda *a: None)
+        assert abs(master.decayed_usage("bob@" + "m" * 32, now, DAY) - usage) < 1.0, "a lie was believed"
+        warnings = [e for e in master_events.recent() if e.title == "Forged ledger summary"]
+        assert len(warnings) == 2, warnings
+        assert any("does not match" in e.message for e in warnings)      # altered: the signature breaks
+        assert any("not that node's" in e.message for e in warnings)     # forged: another node's key
+    for service in (host, master, forger):
+        service.ledger.close()
