@@ -24,6 +24,7 @@ from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
+from frost_core.cluster.messages import UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
 from frost_core.policies.views import NodeView
 from frost_core.wire.transport import NetworkTransport
@@ -87,7 +88,8 @@ class Links:
         """Answer master and host calls from peers on `transport` (and use it for outgoing ones)."""
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
-                     UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery):
+                     UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery,
+                     UnitOffers, UnitStarts):
             transport.set_call_handler(code.CODE, self._answer)
 
     def forget(self, address: Address) -> None:
@@ -108,6 +110,26 @@ class Links:
         return self._keeper if node_id == self.node_id else _RemoteKeeper(self, node_id)
 
     # -- outgoing -----------------------------------------------------------------------------
+
+    async def offer_units(self, node_id: str, offers: tuple[UnitOffer, ...]) -> tuple[UnitOfferReply, ...]:
+        """Several offers to one host in one call (a placement round), answered in order."""
+        if node_id == self.node_id:
+            return await offer_each(self.host(node_id), node_id, offers)
+        answer = await self.call(node_id, UnitOffers(offers=offers), reply=UnitOfferReplies)
+        if len(answer.replies) != len(offers):
+            raise NodeUnavailableError(f"node {node_id[:8]} answered {len(offers)} offers with "
+                                       f"{len(answer.replies)} replies", title="Peer unreachable")
+        return answer.replies
+
+    async def start_units(self, node_id: str, specs: tuple[UnitSpec, ...]) -> tuple[Verdict, ...]:
+        """Start several units without checkpoints on one host in one call; each verdict once it runs or not."""
+        if node_id == self.node_id:
+            return await start_each(self.host(node_id), node_id, specs)
+        answer = await self.call(node_id, UnitStarts(specs=specs), reply=Verdicts, timeout=START_TIMEOUT)
+        if len(answer.verdicts) != len(specs):
+            raise NodeUnavailableError(f"node {node_id[:8]} answered {len(specs)} starts with "
+                                       f"{len(answer.verdicts)} verdicts", title="Peer unreachable")
+        return answer.verdicts
 
     async def call(
         self, node_id: str, request: Message, data: bytes | None = None, *, reply: type[Message] = Verdict,
@@ -220,6 +242,10 @@ class Links:
                 return Verdict(ok=True)
             case UnitOffer():
                 return await host.offer(peer, request)
+            case UnitOffers(offers=offers):
+                return UnitOfferReplies(replies=await offer_each(host, peer, offers))
+            case UnitStarts(specs=specs):
+                return Verdicts(verdicts=await start_each(host, peer, specs))
             case UnitStart(spec=spec, checkpoint=meta, moved=moved):
                 record = await _receive_checkpoint(channel, meta)
                 return await host.start(peer, spec, record, moved=moved)
@@ -234,6 +260,27 @@ class Links:
             case HoldingsQuery():
                 return await host.holdings(peer)
         raise ProtocolError(f"no handler for {type(request).__name__}")
+
+
+async def offer_each(host: HostSide, source: str, offers: tuple[UnitOffer, ...]) -> tuple[UnitOfferReply, ...]:
+    """In order: each accepted offer reserves its room before the next is judged."""
+    return tuple([await host.offer(source, offer) for offer in offers])
+
+
+async def start_each(host: HostSide, source: str, specs: tuple[UnitSpec, ...]) -> tuple[Verdict, ...]:
+    """All at once (each start waits for its guest to run), a refusal as its verdict."""
+    verdicts: list[Verdict] = [Verdict(ok=False, reason="not started")] * len(specs)
+
+    async def start(i: int, spec: UnitSpec) -> None:
+        try:
+            verdicts[i] = await host.start(source, spec, None)
+        except FrostError as error:
+            verdicts[i] = Verdict(ok=False, reason=error.message)
+
+    async with trio.open_nursery() as nursery:
+        for i, spec in enumerate(specs):
+            nursery.start_soon(start, i, spec)
+    return tuple(verdicts)
 
 
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:

@@ -14,7 +14,8 @@ from typing import Any
 import trio
 
 from frost_core.api.errors import NodeUnavailableError
-from frost_core.cluster.links import HostSide, KeeperSide, MasterSide
+from frost_core.cluster.links import HostSide, KeeperSide, MasterSide, offer_each, start_each
+from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, Verdict
 
 
 class MemoryNetwork:
@@ -66,6 +67,12 @@ class MemoryLinks:
 
     def keeper(self, node_id: str) -> KeeperSide:
         return self._side(node_id, 2)  # type: ignore[return-value]
+
+    async def offer_units(self, node_id: str, offers: tuple[UnitOffer, ...]) -> tuple[UnitOfferReply, ...]:
+        return await offer_each(self.host(node_id), self.node_id, offers)
+
+    async def start_units(self, node_id: str, specs: tuple[UnitSpec, ...]) -> tuple[Verdict, ...]:
+        return await start_each(self.host(node_id), self.node_id, specs)
 
     def _side(self, node_id: str, which: int) -> Any:
         assert self.sides is not None, "bind() first"

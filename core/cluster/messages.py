@@ -310,3 +310,44 @@ class Holdings(Message):
     MAX_SIZE = 256 * 1024
     running: tuple[UnitStatus, ...] = ()
     finished: tuple[tuple[str, int], ...] = ()
+
+
+MAX_BATCH = 256
+"""Units in one batch call at most: a round places at most as many units as hosts have free cores."""
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitOffers(Message):
+    """Several offers in one call (a placement round); answered in order, each as `UnitOffer` would be."""
+
+    CODE = MessageCode.UNIT_OFFERS
+    MAX_SIZE = MAX_BATCH * 1024
+    offers: tuple[UnitOffer, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitOfferReplies(Message):
+    CODE = MessageCode.UNIT_OFFER_REPLIES
+    MAX_SIZE = MAX_BATCH * 1024
+    replies: tuple[UnitOfferReply, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class UnitStarts(Message):
+    """Start these units, none with a checkpoint (a unit with one is started alone, its state as bulk);
+    answered once each runs or was refused, in order."""
+
+    CODE = MessageCode.UNIT_STARTS
+    MAX_SIZE = MAX_MESSAGE_SIZE
+    specs: tuple[UnitSpec, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class Verdicts(Message):
+    CODE = MessageCode.VERDICTS
+    MAX_SIZE = MAX_BATCH * 4096
+    verdicts: tuple[Verdict, ...]

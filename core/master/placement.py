@@ -12,7 +12,7 @@ queued carries the reason (`why_not_placed`), like HTCondor's `condor_q -better-
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from frost_core.policies.views import NodeView
@@ -107,3 +107,26 @@ def _size(nbytes: int) -> str:
     if nbytes >= 1 << 30:
         return f"{nbytes / (1 << 30):.1f} GiB"
     return f"{nbytes >> 20} MiB"
+
+
+class WaitingReasons(Mapping[str, str]):
+    """Why each queued unit waits: those a round looked at by task id, the others by their assignment's reason
+    (a round looks at no more units than it could place, so a long queue costs nothing to explain)."""
+
+    def __init__(self, by_task: Mapping[str, str] | None = None, by_assignment: Mapping[str, str] | None = None):
+        self._by_task = dict(by_task or {})
+        self._by_assignment = dict(by_assignment or {})
+
+    def __getitem__(self, task_id: str) -> str:
+        if task_id in self._by_task:
+            return self._by_task[task_id]
+        return self._by_assignment[task_id.rpartition(".")[0]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_task)
+
+    def __len__(self) -> int:
+        return len(self._by_task)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_task or self._by_assignment)

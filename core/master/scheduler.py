@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import Holdings, UnitOffer, UnitSpec, UnitStatus
+from frost_core.cluster.messages import Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
@@ -41,13 +41,18 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.registry import PluginRegistry
-from frost_core.policies.fair_share import DEMAND_REFRESH, ShareSettings, queue_order
+from frost_core.policies.fair_share import DEMAND_REFRESH, ShareSettings
+from frost_core.policies.queue_order import QueuedAssignment, queue_order
 from frost_core.policies.views import NodeView
-from frost_core.master.placement import Need, plan, why_not_placed
+from frost_core.master.group_commit import GroupCommit
+from frost_core.master.placement import Need, WaitingReasons, plan, why_not_placed
 from frost_core.master.results import export_result
 from frost_core.master import waste
 from frost_core.master.reach import Reach
-from frost_core.master.store import MasterStore, UnitRecord, UnknownAssignmentError, split_task_id
+from frost_core.master.store import (
+    Delivery, MasterStore, Placement, UnitRecord, UnknownAssignmentError, split_task_id,
+)
+from frost_core.master.unit_index import AssignmentHead, Placed
 from frost_core.master.usage import UsageBook
 from frost_core.master.waste import CopyRun
 from frost_core.membership import MembershipConfig
@@ -132,7 +137,7 @@ class MasterScheduler:
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
         self._on_received = on_received
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
-        self._waiting: dict[str, str] = {}                   # queued task id -> why it is not placed
+        self._waiting = WaitingReasons()                     # queued task id -> why it is not placed
         self._given_up: dict[tuple[str, int], Copy] = {}     # (task id, epoch) -> a copy given up, for its waste
         self._overtaken: dict[tuple[str, int], Copy] = {}    # (task id, epoch) -> a copy another's result overtook,
                                                              # until its host reports it once more (and stops it)
@@ -147,6 +152,7 @@ class MasterScheduler:
         self._combining: set[str] = set()
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._results: GroupCommit[Delivery, bool] = GroupCommit(self._accept_results)
 
     def wake(self) -> None:
         """Look at the queue again now (a submit, a resume, a unit back in the queue)."""
@@ -196,102 +202,180 @@ class MasterScheduler:
     # -- placement ---------------------------------------------------------------------------------
 
     async def _place_queued(self) -> None:
-        queued = self._store.queued_units()
-        if not queued:
-            self._waiting = {}
+        """One placement round: as many queued units as hosts have free slots, in the queue's order, spread by
+        the placement policy, offered and started per host in one call each, their epochs in one transaction."""
+        index = self._store.index
+        waiting = index.waiting()
+        if not waiting:
+            self._waiting = WaitingReasons()
             return
-        records = {r.id: r for r in self._store.assignments() if r.state == "running"}
-        holding: dict[str, set[str]] = {}
-        for record in records.values():
-            holding[record.id] = {u.host for u in record.units if u.state == "running"}
-        usage = {s: self._usage_of(s) for s in {u.submitter for u in queued}}
-        queued = queue_order(queued, lambda u: u.submitter, usage.__getitem__, self._shares())
-        needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, records[u.assignment_id].one_per_host)
-                 for u in queued if u.assignment_id in records]
-        by_task = {u.task_id: u for u in queued}
-        waiting = {s: sum(1 for u in queued if u.submitter == s) for s in usage}
-        hosts = self._hosts()
-        held = {a: frozenset(h) for a, h in holding.items()}
+        hosts = self._with_own_units(self._hosts())
+        held = index.holders()
+        free = [h for h in hosts if h.accepting and h.guests < h.cpus]
+        slots = sum(h.cpus - h.guests for h in free)
+        heads = {head.id: head for head in waiting}
+        queued = {head.id: index.queued_count(head.id) for head in waiting}
+        usage = {s: self._usage_of(s) for s in {head.submitter for head in waiting}}
+        demand = {s: sum(queued[head.id] for head in waiting if head.submitter == s) for s in usage}
+        order = queue_order([QueuedAssignment(
+            head.id, head.seq, head.submitter, queued[head.id],
+            sum(h.node_id not in held.get(head.id, ()) for h in free) if head.one_per_host else queued[head.id],
+        ) for head in waiting], slots, usage.__getitem__, self._shares())
+        units = [unit for assignment_id, count in order for unit in self._store.queued(assignment_id, count)]
+        needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host) for u in units]
+        by_task = {u.task_id: u for u in units}
+        planned = plan(needs, hosts, held)
         refusals: dict[str, dict[str, str]] = {}
-        for need, candidates in plan(needs, hosts, held):
-            for host in candidates:
-                unit = by_task[need.task_id]
-                refusal = await self._place(unit, records[need.assignment_id].plugin_hash, host,
-                                            usage[unit.submitter], waiting[unit.submitter] - 1)
-                if refusal is None:
-                    waiting[unit.submitter] -= 1
+        by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]] = {}
+        for need, candidates in planned:
+            by_host.setdefault(candidates[0], []).append((by_task[need.task_id], heads[need.assignment_id]))
+        await self._place_round(by_host, refusals, usage, demand)
+        for need, candidates in planned:  # a unit its first choice refused tries the others, one at a time
+            for host in candidates[1:]:
+                if need.task_id not in refusals or need.task_id in self._copies:
                     break
-                refusals.setdefault(need.task_id, {})[host] = refusal
-        await self._tell_demand([u for u in queued if u.task_id not in self._copies], records, hosts, usage)
+                await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
+                                        usage, demand)
+        await self._tell_demand(waiting, hosts, usage, demand)
         placed = set(self._copies)
-        self._waiting = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
-                                                      refusals.get(need.task_id))
-                         for need in needs if need.task_id not in placed}
+        reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
+                                                refusals.get(need.task_id))
+                   for need in needs if need.task_id not in placed}
+        self._waiting = WaitingReasons(reasons, self._reasons_beyond(waiting, units, hosts, held))
         self._on_change()
 
-    async def _tell_demand(self, left: list[UnitRecord], records: dict[str, Any], hosts: Sequence[NodeView],
-                           usage: dict[str, float]) -> None:
+    async def _tell_demand(self, waiting: list[AssignmentHead], hosts: Sequence[NodeView], usage: dict[str, float],
+                           demand: dict[str, int]) -> None:
         """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds: a
         host learns who waits for its next free slot (fair share) only from offers. One it takes runs."""
-        shares = self._shares()
-        if not shares.enabled or not left:
+        if not self._shares().enabled:
             return
         now = self._clock()
-        waiting: dict[str, list[UnitRecord]] = {}
-        for unit in left:
-            waiting.setdefault(unit.submitter, []).append(unit)
+        oldest: dict[str, AssignmentHead] = {}
+        for head in sorted(waiting, key=lambda head: head.seq):
+            oldest.setdefault(head.submitter, head)
         for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):
-            for submitter, units in waiting.items():
-                if not units or now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
+            for submitter, head in oldest.items():
+                if now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
                     continue
                 self._told[(host, submitter)] = now
-                unit = units[0]
-                if await self._place(unit, records[unit.assignment_id].plugin_hash, host, usage[submitter],
-                                     len(units) - 1) is None:
-                    units.pop(0)
+                for unit in self._store.queued(head.id, 1):
+                    await self._place_round({host: [(unit, head)]}, {}, usage, demand)
 
-    def waiting_reasons(self) -> dict[str, str]:
+    def _with_own_units(self, hosts: Sequence[NodeView]) -> list[NodeView]:
+        """The gossiped figures, but a host runs at least the units this master placed there: figures a few
+        seconds old would otherwise show the slots of the last round free again, and fill one host twice."""
+        mine: dict[str, int] = {}
+        for placed in self._store.index.running():
+            mine[placed.host] = mine.get(placed.host, 0) + 1
+        return [h if h.guests >= mine.get(h.node_id, 0) else dataclasses.replace(h, guests=mine[h.node_id])
+                for h in hosts]
+
+    def _reasons_beyond(self, waiting: list[AssignmentHead], looked_at: list[UnitRecord], hosts: Sequence[NodeView],
+                        held: dict[str, frozenset[str]]) -> dict[str, str]:
+        """Assignment -> why its units this round did not look at wait: as its first such unit would be told."""
+        seen = {u.task_id for u in looked_at}
+        reasons = {}
+        for head in waiting:
+            count = sum(u.assignment_id == head.id for u in looked_at)
+            beyond = [u for u in self._store.queued(head.id, count + 1) if u.task_id not in seen]
+            if beyond:
+                need = Need(beyond[0].task_id, head.id, beyond[0].memory_bytes, head.one_per_host)
+                reasons[head.id] = why_not_placed(need, hosts, held.get(head.id, frozenset()))
+        return reasons
+
+    def waiting_reasons(self) -> Mapping[str, str]:
         """Why each queued unit of this node's assignments is not placed, as of the last placement round."""
-        return dict(self._waiting)
+        return self._waiting
 
-    async def _place(self, unit: UnitRecord, plugin_hash: str, host: str, usage: float = 0.0,
-                     queued: int = 0) -> str | None:
-        """Offer, then start under a new epoch with the newest checkpoint; None once it runs, else why not.
-        The offer says whose unit it is, that submitter's `usage`, and how many more of its units are `queued`
-        (a host keeps a free slot for a less-used submitter still waiting)."""
-        checkpoint = await self._blocking(self._newest_checkpoint, unit.task_id, plugin_hash, unit.index)
-        if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
-            checkpoint = await self._newer_from_holders(unit, plugin_hash, checkpoint)
-        offer = UnitOffer(task_id=unit.task_id, plugin_hash=plugin_hash, memory_bytes=unit.memory_bytes,
-                          state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter,
-                          usage=usage, queued=max(queued, 0))
-        link = self._links.host(host)
+    async def _place_round(self, by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]],
+                           refusals: dict[str, dict[str, str]], usage: dict[str, float], demand: dict[str, int]) -> None:
+        """Offer each host its units in one call, place all the units taken in one transaction, then start them
+        (per host, the ones without a checkpoint in one call); a refusal is noted in `refusals`. Each offer says
+        whose unit it is, that submitter's `usage`, and how many more of its units wait (`demand`, counted
+        down as they are offered): a host keeps a free slot for a less-used submitter still waiting."""
+        taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]] = {}
+        async with trio.open_nursery() as nursery:
+            for host, batch in by_host.items():
+                nursery.start_soon(self._offer, host, batch, refusals, taken, usage, demand)
+        placing = [(host, *item) for host, items in taken.items() for item in items]
+        if not placing:
+            return
+        epochs = await self._blocking(self._store.place_units,
+                                      [Placement(u.assignment_id, u.index, host) for host, u, _, _ in placing])
+        starts: dict[str, list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]]] = {}
+        for (host, unit, head, checkpoint), epoch in zip(placing, epochs):
+            if epoch is not None:  # else no longer queued (cancelled meanwhile): its reservation runs out
+                starts.setdefault(host, []).append((unit, checkpoint, self._spec(unit, head, epoch)))
+        async with trio.open_nursery() as nursery:
+            for host, items in starts.items():
+                nursery.start_soon(self._start, host, items, refusals)
+
+    async def _offer(self, host: str, batch: list[tuple[UnitRecord, AssignmentHead]],
+                     refusals: dict[str, dict[str, str]],
+                     taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]],
+                     usage: dict[str, float], demand: dict[str, int]) -> None:
+        checkpoints = await self._blocking(self._newest_checkpoints, [(u, head.plugin_hash) for u, head in batch])
+        for i, (unit, head) in enumerate(batch):
+            if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
+                checkpoints[i] = await self._newer_from_holders(unit, head.plugin_hash, checkpoints[i])
+        offers = []
+        for (unit, head), checkpoint in zip(batch, checkpoints):
+            demand[unit.submitter] = max(demand.get(unit.submitter, 1) - 1, 0)
+            offers.append(UnitOffer(
+                task_id=unit.task_id, plugin_hash=head.plugin_hash, memory_bytes=unit.memory_bytes,
+                state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter,
+                usage=usage.get(unit.submitter, 0.0), queued=demand[unit.submitter]))
         try:
             with trio.fail_after(OFFER_TIMEOUT):
-                reply = await link.offer(self._node_id, offer)
+                replies = await self._links.offer_units(host, tuple(offers))
         except (NodeUnavailableError, trio.TooSlowError):
-            return "did not answer the offer"
-        if not reply.accepted:
-            log.info("%s refused %s: %s", host[:8], unit.task_id, reply.reason)
-            return reply.reason
-        record = self._store.assignment(unit.assignment_id)
-        epoch = self._store.place_unit(unit.assignment_id, unit.index, host=host)
-        spec = UnitSpec(
+            replies = tuple(UnitOfferReply(accepted=False, reason="did not answer the offer", available=0.0,
+                                           guests=0, free_memory=0) for _ in offers)
+        for (unit, head), checkpoint, reply in zip(batch, checkpoints, replies):
+            if reply.accepted:
+                taken.setdefault(host, []).append((unit, head, checkpoint))
+            else:
+                log.info("%s refused %s: %s", host[:8], unit.task_id, reply.reason)
+                refusals.setdefault(unit.task_id, {})[host] = reply.reason
+
+    async def _start(self, host: str, items: list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]],
+                     refusals: dict[str, dict[str, str]]) -> None:
+        fresh = [(unit, spec) for unit, checkpoint, spec in items if checkpoint is None]
+        verdicts: dict[str, tuple[bool, str]] = {}
+        if fresh:
+            try:
+                answers = await self._links.start_units(host, tuple(spec for _, spec in fresh))
+            except FrostError as error:
+                answers = tuple(Verdict(ok=False, reason=error.message) for _ in fresh)
+            verdicts.update({unit.task_id: (v.ok, v.reason) for (unit, _), v in zip(fresh, answers)})
+        for unit, checkpoint, spec in items:
+            if checkpoint is not None:
+                try:
+                    verdict = await self._links.host(host).start(self._node_id, spec, checkpoint)
+                except FrostError as error:
+                    verdicts[unit.task_id] = (False, error.message)
+                else:
+                    verdicts[unit.task_id] = (verdict.ok, verdict.reason)
+        for unit, checkpoint, spec in items:
+            ok, reason = verdicts[unit.task_id]
+            if ok:
+                self._started(unit, host, spec.epoch, checkpoint)
+            else:
+                self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
+                self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
+                                 severity="warning")
+                refusals.setdefault(unit.task_id, {})[host] = reason
+
+    def _spec(self, unit: UnitRecord, head: AssignmentHead, epoch: int) -> UnitSpec:
+        return UnitSpec(
             task_id=unit.task_id, assignment_id=unit.assignment_id, master=self._node_id,
-            plugin_name=record.plugin, plugin_version=record.plugin_version, plugin_hash=plugin_hash,
+            plugin_name=head.plugin, plugin_version=head.plugin_version, plugin_hash=head.plugin_hash,
             unit=encode_plain(WorkUnit(unit.index, unit.data, unit.memory_bytes, unit.cost).to_plain(), "work unit"),
             memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs, submitter=unit.submitter,
         )
-        try:
-            verdict = await link.start(self._node_id, spec, checkpoint)
-        except FrostError as error:
-            verdict_ok, reason = False, error.message
-        else:
-            verdict_ok, reason = verdict.ok, verdict.reason
-        if not verdict_ok:
-            self._store.requeue_unit(unit.assignment_id, unit.index, epoch=epoch)
-            self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}", severity="warning")
-            return reason
+
+    def _started(self, unit: UnitRecord, host: str, epoch: int, checkpoint: CheckpointRecord | None) -> None:
         now = self._clock()
         start, cpu_then = self._resume_point(unit.task_id, checkpoint)
         run = CopyRun(placed_at=now, start=start, heard_at=now, progress=start)
@@ -300,7 +384,9 @@ class MasterScheduler:
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
-        return None
+
+    def _newest_checkpoints(self, units: list[tuple[UnitRecord, str]]) -> list[CheckpointRecord | None]:
+        return [self._newest_checkpoint(u.task_id, plugin_hash, u.index) for u, plugin_hash in units]
 
     def _newest_checkpoint(self, task_id: str, plugin_hash: str, index: int) -> CheckpointRecord | None:
         """The furthest-along checkpoint of the unit held here: a replica, or one taken on this machine."""
@@ -448,8 +534,7 @@ class MasterScheduler:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
-        accepted = self._store.accept_result(assignment_id, index, epoch=epoch, result=value, files=files,
-                                             cpu_seconds=cpu_seconds)
+        accepted = await self._results.submit(Delivery(assignment_id, index, epoch, value, files, cpu_seconds))
         self._on_received(host, task_id, epoch, cpu_seconds)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         lost = self._given_up.pop((task_id, epoch), None)
@@ -491,6 +576,10 @@ class MasterScheduler:
                              "and the unit is already done or cancelled")
         self._on_change()
         return accepted
+
+    async def _accept_results(self, deliveries: list[Delivery]) -> list[bool]:
+        """Results that arrived together, in one transaction off the event loop."""
+        return await self._blocking(self._store.accept_results, deliveries)
 
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
         assignment_id, index = split_task_id(task_id)
@@ -548,7 +637,7 @@ class MasterScheduler:
 
     async def _keep_replica(self, record: CheckpointRecord) -> None:
         assignment_id, index = split_task_id(record.task_id)
-        assignment = self._store.assignment(assignment_id)
+        assignment = self._store.head(assignment_id)
         if (record.plugin_hash, record.unit_index) != (assignment.plugin_hash, index):
             raise FrostError(f"the replica of {record.task_id} was taken with other plugin code")
         held = await self._blocking(self._replicas.latest, record.task_id)
@@ -620,7 +709,7 @@ class MasterScheduler:
             if silent > settings.host_timeout:
                 self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {silent:.0f} s")
 
-    def _requeue_lost(self, unit: UnitRecord, why: str) -> None:
+    def _requeue_lost(self, unit: Placed, why: str) -> None:
         if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch):
             copy = self._copies.pop(unit.task_id, None)
             if copy is not None and copy.epoch == unit.epoch:

@@ -2,12 +2,16 @@
 
 Every change is one transaction in WAL mode with synchronous=FULL, so a `kill -9` (or a power
 cut) at any moment leaves either the state before or the state after, never half of it: a
-restarted node finds every completed unit result it ever acknowledged.
+restarted node finds every completed unit result it ever acknowledged. A batch of placements or
+of results is one transaction on a second connection, which a worker thread may use (its fsync
+off the event loop); an in-memory `UnitIndex` follows every commit, so the master finds what waits
+and what runs without scanning the tables.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +24,7 @@ import cbor2
 from frost_core.storage.sqlite import open_durably
 from frost_core.api.errors import FrostError
 from frost_core.guest.views import InputFile
+from frost_core.master.unit_index import AssignmentHead, Placed, UnitIndex
 
 SCHEMA_VERSION = 1
 
@@ -155,8 +160,30 @@ class NewUnit:
     cost: float
 
 
+@dataclass(frozen=True)
+class Placement:
+    """A queued unit to run on `host`."""
+
+    assignment_id: str
+    index: int
+    host: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A unit's result as a host delivered it (`accept_result` says what each field means)."""
+
+    assignment_id: str
+    index: int
+    epoch: int
+    result: bytes
+    files: dict[str, bytes] | None = None
+    cpu_seconds: float = 0.0
+
+
 class MasterStore:
-    """One SQLite file per node; used from the node's trio thread only (calls take milliseconds)."""
+    """One SQLite file per node, used from the node's trio thread, except `place_units` and `accept_results`,
+    which any one thread may call (they write on a connection of their own)."""
 
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
@@ -171,9 +198,27 @@ class MasterStore:
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
         self._listed: tuple[int, list[AssignmentRecord]] | None = None
+        self._batches = open_durably(path, _SCHEMA)
+        self._batching = threading.Lock()        # one batch at a time on its connection
+        self.index = UnitIndex()
+        self._load_index()
 
     def close(self) -> None:
+        self._batches.close()
         self._db.close()
+
+    def _load_index(self) -> None:
+        for row in self._db.execute(
+                "SELECT id, seq, plugin, plugin_version, plugin_hash, one_per_host, submitter, inputs FROM assignments"
+                " WHERE state IN ('running', 'combining')"):
+            self.index.add_assignment(_head_from_row(row), ())
+        for assignment_id, index, state, host, epoch in self._db.execute(
+                "SELECT u.assignment_id, u.idx, u.state, u.host, u.epoch FROM units u JOIN assignments a"
+                " ON a.id = u.assignment_id WHERE u.state IN ('queued', 'running') AND a.state = 'running'"):
+            if state == "queued":
+                self.index.queue(assignment_id, index)
+            else:
+                self.index.run(assignment_id, index, host=host, epoch=epoch)
 
     def _add_missing_columns(self) -> None:
         """Columns added after a database was created are added to it, with their defaults."""
@@ -183,14 +228,17 @@ class MasterStore:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+    def _transaction(self, db: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+        """One transaction; the index changes inside it, under its lock: in the order of the commits."""
+        db = self._db if db is None else db
+        db.execute("BEGIN IMMEDIATE")
         try:
-            yield self._db
+            with self.index.lock:
+                yield db
         except BaseException:
-            self._db.execute("ROLLBACK")
+            db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        db.execute("COMMIT")
         self._version += 1
 
     # -- assignments -------------------------------------------------------------------
@@ -219,7 +267,20 @@ class MasterStore:
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state) VALUES (?, ?, ?, ?, ?, 'queued')",
                 [(assignment_id, i, cbor2.dumps(u.data), u.memory_bytes, u.cost) for i, u in enumerate(units)],
             )
+            self.index.add_assignment(self._head(db, assignment_id), range(len(units)))
         return assignment_id
+
+    def head(self, assignment_id: str) -> AssignmentHead:
+        """An assignment without its units: one row."""
+        return self._head(self._db, assignment_id)
+
+    def _head(self, db: sqlite3.Connection, assignment_id: str) -> AssignmentHead:
+        row = db.execute(
+            "SELECT id, seq, plugin, plugin_version, plugin_hash, one_per_host, submitter, inputs FROM assignments"
+            " WHERE id = ?", (assignment_id,)).fetchone()
+        if row is None:
+            raise UnknownAssignmentError(f"no assignment {assignment_id!r} on this node")
+        return _head_from_row(row)
 
     def assignment(self, assignment_id: str) -> AssignmentRecord:
         row = self._db.execute(
@@ -280,6 +341,7 @@ class MasterStore:
                 " result_filename = ? WHERE id = ? AND state IN ('running', 'combining')",
                 (time.time(), data, media_type, filename, assignment_id),
             )
+            self.index.close_assignment(assignment_id)
 
     def fail_assignment(self, assignment_id: str, error: str) -> None:
         with self._transaction() as db:
@@ -288,6 +350,7 @@ class MasterStore:
                 (time.time(), error, assignment_id),
             )
             db.execute("UPDATE units SET state = 'failed' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
+            self.index.close_assignment(assignment_id)
 
     def cancel_assignment(self, assignment_id: str) -> AssignmentRecord:
         record = self.assignment(assignment_id)
@@ -298,6 +361,7 @@ class MasterStore:
                 "UPDATE assignments SET state = 'cancelled', finished_at = ? WHERE id = ?", (time.time(), assignment_id)
             )
             db.execute("UPDATE units SET state = 'cancelled' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
+            self.index.close_assignment(assignment_id)
         return self.assignment(assignment_id)
 
     # -- units -------------------------------------------------------------------------
@@ -314,26 +378,50 @@ class MasterStore:
         rows = self._db.execute(f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.state = 'running'").fetchall()
         return [_unit_from_row(row) for row in rows]
 
+    def queued(self, assignment_id: str, count: int) -> list[UnitRecord]:
+        """The first `count` queued units of an assignment, in unit order: only their rows are read."""
+        indices = self.index.first_queued(assignment_id, count)
+        if not indices:
+            return []
+        rows = self._db.execute(
+            f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? AND u.idx IN"
+            f" ({', '.join('?' * len(indices))}) AND u.state = 'queued' ORDER BY u.idx", (assignment_id, *indices),
+        ).fetchall()
+        return [_unit_from_row(row) for row in rows]
+
+    def running_units(self) -> list[Placed]:
+        return self.index.running()
+
     def place_unit(self, assignment_id: str, index: int, *, host: str) -> int:
         """Mark a queued unit as running on `host` under a new ownership epoch; return the epoch.
 
         The epoch grows at every placement, so a stale copy of the unit that comes back
         later can be told apart and its result refused.
         """
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT epoch, state FROM units WHERE assignment_id = ? AND idx = ?", (assignment_id, index)
-            ).fetchone()
-            if row is None or row[1] != "queued":
-                raise FrostError(f"unit {assignment_id}.{index} is not queued", title="Cannot place unit")
-            epoch = row[0] + 1
-            db.execute(
-                "UPDATE units SET state = 'running', host = ?, epoch = ?,"
-                " moves = moves + (CASE WHEN host != '' AND host != ? THEN 1 ELSE 0 END)"
-                " WHERE assignment_id = ? AND idx = ?",
-                (host, epoch, host, assignment_id, index),
-            )
+        (epoch,) = self.place_units([Placement(assignment_id, index, host)])
+        if epoch is None:
+            raise FrostError(f"unit {assignment_id}.{index} is not queued", title="Cannot place unit")
         return epoch
+
+    def place_units(self, placements: list[Placement]) -> list[int | None]:
+        """`place_unit` for a batch, in one transaction: each unit's new epoch, None for one no longer queued."""
+        with self._batching, self._transaction(self._batches) as db:
+            epochs: list[int | None] = []
+            for p in placements:
+                row = db.execute("SELECT epoch, state FROM units WHERE assignment_id = ? AND idx = ?",
+                                 (p.assignment_id, p.index)).fetchone()
+                if row is None or row[1] != "queued":
+                    epochs.append(None)
+                    continue
+                epochs.append(row[0] + 1)
+                db.execute(
+                    "UPDATE units SET state = 'running', host = ?, epoch = ?,"
+                    " moves = moves + (CASE WHEN host != '' AND host != ? THEN 1 ELSE 0 END)"
+                    " WHERE assignment_id = ? AND idx = ?",
+                    (p.host, row[0] + 1, p.host, p.assignment_id, p.index),
+                )
+                self.index.run(p.assignment_id, p.index, host=p.host, epoch=row[0] + 1)
+        return epochs
 
     def accept_result(
         self, assignment_id: str, index: int, *, epoch: int, result: bytes, files: dict[str, bytes] | None = None,
@@ -350,16 +438,26 @@ class MasterStore:
         transaction, so two deliveries racing each other cannot both be accepted. `cpu_seconds` (the
         accepted copy's guest CPU time) is kept with the time of acceptance: its submitter's usage.
         """
-        with self._transaction() as db:
-            cursor = db.execute(
-                "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL,"
-                " cpu_seconds = ?, finished_at = ?"
-                " WHERE assignment_id = ? AND idx = ? AND epoch >= 1 AND ? >= 1 AND state IN ('running', 'queued')"
-                " AND EXISTS (SELECT 1 FROM assignments a WHERE a.id = assignment_id AND a.state = 'running')",
-                (result, cbor2.dumps(files, canonical=True) if files else None, max(cpu_seconds, 0.0), time.time(),
-                 assignment_id, index, epoch),
-            )
-            return cursor.rowcount == 1
+        (accepted,) = self.accept_results([Delivery(assignment_id, index, epoch, result, files, cpu_seconds)])
+        return accepted
+
+    def accept_results(self, deliveries: list[Delivery]) -> list[bool]:
+        """`accept_result` for results that arrived together, in one transaction (one fsync): each accepted?"""
+        with self._batching, self._transaction(self._batches) as db:
+            accepted = []
+            for d in deliveries:
+                cursor = db.execute(
+                    "UPDATE units SET state = 'done', result = ?, files = ?, progress = 1.0, error = NULL,"
+                    " cpu_seconds = ?, finished_at = ?"
+                    " WHERE assignment_id = ? AND idx = ? AND epoch >= 1 AND ? >= 1 AND state IN ('running', 'queued')"
+                    " AND EXISTS (SELECT 1 FROM assignments a WHERE a.id = assignment_id AND a.state = 'running')",
+                    (d.result, cbor2.dumps(d.files, canonical=True) if d.files else None, max(d.cpu_seconds, 0.0),
+                     time.time(), d.assignment_id, d.index, d.epoch),
+                )
+                accepted.append(cursor.rowcount == 1)
+                if cursor.rowcount == 1:
+                    self.index.finish(d.assignment_id, d.index)
+        return accepted
 
     def confirm_location(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
         """A host reports it runs the unit at `epoch`: True if that copy is the current one.
@@ -381,6 +479,7 @@ class MasterStore:
                     " moves = moves + (CASE WHEN host != ? THEN 1 ELSE 0 END) WHERE assignment_id = ? AND idx = ?",
                     (epoch, host, host, assignment_id, index),
                 )
+                self.index.run(assignment_id, index, host=host, epoch=epoch)
                 return True
             return epoch == stored_epoch and host == stored_host and state == "running"
 
@@ -403,6 +502,8 @@ class MasterStore:
                 " AND state = 'queued'",
                 (assignment_id, index, epoch, host),
             )
+            if cursor.rowcount == 1:
+                self.index.run(assignment_id, index, host=host, epoch=epoch)
             return cursor.rowcount == 1
 
     def add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
@@ -427,6 +528,8 @@ class MasterStore:
                 " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
                 (error, 0 if error is None else 1, assignment_id, index, epoch),
             )
+            if cursor.rowcount == 1:
+                self.index.queue(assignment_id, index)
             return cursor.rowcount == 1
 
     def fail_unit(self, assignment_id: str, index: int, *, epoch: int, error: str) -> bool:
@@ -435,6 +538,8 @@ class MasterStore:
                 "UPDATE units SET state = 'failed', error = ? WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
                 (error, assignment_id, index, epoch),
             )
+            if cursor.rowcount == 1:
+                self.index.finish(assignment_id, index)
             return cursor.rowcount == 1
 
     def requeue_hosted_by(self, host: str) -> list[UnitRecord]:
@@ -444,6 +549,8 @@ class MasterStore:
                 f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.state = 'running' AND u.host = ?", (host,)
             ).fetchall()
             db.execute("UPDATE units SET state = 'queued' WHERE state = 'running' AND host = ?", (host,))
+            for row in rows:
+                self.index.queue(row[0], row[1])
         return [_unit_from_row(row) for row in rows]
 
     def unit(self, assignment_id: str, index: int) -> UnitRecord:
@@ -460,11 +567,7 @@ class MasterStore:
 
     def combining_assignments(self) -> list[str]:
         """Assignments whose units are all done but whose combined result is not stored yet."""
-        rows = self._db.execute(
-            "SELECT a.id FROM assignments a WHERE a.state IN ('running', 'combining') AND NOT EXISTS"
-            " (SELECT 1 FROM units u WHERE u.assignment_id = a.id AND u.state != 'done') ORDER BY a.seq"
-        ).fetchall()
-        return [assignment_id for (assignment_id,) in rows]
+        return self.index.idle()
 
     def accepted_cpu(self, since: float) -> list[tuple[str, float, float]]:
         """(submitter, CPU-seconds, accepted at) of every unit result accepted since `since` (wall time):
@@ -517,6 +620,11 @@ def _unit_from_row(row: tuple) -> UnitRecord:
         state=row[5], host=row[6], epoch=row[7], failures=row[8], moves=row[9], progress=row[10], error=row[11],
         inputs=_decode_inputs(row[12]), submitter=row[13],
     )
+
+
+def _head_from_row(row: tuple) -> AssignmentHead:
+    return AssignmentHead(id=row[0], seq=row[1], plugin=row[2], plugin_version=row[3], plugin_hash=row[4],
+                          one_per_host=bool(row[5]), submitter=row[6], inputs=_decode_inputs(row[7]))
 
 
 def _encode_inputs(inputs: tuple[InputFile, ...]) -> bytes | None:

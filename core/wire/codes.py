@@ -58,6 +58,11 @@ class MessageCode(enum.IntEnum):
     # Signed ledger summaries, pushed and pulled between peers (core/ledger/exchange.py).
     LEDGER_EXCHANGE = 90
     LEDGER_EXCHANGE_REPLY = 91
+    # Several units placed in one call: a master's placement round per host (core/cluster/messages.py).
+    UNIT_OFFERS = 84
+    UNIT_OFFER_REPLIES = 85
+    UNIT_STARTS = 86
+    VERDICTS = 87
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101

@@ -11,6 +11,7 @@ import pytest
 import trio
 import trio.testing
 
+from frost_core.cluster.links import offer_each, start_each
 from frost_core.cluster.messages import Holdings, UnitOfferReply, UnitStatus, Verdict
 from frost_core.events import EventLog
 from frost_core.guest import envelope
@@ -49,6 +50,12 @@ class StandInLinks:
 
     def host(self, node_id):
         return self.hosts[node_id]
+
+    async def offer_units(self, node_id, offers):
+        return await offer_each(self.hosts[node_id], MASTER, offers)
+
+    async def start_units(self, node_id, specs):
+        return await start_each(self.hosts[node_id], MASTER, specs)
 
 
 async def inline(function, *args):
