@@ -4,9 +4,10 @@ Question: how much of the disk's durable-write speed does a checkpoint keep? Goa
 the guest path >= 0.6 of raw write+fsync from 1 MB up, and >= 0.8 of a raw durable replace at
 every size. Variants, each timed once a round:
 - guest: what a checkpoint costs from the plugin's state to a durable file. The guest child's
-  own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the state's CBOR, then the
-  envelope with the unit's output files, none here), then `CheckpointStore.commit` with those
-  bytes, as the supervisor runs it once they arrive (the pipe between the two is not timed);
+  own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the state's CBOR pieces, then
+  the envelope with the unit's output files, none here), then `CheckpointStore.commit` with the
+  one buffer the supervisor receives, as it runs it (core/guest/running.py). The pipe between
+  the two is not timed; one join of the pieces stands in for the copy it makes;
 - bare: `encode_state` + `commit` without the envelope (this script's "full" figure before
   issue 15, kept for comparison: it measured less than a guest does);
 - node: `commit` of the enveloped bytes alone.
@@ -84,9 +85,9 @@ def main() -> None:
         for size_mb in sizes:
             repeats = REPEATS.get(size_mb, 11)
             state = make_state(int(size_mb * 1024 * 1024))
-            packed = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
+            packed = b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))
             runs: dict[str, Callable[[], None]] = {
-                "guest": lambda: commit(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)),
+                "guest": lambda: commit(b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))),
                 "bare": lambda: commit(encode_state(state, "state", LIMIT)),
                 "node": lambda: commit(packed),
                 "raw": lambda: write_raw(folder / "raw.bin", packed),

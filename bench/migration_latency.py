@@ -1,7 +1,7 @@
 """Evict -> guest running on the destination, for 0.1 / 1 / 10 / 100 MiB states between two real nodes on loopback.
 
 Question: how long after the owner presses evict does the guest run again on the other machine?
-Goal (issue 4): 10 MB under 200 ms at p95.
+Goals: 10 MiB under 100 ms at p95 (issue 15); the earlier goal, 200 ms (issue 4), beside it.
 
 Two `frost-tui --headless` processes on loopback (bench/_nodes.py); node a is the master. One
 unit of the ballast plugin (bench/bench_plugins/ballast.py, added with `add-plugin` on the master, so
@@ -20,12 +20,17 @@ evict call returned. Moves into the master (b -> a) also replicate the captured 
 master as it is taken, so they carry the bytes twice; the table splits the two directions.
 
 Baselines per size, measured in the same trials just before each evict: a raw write + fsync of
-the same bytes (what a checkpoint must at least cost) and a raw loopback socket copy of them.
-Run: `.venv/bin/python bench/migration_latency.py` (3-5 minutes, with the machine's load).
+the same bytes (what a checkpoint must at least cost) and two raw loopback socket copies of them
+(a fresh connection, the bytes, a one-byte acknowledgement): one whose receiver keeps the bytes
+in one buffer of their size, as a move's destination must, and one whose receiver reads them
+into a small reused buffer and discards them (the wire's ceiling; before issue 15 the only raw
+copy here). Run: `.venv/bin/python bench/migration_latency.py` (3-5 minutes, with the machine's
+load); quick: `--sizes 0.1,1`.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import socket
 import statistics
@@ -49,7 +54,10 @@ MIB = 1 << 20
 TRIALS = {0.1: 12, 1: 12, 10: 12, 100: 6}
 """Measured evictions per state size (MiB)."""
 WARMUP = 2
-GOAL_MIB, GOAL_P95_MS = 10, 200.0
+GOAL_MIB, GOAL_P95_MS = 10, 100.0
+"""Issue 15."""
+EARLIER_GOAL_P95_MS = 200.0
+"""Issue 4's goal, kept beside."""
 SETTLE = 0.3
 """Seconds the unit runs on a node before it is evicted again (it must be stepping, not starting)."""
 CONFIG = """
@@ -62,6 +70,10 @@ _MOVED = re.compile(r"moved to \S+ with checkpoint \d+ \((\d+) bytes\) in (\d+) 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in TRIALS),
+                        help="state sizes in MiB, from " + ", ".join(str(s) for s in TRIALS))
+    sizes = [float(s) if "." in s else int(s) for s in parser.parse_args().sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="frost-bench-") as tmp:
         folder = Path(tmp)
         nodes = start_cluster(folder, ["a", "b"], CONFIG)
@@ -70,22 +82,28 @@ def main() -> None:
             add_ballast_plugin(master)
             receiver = _RawReceiver()
             figures, rows = {}, []
-            for size_mib, trials in TRIALS.items():
+            for size_mib in sizes:
+                trials = TRIALS.get(size_mib, 6)
                 samples, via_queue = measure_size(nodes, int(size_mib * MIB), trials, folder, receiver)
                 figures[f"{size_mib}MiB"] = summary = {**summarize(samples), "not_moved_but_requeued": via_queue}
                 rows.append(_row(size_mib, summary))
+                if via_queue:
+                    print(f"{size_mib} MiB: {len(via_queue)} evictions went through the master's queue: {via_queue}")
         finally:
             stop_all(nodes)
     print_table(["state MiB", "trials", "evict->running p50 ms", "p95", "p95 a->b", "p95 b->a (into master)",
                  "p50 capture", "p50 transfer+write+spawn", "p50 guest start-up", "p50 source 'moved'",
-                 "p50 raw write+fsync", "p50 raw socket"], rows)
-    goal = figures[f"{GOAL_MIB}MiB"]["evict_to_running_ms"]["p95"]
-    print(f"goal: {GOAL_MIB} MiB p95 {goal:.0f} ms (< {GOAL_P95_MS:.0f} ms: {'yes' if goal < GOAL_P95_MS else 'NO'})")
+                 "p50 raw write+fsync", "p50 raw copy kept", "p50 raw copy discarded"], rows)
+    if figures.get(f"{GOAL_MIB}MiB", {}).get("evict_to_running_ms"):
+        goal = figures[f"{GOAL_MIB}MiB"]["evict_to_running_ms"]["p95"]
+        print(f"goal: {GOAL_MIB} MiB p95 {goal:.0f} ms (< {GOAL_P95_MS:.0f} ms: {'yes' if goal < GOAL_P95_MS else 'NO'};"
+              f" issue 4's < {EARLIER_GOAL_P95_MS:.0f} ms: {'yes' if goal < EARLIER_GOAL_P95_MS else 'NO'})")
     write_results("migration_latency", {
         "setup": "2 headless node processes on loopback, 1 guest CPU each; evict the unit's host, it moves to the "
                  "other node; interval = evict call -> first step of the guest process on the destination "
                  "(plugin's own clock)",
         "goal": f"{GOAL_MIB} MiB p95 < {GOAL_P95_MS:.0f} ms",
+        "earlier_goal": f"{GOAL_MIB} MiB p95 < {EARLIER_GOAL_P95_MS:.0f} ms (issue 4)",
         "max_state_bytes": MAX_STATE_BYTES,
         **figures,
     })
@@ -109,7 +127,8 @@ def measure_size(nodes: list[BenchNode], size: int, trials: int, folder: Path,
             time.sleep(SETTLE)
             payload = bytes(size)  # the baselines' bytes: only their count matters to a raw copy
             raw_write = _timed(lambda: write_raw(folder / "raw.bin", payload))
-            raw_socket = _timed(lambda: receiver.copy(payload))
+            raw_kept = _timed(lambda: receiver.copy(payload, keep=True))
+            raw_discarded = _timed(lambda: receiver.copy(payload, keep=False))
             since = time.time()
             source.call("evict")
             returned = time.time()
@@ -135,7 +154,8 @@ def measure_size(nodes: list[BenchNode], size: int, trials: int, folder: Path,
                 "source_moved_ms": float(moved[-1].group(2)),
                 "checkpoint_bytes": int(moved[-1].group(1)),
                 "raw_write_fsync_ms": raw_write * 1000,
-                "raw_socket_ms": raw_socket * 1000,
+                "raw_copy_kept_ms": raw_kept * 1000,
+                "raw_socket_ms": raw_discarded * 1000,
             })
     finally:
         master.call("cancel", assignment=reply["id"])
@@ -166,7 +186,7 @@ def summarize(samples: list[dict]) -> dict:
         "checkpoint_bytes": next((s["checkpoint_bytes"] for s in samples if s["checkpoint_bytes"]), None),
         **{name: stats([s[name] for s in samples]) for name in
            ("evict_to_running_ms", "capture_ms", "transfer_to_spawn_ms", "spawn_to_first_step_ms", "evict_call_ms",
-            "source_moved_ms", "raw_write_fsync_ms", "raw_socket_ms")},
+            "source_moved_ms", "raw_write_fsync_ms", "raw_copy_kept_ms", "raw_socket_ms")},
         "evict_to_running_ms_by_direction": by_direction,
         "per_trial": samples,
     }
@@ -176,8 +196,9 @@ def _row(size_mib: float, summary: dict) -> list:
     by = summary["evict_to_running_ms_by_direction"]
     p50 = {name: summary[name].get("p50", "-") for name in (
         "capture_ms", "transfer_to_spawn_ms", "spawn_to_first_step_ms", "source_moved_ms", "raw_write_fsync_ms",
-        "raw_socket_ms")}
-    return [size_mib, summary["trials"], summary["evict_to_running_ms"]["p50"], summary["evict_to_running_ms"]["p95"],
+        "raw_copy_kept_ms", "raw_socket_ms")}
+    whole = summary["evict_to_running_ms"]
+    return [size_mib, summary["trials"], whole.get("p50", "-"), whole.get("p95", "-"),
             by.get("a->b", {}).get("p95", "-"), by.get("b->a", {}).get("p95", "-"), *p50.values()]
 
 
@@ -202,26 +223,33 @@ def _timed(action) -> float:
 
 
 class _RawReceiver:
-    """The raw socket baseline: a loopback TCP peer that reads a copy to its end and acknowledges it."""
+    """The raw socket baselines: a loopback TCP peer that reads a copy to its end and acknowledges it.
+
+    `raw_socket_ms` (its name from before issue 15) is the copy whose receiver discards the bytes.
+    """
 
     def __init__(self) -> None:
         self._server = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
-        buffer = bytearray(1 << 18)
+        scratch = memoryview(bytearray(1 << 18))
         while True:
             connection, _ = self._server.accept()
             with connection:
-                size = int.from_bytes(connection.recv(8, socket.MSG_WAITALL), "big")
-                while size > 0:
-                    size -= connection.recv_into(buffer, min(size, len(buffer)))
+                header = connection.recv(9, socket.MSG_WAITALL)
+                size, keep = int.from_bytes(header[:8], "big"), header[8:] == b"k"
+                kept = memoryview(bytearray(size)) if keep else None  # fresh memory, as a destination needs
+                have = 0
+                while have < size:
+                    into = kept[have:] if kept is not None else scratch[:min(size - have, len(scratch))]
+                    have += connection.recv_into(into)
                 connection.sendall(b"k")
 
-    def copy(self, data: bytes) -> None:
+    def copy(self, data: bytes, *, keep: bool) -> None:
         """Connect, send the bytes and wait for the acknowledgement (what a transfer needs at least)."""
         with socket.create_connection(self._server.getsockname()) as client:
-            client.sendall(len(data).to_bytes(8, "big"))
+            client.sendall(len(data).to_bytes(8, "big") + (b"k" if keep else b"d"))
             client.sendall(data)
             assert client.recv(1) == b"k"
 

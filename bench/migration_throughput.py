@@ -1,7 +1,8 @@
 """Transfer throughput of a checkpoint move against a raw loopback socket copy of the same bytes, in the same run.
 
-Question: how much of what the loopback can carry does moving a checkpoint keep? Goal (issue 4):
->= 50 % of a raw socket copy.
+Question: how much of what the loopback can carry does moving a checkpoint keep? Goals: issue
+15's, of the raw copy that keeps the bytes, >= 0.6 at 10 and 100 MiB and >= 0.5 at 1 MiB; issue
+4's, >= 0.5 at every size, beside them (its baseline was changed after it failed: bench/README.md).
 
 Isolated transfer: the move's transfer is one `UnitStart` call (`cluster.links`): open an
 authenticated channel (handshake), send the header and the checkpoint as bulk chunks (AES-OCB3),
@@ -28,12 +29,13 @@ End-to-end (real nodes): two `frost-tui --headless` processes, a 100 MiB unit of
 plugin evicted back and forth (bench/migration_latency.py's procedure); the figure is the
 checkpoint's size over the time from "guest left this machine" on the source to the guest's
 start on the destination: negotiation, transfer, SHA-256 during the durable write (fsync) and
-spawning the guest process, against the discarding raw copy. Run:
+spawning the guest process, against both raw copies (the kept one since issue 15). Run:
 `.venv/bin/python bench/migration_throughput.py` (a few minutes).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import statistics
@@ -69,6 +71,9 @@ TRIALS = 9
 WARMUP = 2
 END_TO_END_MIB, END_TO_END_TRIALS = 100, 4
 GOAL_RATIO = 0.5
+"""Issue 4's goal, of the raw copy that keeps the bytes (of the discarding one until 2026-11-24)."""
+GOALS = {1: 0.5, 10: 0.6, 100: 0.6}
+"""Issue 15's goals by size in MiB, of the raw copy that keeps the bytes."""
 SENDER, RECEIVER = "bench-sender", "bench-receiver"
 SPEC = UnitSpec(task_id="bench-1.0", assignment_id="bench-1", master=SENDER, plugin_name="bench", plugin_version="1",
                 plugin_hash="0" * 64, unit=b"\xa0", memory_bytes=1, epoch=2)
@@ -164,7 +169,7 @@ async def move_copy(links: Links, record: CheckpointRecord) -> float:
     return took
 
 
-async def measure(key: ClusterKey, raw_port: int, links_port: int) -> dict:
+async def measure(key: ClusterKey, raw_port: int, links_port: int, sizes: tuple[int, ...], trials_each: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         async with open_transport(key=key, node_id=SENDER, host="127.0.0.1") as transport:
             links = Links(node_id=SENDER, address_of={RECEIVER: ("127.0.0.1", links_port)}.get)
@@ -172,13 +177,13 @@ async def measure(key: ClusterKey, raw_port: int, links_port: int) -> dict:
                        keeper=HeldReplicas(Path(tmp)))
             links.install(transport)
             figures = {}
-            for size_mib in SIZES_MIB:
+            for size_mib in sizes:
                 state = os.urandom(size_mib * MIB)
                 record = CheckpointRecord.seal(task_id=SPEC.task_id, plugin_name="bench", plugin_version="1",
                                                plugin_hash=SPEC.plugin_hash, unit_index=0, epoch=SPEC.epoch, seq=1,
                                                taken_at=time.time(), state=state)
                 trials = []
-                for trial in range(WARMUP + TRIALS):
+                for trial in range(WARMUP + trials_each):
                     runs = {"raw_kept": lambda: raw_copy(raw_port, state, keep=True),
                             "raw_discarded": lambda: raw_copy(raw_port, state, keep=False),
                             "channel": lambda: channel_copy(transport, links_port, state),
@@ -198,36 +203,39 @@ async def measure(key: ClusterKey, raw_port: int, links_port: int) -> dict:
             return figures
 
 
-def isolated() -> dict:
+def isolated(sizes: tuple[int, ...], trials: int) -> dict:
     key = ClusterKey.generate()
     receiver = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 env={**os.environ, "FROST_BENCH_KEY": key.to_join_code()}, text=True)
     try:
         raw_port, links_port = map(int, receiver.stdout.readline().split())  # type: ignore[union-attr]
-        return trio.run(measure, key, raw_port, links_port)
+        return trio.run(measure, key, raw_port, links_port, sizes, trials)
     finally:
         receiver.stdin.close()  # type: ignore[union-attr]
         receiver.wait(timeout=10)
 
 
-def end_to_end() -> dict:
+def end_to_end(size_mib: int, trials: int) -> dict:
     """Checkpoint bytes over (guest left the source -> guest started on the destination), real nodes."""
     with tempfile.TemporaryDirectory(prefix="frost-bench-") as tmp:
         folder = Path(tmp)
         nodes = start_cluster(folder, ["a", "b"], LATENCY_CONFIG)
         try:
             add_ballast_plugin(nodes[0])
-            samples, requeued = measure_size(nodes, END_TO_END_MIB * MIB, END_TO_END_TRIALS, folder, _RawReceiver())
+            samples, requeued = measure_size(nodes, size_mib * MIB, trials, folder, _RawReceiver())
         finally:
             stop_all(nodes)
     trials = [{"direction": s["direction"], "move_MBps": s["checkpoint_bytes"] / s["transfer_to_spawn_ms"] / 1e3,
+               "raw_kept_MBps": s["checkpoint_bytes"] / s["raw_copy_kept_ms"] / 1e3,
                "raw_socket_MBps": s["checkpoint_bytes"] / s["raw_socket_ms"] / 1e3,
+               "ratio_to_kept": s["raw_copy_kept_ms"] / s["transfer_to_spawn_ms"],
                "ratio": s["raw_socket_ms"] / s["transfer_to_spawn_ms"]}
               for s in samples if s["transfer_to_spawn_ms"]]
     return {
-        "state_MiB": END_TO_END_MIB,
-        **{f"median_{name}": statistics.median(t[name] for t in trials) for name in ("move_MBps", "raw_socket_MBps",
-                                                                                      "ratio")},
+        "state_MiB": size_mib,
+        **{f"median_{name}": statistics.median(t[name] for t in trials)
+           for name in ("move_MBps", "raw_kept_MBps", "raw_socket_MBps", "ratio_to_kept", "ratio")},
+        "raw_socket_is": "the copy that discards the bytes (the name from before issue 15)",
         "covers": "negotiation, transfer, SHA-256, durable write with fsync, spawning the guest process",
         "not_moved_but_requeued": requeued,
         "per_trial": trials,
@@ -235,22 +243,37 @@ def end_to_end() -> dict:
 
 
 def main() -> None:
-    figures = isolated()
-    rows = [[size, f["median_raw_kept_MBps"], f["median_raw_discarded_MBps"], f["median_channel_MBps"],
-             f["median_move_MBps"], f["median_channel_ratio"], f["median_ratio_to_discarded"], f["median_ratio"],
-             "yes" if f["median_ratio"] >= GOAL_RATIO else "NO"] for size, f in figures.items()]
-    whole = end_to_end()
-    rows.append([f"{END_TO_END_MIB}MiB, real nodes", "-", whole["median_raw_socket_MBps"], "-",
-                 whole["median_move_MBps"], "-", whole["median_ratio"], "-", "(end to end)"])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 MiB isolated, 10 MiB end to end, few trials")
+    quick = parser.parse_args().quick
+    sizes, trials = ((1,), 3) if quick else (SIZES_MIB, TRIALS)
+    e2e_mib, e2e_trials = (10, 2) if quick else (END_TO_END_MIB, END_TO_END_TRIALS)
+    figures = isolated(sizes, trials)
+    rows = []
+    for size, f in figures.items():
+        goal = GOALS[int(size.removesuffix("MiB"))]
+        f["goal_ratio_to_kept"] = goal
+        rows.append([size, f["median_raw_kept_MBps"], f["median_raw_discarded_MBps"], f["median_channel_MBps"],
+                     f["median_move_MBps"], f["median_channel_ratio"], f["median_ratio_to_discarded"],
+                     f["median_ratio"], f"{goal}: {'yes' if f['median_ratio'] >= goal else 'NO'}",
+                     "yes" if f["median_ratio"] >= GOAL_RATIO else "NO"])
+    whole = end_to_end(e2e_mib, e2e_trials)
+    goal = GOALS[e2e_mib]
+    rows.append([f"{e2e_mib}MiB, real nodes", whole["median_raw_kept_MBps"], whole["median_raw_socket_MBps"],
+                 "-", whole["median_move_MBps"], "-", whole["median_ratio"], whole["median_ratio_to_kept"],
+                 f"{goal}: {'yes' if whole['median_ratio_to_kept'] >= goal else 'NO'}", "(end to end)"])
     print_table(["checkpoint", "raw kept MB/s", "raw discarded MB/s", "channel MB/s", "move MB/s",
-                 "channel/discarded", "move/discarded", "move/kept", f"move >= {GOAL_RATIO:.0%} of kept"], rows)
+                 "channel/discarded", "move/discarded", "move/kept", "issue 15 goal of kept",
+                 f"issue 4: >= {GOAL_RATIO:.0%} of kept"], rows)
     write_results("migration_throughput", {
         "setup": "isolated: UnitStart over an authenticated channel from this process to a receiver process whose "
                  "host side answers at once, against raw TCP copies to the same process that keep the bytes "
                  "(the goal's baseline) or discard them (the wire's ceiling); end to end: two real nodes, "
-                 "eviction of a ballast unit, against a raw copy that discards",
-        "trials": TRIALS,
+                 "eviction of a ballast unit, against raw copies that keep and that discard the bytes",
+        "trials": trials,
         "goal_ratio": GOAL_RATIO,
+        "goals_issue_15": GOALS,
+        "quick": quick,
         "isolated": figures,
         "end_to_end": whole,
     })
