@@ -9,13 +9,14 @@ from frost_core.membership.testing import SimCluster, open_sim_cluster
 
 
 @asynccontextmanager
-async def formed_cluster(n: int, *, loss: float, seed: int) -> AsyncIterator[SimCluster]:
+async def formed_cluster(n: int, *, loss: float, seed: int, codec: bool = True) -> AsyncIterator[SimCluster]:
     """N nodes already serving, each table holding every node's record (a cluster long since formed).
 
     Joining through discovery would cost O(N²) announcements before the first measured round;
     the tables are filled with the nodes' own records instead, as a completed join leaves them.
+    With `codec` off messages are not encoded (memory_transport.MemoryNetwork): for timings only.
     """
-    async with open_sim_cluster(seed, loss=loss) as cluster:
+    async with open_sim_cluster(seed, loss=loss, codec=codec) as cluster:
         nodes = [await cluster.start_node() for _ in range(n)]
         records = [node.membership.table.own for node in nodes]
         for node in nodes:

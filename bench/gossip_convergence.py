@@ -1,8 +1,9 @@
 """Rounds until one update reaches all N nodes: the real membership code, against the idealised model it was designed on.
 
 Real: N `Membership` services (frost_core.membership) on the in-memory network with `loss`
-applied to every datagram and to each leg of every exchange, messages really encoded and
-decoded, trio's MockClock; probes, suspicions and refutations run as they do on a LAN. The
+applied to every datagram and to each leg of every exchange, trio's MockClock; probes,
+suspicions and refutations run as they do on a LAN. Messages travel as the objects they are,
+not encoded (the encoding is gossip_traffic.py's question; skipping it saves wall time). The
 cluster starts formed (every table holds every node) and runs a quarter of an interval before
 anything is timed. Then UPDATES nodes, at random moments over half an interval, change their
 figures: half by a move >= 5 % (pushed at once to k peers, then spread by push-pull), half by
@@ -60,7 +61,7 @@ def percentile(values: list[float], share: float) -> float:
 
 async def real_rounds(n: int, loss: float, seed: int) -> dict:
     """Rounds for each of UPDATES updates to reach every node, pushed and quiet ones apart."""
-    async with formed_cluster(n, loss=loss, seed=seed) as cluster:
+    async with formed_cluster(n, loss=loss, seed=seed, codec=False) as cluster:
         await trio.sleep(INTERVAL / 4)
         rng = random.Random(seed)
         nodes = cluster.nodes
