@@ -12,13 +12,14 @@ NodeUnavailableError naming the peer and the cause: callers treat all of them al
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
-from frost_core.storage.checkpoints import CheckpointRecord
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, IncomingCheckpoint
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
@@ -73,9 +74,13 @@ class KeeperSide(Protocol):
 class Links:
     """Links to any node by id; `serve` answers the same calls arriving from the network."""
 
-    def __init__(self, *, node_id: str, address_of: Callable[[str], Address | None]) -> None:
+    def __init__(self, *, node_id: str, address_of: Callable[[str], Address | None],
+                 checkpoints: CheckpointStore | None = None) -> None:
+        """`checkpoints`: the host's store, where a unit's checkpoint is written while it arrives
+        (None: it is gathered in memory and written once whole)."""
         self.node_id = node_id
         self._address_of = address_of
+        self._checkpoints = checkpoints
         self._transport: NetworkTransport | None = None
         self._master: MasterSide | None = None
         self._host: HostSide | None = None
@@ -247,8 +252,15 @@ class Links:
             case UnitStarts(specs=specs):
                 return Verdicts(verdicts=await start_each(host, peer, specs))
             case UnitStart(spec=spec, checkpoint=meta, moved=moved):
-                record = await _receive_checkpoint(channel, meta)
-                return await host.start(peer, spec, record, moved=moved)
+                if meta is None or self._checkpoints is None:
+                    return await host.start(peer, spec, await _receive_checkpoint(channel, meta), moved=moved)
+                staging = _Staging(self._checkpoints, meta.record(b""))
+                try:
+                    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=staging)
+                    record = dataclasses.replace(meta.record(state), staged=staging.incoming)
+                    return await host.start(peer, spec, record, moved=moved)
+                finally:  # a unit not taken leaves no temp file behind (one taken was renamed into place)
+                    await staging.abort()
             case MoveCommand(task_id=task_id, destination=destination):
                 return await host.move(task_id, destination)
             case WorkRequest(requester=requester):
@@ -289,6 +301,30 @@ async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> 
         await channel.receive_bulk_data(max_size=0)
         return None
     return meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
+
+
+class _Staging:
+    """A `BulkSink` that writes an arriving checkpoint to the host's store (`CheckpointStore.incoming`)."""
+
+    def __init__(self, store: CheckpointStore, record: CheckpointRecord) -> None:
+        self._store, self._record = store, record
+        self.incoming: IncomingCheckpoint | None = None
+
+    async def begin(self, size: int) -> None:
+        self.incoming = await trio.to_thread.run_sync(self._store.incoming, self._record, size)
+
+    def filled(self, piece: memoryview) -> None:
+        assert self.incoming is not None
+        self.incoming.filled(piece)
+
+    async def drained(self) -> None:
+        if self.incoming is not None:
+            await trio.to_thread.run_sync(self.incoming.wait_written)
+
+    async def abort(self) -> None:
+        if self.incoming is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.incoming.abort)
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

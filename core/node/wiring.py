@@ -127,7 +127,7 @@ class Node:
         self._watchers = 0       # attached UIs waiting for the next snapshot
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._transport = None
-        self.links = Links(node_id=self.node_id, address_of=self._address_of)
+        self.links = Links(node_id=self.node_id, address_of=self._address_of, checkpoints=self.supervisor.store)
         self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
         self.ledger = LedgerService(
             Ledger(self.paths.data_dir / "ledger.sqlite", node_id=self.node_id), load_node_key(self.paths.data_dir),

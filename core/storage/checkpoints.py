@@ -19,6 +19,7 @@ import functools
 import hashlib
 import logging
 import os
+import queue
 import re
 import secrets
 import struct
@@ -80,6 +81,9 @@ class CheckpointRecord:
     verified: bool = field(default=False, compare=False, repr=False, kw_only=True)
     """True once this process has computed `sha256` from `state`. A record that arrived from a peer
     is not: `CheckpointStore.write` checks it while the state goes to disk, where it costs no wait."""
+    staged: IncomingCheckpoint | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The state written to a temp file of the store that keeps it while it arrived from a peer
+    (`CheckpointStore.incoming`): `CheckpointStore.write` then only syncs, checks and renames it."""
 
     @classmethod
     def seal(
@@ -128,9 +132,13 @@ def check_task_id(task_id: str) -> None:
         raise CheckpointError(f"invalid task id {task_id!r}: use letters, digits, '.', '_' and '-' only")
 
 
-def encode_header(record: CheckpointRecord) -> bytes:
-    """The bytes that precede the state in a checkpoint file (magic, length, CBOR header)."""
-    header = encode({**dict(zip(IDENTITY, record._identity())), "state_size": record.size, "sha256": record.sha256})
+def encode_header(record: CheckpointRecord, size: int | None = None) -> bytes:
+    """The bytes that precede the state in a checkpoint file (magic, length, CBOR header).
+
+    `size`: the state's, when it has not arrived yet (see `IncomingCheckpoint`).
+    """
+    state_size = record.size if size is None else size
+    header = encode({**dict(zip(IDENTITY, record._identity())), "state_size": state_size, "sha256": record.sha256})
     if len(header) > HEADER_CAP:
         raise CheckpointError(
             f"checkpoint header of task {record.task_id} is {len(header)} bytes; the cap is {HEADER_CAP}"
@@ -192,9 +200,12 @@ class CheckpointStore:
         before it replaces anything; from PARALLEL_HASH_FROM bytes on, in a second thread while
         the state is written and synced, so the check adds no wait to a migration's hand-off.
         Any failure (hash, write, fsync, rename, directory fsync) raises CheckpointError and
-        leaves the previous checkpoint exactly as it was.
+        leaves the previous checkpoint exactly as it was. A record whose state this store wrote
+        while it arrived (`incoming`) is only synced, checked and renamed into place.
         """
         check_task_id(record.task_id)
+        if record.staged is not None and record.staged.store is self and not record.staged.installed:
+            return self._install_staged(record)
         if record.verified:
             return self._write_durably(record)[0]
         if record.size < PARALLEL_HASH_FROM:
@@ -241,7 +252,6 @@ class CheckpointStore:
         returned with the path.
         """
         folder = self._folder(record.task_id)
-        final = folder / f"{record.seq:016d}{SUFFIX}"
         temp = folder / f"{TEMP_PREFIX}{record.seq}-{secrets.token_hex(4)}"
         sealing = digest is not None and record.sha256 == _PLACEHOLDER
         try:
@@ -261,7 +271,6 @@ class CheckpointStore:
                 if digest is not None and not sealing:
                     record._check(digest.result())
                     record = dataclasses.replace(record, verified=True)
-                os.rename(temp, final)
             finally:
                 if digest is not None:
                     digest.result()  # never leave the hashing thread behind, even on failure
@@ -270,10 +279,44 @@ class CheckpointStore:
             raise
         except OSError as error:
             _remove_quietly(temp)
-            raise CheckpointError(
-                f"checkpoint {record.seq} of task {record.task_id} was not written ({error.strerror or error}); "
-                "the previous checkpoint is kept"
-            ) from error
+            raise _not_written(record, error) from error
+        return self._install(temp, record), record
+
+    def incoming(self, record: CheckpointRecord, size: int) -> IncomingCheckpoint:
+        """Start writing the `size` bytes of `record`'s state, which are still arriving, to a temp file."""
+        check_task_id(record.task_id)
+        folder = self._folder(record.task_id)
+        try:
+            self._make_folder(folder)
+            return IncomingCheckpoint(self, record, size, folder / f"{TEMP_PREFIX}{record.seq}-{secrets.token_hex(4)}")
+        except OSError as error:
+            raise _not_written(record, error) from error
+
+    def _install_staged(self, record: CheckpointRecord) -> Path:
+        """A staged state, once written: synced and checked (by its writer), then renamed into place."""
+        staged = record.staged
+        assert staged is not None
+        try:
+            record._check(staged.finish(record.state))
+        except CheckpointError:
+            staged.abort()
+            raise
+        except OSError as error:
+            staged.abort()
+            raise _not_written(record, error) from error
+        final = self._install(staged.temp, record)
+        staged.installed = True
+        return final
+
+    def _install(self, temp: Path, record: CheckpointRecord) -> Path:
+        """Rename a synced temp file into place, fsync the directory, then drop the task's older checkpoints."""
+        folder = temp.parent
+        final = folder / f"{record.seq:016d}{SUFFIX}"
+        try:
+            os.rename(temp, final)
+        except OSError as error:
+            _remove_quietly(temp)
+            raise _not_written(record, error) from error
         try:
             _sync_directory(folder)
         except OSError as error:
@@ -285,7 +328,7 @@ class CheckpointStore:
         for other in folder.iterdir():
             if other != final and (other.suffix == SUFFIX or other.name.startswith(TEMP_PREFIX)):
                 _remove_quietly(other)
-        return final, record
+        return final
 
     def latest(self, task_id: str) -> CheckpointRecord | None:
         """The newest checkpoint of `task_id` that verifies; unreadable ones are logged and skipped."""
@@ -341,6 +384,97 @@ class CheckpointStore:
         self.root.mkdir(parents=True, exist_ok=True)
         folder.mkdir(exist_ok=True)
         _sync_directory(self.root)
+
+
+class IncomingCheckpoint:
+    """A peer's checkpoint written and hashed in a thread of its own while its state arrives.
+
+    `filled` hands over each next piece of the state, in the place where it will stay; `finish`
+    writes what was not handed over, fsyncs and returns the SHA-256. Nothing is renamed into
+    place here: `CheckpointStore.write` does that once the host takes the unit, so a refused or
+    broken transfer leaves only a temp file, which `abort` removes (as does the task's next
+    durable write, after a crash).
+    """
+
+    def __init__(self, store: CheckpointStore, record: CheckpointRecord, size: int, temp: Path) -> None:
+        self.store, self.temp, self.installed = store, temp, False
+        self._aborted = False
+        self._size = size
+        self._handed = 0
+        self._hasher = hashlib.sha256(encode(list(record._identity())))
+        self._pieces: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
+        self._done: Future[str] = Future()
+        header = encode_header(record, size)
+        self._fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(self._fd, header)  # a few hundred bytes: one write
+        except BaseException:
+            os.close(self._fd)
+            _remove_quietly(temp)
+            raise
+        self._offset = len(header)
+        threading.Thread(target=self._run, name="checkpoint-incoming", daemon=True).start()
+
+    def filled(self, piece: memoryview) -> None:
+        """The next bytes of the state; the caller keeps them unchanged until `wait_written` returns."""
+        self._handed += len(piece)
+        self._pieces.put(piece)
+
+    def wait_written(self) -> None:
+        """Block until every piece handed over has been written (the caller may then let go of them)."""
+        written = threading.Event()
+        self._pieces.put(written)
+        written.wait()
+
+    def finish(self, state: bytes) -> str:
+        """Write the rest of `state`, fsync, and return the SHA-256 of identity and state (OSError on failure)."""
+        if len(state) != self._size:
+            raise OSError(f"the state is {len(state)} bytes, not the {self._size} announced")
+        if not self._done.done():
+            self._pieces.put(memoryview(state)[self._handed:])
+            self._pieces.put(None)
+        return self._done.result()
+
+    def abort(self) -> None:
+        """Stop writing and remove the temp file, unless it was installed."""
+        self._aborted = True
+        self._pieces.put(None)
+        try:
+            self._done.result()
+        except OSError as error:
+            log.debug("incoming checkpoint %s failed: %s", self.temp.name, error)
+        if not self.installed:
+            _remove_quietly(self.temp)
+
+    def _run(self) -> None:
+        """Write and hash each piece; after the last one (None), fsync; a failure skips the rest."""
+        failure: OSError | None = None
+        synced = self._offset
+        while (piece := self._pieces.get()) is not None:
+            if isinstance(piece, threading.Event):
+                piece.set()
+            elif failure is None:
+                try:
+                    self._hasher.update(piece)
+                    _write_all(self._fd, piece, self._offset)
+                    self._offset += len(piece)
+                    if self._offset - synced >= WRITE_CHUNK:  # as `_write_all` does for a whole state
+                        _start_writeback(self._fd, synced, self._offset - synced)
+                        synced = self._offset
+                except OSError as error:
+                    failure = error
+            del piece  # let go of the caller's buffer before waiting for the next piece
+        try:
+            if failure is None and not self._aborted:
+                _sync(self._fd)
+        except OSError as error:
+            failure = error
+        finally:
+            os.close(self._fd)
+        if failure is not None:
+            self._done.set_exception(failure)
+        else:
+            self._done.set_result(self._hasher.hexdigest())
 
 
 def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
@@ -408,6 +542,13 @@ def _sync_directory(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _not_written(record: CheckpointRecord, error: OSError) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {record.seq} of task {record.task_id} was not written ({error.strerror or error}); "
+        "the previous checkpoint is kept"
+    )
 
 
 def _remove_quietly(path: Path) -> None:

@@ -7,7 +7,7 @@ import io
 import select
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -32,11 +32,25 @@ _COALESCE_LIMIT = 64 * 1024
 
 __all__ = [
     "Address",
+    "BulkSink",
     "Channel",
     "accept_channel",
     "connect_channel",
     "open_channel",
 ]
+
+
+class BulkSink(Protocol):
+    """Where bulk data received in place goes as it arrives (e.g. a checkpoint file being written)."""
+
+    async def begin(self, size: int) -> None:
+        """The transfer announced `size` bytes; `filled` follows only for announced transfers."""
+
+    def filled(self, piece: memoryview) -> None:
+        """The next bytes, in their final place: they stay unchanged until `drained` returns."""
+
+    async def drained(self) -> None:
+        """Return once no piece handed over is in use any more."""
 
 
 class Channel:
@@ -258,22 +272,31 @@ class Channel:
         header = await self.receive()
         return header, await self.receive_bulk_data(max_size=max_size)
 
-    async def receive_bulk_data(self, *, max_size: int) -> bytes:
+    async def receive_bulk_data(self, *, max_size: int, sink: BulkSink | None = None) -> bytes:
         """The bulk data that follows a header already taken with `receive`.
 
         On an encrypted stream with the size announced (always, for data sent whole) the result
-        is allocated once and every chunk is decrypted straight into its place; otherwise the
-        chunks are gathered as they come. Either way the data sits in a BytesIO, whose buffer
-        becomes the returned bytes without a final copy.
+        is allocated once and every chunk is decrypted straight into its place, and handed to
+        `sink` there; otherwise the chunks are gathered as they come (and `sink` sees none).
+        Either way the data sits in a BytesIO, whose buffer becomes the returned bytes without a
+        final copy.
         """
         bulk = await self._begin_bulk(max_size)
         data = io.BytesIO()
         if bulk.size and self._session is not None:
             data.seek(bulk.size - 1)
             data.write(b"\0")
+            if sink is not None:
+                await sink.begin(bulk.size)
             with data.getbuffer() as target:
-                while await self._next_chunk(bulk, target[bulk.received:]) is not None:
-                    pass
+                try:
+                    while (chunk := await self._next_chunk(bulk, target[bulk.received:])) is not None:
+                        if sink is not None:
+                            sink.filled(chunk)  # type: ignore[arg-type]
+                finally:
+                    if sink is not None:
+                        with trio.CancelScope(shield=True):  # the buffer must not go while the sink reads it
+                            await sink.drained()
         else:
             while (chunk := await self._next_chunk(bulk)) is not None:
                 data.write(chunk)

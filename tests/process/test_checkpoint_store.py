@@ -287,3 +287,43 @@ def test_commit_accepts_the_state_in_pieces(tmp_path):
                           unit_index=0, epoch=1, seq=1, taken_at=1.0, state=pieces)
     assert record.state == b"".join(pieces)
     assert store.latest("abcd1234-1.0") == record
+
+
+def staged(store: CheckpointStore, record: CheckpointRecord, state: bytes, handed: int) -> CheckpointRecord:
+    """`record` as a moved-in checkpoint (announced at its own size) whose first `handed` bytes of
+    `state` were written while they arrived."""
+    incoming = store.incoming(record, record.size)
+    view = memoryview(state)
+    for start in range(0, handed, 256 * 1024):
+        incoming.filled(view[start:min(start + 256 * 1024, handed)])
+    incoming.wait_written()
+    return dataclasses.replace(unverified(record, state), staged=incoming)
+
+
+@pytest.mark.parametrize("handed", [0, 1000, 3 * 1024 * 1024], ids=["none", "part", "all"])
+def test_a_checkpoint_written_while_it_arrives_reads_back_identically(tmp_path, handed):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    good = make_record(2, state=os.urandom(3 * 1024 * 1024))
+    arriving = staged(store, good, good.state, handed)
+    assert checkpoint_files(store)[0].startswith(".tmp-"), "written beside the old one, not in its place"
+    store.write(arriving)
+    assert read_record(tmp_path / good.task_id / f"{2:016d}.ckpt") == good
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    arriving.staged.abort()  # what the receiving side does after any start: a no-op once installed
+    assert store.latest(good.task_id) == good
+
+
+def test_a_damaged_or_refused_checkpoint_written_while_it_arrives_leaves_the_old_one(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    good = make_record(2, state=os.urandom(1024 * 1024))
+    damaged = bytearray(good.state)
+    damaged[-1] ^= 1
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        store.write(staged(store, good, bytes(damaged), len(damaged)))
+    with pytest.raises(CheckpointError, match="not the 1048576 announced"):  # truncated
+        store.write(staged(store, good, good.state[:-10], 1000))
+    staged(store, good, good.state, 5000).staged.abort()  # the host did not take the unit
+    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert store.latest(good.task_id) == make_record(1)

@@ -83,7 +83,7 @@ def spec() -> UnitSpec:
                     plugin_hash="h" * 64, unit=b"\xa0", memory_bytes=1, epoch=2)
 
 
-async def pair(nursery, tmp, key_b: ClusterKey = KEY):
+async def pair(nursery, tmp, key_b: ClusterKey = KEY, host=None, checkpoints=None):
     """Two nodes, a and b, each with links; b answers with the recording master and host."""
     transports = {}
 
@@ -96,11 +96,11 @@ async def pair(nursery, tmp, key_b: ClusterKey = KEY):
     await nursery.start(run, "a", KEY)
     await nursery.start(run, "b", key_b)
     addresses = {name: t.local_address for name, t in transports.items()}
-    master, host = RecordingMaster(), RecordingHost()
+    master, host = RecordingMaster(), host or RecordingHost()
     links_a = Links(node_id="a", address_of=addresses.get)
     links_a.bind(master=RecordingMaster(), host=RecordingHost(), keeper=HeldReplicas(tmp / "a"))
     links_a.install(transports["a"])
-    links_b = Links(node_id="b", address_of=addresses.get)
+    links_b = Links(node_id="b", address_of=addresses.get, checkpoints=checkpoints)
     links_b.bind(master=master, host=host, keeper=HeldReplicas(tmp / "b"))
     links_b.install(transports["b"])
     return links_a, master, host
@@ -244,6 +244,41 @@ async def test_a_restarted_peer_is_reached_on_a_new_channel_and_a_dead_ones_chan
             await links.master("b").host_failed("a", "a-1.0", 1, "third", False)
             assert accepted == ["a", "a", "a"]
             b_runs.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+
+
+class StoringHost(RecordingHost):
+    """Like the real host: makes the checkpoint durable in its store before it answers, unless it refuses."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        super().__init__()
+        self.store, self.refuse = store, False
+
+    async def start(self, source, spec, record, *, moved=False):
+        if self.refuse:
+            return Verdict(ok=False, reason="no room")
+        await trio.to_thread.run_sync(self.store.write, record)
+        return await super().start(source, spec, record, moved=moved)
+
+
+async def test_a_moved_checkpoint_is_written_while_it_arrives_and_a_refused_one_leaves_nothing(tmp_path):
+    store = CheckpointStore(tmp_path / "kept")
+    host = StoringHost(store)
+    async with trio.open_nursery() as nursery:
+        links, _, _ = await pair(nursery, tmp_path, host=host, checkpoints=store)
+        moved = record(state=bytes(range(256)) * 12_000)  # 3 MB: a dozen bulk chunks
+        assert (await links.host("b").start("a", spec(), moved, moved=True)).ok
+        arrived = host.started[0][1]
+        assert arrived == moved and arrived.staged is not None, "written to the store while it arrived"
+        assert store.latest("a-1.0") == moved
+        host.refuse = True
+        assert not (await links.host("b").start("a", spec(), record(b"newer" * 300_000, seq=4), moved=True)).ok
+        assert sorted(p.name for p in (store.root / "a-1.0").iterdir()) == [f"{3:016d}.ckpt"]
+        host.refuse = False
+        damaged = dataclasses.replace(record(b"newer" * 300_000, seq=4), state=b"older" * 300_000)
+        assert not (await links.host("b").start("a", spec(), damaged, moved=True)).ok
+        assert store.latest("a-1.0") == moved, "a damaged transfer never replaces the copy that was there"
+        assert sorted(p.name for p in (store.root / "a-1.0").iterdir()) == [f"{3:016d}.ckpt"]
         nursery.cancel_scope.cancel()
 
 
