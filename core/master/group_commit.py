@@ -53,7 +53,10 @@ class GroupCommit(Generic[T, R]):
         batch, self._pending = self._pending, []
         try:
             outcomes = await self._commit([t.item for t in batch])
-        except BaseException as error:
+        except Exception as error:   # every caller of the batch hears it alike, this one too
+            for ticket in batch:
+                ticket.error = error
+        except BaseException as error:   # cancelled: the others hear it; this caller's cancellation goes on
             for ticket in batch:
                 ticket.error = error
             raise

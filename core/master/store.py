@@ -201,18 +201,18 @@ class MasterStore:
         self._batches = open_durably(path, _SCHEMA)
         self._batching = threading.Lock()        # one batch at a time on its connection
         self.index = UnitIndex()
-        self._load_index()
+        self._load_index(self._db)
 
     def close(self) -> None:
         self._batches.close()
         self._db.close()
 
-    def _load_index(self) -> None:
-        for row in self._db.execute(
+    def _load_index(self, db: sqlite3.Connection) -> None:
+        for row in db.execute(
                 "SELECT id, seq, plugin, plugin_version, plugin_hash, one_per_host, submitter, inputs FROM assignments"
                 " WHERE state IN ('running', 'combining')"):
             self.index.add_assignment(_head_from_row(row), ())
-        for assignment_id, index, state, host, epoch in self._db.execute(
+        for assignment_id, index, state, host, epoch in db.execute(
                 "SELECT u.assignment_id, u.idx, u.state, u.host, u.epoch FROM units u JOIN assignments a"
                 " ON a.id = u.assignment_id WHERE u.state IN ('queued', 'running') AND a.state = 'running'"):
             if state == "queued":
@@ -237,6 +237,9 @@ class MasterStore:
                 yield db
         except BaseException:
             db.execute("ROLLBACK")
+            with self.index.lock:  # it may have followed a change that is now undone
+                self.index.clear()
+                self._load_index(db)
             raise
         db.execute("COMMIT")
         self._version += 1

@@ -112,6 +112,13 @@ class UnitIndex:
     # -- following the store's writes ------------------------------------------------------------
 
     @_locked
+    def clear(self) -> None:
+        self._heads.clear()
+        self._queued.clear()
+        self._order.clear()
+        self._running.clear()
+
+    @_locked
     def add_assignment(self, head: AssignmentHead, queued: Iterable[int]) -> None:
         self._heads[head.id] = head
         for index in queued:

@@ -545,7 +545,7 @@ class Node:
 
     def _received(self, host: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
         try:
-            submitter = self.store.assignment(split_task_id(task_id)[0]).submitter or self.submitter
+            submitter = self.store.head(split_task_id(task_id)[0]).submitter or self.submitter  # one row, not its units
         except FrostError:
             submitter = self.submitter
         self.ledger.received(host=host, submitter=submitter, task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds)

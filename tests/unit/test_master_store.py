@@ -5,8 +5,10 @@ import sys
 import textwrap
 
 import cbor2
+import pytest
 
-from frost_core.master.store import MasterStore, NewUnit
+from frost_core.master import store as store_module
+from frost_core.master.store import Delivery, MasterStore, NewUnit
 
 NODE_ID = "ab" * 16
 
@@ -199,3 +201,16 @@ def test_a_cancelled_assignment_accepts_no_result(tmp_path):
     store.cancel_assignment(aid)
     assert not store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))
     assert not store.confirm_location(aid, 0, epoch=epoch, host="n1")
+
+
+def test_a_batch_that_fails_leaves_the_index_as_the_database_is(tmp_path, monkeypatch):
+    store = new_store(tmp_path)
+    aid = submit(store)
+    first, second = store.place_unit(aid, 0, host="n1"), store.place_unit(aid, 1, host="n1")
+    clock = iter([1.0])   # the second result's time fails: after the first one's update, before COMMIT
+    monkeypatch.setattr(store_module.time, "time", lambda: next(clock))
+    with pytest.raises(StopIteration):
+        store.accept_results([Delivery(aid, 0, first, cbor2.dumps(1)), Delivery(aid, 1, second, cbor2.dumps(2))])
+    assert sorted(p.task_id for p in store.running_units()) == [f"{aid}.0", f"{aid}.1"]
+    assert [store.unit(aid, i).state for i in (0, 1)] == ["running", "running"]
+    store.close()
