@@ -90,6 +90,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("cluster", "share_weights", dict, {},
            "Fair-share weights per submitter (\"user@NODE_ID\" = 2.0 gets twice the share of weight 1); "
            "submitters not named weigh 1.", items=float),
+    Option("cluster", "verify", float, 0.02,
+           "Fraction of each assignment's units, chosen at random, that a second host runs again to check its "
+           "result (a third settles a mismatch; the host outvoted is quarantined). `submit --verify` overrides it "
+           "per assignment.", 0, 1),
     Option("cluster", "balance_interval", float, 10.0,
            "Seconds between rounds of the load balancer (send a guest away, or ask a loaded peer for one); "
            "0 turns it off.", 0, 3600),

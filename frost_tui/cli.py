@@ -78,7 +78,7 @@ class SubmitResult:
 RESULTS: dict[str, Any] = {
     "status": NodeStatus, "peers": tuple[PeerView, ...], "plugins": tuple[PluginView, ...],
     "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
-    "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str,
+    "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str, "unquarantine": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
     "key remember": KeyResult,
     "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult, "measure": Measurement,
@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="at most one unit of this assignment per host (default: one per free core)")
     submit.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
                         help="an input file the plugin opens by NAME; it stays on this machine (repeatable)")
+    submit.add_argument("--verify", type=float, metavar="FRACTION",
+                        help="re-run this fraction of units (chosen at random) on a second host and compare "
+                             "results; 0 turns checking off (default: cluster.verify, 0.02)")
 
     verb("assignments", "my assignments and their units")
     stats = verb("stats", "CPU given to and received from each peer, per day, and the top contributors")
@@ -208,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     result.add_argument("--output", type=Path, required=True)
     result.add_argument("--files", type=Path, metavar="DIR", help="also save the units' output files into DIR")
     verb("cancel", "cancel an assignment").add_argument("assignment")
+    verb("unquarantine", "send units again to a host quarantined for a wrong result").add_argument("node")
 
     pause = verb("pause", "stop every guest at once and take no new ones")
     pause.add_argument("--until", metavar="HH:MM", help="resume by itself at this time")
@@ -484,7 +488,8 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
 
 def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[str, int]:
     from frost_core import (
-        CancelAssignment, EvictGuests, FinishThenPause, MoveTask, PauseHosting, ResumeHosting, parse_until,
+        CancelAssignment, ClearQuarantine, EvictGuests, FinishThenPause, MoveTask, PauseHosting, ResumeHosting,
+        parse_until,
     )
 
     match args.verb:
@@ -498,6 +503,8 @@ def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tupl
             command = FinishThenPause()
         case "evict":
             command = EvictGuests(task_id=args.task)
+        case "unquarantine":
+            command = ClearQuarantine(node=args.node)
         case _:
             command = MoveTask(task_id=args.task, node=args.node)
     reply = _call(paths, command)
@@ -540,7 +547,8 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
     submitted: Submitted = _call(paths, SubmitAssignment(
-        plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input)))
+        plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input),
+        verify=args.verify))
     out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK
@@ -581,6 +589,7 @@ _COMMANDS = {
     "service": _service, "config": _show_config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
     "plugins": _plugins, "submit": _submit, "result": _result, "cancel": _owner_command, "pause": _owner_command,
     "resume": _owner_command, "finish": _owner_command, "evict": _owner_command, "move": _owner_command,
+    "unquarantine": _owner_command,
 }
 """Each command's handler: it prints its text as it goes and returns (result, exit code)."""
 

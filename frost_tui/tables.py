@@ -41,7 +41,8 @@ def peers(reply: list[dict[str, Any]]) -> str:
     now = time.time()
     return render(
         ["NAME", "ADDRESS", "STATE", "AVAILABLE", "CPUS", "FREE MEM", "GUESTS", "LAST HEARD"],
-        [[p["name"] + (" (me)" if p.get("is_self") else ""), p["address"], p["state"], f"{p['available']:.2f}",
+        [[p["name"] + (" (me)" if p.get("is_self") else ""), p["address"],
+          p["state"] + (", quarantined" if p.get("quarantined") else ""), f"{p['available']:.2f}",
           p["cpus"], _mib(p["free_memory"]), p["guests"], _ago(now - p["last_seen"])] for p in reply],
     )
 
@@ -60,8 +61,9 @@ def assignments(reply: list[dict[str, Any]]) -> str:
         done = sum(1 for u in a["units"] if u["state"] == "done")
         waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
         rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{done}/{len(a['units'])}",
-                     a.get("error") or (f"queued: {waiting}" if waiting else "")])
-    return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING"], rows)
+                     a.get("error") or (f"queued: {waiting}" if waiting else "")
+                     or (a.get("verification", "") if a["state"] == "done" else "")])
+    return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)
 
 
 def _cell(value: Any) -> str:

@@ -60,6 +60,15 @@ class SubmitAssignment:
     params: dict[str, Any] = field(default_factory=dict)
     one_per_host: bool = False  # FROST's rule; otherwise one unit per free core of each host
     inputs: dict[str, str] = field(default_factory=dict)  # input file name -> path on the submitting machine
+    verify: float | None = None  # the fraction of units a second host re-runs to check; None: cluster.verify
+
+
+@dataclass(frozen=True)
+class ClearQuarantine:
+    """Trust a host this master quarantined for a wrong result again (a prefix of its node id is enough)."""
+
+    REPLY: ClassVar[Any] = str
+    node: str
 
 
 @dataclass(frozen=True)
@@ -110,5 +119,5 @@ class Remeasure:
 
 Command = (
     PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | MoveTask | SubmitAssignment
-    | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure
+    | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure | ClearQuarantine
 )

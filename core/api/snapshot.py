@@ -45,6 +45,7 @@ class PeerView:
     incarnation: int
     protocol_version: int
     is_self: bool
+    quarantined: str = ""      # why this node's master sends it no units (a wrong result), until the owner clears it
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class AssignmentView:
     result_path: str | None       # a readable copy of the result on this machine, once done
     error: str | None
     wasted_seconds: float = 0.0   # guest-seconds thrown away (given-up, refused or overtaken copies)
+    verify: float = 0.0           # the fraction of units asked to be checked by a second host
+    verified: int = 0             # units whose result two hosts agreed on
+    verification: str = ""        # the same in words: "3 of 100 units verified by a second host", "not verified"
     waste: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by reason (master.waste)
 
 

@@ -26,6 +26,7 @@ class Need:
     assignment_id: str
     memory: int
     one_per_host: bool = False
+    avoid: frozenset[str] = frozenset()   # hosts that already returned a copy of it (a checked unit's next copy)
 
 
 def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
@@ -34,6 +35,7 @@ def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
         and host.guests < host.cpus
         and host.free_memory >= need.memory
         and not (need.one_per_host and host.node_id in holding)
+        and host.node_id not in need.avoid
     )
 
 
@@ -92,6 +94,8 @@ def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str
         return f"needs {_size(need.memory)}, largest free {_size(max(h.free_memory for h in free))}"
     if need.one_per_host and all(h.node_id in holding for h in roomy):
         return "every free peer already runs a unit of this assignment (one per host)"
+    if roomy and all(h.node_id in need.avoid for h in roomy):
+        return "waiting for a free peer that has not run it yet (its result is being verified)"
     refused = [(node, reason) for node, reason in sorted((refusals or {}).items())
                if node in {h.node_id for h in roomy}]
     if refused and len(refused) == len(roomy):

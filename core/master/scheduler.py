@@ -47,7 +47,7 @@ from frost_core.policies.views import NodeView
 from frost_core.master.group_commit import GroupCommit
 from frost_core.master.placement import Need, WaitingReasons, plan, why_not_placed
 from frost_core.master.results import export_result
-from frost_core.master import waste
+from frost_core.master import verification, waste
 from frost_core.master.reach import Reach
 from frost_core.master.store import (
     Delivery, MasterStore, Placement, UnitRecord, UnknownAssignmentError, split_task_id,
@@ -81,6 +81,9 @@ class MasterSettings:
                    replica_peers=config.get("checkpoints.replica_peers"), unit_lease=config.get("cluster.unit_lease"),
                    death_settle=death_settle(peers + 1, MembershipConfig.from_config(config)))
 
+
+QUARANTINE = "quarantined"
+"""The intent key of the hosts this master quarantined (host -> why)."""
 
 STANDING_STILL = frozenset({"paused", "suspended"})
 """Reported states in which a unit makes no progress."""
@@ -135,6 +138,7 @@ class MasterScheduler:
         self._usage_of = usage_of
         self._shares = shares
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
+        self._quarantined: dict[str, str] = dict(store.intent(QUARANTINE, {}))   # host -> why (durable)
         self._on_received = on_received
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._waiting = WaitingReasons()                     # queued task id -> why it is not placed
@@ -209,7 +213,7 @@ class MasterScheduler:
         if not waiting:
             self._waiting = WaitingReasons()
             return
-        hosts = self._with_own_units(self._hosts())
+        hosts = self._with_own_units([h for h in self._hosts() if h.node_id not in self._quarantined])
         held = index.holders()
         free = [h for h in hosts if h.accepting and h.guests < h.cpus]
         slots = sum(h.cpus - h.guests for h in free)
@@ -222,7 +226,8 @@ class MasterScheduler:
             sum(h.node_id not in held.get(head.id, ()) for h in free) if head.one_per_host else queued[head.id],
         ) for head in waiting], slots, usage.__getitem__, self._shares())
         units = [unit for assignment_id, count in order for unit in self._store.queued(assignment_id, count)]
-        needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host) for u in units]
+        needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host,
+                      frozenset(u.copied_on)) for u in units]
         by_task = {u.task_id: u for u in units}
         planned = plan(needs, hosts, held)
         refusals: dict[str, dict[str, str]] = {}
@@ -260,7 +265,8 @@ class MasterScheduler:
                     continue
                 self._told[(host, submitter)] = now
                 for unit in self._store.queued(head.id, 1):
-                    await self._place_round({host: [(unit, head)]}, {}, usage, demand)
+                    if host not in unit.copied_on:   # a checked unit's next copy goes to another host
+                        await self._place_round({host: [(unit, head)]}, {}, usage, demand)
 
     def _with_own_units(self, hosts: Sequence[NodeView]) -> list[NodeView]:
         """The gossiped figures, but a host runs at least the units this master placed there: figures a few
@@ -317,7 +323,9 @@ class MasterScheduler:
                      usage: dict[str, float], demand: dict[str, int]) -> None:
         checkpoints = await self._blocking(self._newest_checkpoints, [(u, head.plugin_hash) for u, head in batch])
         for i, (unit, head) in enumerate(batch):
-            if unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
+            if unit.copied_on:  # a checked unit's next copy starts afresh: nothing of an earlier copy's run
+                checkpoints[i] = None
+            elif unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
                 checkpoints[i] = await self._newer_from_holders(unit, head.plugin_hash, checkpoints[i])
         offers = []
         for (unit, head), checkpoint in zip(batch, checkpoints):
@@ -534,6 +542,11 @@ class MasterScheduler:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
+        unit = self._store.unit(assignment_id, index)
+        if unit.checked and unit.state != "done":
+            decided = await self._check_copy(host, unit, epoch, value, files, cpu_seconds)
+            if decided is not None:
+                return decided
         accepted = await self._results.submit(Delivery(assignment_id, index, epoch, value, files, cpu_seconds))
         self._on_received(host, task_id, epoch, cpu_seconds)
         where = "here" if host == self._node_id else f"on {host[:8]}"
@@ -580,6 +593,73 @@ class MasterScheduler:
     async def _accept_results(self, deliveries: list[Delivery]) -> list[bool]:
         """Results that arrived together, in one transaction off the event loop."""
         return await self._blocking(self._store.accept_results, deliveries)
+
+    async def _check_copy(self, host: str, unit: UnitRecord, epoch: int, value: bytes,
+                          files: dict[str, bytes] | None, cpu_seconds: float) -> bool | None:
+        """A checked unit's copy came in: keep it and act on what the copies decide; None if it is not
+        the current copy (the ordinary refusal applies)."""
+        task_id = unit.task_id
+        decision = self._store.record_copy(unit.assignment_id, unit.index, epoch=epoch, host=host, result=value,
+                                           files=files, cpu_seconds=cpu_seconds)
+        if decision is None:
+            return None
+        self._forget(task_id, epoch)
+        self._replicated.pop(task_id, None)
+        self._checkpoint_heard.pop(task_id, None)
+        await self._blocking(self._replicas.discard, task_id)   # the next copy must not resume from this one's
+        if self._usage is not None:
+            self._usage.add(unit.submitter, cpu_seconds, time.time())
+        for wrong in decision.wrong:
+            self.quarantine(wrong, f"its result of {task_id} differed from the majority's")
+        if decision.agreed is not None:
+            self._events.add("assignment", f"{task_id} result verified: {counted(len(unit.copied_on) + 1, 'host')} "
+                             "returned it, the majority agreed")
+        elif decision.exhausted:
+            self._store.fail_assignment(unit.assignment_id, f"unit {unit.index}: no two hosts returned the same result")
+            self._events.add("assignment", f"assignment {unit.assignment_id} failed: no two hosts agreed on unit "
+                             f"{unit.index}'s result", severity="error", title="Assignment failed")
+        elif not self._checkers(unit.copied_on + (host,)) and self._store.settle_unchecked(unit.assignment_id,
+                                                                                         unit.index):
+            self._events.add("assignment", f"{task_id}: no other host takes guests to check it; the result from "
+                             f"{host[:8]} is taken unverified")
+        else:
+            self._events.add("assignment", f"{task_id}: a copy from {host[:8]} is in; another host runs it to check")
+        self.wake()
+        self._on_change()
+        return True
+
+    def _checkers(self, ran: tuple[str, ...]) -> list[str]:
+        """Hosts that could run another copy of a checked unit: taking guests, trusted, and not among `ran`."""
+        return [h.node_id for h in self._hosts()
+                if h.accepting and h.node_id not in ran and h.node_id not in self._quarantined]
+
+    # -- quarantine -------------------------------------------------------------------------------------
+
+    def quarantined(self) -> dict[str, str]:
+        """Hosts this master no longer sends units to, each with why, until the owner clears them."""
+        return dict(self._quarantined)
+
+    def quarantine(self, host: str, why: str) -> None:
+        if host in self._quarantined or host == self._node_id:
+            return
+        self._quarantined[host] = why
+        self._store.set_intent(QUARANTINE, self._quarantined)
+        self._events.add("quarantine", f"{host[:8]} returned a wrong result ({why}): quarantined, no more units "
+                         f"from this master until the owner clears it (frost-tui unquarantine {host[:8]})",
+                         severity="error", title="Host quarantined")
+
+    def clear_quarantine(self, host: str) -> str:
+        """The owner trusts `host` again (a prefix of its id is enough); returns the full id."""
+        matches = [h for h in self._quarantined if h.startswith(host)]
+        if len(matches) != 1:
+            raise FrostError(f"no single quarantined host matches {host!r}"
+                             f" (quarantined: {', '.join(h[:8] for h in self._quarantined) or 'none'})",
+                             title="Not quarantined")
+        del self._quarantined[matches[0]]
+        self._store.set_intent(QUARANTINE, self._quarantined)
+        self._events.add("quarantine", f"{matches[0][:8]} cleared by the owner: it gets units again")
+        self.wake()
+        return matches[0]
 
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
         assignment_id, index = split_task_id(task_id)
@@ -804,8 +884,9 @@ class MasterScheduler:
             await self._blocking(export_result, self._store, self._results_dir, assignment_id)
             self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
             done = self._store.assignment(assignment_id)
+            checked = verification.summary(done.verify, len(done.units), done.verified)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"
-                             f"; {waste.summary(done.waste)}")
+                             f"; {waste.summary(done.waste)}; {checked}")
         finally:
             self._combining.discard(assignment_id)
         self._on_change()

@@ -10,6 +10,7 @@ and what runs without scanning the tables.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 import time
@@ -25,6 +26,7 @@ from frost_core.storage.sqlite import open_durably
 from frost_core.api.errors import FrostError
 from frost_core.guest.views import InputFile
 from frost_core.master.unit_index import AssignmentHead, Placed, UnitIndex
+from frost_core.master.verification import Decision, decide
 
 SCHEMA_VERSION = 1
 
@@ -67,6 +69,14 @@ CREATE TABLE IF NOT EXISTS waste (
     reason TEXT NOT NULL,
     seconds REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS unit_copies (
+    assignment_id TEXT NOT NULL REFERENCES assignments(id),
+    idx INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    result BLOB NOT NULL,
+    files BLOB
+);
 CREATE TABLE IF NOT EXISTS intents (
     key TEXT PRIMARY KEY,
     value BLOB NOT NULL
@@ -81,6 +91,8 @@ _ADDED_COLUMNS = (
     ("assignments", "submitter", "TEXT NOT NULL DEFAULT ''"),  # identity.submitter_id; '' until migrated
     ("units", "cpu_seconds", "REAL NOT NULL DEFAULT 0"),       # the accepted copy's guest CPU time
     ("units", "finished_at", "REAL"),                          # wall time its result was accepted
+    ("assignments", "verify", "REAL NOT NULL DEFAULT 0"),      # the fraction of units checked by a second host
+    ("units", "checked", "INTEGER NOT NULL DEFAULT 0"),        # 1: its result must come twice alike (verification)
 )
 
 
@@ -104,6 +116,8 @@ class UnitRecord:
     error: str | None
     inputs: tuple[InputFile, ...] = ()  # the assignment's input files
     submitter: str = ""                 # who submitted the assignment (`identity.submitter_id`)
+    checked: bool = False               # chosen for verification: done once two hosts' results agree
+    copied_on: tuple[str, ...] = ()     # hosts whose result of it is in (a checked unit's copies so far)
 
     @property
     def task_id(self) -> str:
@@ -138,6 +152,13 @@ class AssignmentRecord:
     waste: tuple[tuple[str, float], ...] = ()
     """Guest-seconds thrown away, by reason (`master.waste`), largest first."""
     submitter: str = ""
+    verify: float = 0.0
+    """The fraction of units asked to be checked by a second host (`master.verification`)."""
+
+    @property
+    def verified(self) -> int:
+        """Units whose result two hosts agreed on."""
+        return sum(1 for u in self.units if u.checked and u.state == "done")
 
     @property
     def wasted_seconds(self) -> float:
@@ -249,7 +270,8 @@ class MasterStore:
     def create_assignment(
         self, *, plugin: str, plugin_version: str, plugin_hash: str,
         params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
-        inputs: tuple[InputFile, ...] = (), submitter: str | None = None,
+        inputs: tuple[InputFile, ...] = (), submitter: str | None = None, verify: float = 0.0,
+        checked: frozenset[int] = frozenset(),
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
@@ -262,13 +284,15 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs, submitter) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+                " one_per_host, inputs, submitter, verify) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
-                 _encode_inputs(inputs), self._submitter if submitter is None else submitter),
+                 _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify),
             )
             db.executemany(
-                "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state) VALUES (?, ?, ?, ?, ?, 'queued')",
-                [(assignment_id, i, cbor2.dumps(u.data), u.memory_bytes, u.cost) for i, u in enumerate(units)],
+                "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state, checked)"
+                " VALUES (?, ?, ?, ?, ?, 'queued', ?)",
+                [(assignment_id, i, cbor2.dumps(u.data), u.memory_bytes, u.cost, int(i in checked))
+                 for i, u in enumerate(units)],
             )
             self.index.add_assignment(self._head(db, assignment_id), range(len(units)))
         return assignment_id
@@ -288,7 +312,7 @@ class MasterStore:
     def assignment(self, assignment_id: str) -> AssignmentRecord:
         row = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs, submitter FROM assignments WHERE id = ?",
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify FROM assignments WHERE id = ?",
             (assignment_id,),
         ).fetchone()
         if row is None:
@@ -305,7 +329,7 @@ class MasterStore:
             return list(self._listed[1])
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs, submitter FROM assignments ORDER BY seq"
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._assignment_from_row(row) for row in rows]
         self._listed = (self._version, records)
@@ -462,6 +486,59 @@ class MasterStore:
                     self.index.finish(d.assignment_id, d.index)
         return accepted
 
+    def record_copy(
+        self, assignment_id: str, index: int, *, epoch: int, host: str, result: bytes,
+        files: dict[str, bytes] | None = None, cpu_seconds: float = 0.0,
+    ) -> Decision | None:
+        """Keep one host's result of a checked unit and decide (`verification.decide`), in one transaction.
+
+        None when this copy is not the current one (stale, or the unit is no longer open). Agreed: the
+        majority's result becomes the unit's and it is done. Otherwise it waits in the queue for another
+        host's copy (placed on none that already sent one).
+        """
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT u.epoch, u.state, a.state FROM units u JOIN assignments a ON a.id = u.assignment_id"
+                " WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index)).fetchone()
+            if row is None or row[1] not in ("running", "queued") or row[2] != "running" or epoch != row[0]:
+                return None
+            db.execute("INSERT INTO unit_copies (assignment_id, idx, host, sha256, result, files) VALUES (?, ?, ?, ?, ?, ?)",
+                       (assignment_id, index, host, hashlib.sha256(result).hexdigest(), result,
+                        cbor2.dumps(files, canonical=True) if files else None))
+            copies = db.execute("SELECT host, sha256 FROM unit_copies WHERE assignment_id = ? AND idx = ? ORDER BY rowid",
+                                (assignment_id, index)).fetchall()
+            decision = decide(tuple((h, sha) for h, sha in copies))
+            if decision.agreed is not None:
+                db.execute(
+                    "UPDATE units SET state = 'done', progress = 1.0, error = NULL, cpu_seconds = cpu_seconds + ?,"
+                    " finished_at = ?, result = (SELECT result FROM unit_copies c WHERE c.assignment_id = ? AND c.idx = ?"
+                    " AND c.sha256 = ? LIMIT 1), files = (SELECT files FROM unit_copies c WHERE c.assignment_id = ?"
+                    " AND c.idx = ? AND c.sha256 = ? LIMIT 1) WHERE assignment_id = ? AND idx = ?",
+                    (max(cpu_seconds, 0.0), time.time(), assignment_id, index, decision.agreed, assignment_id, index,
+                     decision.agreed, assignment_id, index))
+                self.index.finish(assignment_id, index)
+            else:
+                db.execute("UPDATE units SET state = 'queued', progress = 0, cpu_seconds = cpu_seconds + ?"
+                           " WHERE assignment_id = ? AND idx = ?", (max(cpu_seconds, 0.0), assignment_id, index))
+                self.index.queue(assignment_id, index)
+            return decision
+
+    def settle_unchecked(self, assignment_id: str, index: int) -> bool:
+        """A checked unit with one copy in and no other host to run it: take that copy's result as it is,
+        no longer counted as checked (its assignment's summary says fewer units verified)."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE units SET state = 'done', checked = 0, progress = 1.0, error = NULL, finished_at = ?,"
+                " result = (SELECT result FROM unit_copies c WHERE c.assignment_id = units.assignment_id"
+                " AND c.idx = units.idx ORDER BY rowid LIMIT 1), files = (SELECT files FROM unit_copies c"
+                " WHERE c.assignment_id = units.assignment_id AND c.idx = units.idx ORDER BY rowid LIMIT 1)"
+                " WHERE assignment_id = ? AND idx = ? AND state = 'queued'"
+                " AND (SELECT COUNT(*) FROM unit_copies c WHERE c.assignment_id = units.assignment_id"
+                " AND c.idx = units.idx) = 1", (time.time(), assignment_id, index))
+            if cursor.rowcount == 1:
+                self.index.finish(assignment_id, index)
+            return cursor.rowcount == 1
+
     def confirm_location(self, assignment_id: str, index: int, *, epoch: int, host: str) -> bool:
         """A host reports it runs the unit at `epoch`: True if that copy is the current one.
 
@@ -603,7 +680,7 @@ class MasterStore:
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
-            one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13],
+            one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
             waste=tuple(self._db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),
@@ -613,7 +690,8 @@ class MasterStore:
 _UNIT_COLUMNS = (
     "u.assignment_id, u.idx, u.data, u.memory_bytes, u.cost, u.state, u.host, u.epoch, u.failures,"
     " u.moves, u.progress, u.error, (SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id),"
-    " (SELECT a.submitter FROM assignments a WHERE a.id = u.assignment_id)"
+    " (SELECT a.submitter FROM assignments a WHERE a.id = u.assignment_id), u.checked,"
+    " (SELECT group_concat(c.host) FROM unit_copies c WHERE c.assignment_id = u.assignment_id AND c.idx = u.idx)"
 )
 
 
@@ -621,7 +699,8 @@ def _unit_from_row(row: tuple) -> UnitRecord:
     return UnitRecord(
         assignment_id=row[0], index=row[1], data=cbor2.loads(row[2]), memory_bytes=row[3], cost=row[4],
         state=row[5], host=row[6], epoch=row[7], failures=row[8], moves=row[9], progress=row[10], error=row[11],
-        inputs=_decode_inputs(row[12]), submitter=row[13],
+        inputs=_decode_inputs(row[12]), submitter=row[13], checked=bool(row[14]),
+        copied_on=tuple(row[15].split(",")) if row[15] else (),
     )
 
 

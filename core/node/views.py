@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from frost_core.policies.intents import HostingState, Intents
+from frost_core.master import verification
 from frost_core.master.results import exported_path
 from frost_core.master.store import AssignmentRecord
 from frost_core.api.snapshot import (
@@ -67,6 +68,8 @@ class NodeParts(Protocol):
     def unit_waiting(self) -> dict[str, str]: ...
 
     def unit_states(self) -> dict[str, str]: ...
+
+    def quarantined(self) -> dict[str, str]: ...
 
 
 def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float,
@@ -126,6 +129,7 @@ def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
     views = []
     members = node.membership.members()
     names = display_names(members)
+    quarantined = node.quarantined()
     for record in members:
         figures = record.figures
         views.append(PeerView(
@@ -136,6 +140,7 @@ def peer_views(node: NodeParts) -> tuple[PeerView, ...]:
             rtt_ms=node.membership.rtt_ms(record.node_id), idle_extremity=figures.idle_extremity,
             heavy_extremity=figures.heavy_extremity, incarnation=record.incarnation,
             protocol_version=record.protocol_version, is_self=record.node_id == node.node_id,
+            quarantined=quarantined.get(record.node_id, ""),
         ))
     return tuple(sorted(views, key=lambda view: (not view.is_self, view.name)))
 
@@ -182,6 +187,8 @@ def assignment_view(
         if record.state == "done" and record.result_filename else None,
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
+        verify=record.verify, verified=record.verified,
+        verification=verification.summary(record.verify, len(record.units), record.verified),
     )
 
 

@@ -35,7 +35,7 @@ from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
-    Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
+    ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, parse_address, save_config
 from frost_core.node.attach_protocol import AttachRequest
@@ -57,6 +57,7 @@ from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
 from frost_core.master.usage import UsageBook
+from frost_core.master.verification import choose_checked
 from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
 from frost_core.node.answers import answer
 from frost_core.api.queries import Query
@@ -259,6 +260,10 @@ class Node:
         """Seconds each running unit of this node's assignments still needs, wherever it runs."""
         return self._scheduler.etas()
 
+    def quarantined(self) -> dict[str, str]:
+        """Hosts this node's master quarantined for a wrong result, with why."""
+        return self._scheduler.quarantined()
+
     def unit_states(self) -> dict[str, str]:
         """Each placed unit of this node's assignments as its host reports it (paused, suspended, ...)."""
         return self._scheduler.reported_states()
@@ -359,8 +364,11 @@ class Node:
                 return "taking nothing new; pausing once the current guests finish"
             case EvictGuests(task_id=task_id):
                 return await self._evict(task_id, by_owner=True)
-            case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs):
-                return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs)
+            case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify):
+                return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs,
+                                          verify=self.config.get("cluster.verify") if verify is None else verify)
+            case ClearQuarantine(node=node):
+                return f"{self._scheduler.clear_quarantine(node)[:8]} gets units from this master again"
             case CancelAssignment(assignment_id=assignment_id):
                 record = self.store.cancel_assignment(assignment_id)
                 await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
@@ -397,6 +405,7 @@ class Node:
 
     async def _submit(
         self, plugin_name: str, raw_params: dict[str, Any], *, one_per_host: bool = False, inputs: dict[str, str],
+        verify: float = 0.0,
     ) -> Submitted:
         if not self.registry.plugins():
             await self.registry.scan_async()
@@ -405,6 +414,8 @@ class Node:
         units = await split_units(info, params)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
+        if not 0.0 <= verify <= 1.0:
+            raise ConfigError(f"--verify takes a fraction from 0 to 1, not {verify:g}", title="Bad verify fraction")
         for name in inputs:  # a bad name is the owner's typo to fix first, before what is missing
             check_file_name(name, "input file")
         missing = [name for name in declared_inputs(info, params) if name not in inputs]
@@ -417,7 +428,8 @@ class Node:
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params,
             units=[NewUnit(data=u.data, memory_bytes=u.memory_bytes, cost=u.cost) for u in units],
-            one_per_host=one_per_host, inputs=stored,
+            one_per_host=one_per_host, inputs=stored, verify=verify,
+            checked=choose_checked(len(units), verify, random.Random()),
         )
         self.events.add("assignment", f"assignment {assignment_id} submitted: {counted(len(units), 'unit')} of {info.name}")
         self._scheduler.wake()

@@ -133,7 +133,7 @@ def peer_row(peer: PeerView, now: float) -> tuple:
     return (
         name,
         peer.address,
-        styled_state(peer.state),
+        styled_state("quarantined" if peer.quarantined else peer.state),
         f"{peer.available:.2f}",
         str(peer.cpus),
         format_bytes(peer.free_memory),
@@ -165,6 +165,8 @@ def peer_facts(peer: PeerView, now: float) -> tuple[tuple[str, str | Text, str, 
         ("State", styled_state(peer.state), "Protocol", f"v{peer.protocol_version}"),
         ("Idle extremity", f"{peer.idle_extremity:.2f}", "Heavy extremity", f"{peer.heavy_extremity:.2f}"),
         ("Last heard", heard, "Mode", peer.mode),
+        *((("Quarantined", peer.quarantined, "Clear with", f"frost-tui unquarantine {peer.node_id[:8]}"),)
+          if peer.quarantined else ()),
     )
 
 

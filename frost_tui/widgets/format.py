@@ -77,6 +77,7 @@ STATE_STYLES = {
     "hosting": "green",
     "done": "green",
     "suspect": "bold yellow",
+    "quarantined": "bold red",
     "paused": "yellow",
     "suspended": "yellow",
     "queued": "bright_black",
