@@ -33,6 +33,9 @@ def desk_node(folder: Path) -> Node:
         "owner.policy": "always",
         # The swarm's peers host nothing: the balancer must not try to send them guests.
         "cluster.balance_interval": 0,
+        # `e` sends the guests away; with no peer to take them they come back through the master's
+        # queue to this node, which the owner's evict hold would refuse for five minutes.
+        "owner.evict_hold": 0,
     }))
 
 

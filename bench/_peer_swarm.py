@@ -3,8 +3,8 @@
 Run as `python bench/_peer_swarm.py KEY_FILE SEED_HOST:PORT N`: each peer binds its own UDP and
 TCP port on 127.0.0.1, joins through the seed with the cluster key, answers probes and gossips
 its figures, which drift every 5-15 s as a desk's do (most moves below the 5 % push threshold).
-They host nothing: a node that offered them a unit would be refused, so the UI benchmarks place
-their guests before the swarm starts. The peers probe once a second rather than four times
+They host nothing, so they advertise no free memory: no placement or move picks them (a unit
+offered to them would find no one to take it). The peers probe once a second rather than four times
 (the node they feed keeps the defaults): the swarm shares a 2-core machine with what it
 measures. Prints "ready" once every peer serves; exits when its parent does.
 """
@@ -30,7 +30,7 @@ async def run_peer(index: int, key: ClusterKey, seed: tuple[str, int], rng: rand
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     node_id = uuid.uuid4().hex
     available = rng.uniform(0.2, 1.0)
-    figures = ResourceFigures(available=available, cpus=4, free_memory=8 << 30, guests=rng.randrange(3))
+    figures = ResourceFigures(available=available, cpus=4, free_memory=0, guests=rng.randrange(3))
     async with open_transport(host="127.0.0.1", port=0, key=key, node_id=node_id) as transport:
         membership = Membership(node_id=node_id, name=f"peer-{index:03d}", address=transport.local_address,
                                 rng=random.Random(rng.getrandbits(64)), config=PEER_CONFIG, seeds=[seed],
@@ -41,7 +41,7 @@ async def run_peer(index: int, key: ClusterKey, seed: tuple[str, int], rng: rand
             while True:
                 await trio.sleep(rng.uniform(5, 15))
                 available = min(1.0, max(0.05, available * rng.uniform(0.9, 1.1)))
-                membership.set_local_figures(ResourceFigures(available=available, cpus=4, free_memory=8 << 30,
+                membership.set_local_figures(ResourceFigures(available=available, cpus=4, free_memory=0,
                                                              guests=figures.guests))
 
 

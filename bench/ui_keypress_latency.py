@@ -6,8 +6,10 @@ end of the first screen update after the snapshot showing the key's effect, on t
   ballast guests (real processes at the lowest priority) with 100 real peers in its table
   (bench/_desk.py). `p` alternately pauses and resumes hosting: key event, command, the node
   stopping or continuing its ten guests, snapshot, redraw; the clock stops at the first paint
-  after the hosting state shown has changed. `e` is not timed here: an eviction sends the
-  guests away for good (the swarm's peers host nothing), so it cannot be repeated on one desk.
+  after the hosting state shown has changed. `e` evicts the ten guests: the clock stops at the
+  first paint after the screen shows fewer than ten running. The swarm's peers host nothing, so
+  the units come back through the node's own master queue; the next `e` waits (untimed) until
+  all ten run again, which takes seconds, so `e` is pressed a quarter as often as `p`.
 - fake (this script's figure before issue 15, kept beside): a node that answers at once, so
   the figure is the UI's own share; `e` re-publishes the guests before each press.
 Baseline, in the same run (fake node): the same path without a key: a snapshot published by the
@@ -33,7 +35,7 @@ from bench._common import print_table, write_results  # noqa: E402
 from textual import events  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
-from _desk import desk_node, populate, stop_swarm  # noqa: E402
+from _desk import GUESTS, desk_node, populate, stop_swarm, until  # noqa: E402
 from frost_tui.app import create_app  # noqa: E402
 from tests.tui.fake_node import live_node  # noqa: E402
 
@@ -107,7 +109,7 @@ async def measure_fake(presses: int) -> dict[str, list[float]]:
 
 
 async def measure_real(presses: int) -> dict[str, list[float]]:
-    timings: dict[str, list[float]] = {"p (pause)": [], "p (resume)": []}
+    timings: dict[str, list[float]] = {"p (pause)": [], "p (resume)": [], "e": []}
     with tempfile.TemporaryDirectory() as tmp, recording_paints() as painted:
         folder = Path(tmp)
         node = desk_node(folder)
@@ -125,9 +127,19 @@ async def measure_real(presses: int) -> dict[str, list[float]]:
                     done = lambda s, pausing=pausing: (s.hosting.state == "paused") == pausing  # noqa: E731
                     timings["p (pause)" if pausing else "p (resume)"].append(
                         await until_painted(app, painted, done, start))
+                for _ in range(max(1, presses // 4)):
+                    await until(lambda: running(node.snapshot()) == GUESTS, asyncio.sleep, "ten guests back")
+                    await pilot.pause(0.3)
+                    start = time.perf_counter()
+                    press(app, "e")
+                    timings["e"].append(await until_painted(app, painted, lambda s: running(s) < GUESTS, start))
             finally:
                 stop_swarm(swarm)
     return timings
+
+
+def running(snapshot) -> int:
+    return sum(g.state == "running" for g in snapshot.guests)
 
 
 def main() -> None:
