@@ -115,8 +115,8 @@ OPTIONS: tuple[Option, ...] = (
            "Seconds a host keeps finished results for a master it cannot reach before giving up on them.",
            60, 30 * 86400),
     Option("cluster", "reciprocity", bool, False,
-           "Rank submitters whose nodes gave the cluster more CPU than they took ahead of those that only take "
-           "(from the signed ledger summaries)."),
+           "Fair share credits a submitter with what its node gave the cluster beyond what it took (from the "
+           "signed ledger summaries): those who give are served before those who only take."),
     # [gossip]
     Option("gossip", "interval", float, 2.0, "Seconds between push-pull exchanges of the resource table.", 0.05, 60),
     Option("gossip", "fanout", int, 2, "Random peers contacted each gossip interval, and by an immediate push (k).",

@@ -45,6 +45,7 @@ from frost_tui.dialogs.small import ConfirmDialog, DetailsDialog, MoveDialog, Pa
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
 from frost_tui.dialogs.help import HelpScreen
+from frost_tui.tabs.ledger import LedgerPane
 from frost_tui.tabs.machine import MachinePane
 from frost_tui.tabs.pane import Pane
 from frost_tui.tabs.peers import PeersPane
@@ -62,6 +63,7 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("plugins", "5 Plugins", PluginsPane),
     ("events", "6 Events", EventsPane),
     ("settings", "7 Settings", SettingsPane),
+    ("ledger", "8 Ledger", LedgerPane),
 )
 STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
@@ -96,7 +98,7 @@ class KeyedTabs(TabbedContent):
 
 
 class FrostApp(App[int]):
-    """One window over one node: seven tabs, single-key commands, nothing shown that the node did not say."""
+    """One window over one node: eight tabs, single-key commands, nothing shown that the node did not say."""
 
     CSS_PATH = "frost.tcss"
     TITLE = "frost-tui"

@@ -63,9 +63,9 @@ class LedgerService:
     def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
         return self.ledger.decayed_usage(submitter, now, half_life)
 
-    def balances(self) -> dict[str, float]:
-        """Each node's given minus received (normalised CPU-seconds), as of the last view."""
-        return dict(self._balances)
+    def balance_of(self, node_id: str) -> float:
+        """A node's given minus received (normalised CPU-seconds, all time), as of the last view."""
+        return self._balances.get(node_id, 0.0)
 
     # -- views ----------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ class PeerTotal:
 @dataclass(frozen=True)
 class SubmitterUsage:
     submitter: str
-    buckets: tuple[tuple[float, float], ...]   # (bucket start, normalised CPU-seconds given) oldest first
+    buckets: tuple[tuple[float, float], ...]   # (when, normalised CPU-seconds given) oldest first
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,9 @@ def build_summary(node_id: str, issued_at: float, speed: float, peers: Mapping[s
     totals = {s: sum(per.get(s, {}).values()) + older.get(s, (0.0, 0.0))[0] for s in set(per) | set(older)}
     usage = []
     for submitter in sorted(totals, key=lambda s: (-totals[s], s))[:TOP_SUBMITTERS]:
-        buckets = sorted(per.get(submitter, {}).items())
+        # An hour's CPU counts as of the hour's middle (at most now): off by half an hour at worst.
+        hours = per.get(submitter, {})
+        buckets = sorted((min(start + BUCKET_SECONDS / 2, issued_at), cpu) for start, cpu in hours.items())
         if submitter in older and older[submitter][0] > 0:
             total, weighted = older[submitter]
             buckets.insert(0, (weighted / total, total))   # the older records at their mean time

@@ -65,6 +65,7 @@ from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.fair_share import ShareSettings
 from frost_core.policies.owner import GuestAction
+from frost_core.policies.reciprocity import credited_usage, submitter_node
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
 from frost_core.policies.selection import costliest_move
@@ -695,8 +696,12 @@ class Node:
     def _usage_of(self, submitter: str) -> float:
         """A submitter's decayed guest CPU-seconds for fair share, as this node knows them: what this master
         accepted for its own submitters (each submitter's master holds all of its usage); the ledger's
-        cluster-wide count replaces this once it gossips usage."""
-        return self.usage.usage(submitter, time.time(), self.config.get("cluster.usage_half_life"))
+        cluster-wide count replaces this once it gossips usage. With `cluster.reciprocity` on, what the
+        submitter's node gave the cluster beyond what it took (its signed ledger totals) is credited."""
+        usage = self.usage.usage(submitter, time.time(), self.config.get("cluster.usage_half_life"))
+        if not self.config.get("cluster.reciprocity"):
+            return usage
+        return credited_usage(usage, self.ledger.balance_of(submitter_node(submitter)))
 
     def _paused_as(self) -> str:
         """Why guests stand still here, in the word a master shows for its units: paused by the owner's

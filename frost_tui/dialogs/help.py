@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 KEYS: tuple[tuple[str, str], ...] = (  # on every tab
-    ("1 … 7", "Machine, Guests, Peers, Assignments, Plugins, Events, Settings (in a text field a digit is "
+    ("1 … 8", "Machine, Guests, Peers, Assignments, Plugins, Events, Settings, Ledger (in a text field a digit is "
               "text: press escape first)"),
     ("escape", "leave a field; clear and leave the filter; close a dialog"),
     ("p", "pause hosting at once / resume"),

@@ -36,7 +36,7 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
         await exchange_with(transports["m"], master.ledger, ("h", 1), master.signed_summaries, lambda *a: None)
         now = time.time()
         usage = master.decayed_usage("bob@" + "m" * 32, now, DAY)
-        assert 99.0 < usage <= 100.0
+        assert 97.0 < usage <= 100.0   # (hourly buckets: an hour's CPU counts as of the middle of the hour)
         # The forger got the same summary and relays it altered (ten times the giving), and one in the host's
         # name that it signed with its own key.
         genuine = (await host.signed_summaries())[0]

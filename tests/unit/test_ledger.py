@@ -13,7 +13,7 @@ from frost_core.ledger.stats import ledger_view
 from frost_core.ledger.summary import (
     MAX_BODY_BYTES, TOP_PEERS, TOP_SUBMITTERS, SignedSummary, build_summary, open_summary, sign_summary,
 )
-from frost_core.policies.reciprocity import reciprocity_order
+from frost_core.policies.reciprocity import credited_usage, submitter_node
 from frost_core.wire.codec import decode_strict, encode
 
 HOUR, DAY = 3600.0, 86400.0
@@ -123,10 +123,11 @@ def test_the_view_splits_given_and_received_per_peer_and_per_day(tmp_path):
         ledger.close()
 
 
-def test_reciprocity_puts_givers_before_takers():
-    balance = {"giver": 500.0, "taker": -300.0}
-    order = reciprocity_order(["x@taker", "y@new", "z@giver"], balance)
-    assert order == ["z@giver", "y@new", "x@taker"]
+def test_reciprocity_credits_what_a_node_gave_beyond_what_it_took():
+    assert submitter_node("alice@" + "a" * 32) == "a" * 32
+    assert credited_usage(3600.0, 10800.0) == 0.0            # gave 3 h net, used 1 h: ranks with newcomers
+    assert credited_usage(3600.0, 1800.0) == 1800.0          # gave half an hour net: half its usage counts
+    assert credited_usage(3600.0, -5000.0) == 3600.0         # only takes: its usage as it is
 
 
 def test_signed_summaries_travel_in_a_ledger_exchange(tmp_path):
