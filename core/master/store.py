@@ -235,11 +235,13 @@ class MasterStore:
             self.index.add_assignment(_head_from_row(row), ())
         for assignment_id, index, state, host, epoch in db.execute(
                 "SELECT u.assignment_id, u.idx, u.state, u.host, u.epoch FROM units u JOIN assignments a"
-                " ON a.id = u.assignment_id WHERE u.state IN ('queued', 'running') AND a.state = 'running'"):
+                " ON a.id = u.assignment_id WHERE u.state != 'done' AND a.state IN ('running', 'combining')"):
             if state == "queued":
                 self.index.queue(assignment_id, index)
-            else:
+            elif state == "running":
                 self.index.run(assignment_id, index, host=host, epoch=epoch)
+            else:  # failed for good, its assignment's failure not stored yet (a crash between the two)
+                self.index.finish(assignment_id, index, failed=True)
 
     def _add_missing_columns(self) -> None:
         """Columns added after a database was created are added to it, with their defaults."""
@@ -619,7 +621,7 @@ class MasterStore:
                 (error, assignment_id, index, epoch),
             )
             if cursor.rowcount == 1:
-                self.index.finish(assignment_id, index)
+                self.index.finish(assignment_id, index, failed=True)
             return cursor.rowcount == 1
 
     def requeue_hosted_by(self, host: str) -> list[UnitRecord]:

@@ -61,6 +61,7 @@ class UnitIndex:
         self._queued: dict[str, set[int]] = {}                 # assignment -> queued unit indices
         self._order: dict[str, list[int]] = {}                 # assignment -> a heap of them (stale entries skipped)
         self._running: dict[tuple[str, int], Placed] = {}
+        self._unfinished: set[str] = set()                     # assignments with a unit failed for good
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -76,7 +77,7 @@ class UnitIndex:
     @_locked
     def idle(self) -> list[str]:
         """Assignments with no unit waiting or running (all done: to combine), oldest first."""
-        busy = {placed.assignment_id for placed in self._running.values()}
+        busy = {placed.assignment_id for placed in self._running.values()} | self._unfinished
         heads = sorted(self._heads.values(), key=lambda head: head.seq)
         return [h.id for h in heads if h.id not in busy and not self._queued.get(h.id)]
 
@@ -117,6 +118,7 @@ class UnitIndex:
         self._queued.clear()
         self._order.clear()
         self._running.clear()
+        self._unfinished.clear()
 
     @_locked
     def add_assignment(self, head: AssignmentHead, queued: Iterable[int]) -> None:
@@ -130,6 +132,7 @@ class UnitIndex:
         self._heads.pop(assignment_id, None)
         self._queued.pop(assignment_id, None)
         self._order.pop(assignment_id, None)
+        self._unfinished.discard(assignment_id)
         for key in [k for k in self._running if k[0] == assignment_id]:
             del self._running[key]
 
@@ -147,7 +150,9 @@ class UnitIndex:
         self._running[(assignment_id, index)] = Placed(assignment_id, index, host, epoch)
 
     @_locked
-    def finish(self, assignment_id: str, index: int) -> None:
-        """Done or failed for good: neither waiting nor running."""
+    def finish(self, assignment_id: str, index: int, *, failed: bool = False) -> None:
+        """Done, or `failed` for good (its assignment is not to be combined): neither waiting nor running."""
         self._queued.get(assignment_id, set()).discard(index)
         self._running.pop((assignment_id, index), None)
+        if failed:
+            self._unfinished.add(assignment_id)

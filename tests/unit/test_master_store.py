@@ -71,6 +71,17 @@ def test_combining_lists_assignments_whose_units_are_all_done(tmp_path):
     assert store.result(aid) == (b"out", "text/plain", "out.txt")
 
 
+def test_an_assignment_with_a_unit_failed_for_good_is_never_combined_even_across_a_restart(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    epoch = store.place_unit(aid, 0, host="me")
+    store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(0))
+    epoch = store.place_unit(aid, 1, host="me")
+    assert store.fail_unit(aid, 1, epoch=epoch, error="boom")   # a crash here: the assignment's failure unstored
+    assert store.combining_assignments() == []
+    assert new_store(tmp_path).combining_assignments() == []
+
+
 def test_intents_survive_reopening(tmp_path):
     new_store(tmp_path).set_intent("paused_until", 1234.5)
     assert new_store(tmp_path).intent("paused_until") == 1234.5
