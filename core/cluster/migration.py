@@ -7,7 +7,8 @@ A move goes in the order that keeps exactly one live copy whatever fails:
    refusal leaves the guest untouched.
 2. capture: the guest is stopped at its next migration point with its state, or with its last
    checkpoint when it misses the deadline. The CPU is free from here on.
-3. transfer: the checkpoint goes straight to the destination under the next ownership epoch.
+3. transfer: the checkpoint goes straight to the destination under the next ownership epoch,
+   on a channel kept open to it, and is written to its disk while it arrives.
 4. hand-off: the destination answers only once the checkpoint is durable there and the guest
    runs; only then is the copy here dropped. If anything fails before that answer the unit
    resumes here from the checkpoint still on disk.
