@@ -48,12 +48,18 @@ async def populate(node: Node, folder: Path, sleep: Callable[[float], Awaitable[
     node.send_nowait(AddPlugin(path=str(BALLAST)))
     await until(lambda: any(p.name == "bench-ballast" and p.ok for p in node.snapshot().plugins), sleep, "the plugin")
     node.send_nowait(SubmitAssignment(plugin="bench-ballast", params=BALLAST_PARAMS))
-    await until(lambda: sum(g.state == "running" for g in node.snapshot().guests) >= GUESTS, sleep, "ten guests")
+    await until(lambda: active_guests(node.snapshot()) >= GUESTS, sleep, "ten guests")
     swarm = subprocess.Popen([sys.executable, str(BENCH / "_peer_swarm.py"), str(folder / "cluster.key"),
                               node.snapshot().address, str(PEERS)], stdout=subprocess.DEVNULL)
     await until(lambda: sum(p.state == "alive" and not p.is_self for p in node.snapshot().peers) >= PEERS, sleep,
                 "100 peers alive", timeout=120)
     return swarm
+
+
+def active_guests(snapshot) -> int:
+    """Guests running or taking a checkpoint: on a loaded machine guests at the lowest priority can be
+    slow to answer a checkpoint request, so all ten are seldom "running" at one instant."""
+    return sum(g.state in ("running", "checkpointing") for g in snapshot.guests)
 
 
 def stop_swarm(swarm: subprocess.Popen) -> None:

@@ -7,7 +7,7 @@ end of the first screen update after the snapshot showing the key's effect, on t
   (bench/_desk.py). `p` alternately pauses and resumes hosting: key event, command, the node
   stopping or continuing its ten guests, snapshot, redraw; the clock stops at the first paint
   after the hosting state shown has changed. `e` evicts the ten guests: the clock stops at the
-  first paint after the screen shows fewer than ten running. The swarm's peers host nothing, so
+  first paint after the screen shows fewer than ten running (or checkpointing). The swarm's peers host nothing, so
   the units come back through the node's own master queue; the next `e` waits (untimed) until
   all ten run again, which takes seconds, so `e` is pressed a quarter as often as `p`.
 - fake (this script's figure before issue 15, kept beside): a node that answers at once, so
@@ -35,7 +35,7 @@ from bench._common import print_table, write_results  # noqa: E402
 from textual import events  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
-from _desk import GUESTS, desk_node, populate, stop_swarm, until  # noqa: E402
+from _desk import GUESTS, active_guests, desk_node, populate, stop_swarm, until  # noqa: E402
 from frost_tui.app import create_app  # noqa: E402
 from tests.tui.fake_node import live_node  # noqa: E402
 
@@ -128,18 +128,14 @@ async def measure_real(presses: int) -> dict[str, list[float]]:
                     timings["p (pause)" if pausing else "p (resume)"].append(
                         await until_painted(app, painted, done, start))
                 for _ in range(max(1, presses // 4)):
-                    await until(lambda: running(node.snapshot()) == GUESTS, asyncio.sleep, "ten guests back")
+                    await until(lambda: active_guests(node.snapshot()) == GUESTS, asyncio.sleep, "ten guests back")
                     await pilot.pause(0.3)
                     start = time.perf_counter()
                     press(app, "e")
-                    timings["e"].append(await until_painted(app, painted, lambda s: running(s) < GUESTS, start))
+                    timings["e"].append(await until_painted(app, painted, lambda s: active_guests(s) < GUESTS, start))
             finally:
                 stop_swarm(swarm)
     return timings
-
-
-def running(snapshot) -> int:
-    return sum(g.state == "running" for g in snapshot.guests)
 
 
 def main() -> None:
