@@ -141,6 +141,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "warm_spare", bool, True,
            "Keep one guest process started and waiting at the lowest priority (no CPU, ~15 MiB), so an "
            "arriving unit skips the interpreter's start-up (~0.1 s)."),
+    Option("guests", "units_per_process", int, 1000,
+           "Units of one assignment a guest process runs in turn (its plugin imported once; module globals "
+           "survive between them) before a fresh process takes over; 1 gives every unit its own process.",
+           1, 100_000),
     Option("guests", "isolation", str, "best-effort",
            "\"strict\" refuses to start a guest when any isolation layer (cgroups, Landlock, network namespace, "
            "unprivileged user) is missing here; \"best-effort\" runs it with what the machine offers and shows a "

@@ -1,4 +1,4 @@
-"""The guest subprocess (`python -m frost_core.guest.child`): lower itself, then step one plugin unit.
+"""The guest subprocess (`python -m frost_core.guest.child`): lower itself, then step plugin units in turn.
 
 Order matters: priority, memory caps and confinement (confine.py) are set before any plugin code
 runs, so none ever runs at a higher priority, without its cap, unconfined or as root: the plugin
@@ -6,6 +6,10 @@ file and the modules it imports are read as the node's user (preload.py), then t
 its files and drops its user and capabilities, then it executes the plugin. The protocol runs on two
 private pipe fds given on the command line; fd 1 and 2 belong to the plugin (its prints go to
 the node's event log), so a stray print cannot corrupt a frame.
+
+After a unit's result the process stays warm: it waits on its pipe for the next unit of the same
+assignment (same plugin, same folder, same caps) and runs it with its plugin module already
+imported; its sandbox is per process and stays as it is. It exits when the node closes the pipe.
 """
 
 from __future__ import annotations
@@ -102,17 +106,50 @@ class GuestRunner:
         self.address_space = start.address_space
         try:
             sources = self._settle_in(start)
-        except PluginError as error:
-            raise GuestFailure("plugin", error.message) from error
-        self.max_state_bytes = start.max_state_bytes
-        saved = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
-        try:
-            unit = WorkUnit.from_plain(decode_plain(start.unit, "work unit"))
             plugin = load_plugin_file(start.plugin_path, sources)
         except PluginError as error:
             raise GuestFailure("plugin", error.message) from error
+        first = start
+        while start is not None:
+            self._run_unit(start, plugin)
+            start = self._next_start(first)
+        return 0
+
+    def _run_unit(self, start: GuestStart, plugin: Plugin) -> None:
+        """One unit, from its GuestStart (its saved state follows as bulk data) to its result."""
+        self.max_state_bytes = start.max_state_bytes
+        self.steps = 0
+        self.input_paths = {}  # the node emptied the folder: the last unit's copies are gone
+        self.deferred = []
+        os.environ.update(HOME=start.scratch, TMPDIR=start.scratch)
+        saved = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
+        try:
+            unit = WorkUnit.from_plain(decode_plain(start.unit, "work unit"))
+        except PluginError as error:
+            raise GuestFailure("plugin", error.message) from error
         with unit_files(self):
-            return self._run(start, plugin, unit, saved)
+            self._run(start, plugin, unit, saved)
+
+    def _next_start(self, first: GuestStart) -> GuestStart | None:
+        """Wait, blocked on the pipe (no CPU), for the next unit; None once the node closes the pipe.
+
+        A checkpoint request that crossed the last result is stale and dropped. The next unit
+        must be of the same plugin in the same folder (renamed by the node) under the same cap:
+        those were fixed when this process confined itself.
+        """
+        while True:
+            try:
+                message = read_frame(self.inbox)
+            except EOFError:
+                return None
+            if isinstance(message, GuestCheckpointRequest):
+                continue
+            if not isinstance(message, GuestStart):
+                raise ProtocolError(f"unexpected {type(message).__name__} between units")
+            if (message.plugin_path, message.address_space, message.readable) != (
+                    first.plugin_path, first.address_space, first.readable):
+                raise ProtocolError("a warm guest was handed a unit of other plugin code or another cap")
+            return message
 
     def _settle_in(self, start: GuestStart) -> dict[str, bytes]:
         """Move into the unit's scratch folder, cap memory, read the plugin, confine files, drop the user: before any state
@@ -144,7 +181,7 @@ class GuestRunner:
         watch_refusals(self.refusals)  # from here on plugin code may run
         return sources
 
-    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> int:
+    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> None:
         if start.resume:
             state = self._restore(saved)
         else:
@@ -162,7 +199,7 @@ class GuestRunner:
                 result = self._encode(outcome.result, "result", MAX_RESULT_BYTES)
                 packed = self._pack(envelope.RESULT, result, MAX_RESULT_BYTES)
                 write_bulk(self.outbox, GuestResult(steps=self.steps), packed)
-                return 0
+                return
             state = outcome
             if time.monotonic() - last_progress >= start.progress_interval:
                 self._send_progress(plugin, state)

@@ -1,7 +1,9 @@
 """One running guest: its bookkeeping and the tasks that speak its pipe, watch it and checkpoint it.
 
 The supervisor starts a `RunningGuest` per unit and waits for `finished`; everything that
-happens to one guest between its start and its outcome happens here.
+happens to one guest between its start and its outcome happens here. Its process may have run
+other units before (see `warm.py`): what it reports (CPU time, progress, checkpoints, events) is
+this unit's own.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ class RunningGuest:
         self.resume_from = resume_from
         self.last_record = resume_from
         self.next_seq = next_seq
+        self.child: Child | None = None
         self.process: trio.Process | None = None
         self.channel: Channel | None = None
         self.outcome: Outcome | None = None
@@ -133,6 +136,10 @@ class RunningGuest:
         self.progress = 0.0
         self.steps_seen = False
         self.cpu = 0.0
+        self.cpu_base = 0.0
+        """The process's CPU time when this unit began (a warm process ran units before): not this unit's."""
+        self.cgroup_cpu_base = 0.0
+        """The same for its cgroup's count, which holds the process's forks."""
         self.cpu_percent = 0.0
         self.rss = 0
         self.progress_cpu = 0.0
@@ -206,14 +213,23 @@ class RunningGuest:
         """Give `child` (already in `cgroup`) this unit: start the tasks that serve it in `nursery`, then
         send GuestStart; the guest may read only `readable` besides `scratch` (all where it is empty)."""
         task, settings = self.task, self.host.settings
+        self.child = child
         process = self.process = child.process
         self.channel = child.channel
-        self.cgroup = cgroup
-        self.scratch = scratch
+        self.cgroup = child.cgroup = cgroup
+        self.scratch = child.scratch = scratch
+        warm = ""
+        if child.units:
+            self.cpu_base = self._sample_cpu()
+            self.cpu = 0.0
+            self.cgroup_cpu_base = (cgroup.cpu_seconds() or 0.0) if cgroup is not None else 0.0
+            self.priority_floor = child.floor
+            self.fork_refusals = cgroup.fork_refusals() if cgroup is not None else 0
+            warm = f", warm: its unit {child.units + 1}"
         if paused and self.change(GuestPhase.PAUSED):
             self._freeze()
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
-        self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid})")
+        self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid}{warm})")
         nursery.start_soon(self._read_messages)
         nursery.start_soon(self._forward_output, process.stdout, "info")
         nursery.start_soon(self._forward_output, process.stderr, "warning")
@@ -237,19 +253,25 @@ class RunningGuest:
 
     async def reap(self) -> None:
         self.kill()
-        if self.process is not None:
-            assert self.channel is not None
-            await close_child(Child(self.process, self.channel))
+        if self.child is not None:
+            await close_child(self.child)
         if self.cgroup is not None:
-            self._report_fork_refusals()  # a guest may end between two looks of the watcher
-            self.cpu = max(self.cpu, self.cgroup.cpu_seconds() or 0.0)   # forks and the last steps included
+            self.report_fork_refusals()  # a guest may end between two looks of the watcher
+            self.settle_cpu()
             await trio.to_thread.run_sync(self.cgroup.remove)  # waits for the kernel to empty it
 
-    def finish(self, outcome: Outcome) -> None:
-        """Decide how the guest ended (first decision wins) and stop its process group at once."""
+    def settle_cpu(self) -> None:
+        """Count what its cgroup saw too (forks, and the last steps after the watcher's last look)."""
+        if self.cgroup is not None:
+            self.cpu = max(self.cpu, (self.cgroup.cpu_seconds() or 0.0) - self.cgroup_cpu_base)
+
+    def finish(self, outcome: Outcome, *, kill: bool = True) -> None:
+        """Decide how the guest ended (first decision wins) and stop its process group at once,
+        unless `kill` is False: a completed unit's process waits for the next unit (see `warm.py`)."""
         if self.outcome is not None:
             return
-        self.kill()
+        if kill:
+            self.kill()
         self.outcome = outcome
         self.change(GuestPhase.ENDED)
         self.finished.set()
@@ -319,8 +341,8 @@ class RunningGuest:
             except PluginError as error:
                 raise ProtocolError(error.message) from error
             self.progress = 1.0
-            self._sample_cpu()   # its last figure, for the ledger: the process is killed next
-            self.finish(Completed(result, files))
+            self._sample_cpu()   # its last figure, for the ledger: the process is killed or waits for its next unit
+            self.finish(Completed(result, files), kill=False)
         elif isinstance(message, GuestFileRequest):
             self.fetching = True
             try:
@@ -449,7 +471,7 @@ class RunningGuest:
             except psutil.Error:
                 return  # Gone: the message reader reports how it ended.
             now = trio.current_time()
-            self.cpu = times.user + times.system
+            self.cpu = times.user + times.system - self.cpu_base
             self.rss = rss
             window.append((now, self.cpu))
             while now - window[0][0] > CPU_WINDOW:
@@ -461,7 +483,7 @@ class RunningGuest:
             if verdict:
                 self.finish(Failed(verdict, retryable=False))
                 return
-            self._report_fork_refusals()
+            self.report_fork_refusals()
             raised = self.priority_floor and read_priority(process.pid).raised_from(self.priority_floor)
             if raised:
                 self.finish(Failed(f"priority: the guest raised its priority ({raised}); guests must "
@@ -476,7 +498,7 @@ class RunningGuest:
     def _memory_contained(self) -> bool:
         return self.cgroup is not None and "memory" in self.cgroup.folders
 
-    def _report_fork_refusals(self) -> None:
+    def report_fork_refusals(self) -> None:
         refusals = self.cgroup.fork_refusals() if self.cgroup is not None else 0
         if refusals > self.fork_refusals:
             self.emit("error", f"the guest hit its process limit ({self.host.settings.max_processes} processes and "
@@ -501,7 +523,7 @@ class RunningGuest:
             times = psutil.Process(self.process.pid).cpu_times()
         except psutil.Error:
             return self.cpu
-        self.cpu = times.user + times.system
+        self.cpu = times.user + times.system - self.cpu_base
         return self.cpu
 
     # --- checkpoints ---------------------------------------------------------------------------
@@ -530,7 +552,9 @@ class RunningGuest:
         if self.pending is None:
             pending = self.pending = _Pending(self.host.next_request_id(), trio.current_time())
             try:
-                await self.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
+                # Shielded: a frame cut by a cancel would garble the pipe a warm process keeps for its next unit.
+                with trio.CancelScope(shield=True):
+                    await self.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.pending = None
         return self.pending
@@ -594,17 +618,19 @@ class RunningGuest:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
             self._thaw()
         record = await self._checkpoint_then_kill(deadline)
-        self.finish(Evicted(record))
+        self.finish(Evicted(record, progress=self.progress))
         if self.process is not None:
             await self.process.wait()  # gone, not just signalled, when evict() returns
 
     async def _checkpoint_then_kill(self, deadline: float) -> CheckpointRecord | None:
         pending = await self._request_checkpoint()
         if pending is None:
+            self._sample_cpu()
             self.kill()
             return self.last_record
         with trio.move_on_after(deadline):
             await pending.received.wait()
+        self._sample_cpu()  # its last CPU time, which its Evicted outcome carries
         self.kill()  # the state is in hand (or late): free the CPU before the disk write
         if pending.received.is_set():
             await pending.done.wait()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import trio
 
+from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.priority import PriorityView
 from frost_core.wire.channel import Channel
 
 SPARE_FOLDER = ".spare"
@@ -27,10 +29,19 @@ PIPE_BUFFER_BYTES = 1 << 20
 
 @dataclasses.dataclass(eq=False)
 class Child:
-    """A guest process and the pipe channel to it, before or after it is given its unit."""
+    """A guest process and the pipe channel to it, before or after it is given its unit.
+
+    Once it has run a unit it keeps what it was confined to, for the next unit it may run
+    (see `warm.py`): its scratch folder, its cgroup and its priority floor.
+    """
 
     process: trio.Process
     channel: Channel
+    scratch: Path | None = None
+    cgroup: GuestCgroup | None = None
+    floor: PriorityView | None = None
+    units: int = 0
+    """Units it has run to their result."""
 
 
 class WarmSpare:

@@ -1,4 +1,4 @@
-"""The node's side of guests: run each unit in its own low-priority subprocess and keep it in line.
+"""The node's side of guests: run units in low-priority subprocesses and keep them in line.
 
 One `GuestSupervisor` per node. `run(task)` starts a guest (resuming from the task's newest
 valid checkpoint), contains it (its own cgroup, confined files, no network: `containment`),
@@ -7,8 +7,12 @@ returns how it ended. `pause_all`/`resume_all` freeze and thaw each guest's cgro
 its process group where there is no freezer), so they act before the call returns. Nothing here
 blocks the trio loop: hashing and durable writes run in worker threads.
 
-The supervisor ties four parts: `spawn` (processes and the warm spare), `containment` (the
-isolation layers), `running` (one guest from start to outcome) and `checks` (pure judgements).
+A process whose unit completed waits a few seconds for the next unit of the same assignment
+(`warm`), up to `units_per_process` units; one that failed or was evicted is never reused.
+
+The supervisor ties five parts: `spawn` (processes and the warm spare), `warm` (processes between
+units), `containment` (the isolation layers), `running` (one guest from start to outcome) and
+`checks` (pure judgements).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from frost_core.guest.containment import Containment
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
 from frost_core.guest.running import RunningGuest
-from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, close_child, fresh_folder, start_child
+from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, fresh_folder, start_child
+from frost_core.guest.warm import IdleGuests, WarmKey, end, warm_key
 from frost_core.guest.views import (
     Completed,
     Evicted,
@@ -66,6 +71,7 @@ class GuestSupervisor:
         """The isolation layers; `input_roots` are the folders `open_input`'s files live in, which guests may read."""
         self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare,
                                 self.containment.child_options)
+        self._idle = IdleGuests(self._scratch_root)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -99,33 +105,48 @@ class GuestSupervisor:
         guest = RunningGuest(self, task, resume_from, next_seq=(newest.seq + 1) if newest else 1)
         self._guests[task.task_id] = guest
         scratch = self._scratch_root / task.task_id
+        key = warm_key(task)
         try:
-            await trio.to_thread.run_sync(fresh_folder, scratch)
-            self.containment.prepare_scratch(scratch)
+            warm = await self._idle.take(key, scratch)
+            if warm is None:
+                await trio.to_thread.run_sync(fresh_folder, scratch)
+                self.containment.prepare_scratch(scratch)
             async with trio.open_nursery() as nursery:
                 try:
-                    child = await self._spare.take() or await start_child(scratch, self.containment.child_options())
+                    child = warm or await self._spare.take() or await start_child(scratch, self.containment.child_options())
                 except OSError as error:
                     guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
                 else:
                     if guest.outcome is not None:
                         # Evicted or stopped while its process was being made ready: give it no unit.
-                        await close_child(child)
+                        await end(child)
                     else:
-                        await guest.start(child, scratch, nursery, paused=self._paused,
-                                          cgroup=self._contain(task, child.process.pid),
+                        cgroup = child.cgroup if warm else self._contain(task, child.process.pid)
+                        await guest.start(child, scratch, nursery, paused=self._paused, cgroup=cgroup,
                                           readable=self.containment.readable(task))
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                await guest.reap()
-                await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+                if not await self._keep_warm(guest, key):
+                    await guest.reap()
+                    await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
             del self._guests[task.task_id]
         assert guest.outcome is not None
         self._report_outcome(task.task_id, guest.outcome)
         return dataclasses.replace(guest.outcome, cpu_seconds=guest.cpu)
+
+    async def _keep_warm(self, guest: RunningGuest, key: WarmKey) -> bool:
+        """Keep a completed unit's process for the next unit of its assignment, if it may run more."""
+        child = guest.child
+        if child is None or not isinstance(guest.outcome, Completed) or guest.killed or self._paused:
+            return False
+        child.units += 1
+        child.floor = guest.priority_floor
+        guest.report_fork_refusals()
+        guest.settle_cpu()
+        return child.units < self.settings.units_per_process and await self._idle.park(key, child)
 
     def _contain(self, task: GuestTask, pid: int) -> GuestCgroup | None:
         try:
@@ -144,8 +165,11 @@ class GuestSupervisor:
 
     async def keep_warm(self) -> None:
         """Keep one guest process started and waiting while `settings.warm_spare` says so (see
-        `spawn.WarmSpare`); runs until cancelled."""
-        await self._spare.keep_warm()
+        `spawn.WarmSpare`), and processes between two units of an assignment (see `warm.py`: without
+        this running, every unit gets a process of its own); runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._spare.keep_warm)
+            nursery.start_soon(self._idle.serve)
 
     # --- checkpoints ---------------------------------------------------------------------------
 
@@ -186,14 +210,16 @@ class GuestSupervisor:
     def guest_pids(self) -> tuple[int, ...]:
         """Process ids of the running guests: the information policy counts their CPU as the guests'.
 
-        Not the warm spare's: it runs no unit, and its ~0.1 s of start-up CPU at the lowest
-        priority is too little to move the owner's figures.
+        Not the warm spare's, nor those waiting for their next unit: they run no unit, and
+        use no CPU blocked on their pipes.
         """
         return tuple(g.process.pid for g in self._guests.values() if g.process is not None and g.outcome is None)
 
     def pause_all(self) -> None:
-        """Stop every guest's process group now (SIGSTOP); new guests start stopped until resume."""
+        """Stop every guest's process group now (SIGSTOP); new guests start stopped until resume.
+        Processes waiting for their next unit end: the owner wants the machine back."""
         self._paused = True
+        self._idle.end_soon()
         for guest in self._guests.values():
             guest.pause()
 
@@ -205,6 +231,8 @@ class GuestSupervisor:
 
     def update_settings(self, settings: GuestSettings) -> None:
         """New settings (the owner saved the config); running guests follow from their next check."""
+        if settings != self.settings:
+            self._idle.end_soon()  # they were confined and capped under the old settings
         self.settings = settings
         self.containment.update_settings(settings)
 
@@ -215,7 +243,12 @@ class GuestSupervisor:
     async def cancel_assignment(self, assignment_id: str) -> tuple[str, ...]:
         """Stop the guests of a cancelled assignment at once and drop their checkpoints."""
         tasks = tuple(g.task.task_id for g in self._guests.values() if g.task.assignment_id == assignment_id)
+        await self.end_warm(assignment_id)
         return await self.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
+
+    async def end_warm(self, assignment_id: str) -> None:
+        """End the processes waiting for a next unit of `assignment_id`: there will be none."""
+        await self._idle.close(lambda key: key[1] == assignment_id)
 
     async def stop(self, task_ids: tuple[str, ...], reason: str) -> tuple[str, ...]:
         """Stop these guests at once and drop their checkpoints: their work is not wanted any more
@@ -233,6 +266,8 @@ class GuestSupervisor:
         """Checkpoint (within `deadline`, default `evict_deadline`) and stop one guest or all; their
         run() returns Evicted with the state taken at the migration point, or the last checkpoint."""
         guests = [g for g in self._guests.values() if task_id is None or g.task.task_id == task_id]
+        if task_id is None:
+            await self._idle.close()  # the owner's evict frees everything, waiting processes too
         async with trio.open_nursery() as nursery:
             for guest in guests:
                 nursery.start_soon(guest.evict, self.settings.evict_deadline if deadline is None else deadline)

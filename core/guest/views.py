@@ -61,6 +61,8 @@ class GuestSettings:
     log_lines_per_second: int = 50
     warm_spare: bool = False
     """Keep one guest process started ahead (`GuestSupervisor.keep_warm`); the node turns it on."""
+    units_per_process: int = 1000
+    """Units of one assignment a guest process runs in turn before a fresh one takes over (see `warm.py`)."""
     isolation: str = "best-effort"
     """"strict": refuse a guest when an isolation layer is missing here (see isolation.py)."""
     cpu_cap_percent: float = 0.0
@@ -76,6 +78,7 @@ class GuestSettings:
             interruptions_per_hour=float(config.get("checkpoints.owner_interruptions_per_hour")),
             step_timeout=float(config.get("guests.step_timeout")),
             warm_spare=bool(config.get("guests.warm_spare")),
+            units_per_process=int(config.get("guests.units_per_process")),
             isolation=str(config.get("guests.isolation")),
             cpu_cap_percent=float(config.get("guests.cpu_cap_percent")),
             max_processes=int(config.get("guests.max_processes")),
@@ -109,6 +112,8 @@ class Evicted:
 
     checkpoint: CheckpointRecord | None
     cpu_seconds: float = field(default=0.0, compare=False)   # CPU its guest process used here (ledger)
+    progress: float = field(default=0.0, compare=False)
+    """How far it got here: with `cpu_seconds`, what it still needs (its guest and figures are gone)."""
 
 
 Outcome = Completed | Failed | Evicted

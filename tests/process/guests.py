@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 
 from frost_core.guest.spawn import SPARE_FOLDER
+from frost_core.guest.warm import IDLE_FOLDER
 from frost_core.plugin.api import run_locally
 from frost_core.plugin.loader import load_plugin_file
 
@@ -15,17 +16,19 @@ PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 
 def guest_processes(node_pid: int) -> list[psutil.Process]:
-    """The node's guests running a unit; the warm spare, still waiting in its own folder, is not one."""
-    return [process for process, spare in _guest_runtime_children(node_pid) if not spare]
+    """The node's guests running a unit; the warm spare and a process waiting for its assignment's next
+    unit (each in a folder of its own, see `frost_core.guest.warm`) are not."""
+    return [process for process, folder in _guest_runtime_children(node_pid)
+            if folder != SPARE_FOLDER and not folder.startswith(IDLE_FOLDER)]
 
 
 def spare_processes(node_pid: int) -> list[psutil.Process]:
     """The node's warm spare guest process (one at most), waiting for a unit."""
-    return [process for process, spare in _guest_runtime_children(node_pid) if spare]
+    return [process for process, folder in _guest_runtime_children(node_pid) if folder == SPARE_FOLDER]
 
 
-def _guest_runtime_children(node_pid: int) -> list[tuple[psutil.Process, bool]]:
-    """Each process under the node that runs the guest runtime, and whether it waits as the spare."""
+def _guest_runtime_children(node_pid: int) -> list[tuple[psutil.Process, str]]:
+    """Each process under the node that runs the guest runtime, and the name of the folder it is in."""
     try:
         children = psutil.Process(node_pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -34,7 +37,7 @@ def _guest_runtime_children(node_pid: int) -> list[tuple[psutil.Process, bool]]:
     for child in children:
         try:
             if "frost_core.guest.child" in " ".join(child.cmdline()):
-                found.append((child, Path(child.cwd()).name == SPARE_FOLDER))
+                found.append((child, Path(child.cwd()).name))
         except psutil.NoSuchProcess:
             continue
     return found

@@ -146,7 +146,8 @@ async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_wit
         captured = await guests.capture(task.task_id, deadline=60)
         assert guest_processes() == []  # stopped, not just asked
     assert captured is not None and captured.seq == 1 and captured.size > 0
-    assert outcome_box == [Evicted(captured)]
+    (outcome,) = outcome_box
+    assert isinstance(outcome, Evicted) and outcome.checkpoint == captured
     assert guests.store.latest(task.task_id) == captured  # durable here until a destination runs it
     with pytest.raises(KeyError):
         await guests.capture(task.task_id, deadline=1)  # nothing runs any more
