@@ -340,6 +340,7 @@ class HostService:
         """The master cancelled an assignment: its guests here stop at once."""
         tasks = tuple(t for t, h in self._hosted.items() if h.task.assignment_id == assignment_id)
         self._stopping.update(tasks)
+        await self.supervisor.end_warm(assignment_id)
         await self.supervisor.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
 
     def resume_here(self, hosted: Hosted) -> None:
