@@ -46,10 +46,6 @@ FORWARD_SECONDS = 600.0
 """How long a host remembers where a unit it handed over went, to pass on commands sent to the old place."""
 RESERVATION_SECONDS = 60.0
 """How long an accepted offer holds its CPU and memory while the start is on its way."""
-FIGURES_INTERVAL = 0.1
-"""Seconds between two looks at the guests' progress and CPU time (as often as their watchers sample them):
-a finished guest's last look is the CPU time its result tells its master it took, even while a report
-waits on a master out of reach."""
 SUPERSEDED = "superseded: the master runs a newer copy of this unit elsewhere, or no longer needs it"
 
 
@@ -228,7 +224,6 @@ class HostService:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._report_periodically)
-            nursery.start_soon(self._note_figures_periodically)
             nursery.start_soon(self._deliver_owed)
             task_status.started()
 
@@ -369,6 +364,8 @@ class HostService:
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
         hosted.cpu_seconds = max(hosted.cpu_seconds, outcome.cpu_seconds)   # its last figure, not the last look's
         self._on_spent(hosted, outcome.cpu_seconds)
+        if isinstance(outcome, Completed | Evicted):  # (its guest is gone, and its figures with it)
+            hosted.progress = 1.0 if isinstance(outcome, Completed) else max(hosted.progress, outcome.progress)
         if isinstance(outcome, Evicted):
             if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value
                 return
@@ -472,11 +469,6 @@ class HostService:
                 self._stopping.update(stop)
                 self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
                 await self.supervisor.stop(stop, SUPERSEDED)
-
-    async def _note_figures_periodically(self) -> None:
-        while True:
-            self._note_figures()
-            await trio.sleep(FIGURES_INTERVAL)
 
     def _note_figures(self) -> dict[str, GuestFigures]:
         """Keep each running unit's progress and CPU time: once its guest has stopped they are gone."""
