@@ -25,6 +25,7 @@ from textual.widgets import Footer, Input, Static, TabbedContent, TabPane, Tabs
 from frost_core import (
     AddPlugin,
     CancelAssignment,
+    ClearQuarantine,
     Command,
     Config,
     EvictGuests,
@@ -67,7 +68,7 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
 )
 STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
-    "cancel_assignment", "remove_plugin",
+    "cancel_assignment", "remove_plugin", "unquarantine",
 })
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 # Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
@@ -123,6 +124,7 @@ class FrostApp(App[int]):
         Binding("enter", "details", "Details", show=False),
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
+        Binding("u", "unquarantine", "Trust again", show=False),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
         Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),
         Binding("ctrl+c", "quit", "Quit now", show=False, priority=True),
@@ -482,6 +484,15 @@ class FrostApp(App[int]):
             self.notify("o sorts the Peers table: press 3 to see it.", title="Sort")
             return
         self.query_one(PeersPane).sort_by_next()
+
+    def action_unquarantine(self) -> None:
+        """u on the Peers tab: the selected peer, quarantined for a wrong result, gets units again."""
+        peer = self.query_one(PeersPane).selected_peer() if self.query_one(TabbedContent).active == "peers" else None
+        if peer is None or not peer.quarantined:
+            self.notify("u trusts a quarantined peer again: select one on the Peers tab (3) first.",
+                        title="Not quarantined")
+            return
+        self.send(ClearQuarantine(node=peer.node_id))
 
     def action_save_settings(self) -> None:
         self.query_one(SettingsPane).request_save()

@@ -36,6 +36,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("enter", "everything about the selected peer"),
         ("/", "filter the peers (escape clears the filter)"),
         ("o", "sort by the next column; a click on a header sorts by it, a second click reverses"),
+        ("u", "trust a quarantined peer again: this node's master sends it units again"),
     ),
     "assignments": (
         ("↑ ↓ tab", "select an assignment, tab to its units"),

@@ -70,7 +70,7 @@ class PeersPane(Pane):
     def _row(self, peer: PeerView, now: float) -> tuple:
         """The peer's row, built again only when something it shows changed."""
         shown = (peer.name, peer.is_self, peer.address, peer.state, peer.available, peer.cpus, peer.free_memory,
-                 peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now))
+                 peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now), peer.quarantined)
         cached = self._rows.get(peer.node_id)
         if cached is None or cached[0] != shown:
             cached = (shown, peer_row(peer, now))

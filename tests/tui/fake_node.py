@@ -17,6 +17,7 @@ import trio
 from frost_core.api.commands import (
     AddPlugin,
     CancelAssignment,
+    ClearQuarantine,
     Command,
     EvictGuests,
     FinishThenPause,
@@ -146,6 +147,11 @@ class FakeNode:
 
     def _on_FinishThenPause(self, command: FinishThenPause) -> None:
         self.publish(hosting=self._hosting(state="finishing", reason="finishing current guests", finishing=True))
+
+    def _on_ClearQuarantine(self, command: ClearQuarantine) -> None:
+        peers = tuple(dataclasses.replace(p, quarantined="") if p.node_id.startswith(command.node) else p
+                      for p in self._snapshot.peers)
+        self.publish(peers=peers, events=self._event("quarantine", f"{command.node[:8]} cleared by the owner"))
 
     def _on_EvictGuests(self, command: EvictGuests) -> None:
         guests = self._snapshot.guests

@@ -7,7 +7,11 @@ real nodes for each key would make the UI tests minutes long.
 
 from __future__ import annotations
 
+import dataclasses
+
 from textual.widgets import Input, TabbedContent
+
+from frost_tui.tabs.peers import PeersPane
 
 from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
@@ -319,5 +323,21 @@ def test_a_wide_window_shows_every_column_and_no_hint(node):
         await pilot.press("2")
         await pilot.pause()
         assert "Assignment" in screen_text(app) and "more →" not in screen_text(app)
+
+    run_ui(node, scenario)
+
+
+def test_u_trusts_the_selected_quarantined_peer_again(node):
+    async def scenario(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        selected = app.query_one(PeersPane).selected_peer()
+        # This node's master caught the selected peer returning a wrong result.
+        node.publish(peers=tuple(dataclasses.replace(p, quarantined="a wrong result of x-1.0")
+                                 if p.node_id == selected.node_id else p for p in node.snapshot().peers))
+        await wait_in_app(pilot, lambda: "quarantined" in screen_text(app))
+        await pilot.press("u")
+        await wait_in_app(pilot, lambda: "quarantined" not in screen_text(app))
+        assert not any(p.quarantined for p in node.snapshot().peers)
 
     run_ui(node, scenario)
