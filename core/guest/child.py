@@ -271,7 +271,7 @@ class GuestRunner:
             envelope.restore_outputs(self.output_dir, files)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
-        return self._decode_state(state)
+        return self._decode_state(saved, len(saved) - len(state))
 
     def _send_progress(self, plugin: Plugin, state: Any) -> None:
         write_frame(self.outbox, GuestProgress(progress=self._progress(plugin, state), steps=self.steps))
@@ -293,10 +293,11 @@ class GuestRunner:
             raise GuestFailure("state", error.message) from error
 
     @staticmethod
-    def _decode_state(data: memoryview) -> Any:
-        """Decoded where it lies in the received envelope: the state's bytes are copied once, into its values."""
+    def _decode_state(data: bytes, start: int) -> Any:
+        """Decoded where it lies in the received envelope (from `start` on, its end): the state's
+        bytes are copied once, into its values."""
         try:
-            return decode_plain(data, "checkpointed state")
+            return decode_plain(data, "checkpointed state", start=start)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
 

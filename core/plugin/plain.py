@@ -6,6 +6,7 @@ tags, indefinite lengths and duplicate keys, so what arrives is exactly what was
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import cbor2
@@ -52,17 +53,24 @@ def encode_plain(value: object, what: str = "state", limit: int = MAX_STATE_BYTE
     return data
 
 
-def decode_plain(data: bytes, what: str = "state") -> Any:
-    """Decode CBOR written by `encode_plain`: no tags, no indefinite lengths, plain types only."""
+def decode_plain(data: bytes, what: str = "state", *, start: int = 0) -> Any:
+    """Decode CBOR written by `encode_plain`: no tags, no indefinite lengths, plain types only.
+
+    `start`: where the value begins in `data` (what follows it is ignored). The decoder reads
+    a `bytes` object in place, so a long byte string inside is copied once, into its value; a
+    bytearray or memoryview would be copied whole first.
+    """
+    stream = io.BytesIO(data)
+    stream.seek(start)
     try:
-        value = cbor2.loads(
-            data,
+        value = cbor2.CBORDecoder(
+            stream,
             allow_indefinite=False,
             allow_duplicate_keys=False,
             max_depth=MAX_DEPTH,
             semantic_decoders=_REFUSED_TAGS,
             tag_hook=_refuse_tag,
-        )
+        ).decode()
     except (cbor2.CBORDecodeError, ValueError, RecursionError) as exc:
         raise PluginError(f"{what} is not valid plain CBOR: {exc}") from exc
     check_plain(value, what)

@@ -6,6 +6,7 @@ every migration starts a new interpreter, and its start-up is most of a move's l
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from typing import BinaryIO
 
@@ -104,30 +105,36 @@ def _write_chunk(fileobj: BinaryIO, parts: list[memoryview]) -> None:
         fileobj.write(part)
 
 
-def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytearray:
-    """Blocking twin of `Channel.receive_bulk_data` (after the header was read); a bytearray,
-    which the CBOR decoder takes as it is, so a large state is not copied once more."""
+def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
+    """Blocking twin of `Channel.receive_bulk_data` (after the header was read).
+
+    Read in place into a BytesIO whose buffer becomes the returned bytes without a copy: the
+    CBOR decoder reads `bytes` in place, where it would copy a bytearray whole first.
+    """
     begin = read_frame(fileobj)
     if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
         raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
-    data = bytearray(begin.size)  # announced and capped: each chunk is read straight into its place
-    view = memoryview(data)
+    data = io.BytesIO()
+    if begin.size:  # announced and capped: each chunk is read straight into its place
+        data.seek(begin.size - 1)
+        data.write(b"\0")
     received = 0
-    while True:
-        code, length = _read_header(fileobj)
-        if code != MessageCode.BULK_CHUNK:
-            break
-        if received + length > begin.size:
-            raise ProtocolError(f"bulk transfer ran past {begin.size} bytes")
-        _read_into(fileobj, view[received : received + length])
-        received += length
+    with data.getbuffer() as view:
+        while True:
+            code, length = _read_header(fileobj)
+            if code != MessageCode.BULK_CHUNK:
+                break
+            if received + length > begin.size:
+                raise ProtocolError(f"bulk transfer ran past {begin.size} bytes")
+            _read_into(fileobj, view[received : received + length])
+            received += length
     end = decode_message(code, _read_exactly(fileobj, length))
     if not isinstance(end, BulkEnd) or end.size != received or begin.size != received:
         raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {received}")
-    return data
+    return data.getvalue()
 
 
-def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytearray]:
+def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytes]:
     """Blocking twin of `Channel.receive_bulk`."""
     header = read_frame(fileobj)
     return header, read_bulk_data(fileobj, max_size=max_size)

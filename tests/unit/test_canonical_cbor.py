@@ -10,7 +10,7 @@ from frost_core.cluster.messages import CheckpointMeta
 from frost_core.guest import envelope
 from frost_core.api.errors import PluginError
 from frost_core.guest.state_codec import encode_state, encode_state_pieces
-from frost_core.plugin.plain import encode_plain
+from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, encode_header
 from frost_core.wire.codec import encode
 
@@ -55,6 +55,7 @@ def test_an_envelope_of_state_pieces_is_the_wire_codecs_encoding_and_opens_in_pl
     payload, opened = envelope.open_envelope(kind, packed)
     assert isinstance(payload, memoryview) and payload.obj is packed and payload == encode(state)
     assert opened == files
+    assert decode_plain(packed, start=len(packed) - len(payload)) == state  # where a resumed guest decodes it
     assert envelope.unpack(kind, packed) == (encode(state), files)
     for cut in (1, 7, len(packed) - 1):  # truncated anywhere: refused, never a short state
         with pytest.raises(PluginError):
