@@ -73,6 +73,19 @@ class ParamValidator(Validator):
         return self.success()
 
 
+def verify_fraction(text: str) -> float | None:
+    """The verify field: empty for the node's default (cluster.verify), else a fraction from 0 to 1."""
+    if not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise FieldError(f"verify takes a fraction from 0 to 1, not {text.strip()!r}", "submit-verify")
+    return value
+
+
 def field_row(label: str, field: Any, help_text: str, field_id: str) -> list:
     """One form line (name, field, meaning) and the line under it where its error shows."""
     return [Horizontal(Label(label, classes="setting-name"), field, Label(help_text, classes="setting-doc"),
@@ -107,6 +120,9 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                 yield Switch(value=False, id="submit-one-per-host")
                 yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
                             classes="setting-doc")
+            yield from field_row("verify", Input(placeholder="0.02", id="submit-verify"),
+                                 "fraction of units a second host re-runs to check (empty: cluster.verify)",
+                                 "submit-verify")
             yield Label("", id="submit-error", classes="setting-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit", id="submit", variant="primary")
@@ -203,7 +219,8 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                     except ValueError as error:
                         raise FieldError(str(error), file_id if fields else field_id) from None
         one_per_host = self.query_one("#submit-one-per-host", Switch).value
-        return SubmitAssignment(plugin=plugin.name, params=params, one_per_host=one_per_host, inputs=inputs)
+        return SubmitAssignment(plugin=plugin.name, params=params, one_per_host=one_per_host, inputs=inputs,
+                                verify=verify_fraction(self.query_one("#submit-verify", Input).value))
 
     async def on_input_changed(self, event: Input.Changed) -> None:
         field_id = event.input.id or ""

@@ -137,3 +137,23 @@ def test_grep_from_the_tui_finds_the_lines_of_the_chosen_file(tmp_path):
         assert (report["total_matches"], report["files"][0]["name"]) == (2, "input")
 
     run_ui(desk, scenario)
+
+
+def test_the_verify_fraction_goes_with_the_assignment_and_a_wrong_one_is_said_under_its_field(node):
+    sent = submitted(node)
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#submit-verify")))
+        dialog = app.screen
+        dialog.query_one("#submit-verify", Input).value = "1.5"
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: "verify takes a fraction from 0 to 1" in screen_text(app))
+        assert not sent
+        dialog.query_one("#submit-verify", Input).value = "1"
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: bool(sent))
+
+    run_ui(node, scenario)
+    command, = sent
+    assert command.verify == 1.0
