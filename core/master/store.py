@@ -547,23 +547,30 @@ class MasterStore:
         A newer epoch than the stored one is a move this master missed (it adopts it); the same
         epoch on another host loses to the stored host, so two copies never both go on.
         """
+        location = self._location(self._db, assignment_id, index)
+        if location is None or epoch <= location[0]:  # the common case: a read, no write lock, no commit
+            return location == (epoch, host, "running")
         with self._transaction() as db:
-            row = db.execute(
-                "SELECT u.epoch, u.host, u.state, a.state FROM units u JOIN assignments a ON a.id = u.assignment_id"
-                " WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index),
-            ).fetchone()
-            if row is None or row[2] not in ("running", "queued") or row[3] != "running":
-                return False
-            stored_epoch, stored_host, state, _ = row
-            if epoch > stored_epoch:
-                db.execute(
-                    "UPDATE units SET epoch = ?, host = ?, state = 'running',"
-                    " moves = moves + (CASE WHEN host != ? THEN 1 ELSE 0 END) WHERE assignment_id = ? AND idx = ?",
-                    (epoch, host, host, assignment_id, index),
-                )
-                self.index.run(assignment_id, index, host=host, epoch=epoch)
-                return True
-            return epoch == stored_epoch and host == stored_host and state == "running"
+            location = self._location(db, assignment_id, index)
+            if location is None or epoch <= location[0]:  # changed meanwhile: judged as it is now
+                return location == (epoch, host, "running")
+            db.execute(
+                "UPDATE units SET epoch = ?, host = ?, state = 'running',"
+                " moves = moves + (CASE WHEN host != ? THEN 1 ELSE 0 END) WHERE assignment_id = ? AND idx = ?",
+                (epoch, host, host, assignment_id, index),
+            )
+            self.index.run(assignment_id, index, host=host, epoch=epoch)
+            return True
+
+    def _location(self, db: sqlite3.Connection, assignment_id: str, index: int) -> tuple | None:
+        """(epoch, host, state) of a unit still waiting or running in a running assignment, else None."""
+        row = db.execute(
+            "SELECT u.epoch, u.host, u.state, a.state FROM units u JOIN assignments a ON a.id = u.assignment_id"
+            " WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index),
+        ).fetchone()
+        if row is None or row[2] not in ("running", "queued") or row[3] != "running":
+            return None
+        return row[:3]
 
     def holds_result(self, assignment_id: str, index: int, result: bytes) -> bool:
         """Whether the unit is done with exactly this result: a delivery repeated (its answer was lost), or

@@ -225,3 +225,15 @@ def test_a_batch_that_fails_leaves_the_index_as_the_database_is(tmp_path, monkey
     assert sorted(p.task_id for p in store.running_units()) == [f"{aid}.0", f"{aid}.1"]
     assert [store.unit(aid, i).state for i in (0, 1)] == ["running", "running"]
     store.close()
+
+
+def test_a_report_of_the_current_copy_writes_nothing_so_the_listing_is_not_read_again(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store)
+    epoch = store.place_unit(aid, 0, host="n1")
+    listed = store.assignments()
+    assert store.confirm_location(aid, 0, epoch=epoch, host="n1")
+    assert not store.confirm_location(aid, 0, epoch=epoch, host="n2")
+    assert store.assignments()[0] is listed[0], "a heartbeat of every running unit re-read every assignment"
+    assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")   # a move it missed: adopted, and listed
+    assert store.assignments()[0].units[0].host == "n2"
