@@ -124,5 +124,8 @@ async def test_an_owner_evict_ends_waiting_and_warm_guests_and_the_next_unit_get
         assert guest_processes() == []
         assert isinstance(await guests.run(next(tasks)), Completed)
         assert started_pids(recorder)[-1] not in (waiting.pid, *started_pids(recorder)[:-1])
+        # No next unit comes: the waiting process ends after the idle timeout (WARM_IDLE_SECONDS).
+        (waiting,) = guest_processes()
+        await wait_until(lambda: guest_processes() == [], what="the idle timeout to end the waiting process")
         nursery.cancel_scope.cancel()
     assert guest_processes() == []
