@@ -1,1 +1,1 @@
-"""Who gave how much guest CPU to whom: a durable ledger, signed summaries peers cannot inflate, usage for fair share."""
+"""Who gave how much guest CPU to whom: a durable ledger and signed summaries a peer cannot inflate."""

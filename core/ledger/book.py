@@ -183,15 +183,20 @@ class Ledger:
         This host's own runs plus what each peer's verified summary says it gave; each host reports only
         its own giving, so nothing is counted twice.
         """
-        total = sum(decayed(run.normalised, now - run.at, half_life) for run in self._given_to(submitter))
-        for summary in self.summaries():
-            for usage in summary.usage:
-                if usage.submitter == submitter:
-                    total += sum(decayed(cpu, now - at, half_life) for at, cpu in usage.buckets)
-        return total
+        records = self.usage_records(self.summaries()).get(submitter, ())
+        return sum(decayed(cpu, now - at, half_life) for at, cpu in records)
 
-    def _given_to(self, submitter: str) -> Iterable[Run]:
+    def usage_records(self, summaries: Iterable[Summary]) -> dict[str, list[tuple[float, float]]]:
+        """Submitter -> (when, normalised CPU) given to it: this host's runs, then the peers' summaries."""
         with self._lock:
-            rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
-                                    " WHERE direction = 'given' AND submitter = ?", (submitter,)).fetchall()
-        return (Run(*row) for row in rows)
+            rows = self._db.execute("SELECT submitter, cpu_seconds * speed, at FROM runs WHERE direction = 'given'"
+                                    ).fetchall()
+        records: dict[str, list[tuple[float, float]]] = {}
+        for submitter, cpu, at in rows:
+            records.setdefault(submitter, []).append((at, cpu))
+        for summary in summaries:
+            if summary.node_id == self.node_id:
+                continue
+            for usage in summary.usage:
+                records.setdefault(usage.submitter, []).extend(usage.buckets)
+        return records

@@ -19,6 +19,7 @@ from frost_core.ledger.exchange import EXCHANGE_INTERVAL, install_ledger, serve_
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import balances, ledger_view
 from frost_core.ledger.summary import SignedSummary, sign_summary
+from frost_core.policies.fair_share import decayed
 from frost_core.wire.channel import Address
 from frost_core.wire.transport import NetworkTransport
 
@@ -42,6 +43,7 @@ class LedgerService:
         self._refused = 0
         self.view = LedgerView()
         self._balances: dict[str, float] = {}
+        self._usage: dict[str, list[tuple[float, float]]] = {}   # submitter -> (when, normalised CPU) given to it
 
     # -- what the host and the master tell it -----------------------------------------------------
 
@@ -61,7 +63,9 @@ class LedgerService:
     # -- what fair share and reciprocity read ---------------------------------------------------
 
     def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
-        return self.ledger.decayed_usage(submitter, now, half_life)
+        """`Ledger.decayed_usage` as of the last refresh (at most VIEW_REFRESH behind a change), from memory:
+        cheap enough for every placement decision, and it never touches the disk on the node's loop."""
+        return sum(decayed(cpu, now - at, half_life) for at, cpu in self._usage.get(submitter, ()))
 
     def balance_of(self, node_id: str) -> float:
         """A node's given minus received (normalised CPU-seconds, all time), as of the last view."""
@@ -71,7 +75,7 @@ class LedgerService:
 
     async def view_since(self, since: float) -> LedgerView:
         """The view from `since` on (`frost-tui stats --since`)."""
-        view, _ = await self._rebuilt(since)
+        view, _, _ = await self._rebuilt(since)
         return view
 
     async def signed_summaries(self) -> tuple[SignedSummary, ...]:
@@ -104,21 +108,21 @@ class LedgerService:
                 await trio.sleep(VIEW_REFRESH)
 
     async def refresh(self) -> None:
-        self.view, self._balances = await self._rebuilt(time.time() - VIEW_WINDOW)
+        self.view, self._balances, self._usage = await self._rebuilt(time.time() - VIEW_WINDOW)
         self._on_change()
 
-    async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float]]:
+    async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]]]:
         names, speed, refused = self._names(), self._speed(), self._refused   # read on the loop, not in the thread
         return await trio.to_thread.run_sync(self._rebuild, since, names, speed, refused)
 
-    def _rebuild(self, since: float, names: dict[str, str], speed: float,
-                 refused: int) -> tuple[LedgerView, dict[str, float]]:
+    def _rebuild(self, since: float, names: dict[str, str], speed: float, refused: int,
+                 ) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]]]:
         now = time.time()
         own = self.ledger.summary(now, speed)
         summaries = self.ledger.summaries()
         view = ledger_view(self.ledger.runs(since), summaries, own, now=now, since=since,
                            name_of=lambda node_id: names.get(node_id, node_id[:8]), refused=refused)
-        return view, balances(summaries, own)
+        return view, balances(summaries, own), self.ledger.usage_records(summaries)
 
     def _summary_refused(self, source: str, reason: str) -> None:
         self._refused += 1

@@ -35,7 +35,9 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
         # The master hears the host's own summary first: 50 CPU-s at speed 2 = 100 normalised, pinned to its key.
         await exchange_with(transports["m"], master.ledger, ("h", 1), master.signed_summaries, lambda *a: None)
         now = time.time()
+        await master.refresh()   # what fair share reads: the service's copy, as of its last refresh
         usage = master.decayed_usage("bob@" + "m" * 32, now, DAY)
+        assert usage == master.ledger.decayed_usage("bob@" + "m" * 32, now, DAY)
         assert 97.0 < usage <= 100.0   # (hourly buckets: an hour's CPU counts as of the middle of the hour)
         # The forger got the same summary and relays it altered (ten times the giving), and one in the host's
         # name that it signed with its own key.
@@ -51,6 +53,7 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
             return (altered, forged)
 
         await exchange_with(transports["f"], forger.ledger, ("m", 1), lies, lambda *a: None)
+        await master.refresh()
         assert abs(master.decayed_usage("bob@" + "m" * 32, now, DAY) - usage) < 1.0, "a lie was believed"
         warnings = [e for e in master_events.recent() if e.title == "Forged ledger summary"]
         assert len(warnings) == 2, warnings
