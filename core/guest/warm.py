@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import trio
 
 from frost_core.guest.spawn import Child, close_child
@@ -74,7 +75,7 @@ class IdleGuests:
         """Keep `child` for the next unit of `key` once its folder is empty; False if it cannot be (the caller ends it)."""
         assert child.scratch is not None
         folder = self.root / f"{IDLE_FOLDER}{child.process.pid}"
-        if not self.serving or child.process.returncode is not None:
+        if not self.serving or child.process.returncode is not None or not await trio.to_thread.run_sync(alone, child):
             return False
         if not await trio.to_thread.run_sync(_empty_into, child.scratch, folder):
             return False
@@ -143,6 +144,18 @@ async def end(child: Child) -> None:
             await trio.to_thread.run_sync(child.cgroup.remove)
         if child.scratch is not None:
             await trio.to_thread.run_sync(shutil.rmtree, child.scratch, True)
+
+
+def alone(child: Child) -> bool:
+    """Only the guest's own thread is left: nothing its unit started (a thread, a fork) would run on,
+    holding CPU and seeing the next unit's files, while it waits."""
+    try:
+        process = psutil.Process(child.process.pid)
+        if process.num_threads() != 1 or process.children():
+            return False
+    except psutil.Error:
+        return False
+    return child.cgroup is None or child.cgroup.pids() == [child.process.pid]
 
 
 def _empty_into(scratch: Path, folder: Path) -> bool:

@@ -17,12 +17,16 @@ from tests.waiting import wait_until
 PEEK = HEADER + textwrap.dedent(
     """
     import os
+    import threading
+    import time
 
     class Peek(Plugin):
         name = "peek"
         version = "1"
 
         def start(self, unit):
+            if unit.data.get("linger"):
+                threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
             seen = sorted(os.listdir("."))
             with open("left-behind.txt", "w") as scribble:
                 scribble.write("unit %d was here" % unit.index)
@@ -79,12 +83,16 @@ async def test_a_units_scratch_files_are_gone_before_the_next_unit_runs_in_the_s
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
         outcomes = [await guests.run(make_task(path, task_id=f"n0de0001-1.{i}")) for i in range(2)]
+        # A unit that leaves a thread behind: its process is not reused, the thread would run on.
+        lingering = [await guests.run(make_task(path, {"linger": True}, task_id=f"n0de0001-1.{i}")) for i in (2, 3)]
         # Pausing ends the waiting process: the owner wants the machine back.
         guests.pause_all()
         await wait_until(lambda: guest_processes() == [], what="the waiting process to end on pause")
         nursery.cancel_scope.cancel()
     first, second = (outcome.value() for outcome in outcomes)
     assert first["pid"] == second["pid"]
+    third, fourth = (outcome.value() for outcome in lingering)
+    assert third["pid"] == first["pid"] != fourth["pid"]
     assert first["seen"] == second["seen"] == ["out"]  # not the first unit's left-behind.txt
 
 
