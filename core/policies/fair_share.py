@@ -17,7 +17,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-DEMAND_REFRESH = 5.0
+DEMAND_REFRESH = 1.0
 """A master with units waiting offers one to each full host this often too, so the host knows who waits."""
 DEMAND_MEMORY = 2.5 * DEMAND_REFRESH
 """Seconds a submitter whose master offered this host a unit counts as still wanting more: a master with
