@@ -73,11 +73,11 @@ class IdleGuests:
 
     async def park(self, key: WarmKey, child: Child) -> bool:
         """Keep `child` for the next unit of `key` once its folder is empty; False if it cannot be (the caller ends it)."""
-        assert child.scratch is not None
-        folder = self.root / f"{IDLE_FOLDER}{child.process.pid}"
-        if not self.serving or child.process.returncode is not None or not await trio.to_thread.run_sync(alone, child):
+        scratch, folder = child.scratch, self.root / f"{IDLE_FOLDER}{child.process.pid}"
+        assert scratch is not None
+        if not self.serving or child.process.returncode is not None:
             return False
-        if not await trio.to_thread.run_sync(_empty_into, child.scratch, folder):
+        if not await trio.to_thread.run_sync(lambda: alone(child) and _empty_into(scratch, folder)):
             return False
         child.scratch = folder
         self._idle.setdefault(key, []).append((child, trio.current_time() + WARM_IDLE_SECONDS))
