@@ -1,4 +1,5 @@
-"""Fair share on three real nodes: a fresh submitter is served ahead of one who just used the whole cluster."""
+"""Fair share on three real nodes: a fresh submitter is served ahead of one who just used the whole cluster;
+and on the same nodes, results checked by a second host catch one with bad RAM."""
 
 from __future__ import annotations
 
@@ -16,6 +17,39 @@ OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 # Nine units of about a fifth of a CPU-second each: on three one-CPU nodes an assignment takes three rounds.
 PI = {"samples": 3_600_000, "units": 9}
+
+
+# Test only: the node in the folder "carol" has bad RAM, and every result it computes is off by one.
+BAD_RAM_PLUGIN = '''
+import os
+
+from frost_core import Done, Output, Param, Plugin, WorkUnit
+
+
+class Squares(Plugin):
+    name = "squares-bad-ram"
+    version = "1.0"
+    params = (Param("units", int, 10, "work units", minimum=1),)
+
+    def split(self, params):
+        return [WorkUnit(index=i, data={"i": i}, memory_bytes=8 << 20, cost=1.0) for i in range(params["units"])]
+
+    def start(self, unit):
+        return {"i": unit.data["i"]}
+
+    def step(self, state):
+        value = sum(k * k for k in range(100_000)) + state["i"]
+        return Done(value + 1 if "/carol/" in os.environ.get("HOME", "") else value)
+
+    def progress(self, state):
+        return 0.0
+
+    def combine(self, params, results):
+        return Output(repr(results).encode(), "text/plain", "squares.txt")
+
+
+plugin = Squares()
+'''
 
 
 def done_fraction(master, assignment_id: str) -> float:
@@ -40,7 +74,7 @@ def race(alice, bob) -> tuple[str, float]:
     return winner, other
 
 
-def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(nodes):
+def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(nodes, tmp_path):
     alice = nodes("alice", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     bob, carol = (nodes(name, seeds=(alice.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
                   for name in ("bob", "carol"))
@@ -60,3 +94,22 @@ def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(
         assert call_node(node.paths, SaveSettings(values={"cluster.fair_share": False})) == "saved"
     winner, other_then = race(alice, bob)
     assert winner == "alice" or other_then > 0.6, f"fair share off, yet Bob won with Alice {other_then:.0%} done"
+
+    # Every unit checked by a second host: Carol's wrong results are outvoted, the combined result is right,
+    # and Alice's master quarantines Carol, naming her, until the owner clears it.
+    plugin_file = tmp_path / "squares_bad_ram.py"
+    plugin_file.write_text(BAD_RAM_PLUGIN)
+    alice.cli("plugins", "add", str(plugin_file))
+    checked = alice.call("submit", plugin="squares-bad-ram", params={"units": 10}, verify=1.0)["id"]
+    wait_for(lambda: assignment(alice, checked)["state"] == "done", timeout=120, what="the checked assignment")
+    output = tmp_path / "squares.txt"
+    alice.call("result", assignment=checked, output=str(output))
+    base = sum(k * k for k in range(100_000))
+    assert output.read_text() == repr([base + i for i in range(10)])
+    view = assignment(alice, checked)
+    assert view["verification"] == "10 of 10 units verified by a second host"
+    peers = {p["name"]: p for p in alice.call("peers")}
+    assert peers["carol"]["quarantined"] and not peers["bob"]["quarantined"]
+    assert any("quarantined" in e["message"] and carol.node_id[:8] in e["message"] for e in alice.call("events"))
+    alice.cli("unquarantine", carol.node_id[:8])
+    assert not {p["name"]: p for p in alice.call("peers")}["carol"]["quarantined"]
