@@ -247,8 +247,9 @@ class Paths:
             data_dir = Path(platformdirs.user_data_dir(APP_NAME))
             log_dir = Path(platformdirs.user_log_dir(APP_NAME))
         else:
+            data_dir = data_dir.absolute()  # guests start in folders inside it, from another working directory
             log_dir = data_dir / "logs"
-        return cls(config_file=config_file, data_dir=data_dir, log_dir=log_dir)
+        return cls(config_file=config_file.absolute(), data_dir=data_dir, log_dir=log_dir)
 
     @property
     def control_socket(self) -> Path:

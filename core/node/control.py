@@ -208,6 +208,11 @@ async def answer_request(request: ControlRequest, handler: Handler) -> ControlRe
         return ControlReply(ok=True, body=encode(plain_reply(typed, await handler(typed))))
     except FrostError as error:
         return ControlReply(ok=False, error_title=error.title, error_message=error.message)
+    except Exception as error:  # a bug behind one reply must not take the node and its guests down with it
+        log.exception("answering %s failed", request.kind)
+        return ControlReply(ok=False, error_title="Internal error",
+                            error_message=f"the node could not answer {request.kind}: {type(error).__name__}: {error}"
+                                          " (the node's log has the details)")
 
 
 async def send_reply(channel: Channel, reply: ControlReply) -> None:

@@ -125,3 +125,22 @@ async def test_an_assignment_of_ten_thousand_units_comes_back_whole(tmp_path):
     reply = await _serving(tmp_path, handler, lambda paths: call_node(paths, GetAssignment(assignment_id="a1")))
     assert len(encode(to_plain(AssignmentView, sweep))) > MAX_MESSAGE_SIZE
     assert reply == sweep
+
+
+async def test_a_bug_behind_one_reply_is_an_error_for_that_client_and_the_node_answers_the_next(tmp_path):
+    calls = []
+
+    async def handler(request):
+        calls.append(request)
+        if len(calls) == 1:
+            raise ValueError("a view that cannot be built")
+        return "moved"
+
+    def ask_twice(paths):
+        with pytest.raises(FrostError) as failed:
+            call_node(paths, MoveTask(task_id="a1.0", node="bob"))
+        return failed.value, call_node(paths, MoveTask(task_id="a1.0", node="bob"))
+
+    (error, second) = await _serving(tmp_path, handler, ask_twice)
+    assert error.title == "Internal error" and "ValueError: a view that cannot be built" in error.message
+    assert second == "moved"

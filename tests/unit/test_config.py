@@ -106,3 +106,11 @@ def test_the_balancer_policy_knobs_come_from_the_cluster_section_with_todays_def
     tuned = load_config(paths_for(tmp_path, "[cluster]\nbalance_band = 0.4\nmin_stay = 60\n"
                                              "destination_candidates = 3\n"))
     assert PolicySettings.from_config(tuned) == PolicySettings(band=0.4, min_stay=60.0, candidates=3)
+
+
+def test_a_relative_data_dir_is_taken_from_where_the_node_was_started(tmp_path, monkeypatch):
+    """Guests start inside the data dir from another working directory: a relative one made every unit fail."""
+    monkeypatch.chdir(tmp_path)
+    paths = Paths.resolve(config_file=Path("config.toml"), data_dir=Path("desk"))
+    assert paths.data_dir == tmp_path / "desk" and paths.log_dir == tmp_path / "desk" / "logs"
+    assert paths.config_file == tmp_path / "config.toml"
