@@ -10,6 +10,7 @@ with the first key seen for each node pinned.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Iterable
@@ -63,6 +64,32 @@ class Run:
         return self.cpu_seconds * self.speed
 
 
+@dataclass(frozen=True)
+class NewRun:
+    """A row on its way into `runs`, in the table's column order."""
+
+    direction: str
+    run: str           # what makes it unique
+    peer: str
+    submitter: str
+    task_id: str
+    cpu_seconds: float
+    speed: float
+    at: float
+
+
+def given_run(*, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
+              at: float) -> NewRun:
+    """A guest run of `task_id` that ended on this host, whatever its outcome."""
+    return NewRun("given", f"{task_id}/{epoch}/{at!r}", master, submitter, task_id, cpu_seconds, speed, at)
+
+
+def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
+                 at: float) -> NewRun:
+    """A result of `task_id` this master received from `host`: one per (task, epoch)."""
+    return NewRun("received", f"{task_id}/{epoch}", host, submitter, task_id, cpu_seconds, speed, at)
+
+
 class Ledger:
     def __init__(self, path: Path, *, node_id: str) -> None:
         self.node_id = node_id
@@ -77,7 +104,8 @@ class Ledger:
     def record_given(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
                      speed: float, at: float) -> bool:
         """A guest run of `task_id` ended here (any outcome); False if the same run was recorded already."""
-        return self._insert("given", f"{task_id}/{epoch}/{at!r}", master, submitter, task_id, cpu_seconds, speed, at)
+        return self.record([given_run(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
+                                      cpu_seconds=cpu_seconds, speed=speed, at=at)]) == 1
 
     def record_received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
                         speed: float, at: float) -> bool:
@@ -86,17 +114,27 @@ class Ledger:
         `speed` is the host's as known now (this node's own, or 1.0 before its summary arrives); on
         reading, the speed its latest summary states takes over, so both sides count alike.
         """
-        return self._insert("received", f"{task_id}/{epoch}", host, submitter, task_id, cpu_seconds, speed, at)
+        return self.record([received_run(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
+                                         cpu_seconds=cpu_seconds, speed=speed, at=at)]) == 1
 
-    def _insert(self, direction: str, run: str, peer: str, submitter: str, task_id: str, cpu: float,
-                speed: float, at: float) -> bool:
-        if not cpu > 0 or not math.isfinite(cpu):
-            return False
+    def record(self, runs: Iterable[NewRun]) -> int:
+        """Write `runs` in one transaction, one fsync however many; how many were new (a run recorded
+        twice counts once, so writing a batch again after an interruption is harmless)."""
+        rows = [run for run in runs if run.cpu_seconds > 0 and math.isfinite(run.cpu_seconds)]
+        if not rows:
+            return 0
         with self._lock:
-            cursor = self._db.execute(
-                "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (direction, run, peer, submitter, task_id, cpu, speed, at))
-        return cursor.rowcount == 1
+            before = self._db.total_changes
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [dataclasses.astuple(row) for row in rows])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return self._db.total_changes - before
 
     def pin(self, node_id: str, public_key: bytes) -> None:
         """Know `node_id` by this key from now on (this node pins its own: a summary in its name is a forgery)."""

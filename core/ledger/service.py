@@ -1,7 +1,8 @@
 """The ledger inside a running node: records runs as they end, swaps signed summaries, keeps a view for the UI.
 
-Writes happen on the node's loop (one small SQLite commit per guest run); everything that reads
-the whole ledger (the view, this node's summary) runs in a thread, so the UI never waits for it.
+Runs that end together are written together in a thread (one commit for a burst of results);
+everything that reads the whole ledger (the view, this node's summary) runs in a thread as well,
+so neither the UI nor the master's results wait for the disk.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import trio
 
 from frost_core.api.ledger import LedgerView
 from frost_core.events import EventLog
-from frost_core.ledger.book import Ledger
+from frost_core.ledger.book import Ledger, NewRun, given_run, received_run
 from frost_core.ledger.exchange import EXCHANGE_INTERVAL, install_ledger, serve_exchanges
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import balances, ledger_view
@@ -40,6 +41,8 @@ class LedgerService:
         self._names = names
         self._on_change = on_change
         self._dirty = trio.Event()
+        self._unwritten: list[NewRun] = []   # runs ended since the last write
+        self._arrived = trio.Event()
         self._refused = 0
         self.view = LedgerView()
         self._balances: dict[str, float] = {}
@@ -49,16 +52,40 @@ class LedgerService:
 
     def gave(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
         """A guest run here ended: `cpu_seconds` of this machine went to `master`'s unit."""
-        if self.ledger.record_given(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
-                                    cpu_seconds=cpu_seconds, speed=self._speed(), at=time.time()):
-            self._dirty.set()
+        self._unwritten.append(given_run(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
+                                         cpu_seconds=cpu_seconds, speed=self._speed(), at=time.time()))
+        self._arrived.set()
 
     def received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
         """A result of one of this master's units arrived from `host`, with its guest's CPU."""
         speed = self._speed() if host == self.ledger.node_id else 1.0   # a peer's: from its summary, on reading
-        if self.ledger.record_received(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
-                                       cpu_seconds=cpu_seconds, speed=speed, at=time.time()):
+        self._unwritten.append(received_run(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
+                                            cpu_seconds=cpu_seconds, speed=speed, at=time.time()))
+        self._arrived.set()
+
+    async def write_unwritten(self) -> None:
+        """Write the runs recorded since the last write, together, in a thread: at hundreds of results a
+        second, a commit per run would put an fsync per result on the node's loop."""
+        batch, self._unwritten = self._unwritten, []
+        try:
+            written = await trio.to_thread.run_sync(self.ledger.record, batch)
+        except trio.Cancelled:
+            self._unwritten[:0] = batch   # shutting down: close() writes them (a second write of any is ignored)
+            raise
+        if written:
             self._dirty.set()
+
+    async def _write_as_they_come(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived = trio.Event()
+            await self.write_unwritten()
+
+    def close(self) -> None:
+        """Write what still waits, then close the file."""
+        self.ledger.record(self._unwritten)
+        self._unwritten = []
+        self.ledger.close()
 
     # -- what fair share and reciprocity read ---------------------------------------------------
 
@@ -80,6 +107,7 @@ class LedgerService:
 
     async def signed_summaries(self) -> tuple[SignedSummary, ...]:
         """This node's own summary, freshly signed, then the peers' it holds."""
+        await self.write_unwritten()
         speed = self._speed()
         return await trio.to_thread.run_sync(self._sign_all, speed)
 
@@ -99,6 +127,7 @@ class LedgerService:
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(serve_exchanges, transport, self.ledger, peers, self.signed_summaries,
                                         self._summary_refused, self._dirty.set, interval=interval))
+            nursery.start_soon(self._write_as_they_come)
             self._dirty.set()
             task_status.started()
             while True:
@@ -112,6 +141,7 @@ class LedgerService:
         self._on_change()
 
     async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]]]:
+        await self.write_unwritten()
         names, speed, refused = self._names(), self._speed(), self._refused   # read on the loop, not in the thread
         return await trio.to_thread.run_sync(self._rebuild, since, names, speed, refused)
 

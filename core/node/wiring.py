@@ -337,7 +337,7 @@ class Node:
             self.supervisor.close()
             self.store.close()
             self.outbox.close()
-            self.ledger.ledger.close()
+            self.ledger.close()
 
     async def _run_commands(self) -> None:
         async for command in self._commands_out:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from frost_core.api.errors import AuthenticationError
-from frost_core.ledger.book import Ledger
+from frost_core.ledger.book import Ledger, received_run
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import ledger_view
 from frost_core.ledger.summary import (
@@ -99,6 +99,20 @@ def test_a_result_delivered_twice_is_received_once(tmp_path):
         assert ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW)
         assert not ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW + 1)
         assert [r.cpu_seconds for r in ledger.runs()] == [5.0]
+    finally:
+        ledger.close()
+
+
+def test_a_burst_of_runs_is_written_in_one_transaction_and_writing_it_again_adds_nothing(tmp_path):
+    """A master accepting hundreds of results a second writes them together; a batch interrupted by a
+    shutdown is written again at close, and must not count twice."""
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
+    try:
+        burst = [received_run(host="h", submitter="s", task_id=f"t.{i}", epoch=1, cpu_seconds=0.5, speed=1.0, at=NOW)
+                 for i in range(200)]
+        assert ledger.record(burst) == 200
+        assert ledger.record(burst) == 0
+        assert sum(r.cpu_seconds for r in ledger.runs()) == pytest.approx(100.0)
     finally:
         ledger.close()
 
