@@ -149,13 +149,25 @@ async def end(child: Child) -> None:
 def alone(child: Child) -> bool:
     """Only the guest's own thread is left: nothing its unit started (a thread, a fork) would run on,
     holding CPU and seeing the next unit's files, while it waits."""
+    pid = child.process.pid
     try:
-        process = psutil.Process(child.process.pid)
-        if process.num_threads() != 1 or process.children():
+        if psutil.Process(pid).num_threads() != 1:
             return False
-    except psutil.Error:
+        if child.cgroup is not None:
+            return child.cgroup.pids() == [pid]   # whatever it forked was born inside, grandchildren too
+        return not _has_children(pid)
+    except (psutil.Error, OSError):
         return False
-    return child.cgroup is None or child.cgroup.pids() == [child.process.pid]
+
+
+def _has_children(pid: int) -> bool:
+    """Whether `pid` (one thread) has a child: from its own /proc entry where Linux has one, since
+    psutil's `children()` reads every process on the machine, once per unit."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as listed:
+            return bool(listed.read().strip())
+    except FileNotFoundError:   # not Linux, or a kernel without CONFIG_PROC_CHILDREN
+        return bool(psutil.Process(pid).children())
 
 
 def _empty_into(scratch: Path, folder: Path) -> bool:
