@@ -8,6 +8,7 @@ an option cannot exist without its documentation.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import os
 import socket
@@ -322,9 +323,15 @@ class Config:
         configured = self.values["guests.memory_pool_mb"]
         if configured:
             return configured * 1024 * 1024
-        import psutil
+        return _installed_memory() // 2
 
-        return psutil.virtual_memory().total // 2
+
+@functools.cache
+def _installed_memory() -> int:
+    """The machine's RAM, read once: the guests' pool is asked for at every placement and guest change."""
+    import psutil
+
+    return psutil.virtual_memory().total
 
 
 def load_config(paths: Paths, overrides: dict[str, Any] | None = None) -> Config:

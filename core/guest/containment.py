@@ -34,6 +34,7 @@ class Containment:
         self.settings = settings
         self._cgroups: GuestCgroups | None = None
         self._report: IsolationReport | None = None
+        self._readable: dict[str, tuple[str, ...]] = {}   # by plugin path: the same for every unit of a plugin
 
     def report(self) -> IsolationReport:
         """The layers a guest started now gets, and why any is missing."""
@@ -88,10 +89,13 @@ class Containment:
         """What `task`'s guest may read besides its scratch folder; () where Landlock is missing."""
         if not self.report().landlock_abi:
             return ()
-        for root in self.input_roots:
-            root.mkdir(parents=True, exist_ok=True)  # Landlock grants existing folders only
-        secrets = (str(self.data_dir), str(Path.home()))
-        return readable_paths((task.plugin_path, *map(str, self.input_roots)), secrets=secrets)
+        if task.plugin_path not in self._readable:   # resolving every import path costs more than a no-op unit
+            for root in self.input_roots:
+                root.mkdir(parents=True, exist_ok=True)  # Landlock grants existing folders only
+            secrets = (str(self.data_dir), str(Path.home()))
+            self._readable[task.plugin_path] = readable_paths((task.plugin_path, *map(str, self.input_roots)),
+                                                              secrets=secrets)
+        return self._readable[task.plugin_path]
 
     def cgroup_for(self, pid: int, task: GuestTask) -> GuestCgroup | None:
         """Put process `pid` into a new cgroup sized for `task`; None where there are no cgroups.
