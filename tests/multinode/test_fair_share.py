@@ -38,7 +38,7 @@ class Squares(Plugin):
         return {"i": unit.data["i"]}
 
     def step(self, state):
-        value = sum(k * k for k in range(100_000)) + state["i"]
+        value = sum(k * k for k in range(1_000_000)) + state["i"]
         return Done(value + 1 if "/carol/" in os.environ.get("HOME", "") else value)
 
     def progress(self, state):
@@ -100,11 +100,14 @@ def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(
     plugin_file = tmp_path / "squares_bad_ram.py"
     plugin_file.write_text(BAD_RAM_PLUGIN)
     alice.cli("plugins", "add", str(plugin_file))
+    # Once the cancelled units have left every node, the first round places one unit on each of the three.
+    wait_for(lambda: not any(node.call("status")["guests"] for node in (alice, bob, carol))
+             and not any(p["guests"] for p in alice.call("peers")), timeout=60, what="every node idle, as Alice sees")
     checked = alice.call("submit", plugin="squares-bad-ram", params={"units": 10}, verify=1.0)["id"]
     wait_for(lambda: assignment(alice, checked)["state"] == "done", timeout=120, what="the checked assignment")
     output = tmp_path / "squares.txt"
     alice.call("result", assignment=checked, output=str(output))
-    base = sum(k * k for k in range(100_000))
+    base = sum(k * k for k in range(1_000_000))
     assert output.read_text() == repr([base + i for i in range(10)])
     view = assignment(alice, checked)
     assert view["verification"] == "10 of 10 units verified by a second host"
