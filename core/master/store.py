@@ -403,10 +403,6 @@ class MasterStore:
         ).fetchall()
         return [_unit_from_row(row) for row in rows]
 
-    def running_units(self) -> list[UnitRecord]:
-        rows = self._db.execute(f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.state = 'running'").fetchall()
-        return [_unit_from_row(row) for row in rows]
-
     def queued(self, assignment_id: str, count: int) -> list[UnitRecord]:
         """The first `count` queued units of an assignment, in unit order: only their rows are read."""
         indices = self.index.first_queued(assignment_id, count)

@@ -29,8 +29,9 @@ SHOTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("5-plugins", ("5", "down", "down", "down")),
     ("6-events", ("6",)),
     ("7-settings", ("7",)),
-    ("8-submit", ("s",)),
-    ("9-help", ("question_mark",)),
+    ("8-ledger", ("8",)),
+    ("9-submit", ("s",)),
+    ("10-help", ("question_mark",)),
 )
 
 

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from frost_core import LedgerView, NodeSnapshot
+from frost_core import LedgerView, NodeSnapshot, counted
 
 from frost_tui.tabs.pane import Pane
 from frost_tui.widgets.chart import Chart, ChartData, Series, plot_dots
@@ -44,7 +44,7 @@ class LedgerPane(Pane):
         if view == self._shown or not width:
             return
         self._shown = view
-        refused = f" · {view.refused} forged summaries refused" if view.refused else ""
+        refused = f" · {counted(view.refused, 'forged summary', 'forged summaries')} refused" if view.refused else ""
         self.query_one("#ledger-totals", Static).update(
             f"Given {cpu_text(view.given)} · received {cpu_text(view.received)} · last 30 days{refused}")
         # Hourly figures stretched over the chart's width, so its time axis spans the whole history.

@@ -145,7 +145,7 @@ def chart_lines(data: ChartData | None, width: int, height: int) -> list[list[Ru
             line.append(("".join(run), run_color))
         lines.append(line)
     span = plot_width * 2 * data.seconds_per_dot  # the left edge, however few samples there are yet
-    left = f"-{span / 60:.0f} min" if span >= 60 else f"-{span:.0f} s"
+    left = f"-{span / 3600:.0f} h" if span >= 7200 else f"-{span / 60:.0f} min" if span >= 60 else f"-{span:.0f} s"
     lines.append([(" " * _AXIS_WIDTH + left + "now".rjust(plot_width - len(left)), "bright_black")])
     return lines
 

@@ -26,10 +26,10 @@ def test_the_ledger_tab_shows_given_and_received_per_peer_and_day_and_the_top_gi
         await pilot.press("8")
         await wait_in_app(pilot, lambda: "hopper" in screen_text(app), timeout=10)
         text = screen_text(app)
-        assert "Given 2.1h · received 30m · last 30 days · 1 forged summaries refused" in text
+        assert "Given 2.1h · received 30m · last 30 days · 1 forged summary refused" in text
         assert "8 Ledger" in text and "1 Machine" in text       # the whole tab bar fits 80 columns
         for words in ("hopper    1.5h", "lovelace  36m    30m", "11-25  1.1h   20m", "knuth      1.0d",
-                      "CPU given per hour", " min "):
+                      "CPU given per hour", " h "):
             assert words in text, words
 
     run_ui(node, scenario, size=(80, 24))
