@@ -80,7 +80,7 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
                        and "is done" in e["message"] for e in master.call("events"))
 
         try:
-            wait_for(done, timeout=limit, what="the assignment to finish", interval=0.5)
+            wait_for(done, timeout=limit, what="the assignment to finish", interval=0.1)
             finished = True
         except AssertionError:
             finished = False
