@@ -10,7 +10,6 @@ with the first key seen for each node pinned.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from collections.abc import Iterable
@@ -66,28 +65,26 @@ class Run:
 
 @dataclass(frozen=True)
 class NewRun:
-    """A row on its way into `runs`, in the table's column order."""
+    """A run on its way into the table, with what makes it unique there."""
 
-    direction: str
-    run: str           # what makes it unique
-    peer: str
-    submitter: str
-    task_id: str
-    cpu_seconds: float
-    speed: float
-    at: float
+    key: str
+    run: Run
+
+    def row(self) -> tuple:
+        r = self.run
+        return (r.direction, self.key, r.peer, r.submitter, r.task_id, r.cpu_seconds, r.speed, r.at)
 
 
 def given_run(*, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
               at: float) -> NewRun:
     """A guest run of `task_id` that ended on this host, whatever its outcome."""
-    return NewRun("given", f"{task_id}/{epoch}/{at!r}", master, submitter, task_id, cpu_seconds, speed, at)
+    return NewRun(f"{task_id}/{epoch}/{at!r}", Run("given", master, submitter, task_id, cpu_seconds, speed, at))
 
 
 def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
                  at: float) -> NewRun:
     """A result of `task_id` this master received from `host`: one per (task, epoch)."""
-    return NewRun("received", f"{task_id}/{epoch}", host, submitter, task_id, cpu_seconds, speed, at)
+    return NewRun(f"{task_id}/{epoch}", Run("received", host, submitter, task_id, cpu_seconds, speed, at))
 
 
 class Ledger:
@@ -120,7 +117,7 @@ class Ledger:
     def record(self, runs: Iterable[NewRun]) -> int:
         """Write `runs` in one transaction, one fsync however many; how many were new (a run recorded
         twice counts once, so writing a batch again after an interruption is harmless)."""
-        rows = [run for run in runs if run.cpu_seconds > 0 and math.isfinite(run.cpu_seconds)]
+        rows = [new.row() for new in runs if new.run.cpu_seconds > 0 and math.isfinite(new.run.cpu_seconds)]
         if not rows:
             return 0
         with self._lock:
@@ -129,7 +126,7 @@ class Ledger:
             try:
                 self._db.executemany(
                     "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [dataclasses.astuple(row) for row in rows])
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
