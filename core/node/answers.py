@@ -16,7 +16,7 @@ from frost_core.api.queries import (
 )
 from frost_core.api.snapshot import NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
-from frost_core.node.views import NodeParts, assignment_view, plugin_view
+from frost_core.node.views import MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, peer_views, plugin_view
 
 STATUS_EVENTS = 20
 """How many of the latest events `status` carries; `ListEvents` has them all."""
@@ -42,9 +42,9 @@ async def answer(node: Answering, query: Query) -> Any:
                 else tuple(node.refusals.values()),
             )
         case ListPeers():
-            return node.fresh_snapshot(assignments=False).peers
+            return peer_views(node)
         case ListEvents():
-            return node.fresh_snapshot(assignments=False).events
+            return node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:]
         case ListPlugins():
             await node.registry.scan_async()
             return tuple(plugin_view(info) for info in node.registry.plugins())
