@@ -83,7 +83,11 @@ def given_run(*, master: str, submitter: str, task_id: str, epoch: int, cpu_seco
 
 def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
                  at: float) -> NewRun:
-    """A result of `task_id` this master received from `host`: one per (task, epoch)."""
+    """A result of `task_id` this master received from `host`: one per (task, epoch).
+
+    `speed` is the host's as known now (this node's own, or 1.0 before its summary arrives); on
+    reading, the speed its latest summary states takes over, so both sides count alike.
+    """
     return NewRun(f"{task_id}/{epoch}", Run("received", host, submitter, task_id, cpu_seconds, speed, at))
 
 
@@ -97,22 +101,6 @@ class Ledger:
         self._db.close()
 
     # -- writing ---------------------------------------------------------------------------------
-
-    def record_given(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
-                     speed: float, at: float) -> bool:
-        """A guest run of `task_id` ended here (any outcome); False if the same run was recorded already."""
-        return self.record([given_run(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
-                                      cpu_seconds=cpu_seconds, speed=speed, at=at)]) == 1
-
-    def record_received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
-                        speed: float, at: float) -> bool:
-        """This master received a result of `task_id` from `host`; counted once per (task, epoch).
-
-        `speed` is the host's as known now (this node's own, or 1.0 before its summary arrives); on
-        reading, the speed its latest summary states takes over, so both sides count alike.
-        """
-        return self.record([received_run(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
-                                         cpu_seconds=cpu_seconds, speed=speed, at=at)]) == 1
 
     def record(self, runs: Iterable[NewRun]) -> int:
         """Write `runs` in one transaction, one fsync however many; how many were new (a run recorded

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from frost_core.api.errors import AuthenticationError
-from frost_core.ledger.book import Ledger, received_run
+from frost_core.ledger.book import Ledger, given_run, received_run
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import ledger_view
 from frost_core.ledger.summary import (
@@ -75,8 +75,8 @@ def test_decayed_usage_adds_own_runs_and_verified_peers_summaries(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
     try:
         # 100 CPU-seconds at speed 2 one half-life ago: 200 normalised, halved -> 100
-        ledger.record_given(master="m" * 32, submitter="bob@m", task_id="t/0", epoch=1, cpu_seconds=100.0,
-                            speed=2.0, at=NOW - DAY)
+        ledger.record([given_run(master="m" * 32, submitter="bob@m", task_id="t/0", epoch=1, cpu_seconds=100.0,
+                                 speed=2.0, at=NOW - DAY)])
         peer_key = _key(tmp_path, "peer")
         peer = build_summary("p" * 32, NOW, 1.0, {"m" * 32: (40.0, 0.0)}, [("bob@m", 40.0, NOW)])
         assert ledger.accept(sign_summary(peer_key, peer)) == peer
@@ -96,8 +96,8 @@ def test_decayed_usage_adds_own_runs_and_verified_peers_summaries(tmp_path):
 def test_a_result_delivered_twice_is_received_once(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
     try:
-        assert ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW)
-        assert not ledger.record_received(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW + 1)
+        assert ledger.record([received_run(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW)]) == 1
+        assert ledger.record([received_run(host="h", submitter="s", task_id="t/0", epoch=2, cpu_seconds=5.0, speed=1.0, at=NOW + 1)]) == 0
         assert [r.cpu_seconds for r in ledger.runs()] == [5.0]
     finally:
         ledger.close()
@@ -120,10 +120,10 @@ def test_a_burst_of_runs_is_written_in_one_transaction_and_writing_it_again_adds
 def test_the_view_splits_given_and_received_per_peer_and_per_day(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite", node_id="a" * 32)
     try:
-        ledger.record_given(master="m", submitter="s", task_id="t/0", epoch=1, cpu_seconds=10.0, speed=1.5,
-                            at=NOW - DAY)
-        ledger.record_given(master="m", submitter="s", task_id="t/1", epoch=1, cpu_seconds=4.0, speed=1.5, at=NOW)
-        ledger.record_received(host="h", submitter="s", task_id="u/0", epoch=1, cpu_seconds=3.0, speed=1.0, at=NOW)
+        ledger.record([given_run(master="m", submitter="s", task_id="t/0", epoch=1, cpu_seconds=10.0, speed=1.5,
+                                 at=NOW - DAY),
+                       given_run(master="m", submitter="s", task_id="t/1", epoch=1, cpu_seconds=4.0, speed=1.5, at=NOW)])
+        ledger.record([received_run(host="h", submitter="s", task_id="u/0", epoch=1, cpu_seconds=3.0, speed=1.0, at=NOW)])
         own = ledger.summary(NOW, 1.5)
         view = ledger_view(ledger.runs(), [], own, now=NOW, since=NOW - 2 * DAY, name_of=str.upper)
         assert (view.given, view.received) == pytest.approx((21.0, 3.0))
