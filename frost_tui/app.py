@@ -206,9 +206,14 @@ class FrostApp(App[int]):
 
     def _focus_tab(self) -> None:
         """The keyboard goes to the tab's main table (or the tab bar), at once: a focus asked for
-        later could land after the next tab key, on a widget that tab hides."""
+        later could land after the next tab key, on a widget that tab hides.
+
+        The focus is set on the tabs' own screen, not the one on top: a tab change that arrives after
+        ? opened the help would otherwise give the help screen a focus outside itself, and its keys
+        (q, escape) would reach the app's bindings instead of closing the help."""
         tabs = self.query_one(TabbedContent)
-        self.screen.set_focus(self.active_pane().main_widget() or tabs.query_one(Tabs))
+        target = self.active_pane().main_widget() or tabs.query_one(Tabs)
+        target.screen.set_focus(target)
 
     def _redraw(self) -> None:
         snapshot = self.snapshot
@@ -477,7 +482,7 @@ class FrostApp(App[int]):
         if box is None:
             self.notify("Filtering works on Peers (3) and Events (6).", title="No filter here")
         else:
-            self.screen.set_focus(box)  # at once: the letters typed right after / belong in it
+            box.screen.set_focus(box)  # at once: the letters typed right after / belong in it
 
     def action_sort_peers(self) -> None:
         if self.query_one(TabbedContent).active != "peers":

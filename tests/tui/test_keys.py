@@ -253,6 +253,26 @@ def test_question_mark_lists_the_keys_of_the_tab_in_view_first(node):
     run_ui(node, scenario)
 
 
+def test_a_tab_change_that_lands_after_the_help_opened_leaves_q_to_close_the_help(node):
+    """On a loaded machine the tab bar's "activated" message for a tab key can arrive after ? opened
+    the help; it once moved the help's focus to the hidden table, and q then asked to quit."""
+    async def scenario(app, pilot):
+        await pilot.press("3", "question_mark")
+        await pilot.pause()
+        tabbed = app.query_one(TabbedContent)
+        tabbed.post_message(TabbedContent.TabActivated(tabbed, tabbed.get_tab("peers")))  # the late one
+        await pilot.pause()
+        await pilot.press("q")
+        await pilot.pause()
+        assert "frost-tui keys" not in screen_text(app)
+        assert "Quit frost-tui?" not in screen_text(app) and app.is_running
+        await pilot.press("4")
+        await pilot.pause()
+        assert tabbed.active == "assignments"  # the keys reach the tabs again
+
+    run_ui(node, scenario)
+
+
 def dialog_words(app) -> str:
     """The screen's words with the borders beside a dialog taken out: a wrapped sentence reads whole."""
     return " ".join(screen_text(app).replace("│", " ").replace("█", " ").replace("▊", " ").replace("▎", " ").split())
