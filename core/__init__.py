@@ -91,7 +91,8 @@ if TYPE_CHECKING:
         parse_params,
         run_locally,
     )
-    from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
+    from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, Superstep, run_gang_locally
+    from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES
     from frost_core.plugin.loader import load_plugin_file
     from frost_core.plugin.registry import PluginRegistry
     from frost_core.policies.intents import parse_until
@@ -146,6 +147,10 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     **{name: ("frost_core.plugin.api", name) for name in (
         "Done", "Output", "Param", "Plugin", "RowBands", "WorkUnit", "encode_png", "open_input", "output_path",
         "parse_params", "run_locally")},
+    # the gang plugin author API
+    **{name: ("frost_core.plugin.gang", name) for name in ("GangPlugin", "MemberCheckpoint", "Superstep", "run_gang_locally")},
+    "MAX_MEMBERS": ("frost_core.plugin.limits", "MAX_MEMBERS"),
+    "MAX_OUTBOX_BYTES": ("frost_core.plugin.limits", "MAX_OUTBOX_BYTES"),
     "MAX_RESULT_BYTES": ("frost_core.plugin.limits", "MAX_RESULT_BYTES"),
     "MAX_STATE_BYTES": ("frost_core.plugin.limits", "MAX_STATE_BYTES"),
     "load_plugin_file": ("frost_core.plugin.loader", "load_plugin_file"),

@@ -288,7 +288,13 @@ def join_row_bands(results: list, width: int, height: int) -> bytes:
 def check_plugin(plugin: object) -> Plugin:
     """Check the declarations of a loaded plugin object; PluginError says what is wrong."""
     if not isinstance(plugin, Plugin):
-        raise PluginError(f"`plugin` is a {type(plugin).__name__}, not an instance of frost_core.plugin.api.Plugin")
+        raise PluginError(f"`plugin` is a {type(plugin).__name__}, not an instance of frost_core.plugin.api.Plugin "
+                          "(nor of frost_core.plugin.gang.GangPlugin)")
+    return check_declarations(plugin)
+
+
+def check_declarations(plugin: Any) -> Any:
+    """Check what a unit or gang plugin declares alike: name, version, description, params."""
     for attribute in ("name", "version"):
         value = getattr(plugin, attribute)
         if not isinstance(value, str) or not value.strip():
@@ -354,6 +360,8 @@ def run_locally(
     node, and its output files land in `output_dir` when it completes (in unit order, so the
     higher unit index wins a name two units share, as at the master).
     """
+    if not isinstance(plugin, Plugin):
+        raise PluginError(f"run_locally runs a Plugin, not a {type(plugin).__name__} (a gang runs with run_gang_locally)")
     params = parse_params(plugin, raw or {})
     local_inputs = {check_file_name(name, "input file"): Path(path) for name, path in (inputs or {}).items()}
     results = []

@@ -12,6 +12,11 @@ MAX_STATE_BYTES = 256 * 1024 * 1024
 the cap leaves room for the 100 MB states of real simulations. It travels in 256 KiB chunks."""
 MAX_RESULT_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
+MAX_MEMBERS = 64
+"""The most members a gang assignment may have: each runs on a host of its own."""
+MAX_OUTBOX_BYTES = 16 * 1024 * 1024
+"""What one gang member may send in one superstep, encoded: it crosses the network at every barrier
+(a heat-diffusion halo is a few KB)."""
 MAX_FILE_NAME_BYTES = 255
 
 

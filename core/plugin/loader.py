@@ -20,6 +20,7 @@ from pathlib import Path
 
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import Plugin, check_plugin
+from frost_core.plugin.gang import GangPlugin, check_gang_plugin
 
 IGNORED_NAMES = ("__pycache__",)
 IGNORED_SUFFIXES = (".pyc", ".pyo")
@@ -49,8 +50,9 @@ def content_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def load_plugin_file(path: str | Path, sources: dict[str, bytes] | None = None) -> Plugin:
-    """Import a plugin module (a .py file, or a folder with __init__.py) and return its `plugin`.
+def load_plugin_file(path: str | Path, sources: dict[str, bytes] | None = None) -> Plugin | GangPlugin:
+    """Import a plugin module (a .py file, or a folder with __init__.py) and return its `plugin`
+    (a unit `Plugin` or a `GangPlugin`).
 
     `sources` (resolved path -> bytes) serves the plugin's files from memory: a guest read them
     before it became a user that may not read them (see `frost_core.guest.preload`).
@@ -90,6 +92,8 @@ def load_plugin_file(path: str | Path, sources: dict[str, bytes] | None = None) 
     if not hasattr(module, "plugin"):
         raise PluginError(f"{name}: defines no module-level `plugin` (write `plugin = MyPlugin()`)")
     try:
+        if isinstance(module.plugin, GangPlugin):
+            return check_gang_plugin(module.plugin)
         return check_plugin(module.plugin)
     except PluginError as exc:
         raise PluginError(f"{name}: {exc.message}") from None

@@ -55,6 +55,7 @@ class PluginInfo:
     description: str = ""
     params: tuple[Param, ...] = ()
     origin: str = ""  # an added plugin: the file or folder the owner added (and edits); `path` is the node's copy
+    gang: bool = False  # a GangPlugin: its assignments are p members that step together (cannot run on a cluster yet)
 
     @property
     def shown_path(self) -> str:
@@ -78,6 +79,7 @@ class PluginInfo:
             "path": self.path,
             "description": self.description,
             "params": [param.to_plain() for param in self.params],
+            "gang": self.gang,
         }
 
 
@@ -261,6 +263,7 @@ class PluginRegistry:
             description=verdict["description"],
             params=tuple(Param.from_plain(plain) for plain in verdict["params"]),
             origin=candidate.origin,
+            gang=verdict.get("gang", False),
         )
 
     async def _validate(self, candidate: _Candidate, code_hash: str) -> tuple[dict, bool]:
@@ -280,6 +283,7 @@ class PluginRegistry:
                 "version": str(reply["version"]),
                 "description": str(reply["description"]),
                 "params": params,
+                "gang": reply.get("gang", False) is True,
             }
         except (KeyError, TypeError, PluginError) as exc:
             return {"ok": False, "error": f"the validation worker sent a malformed description: {exc}"}, False

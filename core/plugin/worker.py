@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import API_VERSION, Done, Output, Plugin, WorkUnit, parse_params, unit_files
+from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, check_members, check_superstep
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
@@ -54,9 +55,11 @@ def _handle(request: dict) -> dict:
     if op == "validate":
         try:
             with tempfile.TemporaryDirectory(prefix="frost-smoke-") as scratch, unit_files(SmokeFiles(Path(scratch))):
-                return {"ok": True, **validate(plugin)}
+                return {"ok": True, **(validate_gang(plugin) if isinstance(plugin, GangPlugin) else validate(plugin))}
         except PluginError as exc:  # the plugin's name lets the list show which plugin is broken
             return {"ok": False, "error": exc.message, "name": plugin.name}
+    if isinstance(plugin, GangPlugin):
+        raise PluginError(f"{plugin.name} is a gang plugin: gang assignments cannot run on a cluster yet")
     params = parse_params(plugin, request.get("params") or {})
     if op == "split":
         return {"ok": True, "units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
@@ -89,6 +92,28 @@ def validate(plugin: Plugin) -> dict:
         encode_plain(after.result, "the result returned by step", MAX_RESULT_BYTES)
     else:
         _check_progress(_call("progress", plugin.progress, _round_trip(after, "the state returned by step")))
+    return describe(plugin)
+
+
+def validate_gang(plugin: GangPlugin) -> dict:
+    """Describe a gang plugin after a smoke run: default parameters, members, rank 0's start and first superstep."""
+    try:
+        params = parse_params(plugin, {})
+    except PluginError as exc:
+        raise PluginError(f"the default parameters are rejected: {exc.message}") from None
+    size = check_members(_call("members", plugin.members, params))
+    before = MemberCheckpoint(0, 0, _call("start", plugin.start, params, 0, size), {})
+    state = MemberCheckpoint.from_bytes(before.to_bytes(), size).state
+    after = check_superstep(_call("step", plugin.step, state, 0, size, {}), 0, size, 0)
+    if after.done:
+        encode_plain(_call("finish", plugin.finish, after.state, 0, size), "the result returned by finish", MAX_RESULT_BYTES)
+    else:
+        MemberCheckpoint(0, 1, after.state, {}).to_bytes()
+    return {**describe(plugin), "gang": True}
+
+
+def describe(plugin: Plugin | GangPlugin) -> dict:
+    """What the registry keeps of a plugin that passed its smoke run."""
     return {
         "api": API_VERSION,
         "name": plugin.name,
