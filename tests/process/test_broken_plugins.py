@@ -54,6 +54,10 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
     broken = [p for p in listed if not p["ok"]]
     assert len(broken) == 2 and all(p["error"] for p in broken)
     assert {p["name"] for p in listed if p["ok"]} >= {"mandelbrot", "raytrace", "montecarlo-pi"}
+    # A gang is listed as working but cannot run on the cluster yet: a clear refusal, not a crash.
+    gang = node.cli("submit", "heat-diffusion", check=False)
+    assert gang.returncode == 1
+    assert "heat-diffusion is a gang plugin: gang assignments cannot run on a cluster yet" in gang.stdout + gang.stderr
     # Still a working node: it answers, and (the machine's other work may keep it owner-active) nothing hosts.
     assert node.call("status")["state"] in ("idle", "owner-active")
 

@@ -51,6 +51,8 @@ async def test_bundled_plugins_are_listed_working(tmp_path):
         assert info.hash == content_hash(info.path) and len(info.hash) == 64
         assert info.version and info.description and info.params
     assert {p.name for p in infos["raytrace"].params} >= {"width", "height", "rows_per_unit", "max_depth"}
+    assert infos["heat-diffusion"].ok and infos["heat-diffusion"].gang and not infos["raytrace"].gang
+    assert infos["heat-diffusion"].to_plain()["gang"] is True  # what `frost-tui plugins --json` shows
 
 
 async def test_broken_plugins_are_listed_with_file_and_reason_while_others_load(tmp_path):
