@@ -63,32 +63,44 @@ def member_share(view: NodeView, in_gang: bool, x: float) -> float:
     return share
 
 
-def rank_hosts(table: Iterable[NodeView], gang: frozenset[str], x: float) -> tuple[HostRank, ...]:
+def rank_hosts(table: Iterable[NodeView], gang: frozenset[str], x: float, margin: float = 0.0) -> tuple[HostRank, ...]:
     """Every host of the table, best first; on a tie a gang host ranks first (staying costs nothing),
-    then by node id, so every member holding the same table ranks it the same way."""
+    then by node id, so every member holding the same table ranks it the same way.
+
+    An outsider must offer `margin` (a fraction) more than a gang host to rank above it: BSPlib's
+    predicate has none (0); a move costs a global checkpoint, which a small gain does not pay back.
+    """
     if not 0.0 <= x <= 1.0:
         raise ValueError(f"a member's anticipated load is between 0 and 1, not {x}")
+    if margin < 0:
+        raise ValueError(f"a margin is a fraction of at least 0, not {margin}")
+
+    def key(rank: HostRank) -> tuple[float, bool, str]:
+        return (-(rank.share if rank.in_gang else rank.share / (1.0 + margin)), not rank.in_gang, rank.node_id)
+
     ranks = [HostRank(v.node_id, member_share(v, v.node_id in gang, x), v.node_id in gang) for v in table]
-    return tuple(sorted(ranks, key=lambda r: (-r.share, not r.in_gang, r.node_id)))
+    return tuple(sorted(ranks, key=key))
 
 
-def choose_hosts(table: Iterable[NodeView], gang: frozenset[str], p: int, x: float) -> tuple[str, ...]:
+def choose_hosts(table: Iterable[NodeView], gang: frozenset[str], p: int, x: float,
+                 margin: float = 0.0) -> tuple[str, ...]:
     """The best p distinct hosts for the gang (fewer when the table has fewer), best first.
 
     With an empty `gang` this is the placement at start: every host carries `x` alike.
     """
     if p < 1:
         raise ValueError(f"a gang has at least one member, not {p}")
-    return tuple(r.node_id for r in rank_hosts(table, gang, x)[:p])
+    return tuple(r.node_id for r in rank_hosts(table, gang, x, margin)[:p])
 
 
-def member_should_move(table: Iterable[NodeView], gang: frozenset[str], p: int, x: float, host: str) -> bool:
+def member_should_move(table: Iterable[NodeView], gang: frozenset[str], p: int, x: float, host: str,
+                       margin: float = 0.0) -> bool:
     """One member's answer at a check: True when its `host` is no longer among the best p."""
     if host not in gang:
         raise ValueError(f"host {host!r} is not one of the gang's hosts")
     if len(gang) > p:
         raise ValueError(f"a gang of {p} members cannot be on {len(gang)} hosts")
-    return host not in choose_hosts(table, gang, p, x)
+    return host not in choose_hosts(table, gang, p, x, margin)
 
 
 def or_reduce(answers: Iterable[bool]) -> bool:

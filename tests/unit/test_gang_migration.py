@@ -70,6 +70,16 @@ def test_a_table_with_fewer_hosts_than_p_offers_no_better_set():
     assert not member_should_move(table, frozenset({"a", "b"}), 3, 1.0, "a")
 
 
+def test_a_margin_keeps_the_gang_for_a_small_gain_not_for_a_large_one():
+    # a offers its member 0.8; c offers 0.9, 12.5 % more
+    table = (host("a", 0.8, 1), host("b", 1.0, 1), host("c", 0.9, 0))
+    gang = frozenset({"a", "b"})
+    assert member_should_move(table, gang, 2, 1.0, "a")                 # BSPlib: any better host
+    assert not member_should_move(table, gang, 2, 1.0, "a", margin=0.2)  # 0.9 / 1.2 = 0.75 < 0.8
+    assert member_should_move(table, gang, 2, 1.0, "a", margin=0.1)      # 0.9 / 1.1 = 0.82 > 0.8
+    assert choose_hosts(table, gang, 2, 1.0, margin=0.2) == ("b", "a")
+
+
 def test_bad_inputs_are_refused():
     table = (host("a", 1.0, 1),)
     with pytest.raises(ValueError):
@@ -78,6 +88,8 @@ def test_bad_inputs_are_refused():
         member_should_move(table, frozenset({"a"}), 1, 1.0, "b")
     with pytest.raises(ValueError):
         choose_hosts(table, frozenset(), 0, 1.0)
+    with pytest.raises(ValueError):
+        rank_hosts(table, frozenset(), 1.0, margin=-0.1)
     with pytest.raises(ValueError):
         CheckCadence(every_supersteps=0)
 
