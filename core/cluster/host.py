@@ -90,13 +90,15 @@ class Stay(enum.Enum):
     EVICTED = "evicted"          # the owner evicted it: its guest stops with a checkpoint, then it relocates
     MOVING = "moving"            # a move is capturing it or handing it over
     RELOCATING = "relocating"    # stopped by an eviction: on its way to a peer or back to its master
+    STRANDED = "stranded"        # relocating, but no peer took it and its master is out of reach: kept here
 
 
 STAY_CHANGES: Mapping[Stay, frozenset[Stay]] = {
     Stay.RUNNING: frozenset({Stay.EVICTED, Stay.MOVING, Stay.RELOCATING}),  # (an eviction not through evict())
     Stay.EVICTED: frozenset({Stay.MOVING, Stay.RELOCATING}),  # a move may take the eviction's capture on
     Stay.MOVING: frozenset({Stay.RUNNING}),  # the move failed, or the guest ended first: it stays
-    Stay.RELOCATING: frozenset(),  # it leaves for good (a peer or its master's queue)
+    Stay.RELOCATING: frozenset({Stay.STRANDED}),  # it leaves for good (a peer or its master's queue)
+    Stay.STRANDED: frozenset(),  # still trying its master: it leaves for good when it answers
 }
 """The allowed changes of `Hosted.stay`; anything else is refused by `Hosted.change`."""
 
@@ -132,7 +134,7 @@ class Hosted:
     @property
     def leaving(self) -> bool:
         """A move or a relocation is taking it away: it no longer counts as running here."""
-        return self.stay in (Stay.MOVING, Stay.RELOCATING)
+        return self.stay in (Stay.MOVING, Stay.RELOCATING, Stay.STRANDED)
 
     def change(self, stay: Stay) -> bool:
         """Go to `stay` if `STAY_CHANGES` allows it from here; False (and no change) if not."""

@@ -141,8 +141,9 @@ class Migrator:
                 await self._links.master(hosted.master).host_return(self._node_id, task.task_id, task.epoch,
                                                                     record)
             except NodeUnavailableError as error:
-                self._events.add("evict", f"{task.task_id}: no peer took it and its master is out of reach "
-                                 f"({error.message}); keeping its checkpoint and trying again", severity="warning")
+                if hosted.change(Stay.STRANDED):
+                    self._events.add("evict", f"{task.task_id}: no peer took it and its master is out of reach "
+                                     f"({error.message}); keeping its checkpoint and trying again", severity="warning")
                 await trio.sleep(RETURN_RETRY)
                 continue
             break

@@ -34,3 +34,11 @@ def test_sigterm_moves_the_guests_to_a_peer_before_the_node_exits(nodes):
     assert task_id in guests
     log = (desk.data_dir / "logs" / "frost-tui.log").read_text()
     assert "handed 1 guest to peers before stopping" in log
+
+    # Now the peer stops with the desk's unit, and neither another peer nor the unit's master (the desk)
+    # is there to take it: it keeps its checkpoint and stops without waiting out node.stop_handoff (20 s)
+    # for a master that cannot answer (a `systemctl stop` on the last desk must not hang).
+    master.process.send_signal(signal.SIGTERM)
+    assert master.process.wait(timeout=15) == 0
+    log = (master.data_dir / "logs" / "frost-tui.log").read_text()
+    assert "its master is out of reach" in log and "keeping its checkpoint" in log

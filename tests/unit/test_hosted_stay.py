@@ -6,7 +6,7 @@ import pytest
 
 from frost_core.cluster.host import STAY_CHANGES, Hosted, Stay
 
-R, E, M, L = Stay.RUNNING, Stay.EVICTED, Stay.MOVING, Stay.RELOCATING
+R, E, M, L, S = Stay.RUNNING, Stay.EVICTED, Stay.MOVING, Stay.RELOCATING, Stay.STRANDED
 
 ALLOWED = {
     (R, E),  # the owner evicts it
@@ -15,6 +15,7 @@ ALLOWED = {
     (E, M),  # a move takes the eviction's capture on
     (E, L),  # the eviction's capture is in hand: it relocates
     (M, R),  # the move failed (or the guest ended first): it runs here again
+    (L, S),  # no peer took it and its master is out of reach: it waits here for the master
 }
 
 
@@ -37,7 +38,7 @@ def test_the_table_is_the_one_the_host_uses():
     assert {(a, b) for a, targets in STAY_CHANGES.items() for b in targets} == ALLOWED
 
 
-@pytest.mark.parametrize(("stay", "leaving"), [(R, False), (E, False), (M, True), (L, True)])
+@pytest.mark.parametrize(("stay", "leaving"), [(R, False), (E, False), (M, True), (L, True), (S, True)])
 def test_a_unit_leaving_no_longer_counts_as_running_here(stay, leaving):
     # An evicted unit still holds its CPU and memory until its guest has stopped and it relocates.
     assert hosted_in(stay).leaving is leaving
