@@ -143,6 +143,8 @@ def make_hosts(seed: int, count: int, *, owner: str = "onoff", speeds: tuple[flo
                busy_guests: float = 0.3, mean_on: float = 600.0, mean_off: float = 1800.0,
                level: float = 0.8) -> list[GangHost]:
     """A seeded pool of hosts; each has another guest with probability `busy_guests`."""
+    if owner not in ("frost", "onoff"):
+        raise ValueError(f"unknown owner model {owner!r} (frost, onoff)")
     world = random.Random(f"{seed}:gang-world")
     hosts = []
     for index in range(count):

@@ -63,3 +63,5 @@ def test_same_seed_same_world_for_every_strategy():
     assert a["best"].hosts[0] == a["selective"].hosts[0] == a["forced"].hosts[0]
     with pytest.raises(ValueError):
         run_gang(world(), GangJob(p=5, supersteps=1), "best")
+    with pytest.raises(ValueError):
+        compare_gang(3, job, 6, owner="weekly")
