@@ -126,6 +126,7 @@ class PluginView:
     error: str | None
     description: str
     params: tuple[ParamView, ...]
+    gang: bool = False         # a gang plugin: an assignment is p members stepping together (not runnable on a cluster yet)
 
 
 @dataclass(frozen=True)

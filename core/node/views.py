@@ -207,6 +207,7 @@ def plugin_view(info) -> PluginView:
                       choices=tuple(p.choices or ()))
             for p in info.params
         ),
+        gang=info.gang,
     )
 
 

@@ -54,7 +54,9 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
     broken = [p for p in listed if not p["ok"]]
     assert len(broken) == 2 and all(p["error"] for p in broken)
     assert {p["name"] for p in listed if p["ok"]} >= {"mandelbrot", "raytrace", "montecarlo-pi"}
-    # A gang is listed as working but cannot run on the cluster yet: a clear refusal, not a crash.
+    # A gang is listed as working, marked as a gang, but cannot run on the cluster yet: a clear refusal, not a crash.
+    assert {p["name"]: p["gang"] for p in listed if p["ok"]}["heat-diffusion"] is True
+    assert not any(p["gang"] for p in listed if p["name"] != "heat-diffusion")
     gang = node.cli("submit", "heat-diffusion", check=False)
     assert gang.returncode == 1
     assert "heat-diffusion is a gang plugin: gang assignments cannot run on a cluster yet" in gang.stdout + gang.stderr
