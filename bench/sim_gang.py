@@ -68,7 +68,10 @@ def run(owner: str, p: int, seeds: int) -> dict:
     mean = {name: statistics.mean(r[name].seconds for r in runs) for name in STRATEGIES}
     per_run = {name: {"migrations": statistics.mean(r[name].migrations for r in runs),
                       "checkpoints": statistics.mean(r[name].checkpoints for r in runs),
-                      "checks": statistics.mean(r[name].checks for r in runs)} for name in STRATEGIES}
+                      "checks": statistics.mean(r[name].checks for r in runs),
+                      # the straggler's cost: the share of the members' time spent waiting at barriers
+                      "barrier_wait_share": statistics.mean(sum(r[name].barrier_wait) / (p * r[name].seconds)
+                                                            for r in runs)} for name in STRATEGIES}
     superstep = mean["selective"] / job.supersteps
     return {"owner": owner, "p": p, "seeds": seeds, "mean_seconds": mean,
             "median_seconds": {name: statistics.median(r[name].seconds for r in runs) for name in STRATEGIES},

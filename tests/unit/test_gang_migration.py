@@ -136,22 +136,22 @@ def moved(table, gang, chosen):
 
 
 @settings(max_examples=150, deadline=None)
-@given(worlds())
-def test_with_x_added_moving_never_leads_straight_back(world):
+@given(worlds(), st.sampled_from([0.0, 0.25]))
+def test_with_x_added_moving_never_leads_straight_back(world, margin):
     table, gang, p = world
-    chosen = frozenset(choose_hosts(table, gang, p, 1.0))
+    chosen = frozenset(choose_hosts(table, gang, p, 1.0, margin))
     after = moved(table, gang, chosen)
-    assert not or_reduce(member_should_move(after, chosen, p, 1.0, h) for h in chosen)
-    assert frozenset(choose_hosts(after, chosen, p, 1.0)) == chosen
+    assert not or_reduce(member_should_move(after, chosen, p, 1.0, h, margin) for h in chosen)
+    assert frozenset(choose_hosts(after, chosen, p, 1.0, margin)) == chosen
 
 
 @settings(max_examples=150, deadline=None)
-@given(worlds(), st.sampled_from([0.0, 0.5, 1.0]))
-def test_the_members_answers_reduce_to_the_whole_table_predicate(world, x):
+@given(worlds(), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.0, 0.25]))
+def test_the_members_answers_reduce_to_the_whole_table_predicate(world, x, margin):
     table, gang, p = world
-    answers = [member_should_move(table, gang, p, x, h) for h in gang]
-    assert or_reduce(answers) == (frozenset(choose_hosts(table, gang, p, x)) != gang)
-    assert len(set(choose_hosts(table, gang, p, x))) == p
+    answers = [member_should_move(table, gang, p, x, h, margin) for h in gang]
+    assert or_reduce(answers) == (frozenset(choose_hosts(table, gang, p, x, margin)) != gang)
+    assert len(set(choose_hosts(table, gang, p, x, margin))) == p
 
 
 def test_without_x_the_gang_would_move_straight_back():
