@@ -11,6 +11,31 @@ from frost_core.plugin.api import MAX_STATE_BYTES
 from frost_core.plugin.registry import PluginRegistry, content_hash, load_plugin_file
 from tests.plugin_sources import good_source, write
 
+GANG_SOURCE = """
+from frost_core import GangPlugin, Output, Superstep
+
+class Pair(GangPlugin):
+    name = "pair"
+    version = "1"
+
+    def members(self, params):
+        return 2
+
+    def start(self, params, rank, size):
+        return rank
+
+    def step(self, state, rank, size, inbox):
+        return Superstep(state, {rank + 1: [rank]})
+
+    def finish(self, state, rank, size):
+        return state
+
+    def combine(self, params, results):
+        return Output(bytes(results), "application/octet-stream", "pair.bin")
+
+plugin = Pair()
+"""
+
 # name -> (source, words the error must contain)
 BROKEN = {
     "syntax": ("def broken(:\n", ["syntax.py:1: syntax error"]),
@@ -30,6 +55,8 @@ BROKEN = {
     "huge_state": (good_source().replace('return {"x": unit.data["x"]}', f'return {{"x": bytes({MAX_STATE_BYTES + 1})}}'), ["state returned by start is", "over the limit"]),
     "step_loops": (good_source().replace('return Done(state["x"] ** 2)', "while True:\n            pass"), ["step did not finish within"]),
     "bad_progress": (good_source().replace("return 0.0", "return 7"), ["progress must return a number in [0, 1], not 7"]),
+    "gang_bad_rank": (GANG_SOURCE.replace("{rank + 1: [rank]}", "{size: [rank]}"),
+                      ["superstep 0: rank 0 sent to rank 2, but the ranks of this gang are 0 to 1"]),
 }
 
 
