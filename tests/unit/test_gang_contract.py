@@ -10,6 +10,7 @@ from frost_core.api.errors import PluginError
 from frost_core.plugin.api import Output, Param, run_locally
 from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, Superstep, run_gang_locally
 from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES
+from frost_core.plugin.plain import encode_plain
 
 
 class Gossip(GangPlugin):
@@ -144,3 +145,25 @@ def test_decoding_a_step_answer_gives_a_checked_superstep_or_a_plugin_error(plai
     assert all(dest in (0, 1, 2) and isinstance(messages, list) and messages for dest, messages in answer.outbox.items())
     assert not (answer.done and answer.outbox)
     assert Superstep.from_plain(answer.to_plain(), 1, 3, 5) == answer
+
+
+checkpoints = st.fixed_dictionaries({
+    "rank": st.integers(-1, 3) | plain_values,
+    "superstep": st.integers(-1, 2**64 - 1) | plain_values,
+    "state": plain_values,
+    "inbox": st.dictionaries(st.integers(-1, 3) | st.text(max_size=1), st.lists(plain_values, max_size=2) | plain_values,
+                             max_size=3) | plain_values,
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(checkpoints | plain_values)
+def test_decoding_a_checkpoint_gives_a_member_of_the_gang_or_a_plugin_error(plain):
+    try:
+        checkpoint = MemberCheckpoint.from_bytes(encode_plain(plain), 3)
+    except PluginError as error:
+        assert "checkpoint" in error.message
+        return
+    assert checkpoint.rank in (0, 1, 2) and checkpoint.superstep >= 0
+    assert list(checkpoint.inbox) == sorted(checkpoint.inbox) and all(s in (0, 1, 2) for s in checkpoint.inbox)
+    assert MemberCheckpoint.from_bytes(checkpoint.to_bytes(), 3) == checkpoint
