@@ -513,11 +513,15 @@ class HostService:
         """To the master, then to the k extra holders (never this host itself: its disk is the one at risk)."""
         k = self._settings().replica_peers
         holders = [n for n in replica_holders(record.task_id, self._alive(), hosted.master, k) if n != self.node_id]
+        # Its progress and CPU time go with it: the master may have to place the unit again from it before
+        # the next report says them (a cut right after it), and would then guess where the lost copy stood.
+        seq, progress, cpu = hosted.checkpoint
+        progress, cpu = (progress, cpu) if seq == record.seq else (0.0, 0.0)
         try:
             for index, holder in enumerate([None, *holders[:k]]):
                 try:
                     if holder is None:
-                        await self._links.master(hosted.master).host_replica(self.node_id, record)
+                        await self._links.master(hosted.master).host_replica(self.node_id, record, progress, cpu)
                     else:
                         await self._links.keeper(holder).keep(hosted.master, record)
                 except FrostError as error:

@@ -49,7 +49,8 @@ class MasterSide(Protocol):
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool: ...
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None: ...
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
-    async def host_replica(self, host: str, record: CheckpointRecord) -> None: ...
+    async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
+                           cpu_seconds: float = 0.0) -> None: ...
 
 
 class HostSide(Protocol):
@@ -231,13 +232,13 @@ class Links:
             case UnitMoved(task_id=task_id, epoch=epoch, destination=destination):
                 current = await master.host_moved(peer, task_id, epoch, destination)
                 return Verdict(ok=current, reason="" if current else f"epoch {epoch} of {task_id} is not current")
-            case CheckpointReplica(checkpoint=meta, held_for=held_for):
+            case CheckpointReplica(checkpoint=meta, held_for=held_for, progress=progress, cpu_seconds=cpu_seconds):
                 record = await _receive_checkpoint(channel, meta)
                 assert record is not None
                 if held_for:
                     await keeper.keep(held_for, record)
                 else:
-                    await master.host_replica(peer, record)
+                    await master.host_replica(peer, record, progress, cpu_seconds)
                 return Verdict(ok=True)
             case ReplicaFetch(task_id=task_id, after_seq=after_seq):
                 held = await keeper.fetch(task_id, after_seq)
@@ -354,10 +355,12 @@ class _RemoteMaster:
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool:
         return (await self._verdict(UnitMoved(task_id=task_id, epoch=epoch, destination=destination))).ok
 
-    async def host_replica(self, host: str, record: CheckpointRecord) -> None:
+    async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
+                           cpu_seconds: float = 0.0) -> None:
         meta, state = _checkpoint_parts(record)
         assert meta is not None
-        answer = await self._verdict(CheckpointReplica(checkpoint=meta), state, timeout=START_TIMEOUT)
+        answer = await self._verdict(CheckpointReplica(checkpoint=meta, progress=progress, cpu_seconds=cpu_seconds),
+                                     state, timeout=START_TIMEOUT)
         if not answer.ok:
             raise NodeUnavailableError(f"master {self._node[:8]} refused the replica: {answer.reason}")
 

@@ -275,6 +275,8 @@ class CheckpointReplica(Message):
     MAX_SIZE = 4096
     checkpoint: CheckpointMeta
     held_for: str = ""          # set when the receiver is one of the k extra holders, not the master
+    progress: float = 0.0       # the progress it holds, and the guest's CPU-seconds when it was taken
+    cpu_seconds: float = 0.0    # (0: its host did not say): a replacement resumed from it counts from there
 
 
 @register

@@ -702,14 +702,18 @@ class MasterScheduler:
         self._on_change()
         return current
 
-    async def host_replica(self, host: str, record: CheckpointRecord) -> None:
+    async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
+                           cpu_seconds: float = 0.0) -> None:
+        """`progress` and `cpu_seconds`: where the copy stood when it took `record` (0: its host did not say)."""
         assignment_id, index = split_task_id(record.task_id)
         if not self._store.confirm_location(assignment_id, index, epoch=record.epoch, host=host):
             raise FrostError(f"{record.task_id} epoch {record.epoch} is not the current copy; replica refused")
         copy = self._copies.get(record.task_id)
         if copy is not None and copy.epoch == record.epoch:
             heard = self._checkpoint_heard.get(record.task_id)
-            if heard is not None and heard[:2] == (record.epoch, record.seq):
+            if cpu_seconds > 0:
+                self._replicated[record.task_id] = (record.epoch, record.seq, min(max(progress, 0.0), 1.0), cpu_seconds)
+            elif heard is not None and heard[:2] == (record.epoch, record.seq):
                 self._replicated[record.task_id] = heard
             else:  # its next report says how far it was and at what CPU time; until then, as last heard
                 self._replicated[record.task_id] = (record.epoch, record.seq, copy.run.progress, None)

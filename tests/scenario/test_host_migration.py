@@ -105,6 +105,7 @@ class RecordingMaster:
         self.moved: list[tuple[str, str, int, str]] = []
         self.told_of_a_move = trio.Event()
         self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
+        self.replicas: list[tuple[str, int, float, float]] = []
 
     async def host_report(self, host, units):
         return ()
@@ -118,8 +119,8 @@ class RecordingMaster:
         self.returned.append((host, task_id, record))
         return True
 
-    async def host_replica(self, host, record):
-        pass
+    async def host_replica(self, host, record, progress=0.0, cpu_seconds=0.0):
+        self.replicas.append((host, record.seq, progress, cpu_seconds))
 
 
 class Cluster:
@@ -216,6 +217,22 @@ async def test_an_evicted_unit_relocates_to_the_peer_the_ranking_names(tmp_path,
             await cluster.master.told_of_a_move.wait()  # the last step of the hand-over: B runs it, A let go
         assert cluster.running(B) == [TASK] and cluster.running(A) == [] and cluster.master.returned == []
         assert cluster.master.moved == [(A, TASK, 2, B)]
+
+
+async def test_a_replica_tells_the_master_the_progress_and_cpu_time_its_checkpoint_was_taken_at(tmp_path, autojump_clock):
+    # Its master may place the unit again from this replica before the host's next report says where the
+    # copy stood (a cut right after it): it must not have to guess from the copy's rate so far.
+    async with running_cluster(tmp_path) as cluster:
+        guests = cluster.guests[A]
+        task = cluster.hosts[A].hosted()[0].task
+        record = guests.store.commit(task_id=TASK, plugin_name="p", plugin_version="1", plugin_hash=PLUGIN.hash,
+                                     unit_index=0, epoch=1, seq=1, taken_at=0.0, state=b"state")
+        cluster.hosts[A].on_checkpoint(task, record)
+        with trio.fail_after(10):
+            while not cluster.master.replicas:
+                await trio.sleep(0.1)
+        # The stand-in guest is at 50 % after 10 CPU-seconds, 1 of them since this checkpoint.
+        assert cluster.master.replicas == [(A, 1, 0.5, 9.0)]
 
 
 async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):

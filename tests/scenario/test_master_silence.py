@@ -330,6 +330,31 @@ def test_a_cut_off_copy_s_waste_is_its_own_cpu_time_past_the_checkpoint_its_repl
     run(scenario, tmp_path, units=3)   # (the third unit keeps the assignment from being combined)
 
 
+def test_a_copy_cut_off_right_after_its_replica_counts_from_the_cpu_time_the_replica_was_taken_at(tmp_path):
+    async def scenario(world):
+        await placed(world, 1, 0)
+        old_host = world.unit().host
+        # Last heard at 2 % after 0.5 CPU-seconds, most of them its process's start: at that rate the checkpoint
+        # at 10 % would have been taken at 2.5. It was taken at 1.0, as its replica says; the cut came before
+        # the report that would have said so too.
+        await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.02, 0.5),))
+        await world.scheduler.host_replica(old_host, replica(world, 0, epoch=1, seq=1), 0.1, 1.0)
+        third = "c" * 32
+        world.links.hosts[third] = StandInHost(third)
+        world.views = [NodeView(node_id=third, available=1.0, guests=0, cpus=4)]
+        world.alive.append(third)
+        await placed(world, 2, 0)
+        assert any(f"placed on {third[:8]} from checkpoint 1" in m for m in world.messages())
+        result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
+        assert await world.scheduler.host_result(third, world.task(), 2, result, 5.0)
+        # Healed, its late result says its guest used 4 CPU-seconds: 3 of them past the checkpoint.
+        await world.scheduler.host_result(old_host, world.task(), 1, result, 4.0)
+        wasted = dict(world.store.assignment(world.assignment).waste)
+        assert wasted == {waste.REFUSED: pytest.approx(3.0)}                 # nothing redone
+
+    run(scenario, tmp_path)
+
+
 def test_a_master_that_was_stopped_gives_its_hosts_a_full_timeout_when_it_resumes(tmp_path):
     async def scenario(world):
         for index in (0, 1):

@@ -47,8 +47,8 @@ class RecordingMaster:
     async def host_moved(self, host, task_id, epoch, destination):
         return epoch > 1
 
-    async def host_replica(self, host, record):
-        self.calls.append(("replica", host, record))
+    async def host_replica(self, host, record, progress=0.0, cpu_seconds=0.0):
+        self.calls.append(("replica", host, record, progress, cpu_seconds))
 
 
 class RecordingHost:
@@ -114,13 +114,14 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         assert stop == ("a-1.0",)
         assert await remote_master.host_result("ignored", "a-1.1", 2, b"r" * 300_000, 12.5)
         assert await remote_master.host_return("ignored", "a-1.0", 1, record())
-        await remote_master.host_replica("ignored", record())
+        await remote_master.host_replica("ignored", record(), 0.25, 3.5)
         await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
         assert await remote_master.host_moved("ignored", "a-1.0", 2, "c")
         kinds = [call[0] for call in master.calls]
         assert kinds == ["report", "result", "return", "replica", "failed"]
         assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
         assert master.calls[1][4:] == (b"r" * 300_000, 12.5) and master.calls[2][4] == record()
+        assert master.calls[3][2:] == (record(), 0.25, 3.5)     # a replica says where its copy stood
         reply = await remote_host.offer("a", UnitOffer(task_id="a-1.0", plugin_hash="h", memory_bytes=500,
                                                        state_bytes=0))
         assert not reply.accepted and reply.reason == "too big"
