@@ -25,7 +25,7 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.messages import STOPPED, Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
@@ -200,7 +200,9 @@ class HostService:
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
         self._starting: set[str] = set()
-        self._stopping: set[str] = set()
+        self._stopping: dict[str, str] = {}   # task id -> why its guest is being stopped
+        self._stopped: dict[str, tuple[UnitStatus, str, float]] = {}   # task id -> (final figures, master, when)
+        """Copies stopped as superseded whose final figures their masters have not heard yet."""
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._delivering: set[str] = set()   # outcomes on their way to a master (a first try can outlast a cut)
         self._nursery: trio.Nursery | None = None
@@ -336,9 +338,10 @@ class HostService:
     async def stop_assignment(self, assignment_id: str) -> None:
         """The master cancelled an assignment: its guests here stop at once."""
         tasks = tuple(t for t, h in self._hosted.items() if h.task.assignment_id == assignment_id)
-        self._stopping.update(tasks)
+        why = f"cancelled: assignment {assignment_id} was cancelled"
+        self._stopping.update(dict.fromkeys(tasks, why))
         await self.supervisor.end_warm(assignment_id)
-        await self.supervisor.stop(tasks, f"cancelled: assignment {assignment_id} was cancelled")
+        await self.supervisor.stop(tasks, why)
 
     def resume_here(self, hosted: Hosted) -> None:
         """A move failed after the capture: run the unit here again from the checkpoint kept on disk."""
@@ -377,8 +380,13 @@ class HostService:
             return
         self._hosted.pop(task.task_id, None)  # (a move waiting to capture it learns so from capture())
         self._on_change()
-        if task.task_id in self._stopping:
-            self._stopping.discard(task.task_id)
+        why = self._stopping.pop(task.task_id, None)
+        if why == SUPERSEDED:
+            # Its master counts the CPU it threw away up to the report it stopped it on; the rest, to
+            # its last figure (warm or fresh, killed now), goes in the next report.
+            self._stopped[task.task_id] = (dataclasses.replace(hosted.status(), state=STOPPED), hosted.master,
+                                           time.monotonic())
+        if why is not None:
             return
         if isinstance(outcome, Completed):
             try:
@@ -460,15 +468,24 @@ class HostService:
             if hosted.leaving:
                 continue
             by_master[hosted.master].append(hosted.status(self._paused_as()))
+        expired = time.monotonic() - self._settings().hold_results
+        for task_id, (status, master, since) in list(self._stopped.items()):
+            if since < expired:
+                del self._stopped[task_id]
+            else:
+                by_master[master].append(status)
         for master, units in by_master.items():
             try:
                 stop = await self._links.master(master).host_report(self.node_id, tuple(units))
             except NodeUnavailableError as error:
                 log.debug("report to %s failed: %s", master[:8], error.message)
                 continue
+            for status in units:
+                if status.state == STOPPED and self._stopped.get(status.task_id, (None,))[0] == status:
+                    del self._stopped[status.task_id]
             stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
             if stop:
-                self._stopping.update(stop)
+                self._stopping.update(dict.fromkeys(stop, SUPERSEDED))
                 self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
                 await self.supervisor.stop(stop, SUPERSEDED)
 

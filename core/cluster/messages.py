@@ -119,6 +119,11 @@ class Verdict(Message):
     reason: str = ""
 
 
+STOPPED = "stopped"
+"""A `UnitStatus.state`: its master had this copy stopped, and these are its final figures (what it used to
+the end counts as thrown away); no longer running."""
+
+
 @dataclasses.dataclass(frozen=True)
 class UnitStatus:
     task_id: str
@@ -129,7 +134,8 @@ class UnitStatus:
     checkpoint_progress: float = 0.0   # the progress that checkpoint holds
     checkpoint_cpu: float = 0.0        # the guest's CPU-seconds when it was taken (work past it is lost with the copy)
     state: str = "running"      # as its host sees it: running, starting, checkpointing, paused (by the owner),
-                                # suspended (by the owner policy), so its master's screen tells the truth
+                                # suspended (by the owner policy), so its master's screen tells the truth;
+                                # STOPPED once, with its last figures, after its master had it stopped
     submitter: str = ""         # whose unit it is (from its spec)
 
 

@@ -32,7 +32,7 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.messages import STOPPED, Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
@@ -446,6 +446,9 @@ class MasterScheduler:
         now = self._clock()
         for status in units:
             progress = min(max(status.progress, 0.0), 1.0)
+            if status.state == STOPPED:  # a copy stopped on this master's word: its final figures
+                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=True)
+                continue
             try:
                 current = self._current(host, status.task_id, status.epoch)
             except UnknownAssignmentError:
@@ -455,7 +458,7 @@ class MasterScheduler:
                 self._heard_checkpoint(status)
             elif not self._worth_keeping(host, status):
                 stop.append(status.task_id)
-                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds)
+                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=False)
         self._on_change()
         return tuple(stop)
 
@@ -522,17 +525,22 @@ class MasterScheduler:
         if replicated is not None and replicated[:2] == heard[:2]:
             self._replicated[status.task_id] = heard
 
-    def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float, cpu: float) -> None:
-        """A copy given up earlier still ran and is stopped now: what it did since is thrown away."""
+    def _count_stopped(self, task_id: str, epoch: int, progress: float, now: float, cpu: float, *,
+                       final: bool) -> None:
+        """A copy given up or overtaken earlier still ran and is stopped: what it did since its figures last
+        counted is thrown away. It is followed until its `final` figures (its host stopped it), since a
+        stop is asked on a report that may be stale (sent before a cut) and its guest runs until then."""
         assignment_id, index = split_task_id(task_id)
-        lost = self._given_up.pop((task_id, epoch), None)
-        if lost is not None:
-            self._add_waste(assignment_id, index, epoch=epoch, reason=waste.late_reason(lost.run, waste.SUPERSEDED),
-                            seconds=waste.ran_on(lost.run, progress, now, cpu))
-        overtaken = self._overtaken.pop((task_id, epoch), None)
-        if overtaken is not None:
-            self._add_waste(assignment_id, index, epoch=epoch, reason=waste.SUPERSEDED,
-                            seconds=waste.ran_on(overtaken.run, progress, now, cpu))
+        key = (task_id, epoch)
+        for copies, reason in ((self._given_up, None), (self._overtaken, waste.SUPERSEDED)):
+            copy = copies.pop(key, None)
+            if copy is None:
+                continue
+            self._add_waste(assignment_id, index, epoch=epoch,
+                            reason=reason or waste.late_reason(copy.run, waste.SUPERSEDED),
+                            seconds=waste.ran_on(copy.run, progress, now, cpu))
+            if not final:
+                copies[key] = Copy(copy.epoch, copy.host, waste.counted_to(copy.run, progress, now, cpu))
 
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool:
         """`result` is the guest's result envelope: the plugin's result and the unit's output files;

@@ -7,6 +7,8 @@ kept work took over from it: differences of its own CPU figures where its host s
 report, a holdings answer or a late result carries them), else its CPU-seconds per unit of
 progress times the progress not kept; only a host that sends no CPU time is counted by the clock.
 A copy given up before its first report left nothing to count yet: its late figures settle it.
+A copy heard again is counted at each late figure, from the last one counted, until its last one:
+its result, or the final figures its host sends once it stopped it.
 These are pure functions of those figures; the scheduler records what they return, by reason.
 """
 
@@ -102,6 +104,15 @@ def ran_on(lost: CopyRun, progress: float, now: float, cpu: float = 0.0) -> floa
     if rate is None:
         return max(0.0, now - lost.heard_at)
     return max(0.0, progress - lost.progress) * rate
+
+
+def counted_to(lost: CopyRun, progress: float, now: float, cpu: float = 0.0) -> CopyRun:
+    """`lost` once a late figure of it (`progress` and `cpu` CPU-seconds by `now`) was counted with `ran_on`:
+    its next figure counts on from there. Figures may come out of order (a report sent before a cut and
+    delivered after a newer one); one behind what was counted adds nothing, so what a copy threw away is
+    its newest figure less where counting began, whatever the order."""
+    return replace(lost, heard_at=max(lost.heard_at, now), progress=max(lost.progress, progress),
+                   cpu=max(lost.cpu, cpu))
 
 
 def late_reason(lost: CopyRun, reason: str) -> str:

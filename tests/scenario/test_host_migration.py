@@ -16,7 +16,7 @@ import trio
 from frost_core.api.errors import NodeUnavailableError
 from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
 from frost_core.cluster.memory_links import MemoryNetwork
-from frost_core.cluster.messages import UnitSpec
+from frost_core.cluster.messages import STOPPED, UnitSpec, UnitStatus
 from frost_core.cluster.migration import Migrator
 from frost_core.cluster.outbox import Outbox
 from frost_core.events import EventLog
@@ -80,7 +80,7 @@ class StandInGuests:
 
     async def stop(self, task_ids: tuple[str, ...], reason: str) -> tuple[str, ...]:
         for t in task_ids:
-            self._end(t, Failed(reason, retryable=False))
+            self._end(t, Failed(reason, retryable=False, cpu_seconds=12.5))  # it ran on past its last look
         return task_ids
 
     def _end(self, task_id: str, outcome: Outcome) -> None:
@@ -106,9 +106,13 @@ class RecordingMaster:
         self.told_of_a_move = trio.Event()
         self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
         self.replicas: list[tuple[str, int, float, float]] = []
+        self.reports: list[tuple[UnitStatus, ...]] = []
+        self.stop: tuple[str, ...] = ()   # what its next report's answer asks the host to stop
 
     async def host_report(self, host, units):
-        return ()
+        self.reports.append(units)
+        stop, self.stop = self.stop, ()
+        return stop
 
     async def host_moved(self, host, task_id, epoch, destination):
         self.moved.append((host, task_id, epoch, destination))
@@ -233,6 +237,23 @@ async def test_a_replica_tells_the_master_the_progress_and_cpu_time_its_checkpoi
                 await trio.sleep(0.1)
         # The stand-in guest is at 50 % after 10 CPU-seconds, 1 of them since this checkpoint.
         assert cluster.master.replicas == [(A, 1, 0.5, 9.0)]
+
+
+async def test_a_copy_its_master_stops_is_reported_once_more_with_the_cpu_time_it_used_to_the_end(tmp_path, autojump_clock):
+    # Its master asks the stop on a report that may be stale, and the guest runs until it is killed: the
+    # master counts what it threw away to its last figure.
+    async with running_cluster(tmp_path) as cluster:
+        cluster.master.stop = (TASK,)
+        await cluster.hosts[A].report_now()
+        assert [s.cpu_seconds for s in cluster.master.reports[-1]] == [10.0]
+        with trio.fail_after(10):
+            while cluster.running(A):
+                await trio.sleep(0.1)
+        await cluster.hosts[A].report_now()
+        assert [(s.task_id, s.state, s.cpu_seconds) for s in cluster.master.reports[-1]] == [(TASK, STOPPED, 12.5)]
+        heard = len(cluster.master.reports)
+        await cluster.hosts[A].report_now()
+        assert len(cluster.master.reports) == heard          # heard once: nothing more to tell
 
 
 async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):

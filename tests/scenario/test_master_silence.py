@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from frost_core.cluster.links import offer_each, start_each
-from frost_core.cluster.messages import Holdings, UnitOfferReply, UnitStatus, Verdict
+from frost_core.cluster.messages import STOPPED, Holdings, UnitOfferReply, UnitStatus, Verdict
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.master import waste
@@ -330,27 +330,52 @@ def test_a_cut_off_copy_s_waste_is_its_own_cpu_time_past_the_checkpoint_its_repl
     run(scenario, tmp_path, units=3)   # (the third unit keeps the assignment from being combined)
 
 
+async def replaced_from_replica(world, last_heard: UnitStatus) -> tuple[str, bytes]:
+    """Unit 0's host reports `last_heard`, sends a replica of its checkpoint at 10 % taken at 1.0 CPU-seconds,
+    and is cut off: the unit is placed again from that replica on a third host, whose result is accepted.
+    Its old host, and that result."""
+    await placed(world, 1, 0)
+    old_host = world.unit().host
+    await world.scheduler.host_report(old_host, (last_heard,))
+    await world.scheduler.host_replica(old_host, replica(world, 0, epoch=1, seq=1), 0.1, 1.0)
+    third = "c" * 32
+    world.links.hosts[third] = StandInHost(third)
+    world.views = [NodeView(node_id=third, available=1.0, guests=0, cpus=4)]
+    world.alive.append(third)
+    await placed(world, 2, 0)
+    assert any(f"placed on {third[:8]} from checkpoint 1" in m for m in world.messages())
+    result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
+    assert await world.scheduler.host_result(third, world.task(), 2, result, 5.0)
+    return old_host, result
+
+
 def test_a_copy_cut_off_right_after_its_replica_counts_from_the_cpu_time_the_replica_was_taken_at(tmp_path):
     async def scenario(world):
-        await placed(world, 1, 0)
-        old_host = world.unit().host
         # Last heard at 2 % after 0.5 CPU-seconds, most of them its process's start: at that rate the checkpoint
         # at 10 % would have been taken at 2.5. It was taken at 1.0, as its replica says; the cut came before
         # the report that would have said so too.
-        await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.02, 0.5),))
-        await world.scheduler.host_replica(old_host, replica(world, 0, epoch=1, seq=1), 0.1, 1.0)
-        third = "c" * 32
-        world.links.hosts[third] = StandInHost(third)
-        world.views = [NodeView(node_id=third, available=1.0, guests=0, cpus=4)]
-        world.alive.append(third)
-        await placed(world, 2, 0)
-        assert any(f"placed on {third[:8]} from checkpoint 1" in m for m in world.messages())
-        result = envelope.pack(envelope.RESULT, cbor2.dumps(42), {}, 1 << 20)
-        assert await world.scheduler.host_result(third, world.task(), 2, result, 5.0)
+        old_host, result = await replaced_from_replica(world, UnitStatus(world.task(), 1, 0.02, 0.5))
         # Healed, its late result says its guest used 4 CPU-seconds: 3 of them past the checkpoint.
         await world.scheduler.host_result(old_host, world.task(), 1, result, 4.0)
         wasted = dict(world.store.assignment(world.assignment).waste)
         assert wasted == {waste.REFUSED: pytest.approx(3.0)}                 # nothing redone
+
+    run(scenario, tmp_path)
+
+
+def test_a_stopped_copy_counts_to_its_final_cpu_time_whatever_order_its_late_figures_come_in(tmp_path):
+    async def scenario(world):
+        old_host, _ = await replaced_from_replica(world, UnitStatus(world.task(), 1, 0.1, 1.0))
+        # Healed: a report its host sent as the cut began (at 1.4 CPU-seconds) comes after all, then a fresh
+        # one (3.5); each gets the answer to stop it. The host stopped it at 3.8, and says so.
+        for cpu in (1.4, 3.5):
+            assert await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.5, cpu),)) \
+                == (world.task(),)
+        assert await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.6, 3.8, state=STOPPED),)) \
+            == ()
+        await world.scheduler.host_report(old_host, (UnitStatus(world.task(), 1, 0.5, 1.4),))   # later still: nothing
+        wasted = dict(world.store.assignment(world.assignment).waste)
+        assert wasted == {waste.SUPERSEDED: pytest.approx(3.8 - 1.0)}
 
     run(scenario, tmp_path)
 

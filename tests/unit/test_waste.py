@@ -3,7 +3,7 @@
 import pytest
 
 from frost_core.master.waste import (
-    REDONE, REFUSED, SUPERSEDED, CopyRun, late_reason, overtaken, ran_on, redone, resumed, summary,
+    REDONE, REFUSED, SUPERSEDED, CopyRun, counted_to, late_reason, overtaken, ran_on, redone, resumed, summary,
 )
 
 # Placed at t=100 from progress 0.2, last heard at t=160 at progress 0.5: 60 s for 0.3, so 200 s per unit.
@@ -79,3 +79,16 @@ def test_a_copy_cut_off_just_after_a_checkpoint_past_its_last_report_counts_on_f
     # Without the checkpoint's CPU time its rate stands in: 10 + 0.1 × 20 = 12.
     assert resumed(lost, 0.6).cpu == pytest.approx(12.0)
     assert resumed(lost, 0.4) == lost                                   # resumed from before its last report
+
+
+def test_late_figures_count_on_from_the_last_one_counted_in_whatever_order_they_come():
+    # Counted from 12.5 CPU-seconds (the checkpoint its replacement resumed from). A report sent before
+    # the cut (13) arrives with one sent after it (18), in either order, then its final figure (19).
+    lost = CopyRun(placed_at=100.0, start=0.0, heard_at=120.0, progress=0.6, cpu=12.5, reported=True)
+    for figures in ([(0.62, 13.0), (0.9, 18.0)], [(0.9, 18.0), (0.62, 13.0)]):
+        run, total = lost, 0.0
+        for progress, cpu in [*figures, (0.95, 19.0)]:
+            total += ran_on(run, progress, 999.0, cpu)
+            run = counted_to(run, progress, 999.0, cpu)
+        assert total == pytest.approx(19.0 - 12.5)
+        assert late_reason(run, SUPERSEDED) == SUPERSEDED
