@@ -1,0 +1,354 @@
+"""The master's side of a gang assignment, sans-IO: placement, the barrier, global checkpoints, restarts.
+
+The coordinator places the p members on p distinct hosts (`policies.gang_migration.choose_hosts`
+over the merged table, waiting with a reason while fewer than p hosts can take one) and runs the
+barrier: superstep k+1 is released only when all p members reported k, each release naming the
+senders whose mail the member must hold first (`cluster.gang_site` does the delivery). Every
+placement is an epoch; a report, checkpoint or mail of another epoch, or a second report of the
+same superstep, is refused, so no superstep is applied twice. At a check (`CheckCadence`) the
+members' predicate answers ride on their reports and are OR-reduced; on "move" every member
+checkpoints at the barrier, and only once all p checkpoints of that barrier are in do they replace
+the previous global checkpoint and the gang restart on the new best p under a new epoch. A host
+that is lost (its owner evicts, it crashes or is cut off) restarts the whole gang from the last
+global checkpoint at once: nobody waits for a barrier the lost member will never reach. The
+results are combined only when all p finished in the same epoch.
+
+Inputs are events with their time (`handle`); outputs are actions (`Send` to a host, `Combine`,
+`GangFailed`, `Refused`). No clocks, sockets or plugin code here; `view()` is what the UI shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from frost_core.api.errors import PluginError
+from frost_core.cluster.gang_site import (
+    BarrierReport,
+    CheckpointReport,
+    Mail,
+    ReleaseStep,
+    Send,
+    StartMember,
+    StopMember,
+    TakeCheckpoint,
+)
+from frost_core.plugin.gang import check_agreement
+from frost_core.policies.gang_migration import CheckCadence, check_due, choose_hosts, member_share, or_reduce
+from frost_core.policies.views import NodeView
+
+
+# Events the node feeds in.
+
+@dataclass(frozen=True)
+class TableChanged:
+    """The merged resource table as of `at`."""
+
+    at: float
+    table: tuple[NodeView, ...]
+
+
+@dataclass(frozen=True)
+class HostLost:
+    """`host` can no longer run a member: its owner evicts, it crashed, or it is cut off (`reason`)."""
+
+    at: float
+    host: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class HostBack:
+    """`host`, lost earlier, is reachable again (it may still run members of an old epoch)."""
+
+    at: float
+    host: str
+
+
+@dataclass(frozen=True)
+class MoveGang:
+    """The owner asked to move a member (`move` in the UI): the gang moves at the next barrier."""
+
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message from a host (BarrierReport, CheckpointReport or Mail to route) at `at`."""
+
+    at: float
+    message: object
+
+
+# Actions it returns besides `Send`.
+
+@dataclass(frozen=True)
+class Combine:
+    """All p members finished in the same epoch: combine `results[rank]` into the output."""
+
+    results: tuple
+
+
+@dataclass(frozen=True)
+class GangFailed:
+    """The gang cannot go on (a plugin broke the contract)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A message that was not applied, and why (one log line for the wiring)."""
+
+    message: object
+    reason: str
+
+
+# The view.
+
+@dataclass(frozen=True)
+class MemberView:
+    """One member as the UI shows it: where it runs, how far it got, how long it waited for the others."""
+
+    rank: int
+    host: str | None
+    superstep: int
+    at_barrier: bool
+    waited: float
+    moves: int
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """The last global checkpoint: before which superstep, when it was complete, its bytes (all p)."""
+
+    superstep: int
+    at: float
+    size: int
+
+
+@dataclass(frozen=True)
+class GangView:
+    """A gang assignment: its phase (waiting, running, checkpointing, finished, failed) and members."""
+
+    gang_id: str
+    size: int
+    epoch: int
+    phase: str
+    reason: str
+    superstep: int
+    members: tuple[MemberView, ...]
+    last_checkpoint: CheckpointView | None
+    moves: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class GlobalCheckpoint:
+    """All p members' MemberCheckpoint bytes taken at the same barrier, before `superstep`."""
+
+    superstep: int
+    at: float
+    data: tuple[bytes, ...]
+
+
+@dataclass
+class _Member:
+    host: str | None = None
+    superstep: int = 0
+    at_barrier: bool = False
+    reported_at: float = 0.0
+    waited: float = 0.0
+    moves: int = 0
+
+
+@dataclass
+class GangCoordinator:
+    """One gang assignment's barrier and placement; feed it events, carry out what it returns."""
+
+    gang_id: str
+    size: int
+    cadence: CheckCadence = CheckCadence()
+    x: float = 1.0
+    margin: float = 0.0
+    phase: str = "waiting"
+    reason: str = "waiting for the resource table"
+    epoch: int = 0
+    superstep: int = 0
+    checkpoint: GlobalCheckpoint | None = None
+    moves: int = 0
+    restarts: int = 0
+    _table: tuple[NodeView, ...] = ()
+    _down: set[str] = field(default_factory=set)
+    _stale: dict[str, set[int]] = field(default_factory=dict)   # down host -> ranks it may still run
+    _members: list[_Member] = field(default_factory=list)
+    _reports: dict[int, BarrierReport] = field(default_factory=dict)
+    _images: dict[int, bytes] = field(default_factory=dict)
+    _checked: tuple[int, float] = (0, 0.0)   # the superstep and time of the last check (or start)
+    _asked: bool = False                     # the running superstep carries a check
+    _move_asked: str = ""
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"a gang has at least one member, not {self.size}")
+        self._members = [_Member() for _ in range(self.size)]
+
+    def handle(self, event: object) -> list:
+        """Apply one event; returns the actions it causes, in order."""
+        if isinstance(event, Received):
+            return {BarrierReport: self._report, CheckpointReport: self._image, Mail: self._route}[
+                type(event.message)](event.at, event.message)
+        return {TableChanged: self._table_changed, HostLost: self._host_lost, HostBack: self._host_back,
+                MoveGang: self._move}[type(event)](event)
+
+    def hosts(self) -> tuple[str | None, ...]:
+        """The host of each rank in the current epoch (None while waiting)."""
+        return tuple(member.host for member in self._members)
+
+    def view(self) -> GangView:
+        members = tuple(MemberView(rank, m.host, m.superstep, m.at_barrier, m.waited, m.moves)
+                        for rank, m in enumerate(self._members))
+        last = self.checkpoint
+        return GangView(self.gang_id, self.size, self.epoch, self.phase, self.reason, self.superstep, members,
+                        None if last is None else CheckpointView(last.superstep, last.at, sum(map(len, last.data))),
+                        self.moves, self.restarts)
+
+    # Placement and restarts.
+
+    def _table_changed(self, event: TableChanged) -> list:
+        self._table = event.table
+        return self._place(event.at) if self.phase == "waiting" else []
+
+    def _host_lost(self, event: HostLost) -> list:
+        self._down.add(event.host)
+        ranks = {rank for rank, m in enumerate(self._members) if m.host == event.host}
+        if not ranks or self.phase not in ("running", "checkpointing"):
+            return []
+        self._stale.setdefault(event.host, set()).update(ranks)
+        self.restarts += 1
+        return self._place(event.at, f"{event.host} {event.reason}")
+
+    def _host_back(self, event: HostBack) -> list:
+        self._down.discard(event.host)
+        stale = self._stale.pop(event.host, set())
+        actions = [Send(event.host, StopMember(self.gang_id, rank, self.epoch)) for rank in sorted(stale)]
+        return actions + (self._place(event.at) if self.phase == "waiting" else [])
+
+    def _move(self, event: MoveGang) -> list:
+        if self.phase == "running":
+            self._move_asked = event.reason
+        return []
+
+    def _place(self, at: float, why: str = "") -> list:
+        """Start all p members (afresh or from the last global checkpoint) on the best p hosts, or wait."""
+        current = frozenset(m.host for m in self._members if m.host is not None)
+        usable = [v for v in self._table if v.node_id not in self._down and member_share(v, v.node_id in current, self.x) > 0]
+        if len(usable) < self.size:
+            stops = self._stop_all(None)
+            names = ", ".join(sorted(v.node_id for v in usable)) or "none"
+            self.phase = "waiting"
+            self.reason = (f"{why}: " if why else "") + f"needs {self.size} hosts that can take a member, {len(usable)} can ({names})"
+            for member in self._members:
+                member.host, member.at_barrier = None, False
+            return stops
+        chosen = choose_hosts(usable, current, self.size, self.x, self.margin)
+        old = self.hosts()
+        staying = {host for host in old if host in chosen}
+        spare = iter(host for host in chosen if host not in staying)
+        new = [host if host in staying else next(spare) for host in old]
+        self.epoch += 1
+        actions = self._stop_all(new)
+        start = self.checkpoint.superstep if self.checkpoint else 0
+        for rank, member in enumerate(self._members):
+            if old[rank] is not None and old[rank] != new[rank]:
+                member.moves += 1
+            member.host, member.superstep, member.at_barrier = new[rank], start, False
+            image = self.checkpoint.data[rank] if self.checkpoint else None
+            actions.append(Send(new[rank], StartMember(self.gang_id, rank, self.size, self.epoch, start, image)))
+        if any(host is not None for host in old) and new != list(old):
+            self.moves += 1
+        self.phase, self.superstep, self.reason = "running", start, why
+        self._reports, self._images, self._checked, self._asked, self._move_asked = {}, {}, (start, at), False, ""
+        return actions
+
+    def _stop_all(self, new: list[str] | None) -> list:
+        """Stop the members of the ending epoch, leaving a pointer where one moves to its `new` host."""
+        actions = []
+        for rank, member in enumerate(self._members):
+            if member.host is None or member.host in self._down:
+                continue
+            if new is None:
+                actions.append(Send(member.host, StopMember(self.gang_id, rank, self.epoch + 1)))
+            else:   # called once the new epoch is counted
+                forward = None if new[rank] == member.host else new[rank]
+                actions.append(Send(member.host, StopMember(self.gang_id, rank, self.epoch, forward)))
+        return actions
+
+    # The barrier.
+
+    def _report(self, at: float, report: BarrierReport) -> list:
+        refusal = self._refusal(report.epoch, report.superstep, "running")
+        if refusal or report.rank in self._reports:
+            return [Refused(report, refusal or f"superstep {report.superstep} of rank {report.rank} was already applied")]
+        self._reports[report.rank] = report
+        member = self._members[report.rank]
+        member.at_barrier, member.reported_at = True, at
+        if len(self._reports) < self.size:
+            return []
+        reports = [self._reports[rank] for rank in range(self.size)]
+        try:
+            done = check_agreement([r.done for r in reports], report.superstep)
+        except PluginError as error:
+            self.phase, self.reason = "failed", str(error)
+            return self._stop_all(None) + [GangFailed(str(error))]
+        for member in self._members:
+            member.waited += at - member.reported_at
+            member.at_barrier = False
+        if done:
+            self.phase, self.reason = "finished", f"finished after superstep {report.superstep}"
+            return self._stop_all(None) + [Combine(tuple(r.result for r in reports))]
+        answers = [r.move for r in reports if r.move is not None]
+        moving = self._move_asked or ("a member's host fell out of the best p" if self._asked and or_reduce(answers) else "")
+        self.superstep = nxt = report.superstep + 1
+        self._reports = {}
+        for member in self._members:
+            member.superstep = nxt
+        expect = [frozenset(r.rank for r in reports if dest in r.sent_to) for dest in range(self.size)]
+        if moving:
+            self.phase, self.reason = "checkpointing", moving
+            return [Send(m.host, TakeCheckpoint(self.gang_id, rank, self.epoch, nxt, expect[rank]))
+                    for rank, m in enumerate(self._members)]
+        self._asked = check_due(self.cadence, nxt - self._checked[0], at - self._checked[1])
+        gang = frozenset(self.hosts()) if self._asked else None
+        if self._asked:
+            self._checked = (nxt, at)
+        return [Send(m.host, ReleaseStep(self.gang_id, rank, self.epoch, nxt, expect[rank], gang))
+                for rank, m in enumerate(self._members)]
+
+    def _image(self, at: float, image: CheckpointReport) -> list:
+        refusal = self._refusal(image.epoch, image.superstep, "checkpointing")
+        if refusal or image.rank in self._images:
+            return [Refused(image, refusal or f"rank {image.rank}'s checkpoint is already in")]
+        self._images[image.rank] = image.data
+        if len(self._images) < self.size:
+            return []
+        self.checkpoint = GlobalCheckpoint(image.superstep, at, tuple(self._images[rank] for rank in range(self.size)))
+        return self._place(at, self.reason)
+
+    def _refusal(self, epoch: int, superstep: int, phase: str) -> str:
+        if epoch != self.epoch:
+            return f"epoch {epoch} is over (the gang runs epoch {self.epoch})"
+        if self.phase != phase:
+            return f"the gang is {self.phase}"
+        if superstep != self.superstep:
+            return f"superstep {superstep} is not the one running ({self.superstep})"
+        return ""
+
+    def _route(self, at: float, mail: Mail) -> list:
+        """Mail for a member whose host the sender does not know: pass it on, vouching for the address."""
+        host = self._members[mail.dest].host if 0 <= mail.dest < self.size else None
+        if mail.epoch != self.epoch or host is None:
+            return [Refused(mail, f"mail of epoch {mail.epoch} has no member to go to (epoch {self.epoch}, {self.phase})")]
+        return [Send(host, Mail(mail.gang_id, mail.epoch, mail.superstep, mail.sender, mail.dest, mail.messages,
+                                mail.reply_to, routed=True))]
+

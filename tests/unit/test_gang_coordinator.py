@@ -1,0 +1,158 @@
+"""The gang coordinator alone: placement, the barrier, checks, global checkpoints, refusals."""
+
+from __future__ import annotations
+
+from frost_core.cluster.gang_site import (
+    BarrierReport,
+    CheckpointReport,
+    ReleaseStep,
+    Send,
+    StartMember,
+    StopMember,
+    TakeCheckpoint,
+)
+from frost_core.master.gang import (
+    Combine,
+    GangCoordinator,
+    GangFailed,
+    HostLost,
+    Received,
+    Refused,
+    TableChanged,
+)
+from frost_core.policies.gang_migration import CheckCadence
+from frost_core.policies.views import NodeView
+
+
+def table(**available):
+    return tuple(NodeView(name, available=figure, guests=0) for name, figure in available.items())
+
+
+def placed(cadence=CheckCadence(every_supersteps=2)):
+    coordinator = GangCoordinator("g", 3, cadence=cadence)
+    actions = coordinator.handle(TableChanged(0.0, table(a=0.5, b=1.0, c=0.9, d=0.8)))
+    return coordinator, actions
+
+
+def report(coordinator, at, rank, superstep, sent_to=(), move=None, done=False, result=None, epoch=None):
+    message = BarrierReport("g", coordinator.epoch if epoch is None else epoch, rank, superstep,
+                            frozenset(sent_to), move, done, result)
+    return coordinator.handle(Received(at, message))
+
+
+def barrier(coordinator, at, superstep, move=None, ring=True):
+    actions = []
+    for rank in range(3):
+        actions = report(coordinator, at, rank, superstep, {(rank + 1) % 3} if ring else (), move)
+    return actions
+
+
+def test_the_members_start_on_the_best_three_distinct_hosts():
+    coordinator, actions = placed()
+    assert [(a.to, a.message) for a in actions] == [
+        (host, StartMember("g", rank, 3, 1, 0, None)) for rank, host in enumerate(["b", "c", "d"])]
+
+
+def test_fewer_hosts_that_can_take_a_member_than_members_waits_and_says_why():
+    coordinator = GangCoordinator("g", 3)
+    rows = table(a=1.0, b=1.0) + (NodeView("c", 1.0, 0, owner_active=True),)
+    assert coordinator.handle(TableChanged(0.0, rows)) == []
+    view = coordinator.view()
+    assert (view.phase, view.reason) == ("waiting", "needs 3 hosts that can take a member, 2 can (a, b)")
+
+
+def test_the_next_superstep_is_released_only_when_all_have_reported_naming_whose_mail_to_wait_for():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
+    assert report(coordinator, 1.0, 0, 0, {1}) == []
+    assert report(coordinator, 2.0, 2, 0, {0, 1}) == []
+    actions = report(coordinator, 5.0, 1, 0, {2})
+    assert [a.message for a in actions] == [
+        ReleaseStep("g", 0, 1, 1, frozenset({2})), ReleaseStep("g", 1, 1, 1, frozenset({0, 2})),
+        ReleaseStep("g", 2, 1, 1, frozenset({1}))]
+    assert [m.waited for m in coordinator.view().members] == [4.0, 0.0, 3.0]   # rank 1 was the straggler
+
+
+def test_a_repeated_stale_or_early_report_is_refused_not_applied():
+    coordinator, _ = placed()
+    report(coordinator, 1.0, 0, 0)
+    assert "already applied" in report(coordinator, 1.0, 0, 0)[0].reason
+    assert "not the one running" in report(coordinator, 1.0, 1, 1)[0].reason
+    assert "epoch 0 is over" in report(coordinator, 1.0, 1, 0, epoch=0)[0].reason
+    assert report(coordinator, 1.0, 1, 0) == [] and coordinator.superstep == 0
+
+
+def test_a_check_rides_on_the_release_and_a_single_yes_checkpoints_the_whole_gang():
+    coordinator, _ = placed()
+    first = barrier(coordinator, 1.0, 0)
+    assert all(a.message.gang_hosts is None for a in first)          # one superstep since the start
+    second = barrier(coordinator, 2.0, 1)
+    assert all(a.message.gang_hosts == frozenset("bcd") for a in second)
+    report(coordinator, 3.0, 0, 2, {1}, move=False)
+    report(coordinator, 3.0, 1, 2, {2}, move=True)
+    actions = report(coordinator, 3.0, 2, 2, {0}, move=False)
+    assert [a.message for a in actions] == [TakeCheckpoint("g", rank, 1, 3, frozenset({(rank - 1) % 3})) for rank in range(3)]
+    assert coordinator.view().phase == "checkpointing"
+
+
+def test_no_answer_at_a_check_releases_as_usual():
+    coordinator, _ = placed()
+    barrier(coordinator, 1.0, 0)
+    barrier(coordinator, 2.0, 1)
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 3.0, 2, move=False))
+
+
+def checkpointing(coordinator):
+    coordinator.handle(TableChanged(0.5, table(a=2.0, b=1.0, c=0.9, d=0.1)))
+    barrier(coordinator, 1.0, 0)
+    barrier(coordinator, 2.0, 1)
+    barrier(coordinator, 3.0, 2, move=True)
+
+
+def test_the_global_checkpoint_counts_only_when_all_three_are_in_then_the_gang_restarts_on_the_new_best():
+    coordinator, _ = placed()
+    checkpointing(coordinator)
+    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 0, 3, b"zero")))
+    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 1, 3, b"one")))
+    assert coordinator.checkpoint is None
+    actions = coordinator.handle(Received(5.0, CheckpointReport("g", 1, 2, 3, b"two")))
+    assert coordinator.view().last_checkpoint.superstep == 3 and coordinator.view().last_checkpoint.size == 10
+    sent = [(a.to, a.message) for a in actions]
+    assert ("d", StopMember("g", 2, 2, forward_to="a")) in sent
+    assert ("b", StopMember("g", 0, 2, forward_to=None)) in sent
+    assert ("a", StartMember("g", 2, 3, 2, 3, b"two")) in sent
+    view = coordinator.view()
+    assert (view.epoch, view.moves, coordinator.hosts()) == (2, 1, ("b", "c", "a"))
+
+
+def test_a_host_lost_during_a_checkpoint_restarts_from_the_previous_one_at_once():
+    coordinator, _ = placed()
+    checkpointing(coordinator)
+    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 0, 3, b"zero")))
+    actions = coordinator.handle(HostLost(4.5, "c", "crashed"))
+    starts = [a.message for a in actions if isinstance(a.message, StartMember)]
+    assert [(s.epoch, s.superstep, s.checkpoint) for s in starts] == [(2, 0, None)] * 3
+    assert "c" not in coordinator.hosts() and not any(a.to == "c" for a in actions)
+    late = coordinator.handle(Received(5.0, CheckpointReport("g", 1, 1, 3, b"one")))
+    assert isinstance(late[0], Refused)
+
+
+def test_results_are_combined_only_when_all_finish_in_the_same_epoch():
+    coordinator, _ = placed()
+    report(coordinator, 1.0, 0, 0, done=True, result="r0")
+    report(coordinator, 1.0, 1, 0, done=True, result="r1")
+    coordinator.handle(HostLost(1.5, "d", "evicting"))
+    assert report(coordinator, 2.0, 2, 0, done=True, result="old", epoch=1)[0].reason.startswith("epoch 1 is over")
+    for rank in range(2):
+        assert report(coordinator, 3.0, rank, 0, done=True, result=f"r{rank}") == []
+    actions = report(coordinator, 3.0, 2, 0, done=True, result="r2")
+    assert actions[-1] == Combine(("r0", "r1", "r2")) and coordinator.view().phase == "finished"
+
+
+def test_members_that_disagree_on_finishing_fail_the_gang_with_the_contracts_reason():
+    coordinator, _ = placed()
+    report(coordinator, 1.0, 0, 0, done=True)
+    report(coordinator, 1.0, 1, 0)
+    actions = report(coordinator, 1.0, 2, 0)
+    assert actions[-1] == GangFailed("superstep 0: rank 0 said done but ranks 1, 2 did not; "
+                                     "all members must finish at the same superstep")
+    assert all(isinstance(a, Send) and isinstance(a.message, StopMember) for a in actions[:-1])
