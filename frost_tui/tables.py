@@ -48,9 +48,14 @@ def peers(reply: list[dict[str, Any]]) -> str:
 
 
 def plugins(reply: list[dict[str, Any]]) -> str:
-    rows = [[p["name"], p["version"], p["source"], p["hash"][:12], "ok" if p["ok"] else f"BROKEN: {p['error']}"]
-            for p in reply]
+    rows = [[p["name"], p["version"], p["source"], p["hash"][:12], plugin_status(p)] for p in reply]
     return render(["NAME", "VERSION", "SOURCE", "HASH", "STATUS"], rows)
+
+
+def plugin_status(plugin: dict[str, Any]) -> str:
+    if not plugin["ok"]:
+        return f"BROKEN: {plugin['error']}"
+    return "ok (gang: not on a cluster yet)" if plugin.get("gang") else "ok"
 
 
 def assignments(reply: list[dict[str, Any]]) -> str:

@@ -76,7 +76,12 @@ def plugin_key(plugin: PluginView) -> str:
 
 
 def plugin_row(plugin: PluginView) -> tuple:
-    status = Text("ok", style="green") if plugin.ok else Text("✗ " + (plugin.error or "broken"), style="bold red")
+    if not plugin.ok:
+        status = Text("✗ " + (plugin.error or "broken"), style="bold red")
+    elif plugin.gang:
+        status = Text("ok (gang: not on a cluster yet)", style="yellow")
+    else:
+        status = Text("ok", style="green")
     return (plugin.name, plugin.source, plugin.version, plugin.hash[:12], status)
 
 
@@ -86,6 +91,10 @@ def describe_plugin(plugin: PluginView) -> Group:
         lines.append(Text(plugin.description))
     if plugin.error:
         lines.append(Text.assemble(("Error  ", "bold red"), plugin.error))
+    if plugin.gang:
+        lines.append(Text("A gang plugin: its members step together and exchange messages at each superstep. "
+                          "Gangs cannot run on a cluster yet; its author runs it in one process with "
+                          "run_gang_locally (docs/plugins.md)."))
     if plugin.params:
         table = Table("Parameter", "Type", "Default", "Meaning", box=None, padding=(0, 2), header_style="bold")
         for param in plugin.params:
