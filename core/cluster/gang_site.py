@@ -16,9 +16,12 @@ actions: messages for other hosts or the coordinator, and what to do with a gues
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from frost_core.plugin.gang import Inbox, MemberCheckpoint
+from frost_core.policies.gang_migration import member_should_move
+from frost_core.policies.views import NodeView
 
 COORDINATOR = ""
 """The `to` of a message for the gang's coordinator (on the assignment's master)."""
@@ -81,11 +84,24 @@ class StartMember:
 
 
 @dataclass(frozen=True)
+class GangCheck:
+    """A check asked of every member: the gang's hosts now and the predicate's `x` and `margin`."""
+
+    gang_hosts: frozenset[str]
+    x: float
+    margin: float = 0.0
+
+    def answer(self, table: Iterable[NodeView], size: int, host: str) -> bool:
+        """The member's answer on `host`, from its own merged table: is a better set of p hosts free?"""
+        return member_should_move(table, self.gang_hosts, size, self.x, host, self.margin)
+
+
+@dataclass(frozen=True)
 class ReleaseStep:
     """Member `rank` may run `superstep` of `epoch` once mail from exactly `expect` arrived.
 
-    With `gang_hosts` (the gang's hosts now) the member evaluates the migration predicate in this
-    superstep and sends its answer with its barrier report; None means no check is due.
+    With a `check` the member answers it in this superstep and sends the answer with its barrier
+    report (so a "no" costs no message of its own); None means no check is due.
     """
 
     gang_id: str
@@ -93,7 +109,7 @@ class ReleaseStep:
     epoch: int
     superstep: int
     expect: frozenset[int]
-    gang_hosts: frozenset[str] | None = None
+    check: GangCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -192,13 +208,13 @@ class LaunchMember:
 
 @dataclass(frozen=True)
 class RunStep:
-    """Action: the guest of `rank` runs `superstep` of `epoch` on `inbox`; `gang_hosts`: also check."""
+    """Action: the guest of `rank` runs `superstep` of `epoch` on `inbox`; with `check`, also answer it."""
 
     rank: int
     epoch: int
     superstep: int
     inbox: Inbox
-    gang_hosts: frozenset[str] | None = None
+    check: GangCheck | None = None
 
 
 @dataclass(frozen=True)
@@ -298,7 +314,7 @@ class GangSite:
             slot.mail[release.superstep - 1] = inbox   # kept: the member may be restarted here from it
             return [WriteCheckpoint(rank, slot.epoch, release.superstep, inbox)]
         slot.running, slot.next = release.superstep, release.superstep + 1
-        return [RunStep(rank, slot.epoch, release.superstep, inbox, release.gang_hosts)]
+        return [RunStep(rank, slot.epoch, release.superstep, inbox, release.check)]
 
     def _stop(self, stop: StopMember) -> list:
         actions = []
@@ -310,10 +326,15 @@ class GangSite:
         pointer = self._pointers.get(stop.rank)
         if stop.forward_to is not None and stop.rank not in self._slots and (pointer is None or pointer[0] < stop.epoch):
             self._pointers[stop.rank] = (stop.epoch, stop.forward_to)
-            for key, mail in sorted(self._held.items()):
-                if mail.dest == stop.rank:
-                    del self._held[key]
-                    actions += self._mail(mail)
+        for key, mail in sorted(self._held.items()):
+            if mail.dest != stop.rank:
+                continue
+            if mail.epoch < stop.epoch:
+                del self._held[key]
+                self.dropped += 1
+            elif stop.rank in self._pointers:   # the member's new host takes it
+                del self._held[key]
+                actions += self._mail(mail)
         return actions
 
     def _evict(self, _: EvictMembers) -> list:

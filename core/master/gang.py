@@ -25,6 +25,7 @@ from frost_core.api.errors import PluginError
 from frost_core.cluster.gang_site import (
     BarrierReport,
     CheckpointReport,
+    GangCheck,
     Mail,
     ReleaseStep,
     Send,
@@ -32,7 +33,7 @@ from frost_core.cluster.gang_site import (
     StopMember,
     TakeCheckpoint,
 )
-from frost_core.plugin.gang import check_agreement
+from frost_core.plugin.gang import MemberCheckpoint, check_agreement
 from frost_core.policies.gang_migration import CheckCadence, check_due, choose_hosts, member_share, or_reduce
 from frost_core.policies.views import NodeView
 
@@ -66,9 +67,11 @@ class HostBack:
 
 @dataclass(frozen=True)
 class MoveGang:
-    """The owner asked to move a member (`move` in the UI): the gang moves at the next barrier."""
+    """The owner asked to move member `rank` (`move` in the UI): the gang moves at the next barrier,
+    leaving that member's host if p others can take the members."""
 
     at: float
+    rank: int
     reason: str
 
 
@@ -187,6 +190,7 @@ class GangCoordinator:
     _checked: tuple[int, float] = (0, 0.0)   # the superstep and time of the last check (or start)
     _asked: bool = False                     # the running superstep carries a check
     _move_asked: str = ""
+    _leave: str | None = None                # the host a `move` asked the gang to leave
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -235,14 +239,17 @@ class GangCoordinator:
         return actions + (self._place(event.at) if self.phase == "waiting" else [])
 
     def _move(self, event: MoveGang) -> list:
-        if self.phase == "running":
-            self._move_asked = event.reason
+        if self.phase == "running" and 0 <= event.rank < self.size:
+            self._move_asked, self._leave = event.reason, self._members[event.rank].host
         return []
 
     def _place(self, at: float, why: str = "") -> list:
         """Start all p members (afresh or from the last global checkpoint) on the best p hosts, or wait."""
         current = frozenset(m.host for m in self._members if m.host is not None)
         usable = [v for v in self._table if v.node_id not in self._down and member_share(v, v.node_id in current, self.x) > 0]
+        if len([v for v in usable if v.node_id != self._leave]) >= self.size:
+            usable = [v for v in usable if v.node_id != self._leave]
+        self._leave = None
         if len(usable) < self.size:
             stops = self._stop_all(None)
             names = ", ".join(sorted(v.node_id for v in usable)) or "none"
@@ -319,16 +326,22 @@ class GangCoordinator:
             return [Send(m.host, TakeCheckpoint(self.gang_id, rank, self.epoch, nxt, expect[rank]))
                     for rank, m in enumerate(self._members)]
         self._asked = check_due(self.cadence, nxt - self._checked[0], at - self._checked[1])
-        gang = frozenset(self.hosts()) if self._asked else None
+        check = GangCheck(frozenset(self.hosts()), self.x, self.margin) if self._asked else None
         if self._asked:
             self._checked = (nxt, at)
-        return [Send(m.host, ReleaseStep(self.gang_id, rank, self.epoch, nxt, expect[rank], gang))
+        return [Send(m.host, ReleaseStep(self.gang_id, rank, self.epoch, nxt, expect[rank], check))
                 for rank, m in enumerate(self._members)]
 
     def _image(self, at: float, image: CheckpointReport) -> list:
         refusal = self._refusal(image.epoch, image.superstep, "checkpointing")
         if refusal or image.rank in self._images:
             return [Refused(image, refusal or f"rank {image.rank}'s checkpoint is already in")]
+        try:
+            decoded = MemberCheckpoint.from_bytes(image.data, self.size)
+        except PluginError as error:
+            return [Refused(image, str(error))]
+        if (decoded.rank, decoded.superstep) != (image.rank, image.superstep):
+            return [Refused(image, f"the checkpoint holds rank {decoded.rank} before superstep {decoded.superstep}")]
         self._images[image.rank] = image.data
         if len(self._images) < self.size:
             return []

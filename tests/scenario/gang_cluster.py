@@ -40,7 +40,7 @@ from frost_core.plugin.api import parse_params
 from frost_core.plugin.gang import MemberCheckpoint, check_superstep, deliver
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
-from frost_core.policies.gang_migration import CheckCadence, member_should_move
+from frost_core.policies.gang_migration import CheckCadence
 from frost_core.policies.views import NodeView
 from frost_plugins.heat_diffusion import plugin as heat
 
@@ -171,8 +171,8 @@ class FakeCluster:
             self._send(*item)
         self._coordinator(HostBack(self.now, host))
 
-    def move(self) -> None:
-        self._coordinator(MoveGang(self.now, "the owner asked to move a member"))
+    def move(self, rank: int) -> None:
+        self._coordinator(MoveGang(self.now, rank, f"the owner asked to move rank {rank}"))
 
     def drain(self, limit: int = 20_000) -> None:
         """Deliver in order until nothing is in flight (or fail after `limit` messages)."""
@@ -249,8 +249,8 @@ class FakeCluster:
         answer = check_superstep(heat.step(state, run.rank, self.size, run.inbox), run.rank, self.size, run.superstep)
         self.guests[host, run.rank] = (epoch, answer.state)
         move = None
-        if run.gang_hosts is not None:
-            move = member_should_move(tuple(self.rows.values()), run.gang_hosts, self.size, 1.0, host)
+        if run.check is not None:
+            move = run.check.answer(tuple(self.rows.values()), self.size, host)
         result = heat.finish(answer.state, run.rank, self.size) if answer.done else None
         done = StepDone(run.rank, run.epoch, run.superstep, dict(answer.outbox), answer.done, move, result)
         self._send(host, ("guest", host), done)

@@ -74,7 +74,7 @@ def test_fewer_usable_hosts_than_members_waits_with_a_reason_then_places():
 
 def test_an_evicting_host_restarts_the_gang_from_the_last_global_checkpoint_at_once():
     cluster = FakeCluster()
-    cluster.move()                       # a global checkpoint at the first barrier
+    cluster.move(0)                      # a global checkpoint at the first barrier
     run_until_superstep(cluster, 3)
     evicted = cluster.member_host(2)
     cluster.evict(evicted)
@@ -140,7 +140,7 @@ def test_any_interleaving_of_moves_failures_and_bad_reports_gives_the_one_proces
         elif event == "heal" and host in cluster.cut:
             cluster.heal(host)
         elif event == "move":
-            cluster.move()
+            cluster.move(number % cluster.size)
     for host in sorted(cluster.cut):
         cluster.heal(host)
     for host in sorted(cluster.crashed):

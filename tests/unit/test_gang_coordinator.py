@@ -5,6 +5,7 @@ from __future__ import annotations
 from frost_core.cluster.gang_site import (
     BarrierReport,
     CheckpointReport,
+    GangCheck,
     ReleaseStep,
     Send,
     StartMember,
@@ -16,10 +17,12 @@ from frost_core.master.gang import (
     GangCoordinator,
     GangFailed,
     HostLost,
+    MoveGang,
     Received,
     Refused,
     TableChanged,
 )
+from frost_core.plugin.gang import MemberCheckpoint
 from frost_core.policies.gang_migration import CheckCadence
 from frost_core.policies.views import NodeView
 
@@ -84,9 +87,9 @@ def test_a_repeated_stale_or_early_report_is_refused_not_applied():
 def test_a_check_rides_on_the_release_and_a_single_yes_checkpoints_the_whole_gang():
     coordinator, _ = placed()
     first = barrier(coordinator, 1.0, 0)
-    assert all(a.message.gang_hosts is None for a in first)          # one superstep since the start
+    assert all(a.message.check is None for a in first)          # one superstep since the start
     second = barrier(coordinator, 2.0, 1)
-    assert all(a.message.gang_hosts == frozenset("bcd") for a in second)
+    assert all(a.message.check == GangCheck(frozenset("bcd"), 1.0) for a in second)
     report(coordinator, 3.0, 0, 2, {1}, move=False)
     report(coordinator, 3.0, 1, 2, {2}, move=True)
     actions = report(coordinator, 3.0, 2, 2, {0}, move=False)
@@ -101,6 +104,10 @@ def test_no_answer_at_a_check_releases_as_usual():
     assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 3.0, 2, move=False))
 
 
+def image(rank, superstep=3):
+    return CheckpointReport("g", 1, rank, superstep, MemberCheckpoint(rank, superstep, f"s{rank}", {}).to_bytes())
+
+
 def checkpointing(coordinator):
     coordinator.handle(TableChanged(0.5, table(a=2.0, b=1.0, c=0.9, d=0.1)))
     barrier(coordinator, 1.0, 0)
@@ -111,15 +118,19 @@ def checkpointing(coordinator):
 def test_the_global_checkpoint_counts_only_when_all_three_are_in_then_the_gang_restarts_on_the_new_best():
     coordinator, _ = placed()
     checkpointing(coordinator)
-    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 0, 3, b"zero")))
-    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 1, 3, b"one")))
+    coordinator.handle(Received(4.0, image(0)))
+    assert "already in" in coordinator.handle(Received(4.0, image(0)))[0].reason
+    confused = CheckpointReport("g", 1, 1, 3, image(1, superstep=2).data)
+    assert "holds rank 1 before superstep 2" in coordinator.handle(Received(4.0, confused))[0].reason
+    coordinator.handle(Received(4.0, image(1)))
     assert coordinator.checkpoint is None
-    actions = coordinator.handle(Received(5.0, CheckpointReport("g", 1, 2, 3, b"two")))
-    assert coordinator.view().last_checkpoint.superstep == 3 and coordinator.view().last_checkpoint.size == 10
+    actions = coordinator.handle(Received(5.0, image(2)))
+    last = coordinator.view().last_checkpoint
+    assert (last.superstep, last.at, last.size) == (3, 5.0, sum(len(image(rank).data) for rank in range(3)))
     sent = [(a.to, a.message) for a in actions]
     assert ("d", StopMember("g", 2, 2, forward_to="a")) in sent
     assert ("b", StopMember("g", 0, 2, forward_to=None)) in sent
-    assert ("a", StartMember("g", 2, 3, 2, 3, b"two")) in sent
+    assert ("a", StartMember("g", 2, 3, 2, 3, image(2).data)) in sent
     view = coordinator.view()
     assert (view.epoch, view.moves, coordinator.hosts()) == (2, 1, ("b", "c", "a"))
 
@@ -127,12 +138,12 @@ def test_the_global_checkpoint_counts_only_when_all_three_are_in_then_the_gang_r
 def test_a_host_lost_during_a_checkpoint_restarts_from_the_previous_one_at_once():
     coordinator, _ = placed()
     checkpointing(coordinator)
-    coordinator.handle(Received(4.0, CheckpointReport("g", 1, 0, 3, b"zero")))
+    coordinator.handle(Received(4.0, image(0)))
     actions = coordinator.handle(HostLost(4.5, "c", "crashed"))
     starts = [a.message for a in actions if isinstance(a.message, StartMember)]
     assert [(s.epoch, s.superstep, s.checkpoint) for s in starts] == [(2, 0, None)] * 3
     assert "c" not in coordinator.hosts() and not any(a.to == "c" for a in actions)
-    late = coordinator.handle(Received(5.0, CheckpointReport("g", 1, 1, 3, b"one")))
+    late = coordinator.handle(Received(5.0, image(1)))
     assert isinstance(late[0], Refused)
 
 
@@ -156,3 +167,13 @@ def test_members_that_disagree_on_finishing_fail_the_gang_with_the_contracts_rea
     assert actions[-1] == GangFailed("superstep 0: rank 0 said done but ranks 1, 2 did not; "
                                      "all members must finish at the same superstep")
     assert all(isinstance(a, Send) and isinstance(a.message, StopMember) for a in actions[:-1])
+
+
+def test_moving_a_member_leaves_its_host_at_the_next_barrier():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
+    coordinator.handle(MoveGang(0.5, 1, "the owner pressed m"))
+    assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 1.0, 0))
+    for rank in range(3):
+        actions = coordinator.handle(Received(2.0, image(rank, superstep=1)))
+    assert coordinator.hosts() == ("b", "a", "d")
+    assert [m.moves for m in coordinator.view().members] == [0, 1, 0]

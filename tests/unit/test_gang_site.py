@@ -99,3 +99,14 @@ def test_an_evicted_member_stops_at_once_and_a_late_start_of_its_epoch_is_ignore
     assert started(site) == []
     assert site.members() == {}
     assert started(site, epoch=2) == [LaunchMember(1, 2, None), RunStep(1, 2, 0, {})]
+
+
+def test_mail_held_for_a_member_that_went_elsewhere_follows_it_or_is_dropped_when_stale():
+    site = GangSite("g", "h1")
+    stale = mail(1, 0, 0, 1, "epoch 1", reply_to="h0", routed=True)
+    fresh = mail(2, 0, 0, 1, "epoch 2", reply_to="h0", routed=True)
+    site.handle(stale)
+    site.handle(fresh)
+    assert site.handle(StopMember("g", 1, 2, forward_to="h4")) == [Send("h4", fresh)]
+    assert site.dropped == 1
+    assert started(site, epoch=2) == []   # the member runs on h4 in epoch 2
