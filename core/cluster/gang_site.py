@@ -258,7 +258,7 @@ class GangSite:
         self._addresses: dict[int, str] = {}             # rank -> host it was last seen on
         self._held: dict[tuple, Mail] = {}               # routed mail for a member not started here yet
         self._unacked: dict[tuple, Mail] = {}
-        self.dropped = 0                                  # stale mail refused (for the view and tests)
+        self.dropped = 0                                  # stale mail refused (worth a log line)
         self._handlers = {
             StartMember: self._start, ReleaseStep: self._release, TakeCheckpoint: self._release,
             StopMember: self._stop, StepDone: self._step_done, Mail: self._mail, MailAck: self._ack,
@@ -306,12 +306,15 @@ class GangSite:
 
     def _try_run(self, rank: int, slot: _Slot) -> list:
         release = slot.release
-        if release is None or set(slot.mail.get(release.superstep - 1, {})) != release.expect:
+        if release is None:
+            return []
+        arrived = slot.mail.get(release.superstep - 1, {})
+        if len(arrived) != len(release.expect) or arrived.keys() != release.expect:
             return []
         inbox = dict(sorted(slot.mail.pop(release.superstep - 1, {}).items()))
         slot.release = None
         if isinstance(release, TakeCheckpoint):
-            slot.mail[release.superstep - 1] = inbox   # kept: the member may be restarted here from it
+            slot.mail[release.superstep - 1] = inbox   # kept: a repeated request gets the same checkpoint
             return [WriteCheckpoint(rank, slot.epoch, release.superstep, inbox)]
         slot.running, slot.next = release.superstep, release.superstep + 1
         return [RunStep(rank, slot.epoch, release.superstep, inbox, release.check)]

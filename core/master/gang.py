@@ -19,7 +19,7 @@ Inputs are events with their time (`handle`); outputs are actions (`Send` to a h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from frost_core.api.errors import PluginError
 from frost_core.cluster.gang_site import (
@@ -165,37 +165,34 @@ class _Member:
     moves: int = 0
 
 
-@dataclass
 class GangCoordinator:
-    """One gang assignment's barrier and placement; feed it events, carry out what it returns."""
+    """One gang assignment's barrier and placement; feed it events, carry out what it returns.
 
-    gang_id: str
-    size: int
-    cadence: CheckCadence = CheckCadence()
-    x: float = 1.0
-    margin: float = 0.0
-    phase: str = "waiting"
-    reason: str = "waiting for the resource table"
-    epoch: int = 0
-    superstep: int = 0
-    checkpoint: GlobalCheckpoint | None = None
-    moves: int = 0
-    restarts: int = 0
-    _table: tuple[NodeView, ...] = ()
-    _down: set[str] = field(default_factory=set)
-    _stale: dict[str, set[int]] = field(default_factory=dict)   # down host -> ranks it may still run
-    _members: list[_Member] = field(default_factory=list)
-    _reports: dict[int, BarrierReport] = field(default_factory=dict)
-    _images: dict[int, bytes] = field(default_factory=dict)
-    _checked: tuple[int, float] = (0, 0.0)   # the superstep and time of the last check (or start)
-    _asked: bool = False                     # the running superstep carries a check
-    _move_asked: str = ""
-    _leave: str | None = None                # the host a `move` asked the gang to leave
+    `x` and `margin` are the migration predicate's (`policies.gang_migration`); `cadence` says
+    when members check. `phase` is waiting, running, checkpointing, finished or failed.
+    """
 
-    def __post_init__(self) -> None:
-        if self.size < 1:
-            raise ValueError(f"a gang has at least one member, not {self.size}")
-        self._members = [_Member() for _ in range(self.size)]
+    def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
+                 margin: float = 0.0) -> None:
+        if size < 1:
+            raise ValueError(f"a gang has at least one member, not {size}")
+        self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
+        self.phase, self.reason = "waiting", "waiting for the resource table"
+        self.epoch = 0                # every placement is a new epoch
+        self.superstep = 0            # the superstep running (or checkpointed before)
+        self.checkpoint: GlobalCheckpoint | None = None
+        self.moves = 0
+        self.restarts = 0
+        self._table: tuple[NodeView, ...] = ()
+        self._down: set[str] = set()
+        self._stale: dict[str, set[int]] = {}       # lost host -> ranks it may still run
+        self._members = [_Member() for _ in range(size)]
+        self._reports: dict[int, BarrierReport] = {}
+        self._images: dict[int, bytes] = {}
+        self._checked = (0, 0.0)                    # the superstep and time of the last check (or start)
+        self._asked = False                         # the running superstep carries a check
+        self._move_asked = ""                       # why the owner asked to move, until the next barrier
+        self._leave: str | None = None              # the host that `move` asked the gang to leave
 
     def handle(self, event: object) -> list:
         """Apply one event; returns the actions it causes, in order."""
