@@ -149,3 +149,18 @@ def test_any_interleaving_of_moves_failures_and_bad_reports_gives_the_one_proces
         cluster.owner_leaves(host)
     cluster.drain()
     assert_like_one_process(cluster)
+
+
+def test_a_crash_mid_superstep_restarts_everyone_from_the_last_global_checkpoint():
+    cluster = FakeCluster()
+    cluster.move(1)                      # a global checkpoint at the first barrier
+    run_until_superstep(cluster, 3)
+    while not any(m.at_barrier for m in cluster.coordinator.view().members):
+        cluster.deliver(0)
+    straggler = next(m for m in cluster.coordinator.view().members if not m.at_barrier)
+    cluster.crash(straggler.host)        # the others reported superstep 3; it never will
+    view = cluster.coordinator.view()
+    assert (view.epoch, view.superstep, view.restarts) == (3, 1, 1)
+    assert straggler.host not in {m.host for m in view.members}
+    cluster.drain()
+    assert_like_one_process(cluster)

@@ -177,3 +177,10 @@ def test_moving_a_member_leaves_its_host_at_the_next_barrier():
         actions = coordinator.handle(Received(2.0, image(rank, superstep=1)))
     assert coordinator.hosts() == ("b", "a", "d")
     assert [m.moves for m in coordinator.view().members] == [0, 1, 0]
+
+
+def test_a_check_falls_due_after_its_seconds_by_the_events_own_time():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=60.0))
+    assert all(a.message.check is None for a in barrier(coordinator, 59.0, 0))
+    assert all(a.message.check is not None for a in barrier(coordinator, 60.0, 1))
+    assert all(a.message.check is None for a in barrier(coordinator, 100.0, 2))   # 40 s since that check
