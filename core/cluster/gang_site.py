@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from frost_core.api.errors import ProtocolError
 from frost_core.plugin.gang import Inbox, MemberCheckpoint
 from frost_core.policies.gang_migration import member_should_move
 from frost_core.policies.views import NodeView
@@ -266,8 +267,11 @@ class GangSite:
         }
 
     def handle(self, event: object) -> list:
-        """Apply one input; returns the actions it causes, in order."""
-        return self._handlers[type(event)](event)
+        """Apply one input; returns the actions it causes, in order. ProtocolError: not a gang message."""
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            raise ProtocolError(f"a gang site does not take a {type(event).__name__}")
+        return handler(event)
 
     def members(self) -> dict[int, int]:
         """Rank -> epoch of the members hosted here now."""

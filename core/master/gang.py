@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frost_core.api.errors import PluginError
+from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.cluster.gang_site import (
     BarrierReport,
     CheckpointReport,
@@ -193,14 +193,18 @@ class GangCoordinator:
         self._asked = False                         # the running superstep carries a check
         self._move_asked = ""                       # why the owner asked to move, until the next barrier
         self._leave: str | None = None              # the host that `move` asked the gang to leave
+        self._messages = {BarrierReport: self._report, CheckpointReport: self._image, Mail: self._route}
+        self._events = {TableChanged: self._table_changed, HostLost: self._host_lost, HostBack: self._host_back,
+                        MoveGang: self._move}
 
     def handle(self, event: object) -> list:
         """Apply one event; returns the actions it causes, in order."""
         if isinstance(event, Received):
-            return {BarrierReport: self._report, CheckpointReport: self._image, Mail: self._route}[
-                type(event.message)](event.at, event.message)
-        return {TableChanged: self._table_changed, HostLost: self._host_lost, HostBack: self._host_back,
-                MoveGang: self._move}[type(event)](event)
+            handler = self._messages.get(type(event.message))
+            if handler is None:
+                raise ProtocolError(f"a gang coordinator does not take a {type(event.message).__name__}")
+            return handler(event.at, event.message)
+        return self._events[type(event)](event)
 
     def hosts(self) -> tuple[str | None, ...]:
         """The host of each rank in the current epoch (None while waiting)."""

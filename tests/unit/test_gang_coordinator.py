@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from frost_core.api.errors import ProtocolError
 from frost_core.cluster.gang_site import (
     BarrierReport,
     CheckpointReport,
@@ -184,3 +187,9 @@ def test_a_check_falls_due_after_its_seconds_by_the_events_own_time():
     assert all(a.message.check is None for a in barrier(coordinator, 59.0, 0))
     assert all(a.message.check is not None for a in barrier(coordinator, 60.0, 1))
     assert all(a.message.check is None for a in barrier(coordinator, 100.0, 2))   # 40 s since that check
+
+
+def test_a_message_a_coordinator_does_not_take_is_a_protocol_error():
+    coordinator, _ = placed()
+    with pytest.raises(ProtocolError, match="does not take a StartMember"):
+        coordinator.handle(Received(1.0, StartMember("g", 0, 3, 1, 0, None)))

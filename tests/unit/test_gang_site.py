@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from frost_core.api.errors import ProtocolError
 from frost_core.cluster.gang_site import (
     COORDINATOR,
     EvictMembers,
@@ -110,3 +113,8 @@ def test_mail_held_for_a_member_that_went_elsewhere_follows_it_or_is_dropped_whe
     assert site.handle(StopMember("g", 1, 2, forward_to="h4")) == [Send("h4", fresh)]
     assert site.dropped == 1
     assert started(site, epoch=2) == []   # the member runs on h4 in epoch 2
+
+
+def test_something_that_is_not_a_gang_message_is_a_protocol_error():
+    with pytest.raises(ProtocolError, match="a gang site does not take a dict"):
+        GangSite("g", "h1").handle({"rank": 1})
