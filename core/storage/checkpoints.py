@@ -192,6 +192,9 @@ class CheckpointStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._newest: dict[str, Path] = {}
+        """The file each task's last install left here: the next install removes just that one, where
+        listing the folder (once per task and process, for what a crash left) would cost a scan a commit."""
 
     def write(self, record: CheckpointRecord) -> Path:
         """Make `record` durable, then drop the task's older checkpoints.
@@ -224,17 +227,22 @@ class CheckpointStore:
         seq: int,
         taken_at: float,
         state: bytes | Sequence[bytes],
+        staged: IncomingCheckpoint | None = None,
     ) -> CheckpointRecord:
         """Seal and write in one go; same guarantees as `write`, faster for big states.
 
         `state` is the encoded state, whole or as pieces to concatenate. From PARALLEL_HASH_FROM
         bytes on, SHA-256 runs in a second thread while the state goes to disk: each is about
-        one pass over memory, and both hashlib and os.write release the GIL.
+        one pass over memory, and both hashlib and os.write release the GIL. `staged`: the state
+        was written and hashed while it arrived (`receiving`, with the same identity), so only
+        the rest of it, the header with the hash, the fsync and the rename remain.
         """
         check_task_id(task_id)
         whole = state if isinstance(state, bytes) else b"".join(state)
         unsealed = CheckpointRecord(task_id, plugin_name, plugin_version, plugin_hash, unit_index, epoch, seq,
                                     float(taken_at), state=whole, sha256=_PLACEHOLDER)
+        if staged is not None:
+            return self._seal_staged(unsealed, staged)
         if len(whole) < PARALLEL_HASH_FROM:
             record = dataclasses.replace(unsealed, sha256=_digest(unsealed._identity(), whole), verified=True)
             return self._write_durably(record)[1]
@@ -292,6 +300,24 @@ class CheckpointStore:
         except OSError as error:
             raise _not_written(record, error) from error
 
+    def receiving(self, size: int, **identity: Any) -> IncomingCheckpoint:
+        """`incoming` for this node's own guest's checkpoint, still on its way up the pipe: `commit` with
+        `staged=` seals it once whole, with the hash its writer took as the pieces came."""
+        return self.incoming(CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER), size)
+
+    def _seal_staged(self, unsealed: CheckpointRecord, staged: IncomingCheckpoint) -> CheckpointRecord:
+        if staged.record._identity() != unsealed._identity() or staged.store is not self:
+            staged.abort()
+            raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} was staged as another one")
+        try:
+            record = dataclasses.replace(unsealed, sha256=staged.finish(unsealed.state), verified=True)
+        except OSError as error:
+            staged.abort()
+            raise _not_written(unsealed, error) from error
+        self._install(staged.temp, record)
+        staged.installed = True
+        return record
+
     def _install_staged(self, record: CheckpointRecord) -> Path:
         """A staged state, once written: synced and checked (by its writer), then renamed into place."""
         staged = record.staged
@@ -325,6 +351,12 @@ class CheckpointStore:
                 f"checkpoint {record.seq} of task {record.task_id} could not be made durable "
                 f"(directory fsync: {error.strerror or error}); the previous checkpoint is kept"
             ) from error
+        previous = self._newest.get(record.task_id)
+        self._newest[record.task_id] = final
+        if previous is not None:
+            if previous != final:
+                _remove_quietly(previous)
+            return final
         for other in folder.iterdir():
             if other != final and (other.suffix == SUFFIX or other.name.startswith(TEMP_PREFIX)):
                 _remove_quietly(other)
@@ -348,6 +380,7 @@ class CheckpointStore:
     def discard(self, task_id: str) -> None:
         """Remove every checkpoint of a task (after its result is safe, or when it moved away)."""
         check_task_id(task_id)
+        self._newest.pop(task_id, None)
         folder = self._folder(task_id)
         if not folder.is_dir():
             return
@@ -390,14 +423,15 @@ class IncomingCheckpoint:
     """A peer's checkpoint written and hashed in a thread of its own while its state arrives.
 
     `filled` hands over each next piece of the state, in the place where it will stay; `finish`
-    writes what was not handed over, fsyncs and returns the SHA-256. Nothing is renamed into
+    writes what was not handed over, fsyncs and returns the SHA-256 (a record still without
+    one, from `CheckpointStore.receiving`, gets it in its header first). Nothing is renamed into
     place here: `CheckpointStore.write` does that once the host takes the unit, so a refused or
     broken transfer leaves only a temp file, which `abort` removes (as does the task's next
     durable write, after a crash).
     """
 
     def __init__(self, store: CheckpointStore, record: CheckpointRecord, size: int, temp: Path) -> None:
-        self.store, self.temp, self.installed = store, temp, False
+        self.store, self.temp, self.installed, self.record = store, temp, False, record
         self._aborted = False
         self._size = size
         self._handed = 0
@@ -466,6 +500,9 @@ class IncomingCheckpoint:
             del piece  # let go of the caller's buffer before waiting for the next piece
         try:
             if failure is None and not self._aborted:
+                if self.record.sha256 == _PLACEHOLDER:  # same length: the digest is fixed-size hex
+                    sealed = dataclasses.replace(self.record, sha256=self._hasher.hexdigest())
+                    os.pwrite(self._fd, encode_header(sealed, self._size), 0)
                 _sync(self._fd)
         except OSError as error:
             failure = error

@@ -116,8 +116,11 @@ def test_temp_files_of_an_interrupted_write_are_ignored_and_cleaned(tmp_path):
     leftover = store.root / "abcd1234-1.0" / ".tmp-2-deadbeef"
     leftover.write_bytes(MAGIC + b"\x00\x00")
     assert store.latest("abcd1234-1.0").seq == 1
-    store.write(make_record(2))
+    restarted = CheckpointStore(tmp_path)  # a leftover is a crash's: the next write is a new process's
+    restarted.write(make_record(2))
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    restarted.write(make_record(3))
+    assert checkpoint_files(store) == [f"{3:016d}.ckpt"]
 
 
 @pytest.mark.parametrize("failing_call", [1, 2], ids=["file-fsync", "directory-fsync"])
@@ -182,8 +185,14 @@ WRITER = textwrap.dedent(
     seq = 1
     while True:
         state = bytes([seq % 251]) * (64 * 1024 * (1 + seq % 8))
-        store.write(CheckpointRecord.seal(task_id="t-1.0", plugin_name="p", plugin_version="1",
-            plugin_hash="h", unit_index=0, epoch=1, seq=seq, taken_at=float(seq), state=state))
+        identity = dict(task_id="t-1.0", plugin_name="p", plugin_version="1", plugin_hash="h", unit_index=0,
+                        epoch=1, seq=seq, taken_at=float(seq))
+        if seq % 2:
+            store.write(CheckpointRecord.seal(**identity, state=state))
+        else:  # as a guest's state is written: while it comes up the pipe, then sealed
+            incoming = store.receiving(len(state), **identity)
+            incoming.filled(memoryview(state)[: len(state) // 2])
+            store.commit(**identity, state=state, staged=incoming)
         print(seq, flush=True)
         seq += 1
     """
@@ -312,6 +321,37 @@ def test_a_checkpoint_written_while_it_arrives_reads_back_identically(tmp_path, 
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
     arriving.staged.abort()  # what the receiving side does after any start: a no-op once installed
     assert store.latest(good.task_id) == good
+
+
+IDENTITY = dict(task_id="abcd1234-1.0", plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
+                unit_index=0, epoch=3, seq=2, taken_at=1700000002.0)
+
+
+@pytest.mark.parametrize("handed", [0, 1000, 3 * 1024 * 1024], ids=["none", "part", "all"])
+def test_a_guests_checkpoint_written_while_it_comes_up_the_pipe_is_sealed_as_if_written_whole(tmp_path, handed):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(3 * 1024 * 1024)
+    incoming = store.receiving(len(state), **IDENTITY)
+    for start in range(0, handed, 256 * 1024):
+        incoming.filled(memoryview(state)[start:min(start + 256 * 1024, handed)])
+    assert checkpoint_files(store)[0].startswith(".tmp-"), "written beside the old one, not in its place"
+    record = store.commit(**IDENTITY, state=state, staged=incoming)
+    assert record == CheckpointRecord.seal(**IDENTITY, state=state)  # the same hash as a whole write's
+    assert read_record(tmp_path / record.task_id / f"{2:016d}.ckpt") == record
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+
+
+def test_a_guests_checkpoint_cut_off_on_the_pipe_leaves_the_old_one(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    incoming = store.receiving(4096, **IDENTITY)
+    incoming.filled(memoryview(os.urandom(1000)))
+    incoming.abort()  # the guest died mid-transfer
+    with pytest.raises(CheckpointError, match="staged as another one"):
+        store.commit(**{**IDENTITY, "seq": 3}, state=bytes(4096), staged=store.receiving(4096, **IDENTITY))
+    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert store.latest("abcd1234-1.0") == make_record(1)
 
 
 def test_a_damaged_or_refused_checkpoint_written_while_it_arrives_leaves_the_old_one(tmp_path):
