@@ -13,13 +13,15 @@ NodeUnavailableError naming the peer and the cause: callers treat all of them al
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, IncomingCheckpoint
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.storage.staging import StagingSink
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
@@ -255,7 +257,7 @@ class Links:
             case UnitStart(spec=spec, checkpoint=meta, moved=moved):
                 if meta is None or self._checkpoints is None:
                     return await host.start(peer, spec, await _receive_checkpoint(channel, meta), moved=moved)
-                staging = _Staging(self._checkpoints, meta.record(b""))
+                staging = StagingSink(functools.partial(self._checkpoints.incoming, meta.record(b"")))
                 try:
                     state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=staging)
                     record = dataclasses.replace(meta.record(state), staged=staging.incoming)
@@ -302,30 +304,6 @@ async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> 
         await channel.receive_bulk_data(max_size=0)
         return None
     return meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
-
-
-class _Staging:
-    """A `BulkSink` that writes an arriving checkpoint to the host's store (`CheckpointStore.incoming`)."""
-
-    def __init__(self, store: CheckpointStore, record: CheckpointRecord) -> None:
-        self._store, self._record = store, record
-        self.incoming: IncomingCheckpoint | None = None
-
-    async def begin(self, size: int) -> None:
-        self.incoming = await trio.to_thread.run_sync(self._store.incoming, self._record, size)
-
-    def filled(self, piece: memoryview) -> None:
-        assert self.incoming is not None
-        self.incoming.filled(piece)
-
-    async def drained(self) -> None:
-        if self.incoming is not None:
-            await trio.to_thread.run_sync(self.incoming.wait_written)
-
-    async def abort(self) -> None:
-        if self.incoming is not None:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.incoming.abort)
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

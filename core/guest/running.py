@@ -56,7 +56,8 @@ from frost_core.guest.views import (
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import encode_plain
 from frost_core.policies.checkpoint_interval import young_interval
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import PARALLEL_HASH_FROM, CheckpointRecord, CheckpointStore
+from frost_core.storage.staging import StagingSink
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 
@@ -331,9 +332,7 @@ class RunningGuest:
             self.progress_cpu = self._sample_cpu()
             self.asleep_since = None
         elif isinstance(message, GuestCheckpoint):
-            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes)
-            self.progress = message.progress
-            await self._store_checkpoint(message, data)
+            await self._take_checkpoint(message)
         elif isinstance(message, GuestResult):
             data = await self.channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
             try:
@@ -390,18 +389,29 @@ class RunningGuest:
         self.emit("guest-log", f"input file {name} ready ({wanted.size} bytes)")
         return GuestFileReady(name=name, path=str(path))
 
-    async def _store_checkpoint(self, message: GuestCheckpoint, data: bytes) -> None:
+    async def _take_checkpoint(self, message: GuestCheckpoint) -> None:
+        """Receive the state the guest sends for the open request; a big one is written to disk and
+        hashed while it comes up the pipe, so only the fsync and the rename wait for its end."""
+        assert self.channel is not None
         pending = self.pending
         if pending is None or pending.request_id != message.request_id:
             raise ProtocolError(f"the guest answered checkpoint request {message.request_id}, which is not open")
-        pending.received.set()
-        task = self.task
-        commit = functools.partial(
-            self.host.store.commit,
-            task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
-            plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
-            seq=self.next_seq, taken_at=time.time(), state=data,
-        )
+        task, store = self.task, self.host.store
+        identity = dict(task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
+                        plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
+                        seq=self.next_seq, taken_at=time.time())
+        staging = StagingSink(functools.partial(store.receiving, **identity), from_size=PARALLEL_HASH_FROM)
+        try:
+            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=staging)
+            self.progress = message.progress
+            pending.received.set()
+            await self._store_checkpoint(pending, message, functools.partial(
+                store.commit, **identity, state=data, staged=staging.incoming))
+        finally:
+            await staging.abort()  # a no-op once the checkpoint is in place
+
+    async def _store_checkpoint(self, pending: _Pending, message: GuestCheckpoint,
+                                commit: Callable[[], CheckpointRecord]) -> None:
         cpu = self._sample_cpu()
         try:
             record = await trio.to_thread.run_sync(commit)
@@ -416,7 +426,7 @@ class RunningGuest:
             self.emit("checkpoint", f"checkpoint {record.seq}: {record.size} bytes in "
                       f"{self.checkpoint_cost * 1000:.0f} ms (encode {message.encode_seconds * 1000:.0f} ms)")
             if self.host.on_checkpoint is not None:
-                self.host.on_checkpoint(task, record)
+                self.host.on_checkpoint(self.task, record)
         finally:
             self.pending = None
             pending.done.set()

@@ -275,15 +275,15 @@ class Channel:
     async def receive_bulk_data(self, *, max_size: int, sink: BulkSink | None = None) -> bytes:
         """The bulk data that follows a header already taken with `receive`.
 
-        On an encrypted stream with the size announced (always, for data sent whole) the result
-        is allocated once and every chunk is decrypted straight into its place, and handed to
-        `sink` there; otherwise the chunks are gathered as they come (and `sink` sees none).
-        Either way the data sits in a BytesIO, whose buffer becomes the returned bytes without a
-        final copy.
+        With the size announced (always, for data sent whole) the result is allocated once and
+        every chunk lands straight in its place (decrypted there, on an encrypted stream; copied
+        there from the pipe, on a plain one), and is handed to `sink` there; otherwise the chunks
+        are gathered as they come (and `sink` sees none). Either way the data sits in a BytesIO,
+        whose buffer becomes the returned bytes without a final copy.
         """
         bulk = await self._begin_bulk(max_size)
         data = io.BytesIO()
-        if bulk.size and self._session is not None:
+        if bulk.size:
             data.seek(bulk.size - 1)
             data.write(b"\0")
             if sink is not None:
@@ -291,8 +291,11 @@ class Channel:
             with data.getbuffer() as target:
                 try:
                     while (chunk := await self._next_chunk(bulk, target[bulk.received:])) is not None:
+                        placed = target[bulk.received - len(chunk) : bulk.received]
+                        if self._session is None:
+                            placed[:] = chunk
                         if sink is not None:
-                            sink.filled(chunk)  # type: ignore[arg-type]
+                            sink.filled(placed)
                 finally:
                     if sink is not None:
                         with trio.CancelScope(shield=True):  # the buffer must not go while the sink reads it

@@ -128,7 +128,10 @@ def test_figures_outside_a_trio_run_are_empty(tmp_path):
     assert guests.figures() == ()
 
 
-async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_with_it(tmp_path):
+@pytest.mark.parametrize("staged", [False, True], ids=["written-whole", "written-while-it-arrives"])
+async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_with_it(tmp_path, monkeypatch, staged):
+    if staged:  # the path of a state from 1 MiB on, taken here by the counter's few bytes
+        monkeypatch.setattr("frost_core.guest.running.PARALLEL_HASH_FROM", 0)
     # Periodic checkpoints out of the way, so the one captured is the capture's own.
     guests = GuestSupervisor(
         data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
@@ -150,6 +153,7 @@ async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_wit
     (outcome,) = outcome_box
     assert isinstance(outcome, Evicted) and outcome.checkpoint == captured
     assert guests.store.latest(task.task_id) == captured  # durable here until a destination runs it
+    assert [p.name for p in (guests.store.root / task.task_id).iterdir()] == [f"{1:016d}.ckpt"]
     with pytest.raises(KeyError):
         await guests.capture(task.task_id, deadline=1)  # nothing runs any more
 

@@ -16,6 +16,7 @@ from frost_core.wire.channel import Channel, accept_channel, open_channel
 from frost_core.wire.framing import MAX_CHUNK_SIZE
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import BulkBegin, BulkEnd, Hello, encode_message
+from frost_core.wire.pipe import write_bulk
 from frost_core.wire.security import ClusterKey
 
 KEY = ClusterKey.generate()
@@ -222,4 +223,36 @@ async def test_plaintext_pipe_to_a_real_guest_subprocess() -> None:
         assert await channel.receive_bulk(max_size=len(data)) == (HEADER, data[::-1])
         await process.stdin.aclose()
         assert await process.wait() == 0
+    await channel.aclose()
+
+
+class _Pieces:
+    """A sink that keeps a copy of each piece handed to it."""
+
+    def __init__(self) -> None:
+        self.size, self.pieces, self.emptied = None, [], False
+
+    async def begin(self, size: int) -> None:
+        self.size = size
+
+    def filled(self, piece: memoryview) -> None:
+        self.pieces.append(bytes(piece))
+
+    async def drained(self) -> None:
+        self.emptied = True
+
+
+async def test_a_bulk_transfer_up_a_guest_pipe_reaches_a_sink_piece_by_piece_as_it_arrives() -> None:
+    """A guest's checkpoint is written to disk while it comes up the pipe (the node's end is a sink's)."""
+    data = os.urandom(3 * MAX_CHUNK_SIZE + 12345)
+    read_end, write_end = os.pipe()
+    channel = Channel(trio.testing.MemorySendStream(), trio.lowlevel.FdStream(read_end))
+    sink = _Pieces()
+    with os.fdopen(write_end, "wb") as guest_side, trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, write_bulk, guest_side, HEADER, [data[:100], data[100:]])
+            assert await channel.receive() == HEADER
+            assert await channel.receive_bulk_data(max_size=len(data), sink=sink) == data
+    assert sink.size == len(data) and sink.emptied
+    assert b"".join(sink.pieces) == data and len(sink.pieces) >= 4
     await channel.aclose()

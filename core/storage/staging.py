@@ -1,0 +1,39 @@
+"""The sink that writes a checkpoint to the store while it arrives, from a peer's channel or a guest's pipe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from frost_core.storage.checkpoints import IncomingCheckpoint
+
+
+class StagingSink:
+    """A `BulkSink` handing each piece of an arriving state to an `IncomingCheckpoint` as it lands.
+
+    `start(size)` opens the temp file, in a worker thread; states under `from_size` bytes are not
+    staged (`incoming` stays None) and are written whole once they are in.
+    """
+
+    def __init__(self, start: Callable[[int], IncomingCheckpoint], from_size: int = 0) -> None:
+        self._start, self._from_size = start, from_size
+        self.incoming: IncomingCheckpoint | None = None
+
+    async def begin(self, size: int) -> None:
+        if size >= self._from_size:
+            self.incoming = await trio.to_thread.run_sync(self._start, size)
+
+    def filled(self, piece: memoryview) -> None:
+        if self.incoming is not None:
+            self.incoming.filled(piece)
+
+    async def drained(self) -> None:
+        if self.incoming is not None:
+            await trio.to_thread.run_sync(self.incoming.wait_written)
+
+    async def abort(self) -> None:
+        """Remove the temp file unless it was installed (a no-op then): after any outcome."""
+        if self.incoming is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.incoming.abort)
