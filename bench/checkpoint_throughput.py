@@ -3,11 +3,15 @@
 Question: how much of the disk's durable-write speed does a checkpoint keep? Goals (issue 15):
 the guest path >= 0.6 of raw write+fsync from 1 MB up, and >= 0.8 of a raw durable replace at
 every size. Variants, each timed once a round:
-- guest: what a checkpoint costs from the plugin's state to a durable file. The guest child's
-  own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the state's CBOR pieces, then
-  the envelope with the unit's output files, none here), then `CheckpointStore.commit` with the
-  one buffer the supervisor receives, as it runs it (core/guest/running.py). The pipe between
-  the two is not timed; one join of the pieces stands in for the copy it makes;
+- guest: what a checkpoint costs from the plugin's state to a durable file, on the path a guest's
+  takes. The guest child's own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the
+  state's CBOR pieces, then the envelope with the unit's output files, none here) writes the
+  pieces up a real pipe (widened as the supervisor widens it) with `write_bulk`, from a thread;
+  the node's end reads them with `Channel.receive_bulk_data` and commits them as
+  core/guest/running.py does: from PARALLEL_HASH_FROM bytes on, written and hashed while they
+  arrive (`CheckpointStore.receiving`), then `commit(staged=...)`. Until 2026-11-26 this variant
+  timed a join of the pieces in place of the pipe, then `commit` of the whole (the
+  `guest_join_...` figures in results before that date);
 - bare: `encode_state` + `commit` without the envelope (this script's "full" figure before
   issue 15, kept for comparison: it measured less than a guest does);
 - node: `commit` of the enveloped bytes alone.
@@ -23,6 +27,7 @@ shared machine hits both sides of a ratio alike. Quick run: `--sizes 0.1,1`.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -35,10 +40,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_results  # noqa: E402
 
+import trio  # noqa: E402
+import trio.testing  # noqa: E402
+
 from frost_core.guest import envelope  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
+from frost_core.guest.protocol import GuestCheckpoint  # noqa: E402
+from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
-from frost_core.storage.checkpoints import CheckpointStore  # noqa: E402
+from frost_core.storage.checkpoints import PARALLEL_HASH_FROM, CheckpointStore  # noqa: E402
+from frost_core.storage.staging import StagingSink  # noqa: E402
+from frost_core.wire.channel import Channel  # noqa: E402
+from frost_core.wire.pipe import write_bulk  # noqa: E402
 
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}
 """Measured rounds per state size in MB (each round times every variant and both baselines once)."""
@@ -63,7 +76,38 @@ def guest_runner(output_dir: Path) -> GuestRunner:
     return runner
 
 
+class GuestPipe:
+    """A guest child's pipe to its node, both ends in this process: the child's end written from a thread."""
+
+    def __init__(self) -> None:
+        read_end, write_end = os.pipe()
+        widen_pipe(write_end)
+        self.child_end = os.fdopen(write_end, "wb")
+        self.node_end = Channel(trio.testing.MemorySendStream(), trio.lowlevel.FdStream(read_end))
+
+    async def checkpoint(self, runner: GuestRunner, state: dict, store: CheckpointStore, identity: dict) -> None:
+        """The child encodes and sends `state`; the node receives and commits it as core/guest/running.py does."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, self._send, runner, state)
+            await self.node_end.receive()
+            staging = StagingSink(functools.partial(store.receiving, **identity), from_size=PARALLEL_HASH_FROM)
+            try:
+                data = await self.node_end.receive_bulk_data(max_size=LIMIT, sink=staging)
+                await trio.to_thread.run_sync(functools.partial(
+                    store.commit, **identity, state=data, staged=staging.incoming))
+            finally:
+                await staging.abort()
+
+    def _send(self, runner: GuestRunner, state: dict) -> None:
+        pieces = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
+        write_bulk(self.child_end, GuestCheckpoint(request_id=1, progress=0.5, steps=1, encode_seconds=0.0), pieces)
+
+
 def main() -> None:
+    trio.run(_main)
+
+
+async def _main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(str(s) for s in REPEATS),
                         help="state sizes in MB, from " + ", ".join(str(s) for s in REPEATS))
@@ -77,31 +121,28 @@ def main() -> None:
         store = CheckpointStore(folder / "store")
         (folder / "replace").mkdir()
         seqs = iter(range(1, 1 << 30))
+        pipe = GuestPipe()
+
+        def identity() -> dict:
+            return dict(task_id="bench-1.0", plugin_name="bench", plugin_version="1", plugin_hash="0" * 64,
+                        unit_index=0, epoch=1, seq=next(seqs), taken_at=time.time())
 
         def commit(data: bytes) -> None:
-            store.commit(task_id="bench-1.0", plugin_name="bench", plugin_version="1", plugin_hash="0" * 64,
-                         unit_index=0, epoch=1, seq=next(seqs), taken_at=time.time(), state=data)
+            store.commit(**identity(), state=data)
 
         for size_mb in sizes:
             repeats = REPEATS.get(size_mb, 11)
             state = make_state(int(size_mb * 1024 * 1024))
             packed = b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))
             runs: dict[str, Callable[[], None]] = {
-                "guest": lambda: commit(b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))),
+                "guest": lambda: trio.from_thread.run(pipe.checkpoint, runner, state, store, identity()),
                 "bare": lambda: commit(encode_state(state, "state", LIMIT)),
                 "node": lambda: commit(packed),
                 "raw": lambda: write_raw(folder / "raw.bin", packed),
                 "replace": lambda: replace_raw(folder / "replace", packed),
             }
             times: dict[str, list[float]] = {name: [] for name in runs}
-            for round_index in range(WARMUP + repeats):
-                names = list(runs)
-                shift = round_index % len(names)
-                for name in names[shift:] + names[:shift]:
-                    began = time.perf_counter()
-                    runs[name]()
-                    if round_index >= WARMUP:
-                        times[name].append(time.perf_counter() - began)
+            await trio.to_thread.run_sync(_time_rounds, runs, times, WARMUP + repeats)
             of_raw = {name: statistics.median(raw / took for raw, took in zip(times["raw"], times[name]))
                       for name in ("guest", "bare", "node")}
             of_replace = {name: statistics.median(base / took for base, took in zip(times["replace"], times[name]))
@@ -130,6 +171,18 @@ def main() -> None:
                  "guest/replace", "bare/raw (old 'full')", "node/raw", "node/replace",
                  f">= {GOAL_RAW} raw (1 MB up), >= {GOAL_REPLACE} replace"], rows)
     write_results("checkpoint_throughput", figures)
+
+
+def _time_rounds(runs: dict[str, Callable[[], None]], times: dict[str, list[float]], rounds: int) -> None:
+    """Time each variant once a round, in rotating order, from a worker thread (the guest's enters trio)."""
+    for round_index in range(rounds):
+        names = list(runs)
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            began = time.perf_counter()
+            runs[name]()
+            if round_index >= WARMUP:
+                times[name].append(time.perf_counter() - began)
 
 
 def write_raw(path: Path, data: bytes) -> None:
