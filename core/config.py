@@ -83,8 +83,9 @@ OPTIONS: tuple[Option, ...] = (
            "minutes covers those; past it, the master re-places the units it can.", 1, 86400),
     Option("cluster", "fair_share", bool, True,
            "Share the cluster by recent use: a master places, and a host takes, the units of the submitter "
-           "(user@node) who used the least guest CPU lately first (HTCondor's user priority). Off: first come, "
-           "first served. Running guests are never stopped for it."),
+           "(user@node) who used the least guest CPU lately first (HTCondor's user priority). Off: no memory, "
+           "the submitters waiting now share it equally (fewest units running first). Running guests are never "
+           "stopped for it."),
     Option("cluster", "usage_half_life", float, 86400.0,
            "Seconds after which a submitter's past guest CPU time counts half in fair share: a day by default, "
            "so yesterday's heavy user competes almost as a newcomer.", 60, 30 * 86400),

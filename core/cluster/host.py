@@ -37,7 +37,8 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.registry import PluginInfo
-from frost_core.policies.fair_share import Demand, ShareSettings, explain, favoured_over, note_demand
+from frost_core.policies import equal_share, fair_share
+from frost_core.policies.fair_share import Demand, ShareSettings, note_demand
 from frost_core.policies.views import NodeView
 
 log = logging.getLogger("frost.host")
@@ -195,6 +196,7 @@ class HostService:
         self._usage_of = usage_of
         self._demand: dict[str, Demand] = {}       # submitter -> its master's last offer here (fair share)
         self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
+        self._served: dict[str, float] = {}        # submitter -> when this host last took one of its units
         self._on_spent = on_spent
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
@@ -555,24 +557,32 @@ class HostService:
         return hosted + sum(memory for memory, _ in self._reserved.values())
 
     def _share_refusal(self, offer: UnitOffer, refusal: str | None) -> str | None:
-        """Fair share at unit boundaries: note who asked for a slot; a free one goes to the least-used
-        submitter whose master lately offered more, held for it at most `ShareSettings.hold` seconds.
-        A unit moving between hosts already runs: it is never held back."""
+        """Shares at unit boundaries: note who asked for a slot; a free one goes to the submitter whose master
+        lately offered more and who comes first (least used with fair share on, `fair_share`; fewest running
+        with it off, `equal_share`), held for it at most `ShareSettings.hold` seconds. A unit moving between
+        hosts already runs: it is never held back."""
         shares = self._settings().shares
-        if offer.moving or not offer.submitter or not shares.enabled:
+        if offer.moving or not offer.submitter:
             return refusal
         now = time.monotonic()
         usage = max(offer.usage, self._usage_of(offer.submitter))
-        self._demand = note_demand(self._demand, offer.submitter, Demand(usage, offer.queued, now), now, shares)
+        seen = Demand(usage, offer.queued, now, offer.running)
+        self._demand = note_demand(self._demand, offer.submitter, seen, now, shares)
         if refusal is not None:
             return refusal
-        rival = favoured_over(offer.submitter, usage, self._demand, now, shares)
+        if shares.enabled:
+            rival = fair_share.favoured_over(offer.submitter, usage, self._demand, now, shares)
+        else:
+            rival = equal_share.favoured_over(offer.submitter, offer.running, self._demand, self._served, now, shares)
         if rival is not None:
             self._held_since = now if self._held_since is None else self._held_since
             if now - self._held_since < shares.hold:
-                return explain(offer.submitter, usage, rival, self._demand[rival].usage)
+                if shares.enabled:
+                    return fair_share.explain(offer.submitter, usage, rival, self._demand[rival].usage)
+                return equal_share.explain(offer.submitter, offer.running, rival, self._demand[rival].running)
             del self._demand[rival]   # it did not come for the slot: not waiting after all
         self._held_since = None
+        self._served[offer.submitter] = now
         return None
 
     def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool) -> str | None:

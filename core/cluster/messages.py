@@ -80,6 +80,7 @@ class UnitOffer(Message):
     submitter: str = ""         # whose unit it is: a host choosing between masters favours the least used
     usage: float = 0.0          # that submitter's decayed CPU-seconds as its master counts them (fair share)
     queued: int = 0             # its units still waiting at that master besides this one
+    running: int = 0            # its units running besides this one, as its master counts them (equal share)
 
 
 @register

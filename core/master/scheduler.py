@@ -221,6 +221,7 @@ class MasterScheduler:
         queued = {head.id: index.queued_count(head.id) for head in waiting}
         usage = {s: self._usage_of(s) for s in {head.submitter for head in waiting}}
         demand = {s: sum(queued[head.id] for head in waiting if head.submitter == s) for s in usage}
+        running = self._running_by_submitter()
         order = queue_order([QueuedAssignment(
             head.id, head.seq, head.submitter, queued[head.id],
             sum(h.node_id not in held.get(head.id, ()) for h in free) if head.one_per_host else queued[head.id],
@@ -234,14 +235,14 @@ class MasterScheduler:
         by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]] = {}
         for need, candidates in planned:
             by_host.setdefault(candidates[0], []).append((by_task[need.task_id], heads[need.assignment_id]))
-        await self._place_round(by_host, refusals, usage, demand)
+        await self._place_round(by_host, refusals, usage, demand, running)
         for need, candidates in planned:  # a unit its first choice refused tries the others, one at a time
             for host in candidates[1:]:
                 if need.task_id not in refusals or need.task_id in self._copies:
                     break
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
-                                        usage, demand)
-        await self._tell_demand(waiting, hosts, usage, demand)
+                                        usage, demand, running)
+        await self._tell_demand(waiting, hosts, usage, demand, running)
         placed = set(self._copies)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                 refusals.get(need.task_id))
@@ -250,11 +251,10 @@ class MasterScheduler:
         self._on_change()
 
     async def _tell_demand(self, waiting: list[AssignmentHead], hosts: Sequence[NodeView], usage: dict[str, float],
-                           demand: dict[str, int]) -> None:
+                           demand: dict[str, int], running: Mapping[str, int]) -> None:
         """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds: a
-        host learns who waits for its next free slot (fair share) only from offers. One it takes runs."""
-        if not self._shares().enabled:
-            return
+        host learns who waits for its next free slot (fair share, or equal share with it off) only from offers.
+        One it takes runs."""
         now = self._clock()
         oldest: dict[str, AssignmentHead] = {}
         for head in sorted(waiting, key=lambda head: head.seq):
@@ -266,7 +266,17 @@ class MasterScheduler:
                 self._told[(host, submitter)] = now
                 for unit in self._store.queued(head.id, 1):
                     if host not in unit.copied_on:   # a checked unit's next copy goes to another host
-                        await self._place_round({host: [(unit, head)]}, {}, usage, demand)
+                        await self._place_round({host: [(unit, head)]}, {}, usage, demand, running)
+
+    def _running_by_submitter(self) -> dict[str, int]:
+        """Each submitter's units this master has running now (what equal share compares)."""
+        counts: dict[str, int] = {}
+        index = self._store.index
+        for placed in index.running():
+            head = index.head(placed.assignment_id)
+            if head is not None:
+                counts[head.submitter] = counts.get(head.submitter, 0) + 1
+        return counts
 
     def _with_own_units(self, hosts: Sequence[NodeView]) -> list[NodeView]:
         """The gossiped figures, but a host runs at least the units this master placed there: figures a few
@@ -295,15 +305,17 @@ class MasterScheduler:
         return self._waiting
 
     async def _place_round(self, by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]],
-                           refusals: dict[str, dict[str, str]], usage: dict[str, float], demand: dict[str, int]) -> None:
+                           refusals: dict[str, dict[str, str]], usage: dict[str, float], demand: dict[str, int],
+                           running: Mapping[str, int]) -> None:
         """Offer each host its units in one call, place all the units taken in one transaction, then start them
         (per host, the ones without a checkpoint in one call); a refusal is noted in `refusals`. Each offer says
         whose unit it is, that submitter's `usage`, and how many more of its units wait (`demand`, counted
-        down as they are offered): a host keeps a free slot for a less-used submitter still waiting."""
+        down as they are offered), and how many of its units run (`running`): a host keeps a free slot for a
+        less-used (or, fair share off, less-running) submitter still waiting."""
         taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]] = {}
         async with trio.open_nursery() as nursery:
             for host, batch in by_host.items():
-                nursery.start_soon(self._offer, host, batch, refusals, taken, usage, demand)
+                nursery.start_soon(self._offer, host, batch, refusals, taken, usage, demand, running)
         placing = [(host, *item) for host, items in taken.items() for item in items]
         if not placing:
             return
@@ -320,7 +332,7 @@ class MasterScheduler:
     async def _offer(self, host: str, batch: list[tuple[UnitRecord, AssignmentHead]],
                      refusals: dict[str, dict[str, str]],
                      taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]],
-                     usage: dict[str, float], demand: dict[str, int]) -> None:
+                     usage: dict[str, float], demand: dict[str, int], running: Mapping[str, int]) -> None:
         checkpoints = await self._blocking(self._newest_checkpoints, [(u, head.plugin_hash) for u, head in batch])
         for i, (unit, head) in enumerate(batch):
             if unit.copied_on:  # a checked unit's next copy starts afresh: nothing of an earlier copy's run
@@ -333,7 +345,8 @@ class MasterScheduler:
             offers.append(UnitOffer(
                 task_id=unit.task_id, plugin_hash=head.plugin_hash, memory_bytes=unit.memory_bytes,
                 state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter,
-                usage=usage.get(unit.submitter, 0.0), queued=demand[unit.submitter]))
+                usage=usage.get(unit.submitter, 0.0), queued=demand[unit.submitter],
+                running=running.get(unit.submitter, 0)))
         try:
             with trio.fail_after(OFFER_TIMEOUT):
                 replies = await self._links.offer_units(host, tuple(offers))

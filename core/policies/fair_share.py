@@ -5,7 +5,8 @@ week's heavy user competes almost as a newcomer and this morning's does not. Div
 submitter's weight (`cluster.share_weights`, default 1) it is the effective usage: lower goes first.
 A master orders its queue by it; a host with a free slot keeps it, for a few seconds, for the
 least-used submitter that has lately offered it work, rather than giving it to whoever asks first.
-Shares act only at unit boundaries: no running guest is stopped for them.
+Shares act only at unit boundaries: no running guest is stopped for them. With fair share off
+the slots are still shared among those waiting now, without memory (`equal_share`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", float, tuple[int, float])
 
 DEMAND_REFRESH = 1.0
 """A master with units waiting offers one to each full host this often too, so the host knows who waits."""
@@ -49,6 +51,7 @@ class Demand:
     usage: float        # its decayed CPU-seconds, as counted when offered
     queued: int         # its units still waiting at that master besides the offered one
     seen_at: float
+    running: int = 0    # its units running then, cluster-wide as its master counts them (equal share)
 
 
 def decayed(value: float, elapsed: float, half_life: float) -> float:
@@ -109,7 +112,15 @@ def favoured_over(submitter: str, usage: float, demand: Mapping[str, Demand], no
     if not settings.enabled:
         return None
     mine = effective_usage(submitter, usage, settings.weights)
-    rivals = [(effective_usage(s, d.usage, settings.weights), s) for s, d in demand.items()
+    return first_in_line(submitter, mine, demand, lambda s, d: effective_usage(s, d.usage, settings.weights),
+                         now, settings)
+
+
+def first_in_line(submitter: str, mine: K, demand: Mapping[str, Demand], place: Callable[[str, Demand], K],
+                  now: float, settings: ShareSettings) -> str | None:
+    """The submitter whose `place` in line (lower first) is ahead of `submitter`'s (`mine`), among those whose
+    masters offered lately with more units waiting; None if none is."""
+    rivals = [(place(s, d), s) for s, d in demand.items()
               if s != submitter and d.queued > 0 and now - d.seen_at <= settings.demand_memory]
     best = min(rivals, default=None)
     return best[1] if best is not None and best[0] < mine else None
@@ -117,14 +128,15 @@ def favoured_over(submitter: str, usage: float, demand: Mapping[str, Demand], no
 
 def explain(submitter: str, usage: float, rival: str, rival_usage: float) -> str:
     """Why a host kept a slot from `submitter`, as a refusal the master's Why-not column shows."""
-    return (f"fair share: kept for {_short(rival)} ({_cpu(rival_usage)} of recent use) "
-            f"over {_short(submitter)} ({_cpu(usage)})")
+    return (f"fair share: kept for {short_submitter(rival)} ({_cpu(rival_usage)} of recent use) "
+            f"over {short_submitter(submitter)} ({_cpu(usage)})")
 
 
 def _cpu(seconds: float) -> str:
     return f"{seconds / 3600:.1f} CPU-h" if seconds >= 3600 else f"{seconds:.0f} CPU-s"
 
 
-def _short(submitter: str) -> str:
+def short_submitter(submitter: str) -> str:
+    """`user@node` with the node id cut to 8 characters, as the UI names submitters."""
     user, _, node = submitter.rpartition("@")
     return f"{user}@{node[:8]}" if user else submitter[:8]

@@ -88,12 +88,12 @@ def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(
     assert winner == "bob", f"Alice finished first; Bob was {alice_then:.0%} done"
     assert alice_then <= 0.6, f"Bob finished while Alice was {alice_then:.0%} done"
 
-    # With fair share off it is first come, first served, and the one holding the slots keeps them: the master
-    # whose unit just finished hears of the free slot first. Bob is no longer served ahead of Alice.
+    # With fair share off there is no memory: submitters that both have units waiting share the slots now
+    # (fewest running first, each host taking turns), so the two equal assignments finish together.
     for node in (alice, bob, carol):
         assert call_node(node.paths, SaveSettings(values={"cluster.fair_share": False})) == "saved"
     winner, other_then = race(alice, bob)
-    assert winner == "alice" or other_then > 0.6, f"fair share off, yet Bob won with Alice {other_then:.0%} done"
+    assert other_then >= 0.6, f"fair share off, {winner} finished while the other was {other_then:.0%} done"
 
     # Every unit checked by a second host: Carol's wrong results are outvoted, the combined result is right,
     # and Alice's master quarantines Carol, naming her, until the owner clears it.
