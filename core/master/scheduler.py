@@ -139,6 +139,7 @@ class MasterScheduler:
         self._shares = shares
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
         self._quarantined: dict[str, str] = dict(store.intent(QUARANTINE, {}))   # host -> why (durable)
+        self._afresh: set[str] = set()    # units taken back from a quarantined host: their next copy starts afresh
         self._on_received = on_received
         self._copies: dict[str, Copy] = {}                   # task id -> the copy the master counts on
         self._waiting = WaitingReasons()                     # queued task id -> why it is not placed
@@ -335,7 +336,9 @@ class MasterScheduler:
                      usage: dict[str, float], demand: dict[str, int], running: Mapping[str, int]) -> None:
         checkpoints = await self._blocking(self._newest_checkpoints, [(u, head.plugin_hash) for u, head in batch])
         for i, (unit, head) in enumerate(batch):
-            if unit.copied_on:  # a checked unit's next copy starts afresh: nothing of an earlier copy's run
+            if unit.copied_on or unit.task_id in self._afresh:
+                # A checked unit's next copy starts afresh: nothing of an earlier copy's run; so does one taken
+                # back from a quarantined host.
                 checkpoints[i] = None
             elif unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
                 checkpoints[i] = await self._newer_from_holders(unit, head.plugin_hash, checkpoints[i])
@@ -401,6 +404,7 @@ class MasterScheduler:
         start, cpu_then = self._resume_point(unit.task_id, checkpoint)
         run = CopyRun(placed_at=now, start=start, heard_at=now, progress=start)
         self._copies[unit.task_id] = Copy(epoch, host, run)
+        self._afresh.discard(unit.task_id)
         self._count_redone(unit, start, cpu_then)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
@@ -563,6 +567,11 @@ class MasterScheduler:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
+        if host in self._quarantined:   # (its copies were taken back when it was quarantined)
+            self._events.add("assignment", f"{task_id}: the result from {host[:8]} is refused: that host is "
+                             "quarantined", severity="warning")
+            self._on_change()
+            return False
         unit = self._store.unit(assignment_id, index)
         if unit.checked and unit.state != "done":
             decided = await self._check_copy(host, unit, epoch, value, files, cpu_seconds)
@@ -661,13 +670,27 @@ class MasterScheduler:
         return dict(self._quarantined)
 
     def quarantine(self, host: str, why: str) -> None:
+        """No more units for `host`; the copies it runs now are taken back (its next report stops them, a
+        result one still sends is refused) and run again elsewhere from their start: a checkpoint it took is
+        no more to be trusted than its results."""
         if host in self._quarantined or host == self._node_id:
             return
         self._quarantined[host] = why
         self._store.set_intent(QUARANTINE, self._quarantined)
+        taken = [u for u in self._store.running_units()
+                 if u.host == host and self._store.requeue_unit(u.assignment_id, u.index, epoch=u.epoch)]
+        for unit in taken:
+            self._forget(unit.task_id, unit.epoch)
+            self._replicated.pop(unit.task_id, None)
+            self._checkpoint_heard.pop(unit.task_id, None)
+            self._replicas.discard(unit.task_id)
+            self._afresh.add(unit.task_id)
+        stopped = (f"; its {counted(len(taken), 'copy', 'copies')} of this master's units "
+                   f"({', '.join(u.task_id for u in taken)}) are stopped and run again elsewhere" if taken else "")
         self._events.add("quarantine", f"{host[:8]} returned a wrong result ({why}): quarantined, no more units "
-                         f"from this master until the owner clears it (frost-tui unquarantine {host[:8]})",
+                         f"from this master until the owner clears it (frost-tui unquarantine {host[:8]}){stopped}",
                          severity="error", title="Host quarantined")
+        self.wake()
 
     def clear_quarantine(self, host: str) -> str:
         """The owner trusts `host` again (a prefix of its id is enough); returns the full id."""

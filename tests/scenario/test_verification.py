@@ -13,7 +13,7 @@ import trio.testing
 
 from frost_core.api.errors import FrostError
 from frost_core.cluster.links import offer_each, start_each
-from frost_core.cluster.messages import UnitOfferReply, Verdict
+from frost_core.cluster.messages import UnitOfferReply, UnitStatus, Verdict
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
@@ -60,6 +60,17 @@ def result_bytes(value) -> bytes:
     return envelope.pack(envelope.RESULT, cbor2.dumps(value), {}, 1 << 20)
 
 
+def scheduler_for(tmp_path, store: MasterStore, events: EventLog, views: list[NodeView]) -> MasterScheduler:
+    """A master over `store` whose hosts are `views`, all of them alive."""
+    return MasterScheduler(
+        node_id=MASTER, store=store, registry=NoCombine(), links=StandInLinks(), events=events,
+        results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
+        local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: views,
+        settings=lambda: MasterSettings(), on_change=lambda: None,
+        alive=lambda: [MASTER, *(view.node_id for view in views)], clock=trio.current_time, blocking=inline,
+    )
+
+
 def run_checked(tmp_path, verify: float, checked: frozenset[int]):
     """Run a 10-unit assignment on two good hosts and one that corrupts its first result and every tenth
     after; return (store, assignment id, events, scheduler's quarantine, hosts each unit ran on). Nothing is
@@ -86,13 +97,7 @@ def run_checked(tmp_path, verify: float, checked: frozenset[int]):
             await trio.sleep(0.5)
 
     async def main():
-        scheduler = MasterScheduler(
-            node_id=MASTER, store=store, registry=NoCombine(), links=StandInLinks(), events=events,
-            results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
-            local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: views,
-            settings=lambda: MasterSettings(), on_change=lambda: None, alive=lambda: [MASTER, *GOOD, BAD],
-            clock=trio.current_time, blocking=inline,
-        )
+        scheduler = scheduler_for(tmp_path, store, events, views)
         async with trio.open_nursery() as nursery:
             await nursery.start(scheduler.serve)
             with trio.fail_after(600):
@@ -156,4 +161,51 @@ def test_with_no_second_host_a_checked_units_result_is_taken_unverified(tmp_path
     unit = store.unit(aid, 0)
     assert (unit.state, unit.checked) == ("done", False) and store.unit_results(aid) == [7]
     assert store.assignment(aid).verified == 0
+    store.close()
+
+
+def test_a_quarantined_hosts_copies_already_placed_are_stopped_and_their_results_refused(tmp_path):
+    # The bad host's RAM corrupts every result. Unit 2 is checked and placed on it first; unit 5 is not
+    # checked and runs there too. Once the check of unit 2 outvotes it, its copy of unit 5 is taken back: the
+    # result it still sends is refused, its next report is told to stop it, and unit 5 runs on a good host.
+    store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
+    aid = store.create_assignment(plugin="squares", plugin_version="1", plugin_hash="h" * 64, params={},
+                                  units=[NewUnit(data={"i": i}, memory_bytes=1 << 20, cost=1.0) for i in range(6)],
+                                  verify=0.2, checked=frozenset({2}))
+    events = EventLog()
+    views = [NodeView(node_id=h, available=1.0, guests=0, cpus=2) for h in (*GOOD, BAD)]
+    held: list[tuple[str, int]] = []   # the bad host's unchecked copies, their results sent after its quarantine
+
+    async def main():
+        scheduler = scheduler_for(tmp_path, store, events, views)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(scheduler.serve)
+            with trio.fail_after(600):
+                while any(u.state != "done" for u in store.assignment(aid).units):
+                    for unit in store.running_units():
+                        value = unit.index * unit.index
+                        if unit.host == BAD and not store.unit(aid, unit.index).checked:
+                            if (unit.task_id, unit.epoch) not in held:
+                                held.append((unit.task_id, unit.epoch))
+                            continue
+                        value += unit.host == BAD   # its bad RAM
+                        await scheduler.host_result(unit.host, unit.task_id, unit.epoch, result_bytes(value), 1.0)
+                    if scheduler.quarantined() and held:
+                        task_id, epoch = held[0]
+                        stop = await scheduler.host_report(BAD, (UnitStatus(task_id, epoch, 0.5, 1.0),))
+                        assert stop == (task_id,), "the quarantined host was not told to stop its copy"
+                        refused = await scheduler.host_result(BAD, task_id, epoch, result_bytes(-1), 1.0)
+                        assert not refused, "a quarantined host's result was accepted"
+                        held.clear()
+                    await trio.sleep(0.5)
+            await wait_until(lambda: store.assignment(aid).state != "running", timeout=60, what="the combine")
+            nursery.cancel_scope.cancel()
+        return scheduler.quarantined()
+
+    assert list(trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))) == [BAD]
+    assert store.unit_results(aid) == [i * i for i in range(6)]
+    assert store.unit(aid, 5).host in GOOD
+    messages = [e.message for e in events.recent()]
+    assert any("quarantined" in m and f"{aid}.5" in m and "stopped and run again elsewhere" in m for m in messages)
+    assert any(f"{aid}.5: the result from {BAD[:8]} is refused" in m for m in messages)
     store.close()
