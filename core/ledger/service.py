@@ -47,6 +47,7 @@ class LedgerService:
         self.view = LedgerView()
         self._balances: dict[str, float] = {}
         self._usage: dict[str, list[tuple[float, float]]] = {}   # submitter -> (when, normalised CPU) given to it
+        self._speeds: dict[str, float] = {}   # node -> the speed its latest verified summary states
 
     # -- what the host and the master tell it -----------------------------------------------------
 
@@ -94,6 +95,14 @@ class LedgerService:
         cheap enough for every placement decision, and it never touches the disk on the node's loop."""
         return sum(decayed(cpu, now - at, half_life) for at, cpu in self._usage.get(submitter, ()))
 
+    def speed_of(self, node_id: str) -> float:
+        """A node's calibrated speed (its CPU-second in speed units) as its latest signed summary states it;
+        this machine's own for itself, and for a node whose summary has not come yet (an office's machines
+        are more alike than a speed of 1 would make them)."""
+        if node_id == self.ledger.node_id:
+            return self._speed()
+        return self._speeds.get(node_id) or self._speed()
+
     def balance_of(self, node_id: str) -> float:
         """A node's given minus received (normalised CPU-seconds, all time), as of the last view."""
         return self._balances.get(node_id, 0.0)
@@ -102,7 +111,7 @@ class LedgerService:
 
     async def view_since(self, since: float) -> LedgerView:
         """The view from `since` on (`frost-tui stats --since`)."""
-        view, _, _ = await self._rebuilt(since)
+        view, _, _, _ = await self._rebuilt(since)
         return view
 
     async def signed_summaries(self) -> tuple[SignedSummary, ...]:
@@ -137,22 +146,24 @@ class LedgerService:
                 await trio.sleep(VIEW_REFRESH)
 
     async def refresh(self) -> None:
-        self.view, self._balances, self._usage = await self._rebuilt(time.time() - VIEW_WINDOW)
+        self.view, self._balances, self._usage, self._speeds = await self._rebuilt(time.time() - VIEW_WINDOW)
         self._on_change()
 
-    async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]]]:
+    async def _rebuilt(self, since: float) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]],
+                                                    dict[str, float]]:
         await self.write_unwritten()
         names, speed, refused = self._names(), self._speed(), self._refused   # read on the loop, not in the thread
         return await trio.to_thread.run_sync(self._rebuild, since, names, speed, refused)
 
     def _rebuild(self, since: float, names: dict[str, str], speed: float, refused: int,
-                 ) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]]]:
+                 ) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]], dict[str, float]]:
         now = time.time()
         own = self.ledger.summary(now, speed)
         summaries = self.ledger.summaries()
         view = ledger_view(self.ledger.runs(since), summaries, own, now=now, since=since,
                            name_of=lambda node_id: names.get(node_id, node_id[:8]), refused=refused)
-        return view, balances(summaries, own), self.ledger.usage_records(summaries)
+        speeds = {s.node_id: s.speed for s in summaries if s.speed > 0}
+        return view, balances(summaries, own), self.ledger.usage_records(summaries), speeds
 
     def _summary_refused(self, source: str, reason: str) -> None:
         self._refused += 1

@@ -587,7 +587,7 @@ class MasterScheduler:
                             seconds=waste.ran_on(overtaken.run, 1.0, self._clock(), cpu_seconds))
         if accepted:
             if self._usage is not None:
-                self._usage.add(self._store.unit(assignment_id, index).submitter, cpu_seconds, time.time())
+                self._usage.add(self._store.unit(assignment_id, index).submitter, host, cpu_seconds, time.time())
             current = self._copies.pop(task_id, None)
             if current is not None and current.epoch > epoch:
                 # An older copy finished first: its work was kept, the newer copy's is what is thrown away,
@@ -638,7 +638,7 @@ class MasterScheduler:
         self._checkpoint_heard.pop(task_id, None)
         await self._blocking(self._replicas.discard, task_id)   # the next copy must not resume from this one's
         if self._usage is not None:
-            self._usage.add(unit.submitter, cpu_seconds, time.time())
+            self._usage.add(unit.submitter, host, cpu_seconds, time.time())
         for wrong in decision.wrong:
             self.quarantine(wrong, f"its result of {task_id} differed from the majority's")
         if decision.agreed is not None:

@@ -654,11 +654,12 @@ class MasterStore:
         """Assignments whose units are all done but whose combined result is not stored yet."""
         return self.index.idle()
 
-    def accepted_cpu(self, since: float) -> list[tuple[str, float, float]]:
-        """(submitter, CPU-seconds, accepted at) of every unit result accepted since `since` (wall time):
-        what this master's submitters used of the cluster (`policies.fair_share.decayed_usage` weighs it)."""
+    def accepted_cpu(self, since: float) -> list[tuple[str, str, float, float]]:
+        """(submitter, host, CPU-seconds, accepted at) of every unit result accepted since `since` (wall time):
+        what this master's submitters used of the cluster (`master.usage` weighs it)."""
         return self._db.execute(
-            "SELECT a.submitter, u.cpu_seconds, u.finished_at FROM units u JOIN assignments a ON a.id = u.assignment_id"
+            "SELECT a.submitter, u.host, u.cpu_seconds, u.finished_at FROM units u"
+            " JOIN assignments a ON a.id = u.assignment_id"
             " WHERE u.finished_at >= ? AND u.cpu_seconds > 0", (since,)).fetchall()
 
     # -- owner intents -----------------------------------------------------------------

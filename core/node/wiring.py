@@ -63,9 +63,9 @@ from frost_core.node.answers import answer
 from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
-from frost_core.policies.fair_share import ShareSettings
+from frost_core.policies.fair_share import ShareSettings, submitter_usage
 from frost_core.policies.owner import GuestAction
-from frost_core.policies.reciprocity import credited_usage, submitter_node
+from frost_core.policies.reciprocity import submitter_node
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
 from frost_core.policies.selection import costliest_move
@@ -99,7 +99,6 @@ class Node:
         self.events = EventLog()
         self.submitter = submitter_id(self.node_id)
         self.store = MasterStore(self.paths.database, node_id=self.node_id, submitter=self.submitter)
-        self.usage = UsageBook(self.store)
         self.registry = PluginRegistry(self.paths.data_dir)
         self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
         self.supervisor = GuestSupervisor(
@@ -135,6 +134,7 @@ class Node:
             Ledger(self.paths.data_dir / "ledger.sqlite", node_id=self.node_id), load_node_key(self.paths.data_dir),
             events=self.events, speed=self._speed, names=self._names, on_change=self.mark_changed,
         )
+        self.usage = UsageBook(self.store, speed_of=self.ledger.speed_of)
         migrator = Migrator(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, events=self.events,
             destinations=self._destinations, observe_transfer=self._observe_transfer,
@@ -698,14 +698,16 @@ class Node:
         )
 
     def _usage_of(self, submitter: str) -> float:
-        """A submitter's decayed guest CPU-seconds for fair share, as this node knows them: what this master
-        accepted for its own submitters (each submitter's master holds all of its usage); the ledger's
-        cluster-wide count replaces this once it gossips usage. With `cluster.reciprocity` on, what the
-        submitter's node gave the cluster beyond what it took (its signed ledger totals) is credited."""
-        usage = self.usage.usage(submitter, time.time(), self.config.get("cluster.usage_half_life"))
-        if not self.config.get("cluster.reciprocity"):
-            return usage
-        return credited_usage(usage, self.ledger.balance_of(submitter_node(submitter)))
+        """A submitter's decayed guest speed-unit seconds for fair share, as this node knows them
+        (`fair_share.submitter_usage`): what this master accepted for its own submitters (each submitter's
+        master holds all of its results), floored by the ledger's signed cluster-wide count, so a host does
+        not take an offering master's word for less. With `cluster.reciprocity` on, what the submitter's node
+        gave the cluster beyond what it took (its signed ledger totals) is credited."""
+        now, half_life = time.time(), self.config.get("cluster.usage_half_life")
+        return submitter_usage(self.usage.usage(submitter, now, half_life),
+                               self.ledger.decayed_usage(submitter, now, half_life),
+                               reciprocity=self.config.get("cluster.reciprocity"),
+                               balance=self.ledger.balance_of(submitter_node(submitter)))
 
     def _paused_as(self) -> str:
         """Why guests stand still here, in the word a master shows for its units: paused by the owner's

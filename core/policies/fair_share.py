@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from frost_core.policies.reciprocity import credited_usage
+
 T = TypeVar("T")
 K = TypeVar("K", float, tuple[int, float])
 
@@ -73,6 +75,17 @@ def usage_by_submitter(records: Iterable[tuple[str, float, float]], now: float,
     for submitter, cpu, at in records:
         totals[submitter] = totals.get(submitter, 0.0) + decayed(cpu, now - at, half_life)
     return totals
+
+
+def submitter_usage(counted: float, signed: float, *, reciprocity: bool = False, balance: float = 0.0) -> float:
+    """What fair share takes a submitter to have used lately (speed-unit seconds, decayed), given what a master
+    `counted` of it (its own, or what an offering master claims) and the ledger's `signed` figure: the sum of
+    what every host's signed summary says it gave that submitter, cluster-wide. The signed figure is the
+    floor: a master cannot make its own submitter look less used than the hosts that served it say.
+    With reciprocity, what the submitter's node gave beyond what it took (`balance`) is credited.
+    """
+    usage = max(counted, signed)
+    return credited_usage(usage, balance) if reciprocity else usage
 
 
 def effective_usage(submitter: str, usage: float, weights: Mapping[str, float]) -> float:

@@ -1,13 +1,23 @@
 """Fair share: decayed usage, the queue's order by effective usage, and a host keeping a slot for the least used."""
 
 import math
+import re
+import time
 
 import pytest
+import trio
 
+from frost_core.cluster.host import Capacity, HostService, HostSettings
+from frost_core.cluster.messages import UnitOffer
+from frost_core.events import EventLog
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.signing import NodeKey
+from frost_core.ledger.summary import build_summary, sign_summary
 from frost_core.master.store import MasterStore, NewUnit
 from frost_core.master.usage import UsageBook
 from frost_core.policies.fair_share import (
-    Demand, ShareSettings, decayed_usage, effective_usage, explain, favoured_over, note_demand, queue_order, usage_by_submitter,
+    Demand, ShareSettings, decayed_usage, effective_usage, explain, favoured_over, note_demand, queue_order,
+    submitter_usage, usage_by_submitter,
 )
 
 DAY = 86400.0
@@ -55,22 +65,60 @@ def test_a_host_keeps_a_slot_for_a_less_used_submitter_with_units_waiting():
     assert set(note_demand(demand, "c", Demand(0.0, 1, 100.0), now=100.0, settings=ON)) == {"c"}
 
 
-def test_the_usage_book_counts_accepted_cpu_per_submitter_and_adds_without_rereading(tmp_path):
+def test_the_usage_book_counts_accepted_cpu_per_submitter_in_speed_units_and_adds_without_rereading(tmp_path):
     store = MasterStore(tmp_path / "node.sqlite", node_id="ab" * 16, submitter="alice@n")
     aid = store.create_assignment(plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
                                   units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
     epoch = store.place_unit(aid, 0, host="n1")
     store.accept_result(aid, 0, epoch=epoch, result=b"\x01", cpu_seconds=40.0)
-    book = UsageBook(store)
-    [(_, _, at)] = store.accepted_cpu(since=0.0)
-    assert book.usage("alice@n", at, DAY) == pytest.approx(40.0)
+    speeds = {"n1": 4.5, "n2": 2.0}   # a CPU-second of n1 is 4.5 speed units (the ledger's unit too)
+    book = UsageBook(store, speed_of=speeds.__getitem__)
+    [(_, host, _, at)] = store.accepted_cpu(since=0.0)
+    assert host == "n1" and book.usage("alice@n", at, DAY) == pytest.approx(40.0 * 4.5)
     store.close()   # later results come through add(): the store is not read again
-    book.add("alice@n", 20.0, at + DAY)
-    book.add("bob@m", 8.0, at + DAY)
-    assert book.usage("alice@n", at + DAY, DAY) == pytest.approx(40.0 / 2 + 20.0)
-    assert book.usage("bob@m", at + 2 * DAY, DAY) == pytest.approx(4.0)
+    book.add("alice@n", "n2", 20.0, at + DAY)
+    book.add("bob@m", "n1", 8.0, at + DAY)
+    assert book.usage("alice@n", at + DAY, DAY) == pytest.approx(180.0 / 2 + 40.0)
+    assert book.usage("bob@m", at + 2 * DAY, DAY) == pytest.approx(36.0 / 2)
     assert book.usage("nobody@x", at, DAY) == 0.0
     assert math.isfinite(book.usage("alice@n", at + 5000 * DAY, DAY))
+
+
+def test_a_master_claiming_less_usage_than_the_signed_summaries_show_does_not_get_ahead(tmp_path):
+    # Alice's master offers her unit saying she used nothing; but the hosts that served her signed, in their
+    # ledger summaries, that they gave her an hour of speed units. Bob's master said he used 50 s.
+    alice, bob = "alice@" + "a" * 32, "bob@" + "b" * 32
+    now = time.time()
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id="h" * 32)
+    for peer, given in (("p" * 32, 2000.0), ("q" * 32, 1600.0)):
+        summary = build_summary(peer, now, 4.5, {"a" * 32: (given, 0.0)}, [(alice, given, now - 60)])
+        assert ledger.accept(sign_summary(NodeKey.load_or_create(tmp_path / f"{peer[0]}.key"), summary))
+    counted_here = {bob: 50.0}   # this host's own master counts neither of them
+
+    def usage_of(submitter):   # as the node believes it: its own count, floored by the signed figure
+        return submitter_usage(counted_here.get(submitter, 0.0), ledger.decayed_usage(submitter, time.time(), DAY))
+
+    free = {"cpus": 0}
+    host = HostService(
+        node_id="h" * 32, supervisor=None, links=None, plugin_source=None, outbox=None,  # type: ignore[arg-type]
+        capacity=lambda: Capacity(True, "", cpus=free["cpus"], memory_pool_bytes=1 << 30, available=1.0),
+        has_plugin=lambda plugin_hash: True, events=EventLog(), settings=HostSettings, on_change=lambda: None,
+        alive=lambda: [], own_figures=None, answer_work_request=None, on_arrival=lambda task_id: None,  # type: ignore[arg-type]
+        relocator=None, usage_of=usage_of,  # type: ignore[arg-type]
+    )
+
+    def offer(submitter, task_id, claimed):
+        return trio.run(host.offer, "m", UnitOffer(task_id=task_id, plugin_hash="h", memory_bytes=1, state_bytes=0,
+                                                  submitter=submitter, usage=claimed, queued=4))
+
+    assert not offer(bob, "b-1.0", 50.0).accepted    # the host is full: it learns Bob waits
+    free["cpus"] = 1                                 # a slot frees; Alice's master asks first, claiming 0 use
+    reply = offer(alice, "a-1.0", 0.0)
+    assert not reply.accepted and reply.reason.startswith("fair share: kept for bob@bbbbbbbb")
+    # Her use as the signed summaries show it (3,600 s, counted as of their hour's middle: a day's half-life).
+    assert re.search(r"over alice@aaaaaaaa \((3[56]\d\d CPU-s|1\.0 CPU-h)\)$", reply.reason), reply.reason
+    assert offer(bob, "b-1.0", 50.0).accepted
+    ledger.close()
 
 
 def test_a_hosts_refusal_names_both_submitters_and_their_use():

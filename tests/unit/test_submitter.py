@@ -34,8 +34,8 @@ def test_units_carry_their_submitter_and_accepted_cpu_counts_as_its_usage(tmp_pa
     assert {u.submitter for u in store.queued_units()} == {ALICE, "bob@elsewhere"}
     epoch = store.place_unit(theirs, 1, host="n1")
     assert store.accept_result(theirs, 1, epoch=epoch, result=b"\x01", cpu_seconds=12.5)
-    [(who, cpu, at)] = store.accepted_cpu(since=0.0)
-    assert (who, cpu) == ("bob@elsewhere", 12.5) and at > 0
+    [(who, host, cpu, at)] = store.accepted_cpu(since=0.0)
+    assert (who, host, cpu) == ("bob@elsewhere", "n1", 12.5) and at > 0
     assert store.accepted_cpu(since=at + 1) == []
 
 
