@@ -25,7 +25,9 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import STOPPED, Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.messages import (
+    STOPPED, Holdings, SpentRun, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict,
+)
 from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
@@ -48,6 +50,10 @@ FORWARD_SECONDS = 600.0
 RESERVATION_SECONDS = 60.0
 """How long an accepted offer holds its CPU and memory while the start is on its way."""
 SUPERSEDED = "superseded: the master runs a newer copy of this unit elsewhere, or no longer needs it"
+SPENT_PER_REPORT = 1000
+"""At most this many ended runs go in one report (~70 bytes each: well within a report's size cap)."""
+SPENT_HELD = 10_000
+"""Ended runs kept for a master out of reach; beyond that the oldest are dropped (its ledger misses them)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,14 +174,15 @@ class HostService:
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         paused_as: Callable[[], str] = lambda: "paused",
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
-        on_spent: Callable[[Hosted, float], None] = lambda hosted, cpu_seconds: None,
+        on_spent: Callable[[Hosted, float, float], None] = lambda hosted, cpu_seconds, at: None,
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
         stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports.
         `usage_of` is a submitter's decayed usage as this node knows it (fair share takes the larger of
-        that and what the offering master says). `on_spent` hears the CPU each guest run here used, whatever its
-        outcome (the ledger's "given")."""
+        that and what the offering master says). `on_spent` hears the CPU each guest run here used and when it
+        ended, whatever its outcome (the ledger's "given"); its master hears the same figure, with the result
+        or, for any other outcome, with the next report (`SpentRun`: the ledger's "received" there)."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -198,6 +205,7 @@ class HostService:
         self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
         self._served: dict[str, float] = {}        # submitter -> when this host last took one of its units
         self._on_spent = on_spent
+        self._spent: dict[str, list[SpentRun]] = {}   # master -> runs of its units ended here, for its next report
         self._hosted: dict[str, Hosted] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
@@ -370,10 +378,12 @@ class HostService:
         task = hosted.task
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
         hosted.cpu_seconds = max(hosted.cpu_seconds, outcome.cpu_seconds)   # its last figure, not the last look's
-        self._on_spent(hosted, outcome.cpu_seconds)
+        ran = SpentRun(task.task_id, task.epoch, hosted.cpu_seconds, time.time())
+        self._on_spent(hosted, ran.cpu_seconds, ran.ended_at)
         if isinstance(outcome, Completed | Evicted):  # (its guest is gone, and its figures with it)
             hosted.progress = 1.0 if isinstance(outcome, Completed) else max(hosted.progress, outcome.progress)
         if isinstance(outcome, Evicted):
+            self._owe_spent(hosted.master, ran)
             if hosted.leaving:  # a move captured it: the checkpoint went back to the move as capture()'s value
                 return
             hosted.change(Stay.RELOCATING)
@@ -389,6 +399,7 @@ class HostService:
             self._stopped[task.task_id] = (dataclasses.replace(hosted.status(), state=STOPPED), hosted.master,
                                            time.monotonic())
         if why is not None:
+            self._owe_spent(hosted.master, ran)
             return
         if isinstance(outcome, Completed):
             try:
@@ -401,6 +412,7 @@ class HostService:
         else:
             assert isinstance(outcome, Failed)
             owed = owed_failure(task.task_id, hosted.master, task.epoch, outcome.reason, outcome.retryable)
+            self._owe_spent(hosted.master, ran)
         if hosted.master != self.node_id:
             await self._blocking(self._outbox.put, owed)
         if await self._deliver(owed):
@@ -463,7 +475,8 @@ class HostService:
             await trio.sleep(self._settings().report_interval)
 
     async def report_now(self) -> None:
-        """Tell each master which of its units run here; stop the copies it no longer wants."""
+        """Tell each master which of its units run here, and what its runs that ended here without a result
+        used; stop the copies it no longer wants."""
         self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         for hosted in self._hosted.values():
@@ -476,15 +489,25 @@ class HostService:
                 del self._stopped[task_id]
             else:
                 by_master[master].append(status)
-        for master, units in by_master.items():
+        for master in self._spent:   # a master with no unit running here still hears of its spent runs
+            by_master.setdefault(master, [])
+        for master, units in list(by_master.items()):
+            spent = tuple(self._spent.get(master, ())[:SPENT_PER_REPORT])
             try:
-                stop = await self._links.master(master).host_report(self.node_id, tuple(units))
+                stop = await self._links.master(master).host_report(self.node_id, tuple(units), spent)
             except NodeUnavailableError as error:
                 log.debug("report to %s failed: %s", master[:8], error.message)
                 continue
             for status in units:
                 if status.state == STOPPED and self._stopped.get(status.task_id, (None,))[0] == status:
                     del self._stopped[status.task_id]
+            if spent:   # (only those sent: more may have ended meanwhile, or another report sent these too)
+                sent = set(spent)
+                left = [run for run in self._spent.get(master, ()) if run not in sent]
+                if left:
+                    self._spent[master] = left
+                else:
+                    self._spent.pop(master, None)
             stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
             if stop:
                 self._stopping.update(dict.fromkeys(stop, SUPERSEDED))
@@ -547,6 +570,11 @@ class HostService:
                     log.info("replica %d of %s not sent: %s", index, record.task_id, error.message)
         finally:
             hosted.replicating = False
+
+    def _owe_spent(self, master: str, ran: SpentRun) -> None:
+        """A run of `master`'s unit ended here without a result: its next report tells it what it used."""
+        if ran.cpu_seconds > 0:
+            self._spent[master] = [*self._spent.get(master, ())[-(SPENT_HELD - 1):], ran]
 
     # -- capacity -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from frost_core.storage.staging import StagingSink
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
-    UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
+    SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
 from frost_core.cluster.messages import UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
@@ -46,7 +46,8 @@ MOVE_TIMEOUT = 90.0
 class MasterSide(Protocol):
     """What hosts ask of a unit's master (implemented by master.scheduler.MasterScheduler)."""
 
-    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]: ...
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...],
+                          spent: tuple[SpentRun, ...] = ()) -> tuple[str, ...]: ...
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool: ...
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool: ...
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None: ...
@@ -220,8 +221,8 @@ class Links:
         master, host, keeper = self._master, self._host, self._keeper
         assert master is not None and host is not None and keeper is not None
         match request:
-            case UnitReport(units=units):
-                return UnitReportReply(stop=await master.host_report(peer, units))
+            case UnitReport(units=units, spent=spent):
+                return UnitReportReply(stop=await master.host_report(peer, units, spent))
             case UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds):
                 result = await channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
                 return Verdict(ok=await master.host_result(peer, task_id, epoch, result, cpu_seconds))
@@ -314,8 +315,9 @@ class _RemoteMaster:
     def __init__(self, links: Links, node_id: str) -> None:
         self._links, self._node = links, node_id
 
-    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]:
-        answer = await self._links.call(self._node, UnitReport(units=units), reply=UnitReportReply)
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...],
+                          spent: tuple[SpentRun, ...] = ()) -> tuple[str, ...]:
+        answer = await self._links.call(self._node, UnitReport(units=units, spent=spent), reply=UnitReportReply)
         assert isinstance(answer, UnitReportReply)
         return answer.stop
 

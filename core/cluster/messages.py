@@ -140,15 +140,28 @@ class UnitStatus:
     submitter: str = ""         # whose unit it is (from its spec)
 
 
+@dataclasses.dataclass(frozen=True)
+class SpentRun:
+    """A guest run of a master's unit that ended on its host with no result to deliver (evicted, moved, failed,
+    stopped): the CPU it used there, which the host's ledger counts as given and the master's as received."""
+
+    task_id: str
+    epoch: int
+    cpu_seconds: float
+    ended_at: float             # the host's wall clock: with task and epoch, what makes the run unique
+
+
 @register
 @dataclasses.dataclass(frozen=True)
 class UnitReport(Message):
     """Host -> master, every report interval: these units of yours run here. It is also the
-    host's heartbeat for them: a master that stops hearing it restarts them elsewhere."""
+    host's heartbeat for them: a master that stops hearing it restarts them elsewhere. `spent` are
+    the runs of its units that ended here since the last report without a result."""
 
     CODE = MessageCode.UNIT_REPORT
     MAX_SIZE = 256 * 1024
     units: tuple[UnitStatus, ...]
+    spent: tuple[SpentRun, ...] = ()
 
 
 @register

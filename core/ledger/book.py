@@ -1,7 +1,8 @@
 """The ledger itself: every guest run's CPU given or received, and the peers' verified summaries, in SQLite.
 
-One row per guest run this host gave (a result, an eviction or a move: the CPU the guest's process
-really used, from /proc or its cgroup) and per result this master received. CPU is kept raw with
+One row per guest run this host gave (a result, an eviction, a move, a failure or a stop: the CPU the
+guest's process really used, from /proc or its cgroup) and per run of its units this master heard of
+(a result with it, any other end with its host's next report): the two sides count the same runs. CPU is kept raw with
 the speed of the machine it ran on; normalised CPU-seconds (speed units x seconds) are computed on
 reading. WAL with synchronous=FULL (`storage.sqlite.open_durably`): a committed row survives
 `kill -9`. Peers' summaries are kept as they arrived (body, signature, key) so they can be relayed,
@@ -82,13 +83,16 @@ def given_run(*, master: str, submitter: str, task_id: str, epoch: int, cpu_seco
 
 
 def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float, speed: float,
-                 at: float) -> NewRun:
-    """A result of `task_id` this master received from `host`: one per (task, epoch).
+                 at: float, ended_at: float | None = None) -> NewRun:
+    """A run of `task_id` on `host` as this master heard of it: its result (one per task and epoch), or with
+    `ended_at` a run that ended without one (its host's report says when, which makes it unique), so what
+    a host gave this node's units and what this node received from it are the same runs.
 
     `speed` is the host's as known now (this node's own, or 1.0 before its summary arrives); on
     reading, the speed its latest summary states takes over, so both sides count alike.
     """
-    return NewRun(f"{task_id}/{epoch}", Run("received", host, submitter, task_id, cpu_seconds, speed, at))
+    key = f"{task_id}/{epoch}" if ended_at is None else f"{task_id}/{epoch}/{ended_at!r}"
+    return NewRun(key, Run("received", host, submitter, task_id, cpu_seconds, speed, at))
 
 
 class Ledger:

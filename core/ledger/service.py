@@ -51,17 +51,21 @@ class LedgerService:
 
     # -- what the host and the master tell it -----------------------------------------------------
 
-    def gave(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
-        """A guest run here ended: `cpu_seconds` of this machine went to `master`'s unit."""
+    def gave(self, *, master: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
+             at: float | None = None) -> None:
+        """A guest run here ended (at `at`, now if None): `cpu_seconds` of this machine went to `master`'s unit."""
         self._unwritten.append(given_run(master=master, submitter=submitter, task_id=task_id, epoch=epoch,
-                                         cpu_seconds=cpu_seconds, speed=self._speed(), at=time.time()))
+                                         cpu_seconds=cpu_seconds, speed=self._speed(),
+                                         at=time.time() if at is None else at))
         self._arrived.set()
 
-    def received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
-        """A result of one of this master's units arrived from `host`, with its guest's CPU."""
+    def received(self, *, host: str, submitter: str, task_id: str, epoch: int, cpu_seconds: float,
+                 ended_at: float | None = None) -> None:
+        """A run of one of this master's units on `host` used `cpu_seconds`: its result arrived (`ended_at` None),
+        or its host reported it ended at `ended_at` without one (evicted, moved, failed, stopped)."""
         speed = self._speed() if host == self.ledger.node_id else 1.0   # a peer's: from its summary, on reading
         self._unwritten.append(received_run(host=host, submitter=submitter, task_id=task_id, epoch=epoch,
-                                            cpu_seconds=cpu_seconds, speed=speed, at=time.time()))
+                                            cpu_seconds=cpu_seconds, speed=speed, at=time.time(), ended_at=ended_at))
         self._arrived.set()
 
     async def write_unwritten(self) -> None:

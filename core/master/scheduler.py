@@ -32,7 +32,9 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
-from frost_core.cluster.messages import STOPPED, Holdings, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict
+from frost_core.cluster.messages import (
+    STOPPED, Holdings, SpentRun, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict,
+)
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
@@ -113,13 +115,15 @@ class MasterScheduler:
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         usage: UsageBook | None = None, usage_of: Callable[[str], float] = lambda submitter: 0.0,
         shares: Callable[[], ShareSettings] = ShareSettings,
-        on_received: Callable[[str, str, int, float], None] = lambda host, task_id, epoch, cpu_seconds: None,
+        on_received: Callable[[str, str, int, float, float | None], None] = (
+            lambda host, task_id, epoch, cpu_seconds, ended_at: None),
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
         each accepted result's CPU time for its submitter; `usage_of` is the submitter's decayed usage the
-        queue is ordered by and offers carry (this master's own count, or the cluster's). `on_received` hears each result's guest CPU and host
-        (the ledger's "received")."""
+        queue is ordered by and offers carry (this master's own count, or the cluster's). `on_received` hears the
+        guest CPU of each run of its units and its host (the ledger's "received"): a result's as it arrives, the
+        others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report."""
         self._node_id = node_id
         self._store = store
         self._registry = registry
@@ -458,7 +462,10 @@ class MasterScheduler:
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 
-    async def host_report(self, host: str, units: tuple[UnitStatus, ...]) -> tuple[str, ...]:
+    async def host_report(self, host: str, units: tuple[UnitStatus, ...],
+                          spent: tuple[SpentRun, ...] = ()) -> tuple[str, ...]:
+        for run in spent:
+            self._on_received(host, run.task_id, run.epoch, run.cpu_seconds, run.ended_at)
         stop = []
         now = self._clock()
         for status in units:
@@ -567,6 +574,7 @@ class MasterScheduler:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
             raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
+        self._on_received(host, task_id, epoch, cpu_seconds, None)   # its host gave that CPU, whatever comes of it
         if host in self._quarantined:   # (its copies were taken back when it was quarantined)
             self._events.add("assignment", f"{task_id}: the result from {host[:8]} is refused: that host is "
                              "quarantined", severity="warning")
@@ -578,7 +586,6 @@ class MasterScheduler:
             if decided is not None:
                 return decided
         accepted = await self._results.submit(Delivery(assignment_id, index, epoch, value, files, cpu_seconds))
-        self._on_received(host, task_id, epoch, cpu_seconds)
         where = "here" if host == self._node_id else f"on {host[:8]}"
         lost = self._given_up.pop((task_id, epoch), None)
         overtaken = self._overtaken.pop((task_id, epoch), None)

@@ -556,16 +556,17 @@ class Node:
         """This machine's calibrated speed: a CPU-second here is worth this many speed units."""
         return self.machine.extremities.speed if self.machine.extremities else 1.0
 
-    def _gave(self, hosted: Hosted, cpu_seconds: float) -> None:
+    def _gave(self, hosted: Hosted, cpu_seconds: float, at: float) -> None:
         self.ledger.gave(master=hosted.master, submitter=hosted.spec.submitter or hosted.master,
-                         task_id=hosted.task.task_id, epoch=hosted.task.epoch, cpu_seconds=cpu_seconds)
+                         task_id=hosted.task.task_id, epoch=hosted.task.epoch, cpu_seconds=cpu_seconds, at=at)
 
-    def _received(self, host: str, task_id: str, epoch: int, cpu_seconds: float) -> None:
+    def _received(self, host: str, task_id: str, epoch: int, cpu_seconds: float, ended_at: float | None) -> None:
         try:
             submitter = self.store.head(split_task_id(task_id)[0]).submitter or self.submitter  # one row, not its units
         except FrostError:
             submitter = self.submitter
-        self.ledger.received(host=host, submitter=submitter, task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds)
+        self.ledger.received(host=host, submitter=submitter, task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds,
+                             ended_at=ended_at)
 
     def _peer_addresses(self) -> list[tuple[str, int]]:
         return [address for node_id in self._alive_nodes()

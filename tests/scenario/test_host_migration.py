@@ -10,10 +10,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import cbor2
 import pytest
 import trio
 
-from frost_core.api.errors import NodeUnavailableError
+from frost_core.api.errors import FrostError, NodeUnavailableError
 from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
 from frost_core.cluster.memory_links import MemoryNetwork
 from frost_core.cluster.messages import STOPPED, UnitSpec, UnitStatus
@@ -23,7 +24,7 @@ from frost_core.events import EventLog
 from frost_core.node.views import assignment_view
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.master.store import MasterStore, NewUnit
-from frost_core.guest.views import Evicted, Failed, GuestFigures, GuestTask, Outcome
+from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask, Outcome
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.registry import PluginInfo
@@ -49,6 +50,7 @@ class StandInGuests:
         self.started: dict[str, CheckpointRecord | None] = {}
         self._ends: dict[str, tuple[trio.Event, list[Outcome]]] = {}
         self.state = "running"  # what every guest here reports (a test pauses them)
+        self.cpu = 10.0         # the CPU each guest's process has used, at every look and at its end
         self._tasks: dict[str, GuestTask] = {}
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
@@ -69,7 +71,7 @@ class StandInGuests:
         record = self.store.commit(task_id=task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
                                    plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
                                    seq=(latest.seq + 1) if latest else 1, taken_at=0.0, state=b"state of " + A.encode())
-        self._end(task_id, Evicted(record))
+        self._end(task_id, Evicted(record, cpu_seconds=self.cpu))
         return record
 
     async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
@@ -83,6 +85,9 @@ class StandInGuests:
             self._end(t, Failed(reason, retryable=False, cpu_seconds=12.5))  # it ran on past its last look
         return task_ids
 
+    def complete(self, task_id: str, value: int) -> None:
+        self._end(task_id, Completed(cbor2.dumps(value), cpu_seconds=self.cpu))
+
     def _end(self, task_id: str, outcome: Outcome) -> None:
         event, box = self._ends[task_id]
         box.append(outcome)
@@ -90,7 +95,7 @@ class StandInGuests:
 
     def figures(self) -> tuple[GuestFigures, ...]:
         return tuple(GuestFigures(task_id=t, assignment_id="aaaaaaaa-1", plugin="p", origin=MASTER, state=self.state,
-                                  progress=0.5, cpu_seconds=10.0, cpu_percent=100.0, wall_seconds=10.0,
+                                  progress=0.5, cpu_seconds=self.cpu, cpu_percent=100.0, wall_seconds=10.0,
                                   since_checkpoint_seconds=1.0, cpu_since_checkpoint_seconds=1.0, checkpoint_bytes=0,
                                   memory_bytes=1 << 20, last_checkpoint_seq=None) for t in self._ends)
 
@@ -109,7 +114,7 @@ class RecordingMaster:
         self.reports: list[tuple[UnitStatus, ...]] = []
         self.stop: tuple[str, ...] = ()   # what its next report's answer asks the host to stop
 
-    async def host_report(self, host, units):
+    async def host_report(self, host, units, spent=()):
         self.reports.append(units)
         stop, self.stop = self.stop, ()
         return stop
@@ -135,6 +140,7 @@ class Cluster:
             self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
         self.outboxes: list[Outbox] = []
+        self.given: list[tuple[str, str, str, int, float]] = []   # (host, master, task, epoch, CPU) of every run
         self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
         self.nursery = nursery
 
@@ -156,7 +162,8 @@ class Cluster:
             events=events, settings=lambda: HostSettings(report_interval=1.0), on_change=lambda: None,
             alive=lambda: [MASTER, A, B], own_figures=lambda: NodeView(node, available=1.0, guests=0),
             answer_work_request=None, on_arrival=lambda task_id: None, relocator=migrator,  # type: ignore[arg-type]
-            blocking=inline,
+            blocking=inline, on_spent=lambda hosted, cpu, at: self.given.append(
+                (node, hosted.master, hosted.task.task_id, hosted.task.epoch, cpu)),
         )
         links.bind(master=None, host=host, keeper=None)  # type: ignore[arg-type]
         return host
@@ -256,19 +263,29 @@ async def test_a_copy_its_master_stops_is_reported_once_more_with_the_cpu_time_i
         assert len(cluster.master.reports) == heard          # heard once: nothing more to tell
 
 
-async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):
+def one_unit_master_store(tmp_path: Path) -> tuple[MasterStore, str]:
+    """The master's store holding one assignment of one unit: (store, assignment id)."""
     store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
-    assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash=PLUGIN.hash, params={},
-                                         units=[NewUnit(data={}, memory_bytes=1 << 20, cost=1.0)])
-    network = MemoryNetwork()
-    links = network.links(MASTER)
-    scheduler = MasterScheduler(
-        node_id=MASTER, store=store, registry=None, links=links, events=EventLog(),  # type: ignore[arg-type]
-        results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
-        local_checkpoints=CheckpointStore(tmp_path / "local"),
+    return store, store.create_assignment(plugin="p", plugin_version="1", plugin_hash=PLUGIN.hash, params={},
+                                          units=[NewUnit(data={}, memory_bytes=1 << 20, cost=1.0)])
+
+
+def real_master(tmp_path: Path, store: MasterStore, links, **more) -> MasterScheduler:
+    """A real master over `store` whose one host in view is A."""
+    return MasterScheduler(
+        node_id=MASTER, store=store, links=links, events=EventLog(), results_dir=tmp_path / "results",
+        replicas=CheckpointStore(tmp_path / "replicas"), local_checkpoints=CheckpointStore(tmp_path / "local"),
         hosts=lambda: [NodeView(A, available=1.0, guests=0, cpus=2)], settings=lambda: MasterSettings(),
         on_change=lambda: None, alive=lambda: [MASTER, A, B], clock=trio.current_time, blocking=inline,
+        **{"registry": None, **more},
     )
+
+
+async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):
+    store, assignment = one_unit_master_store(tmp_path)
+    network = MemoryNetwork()
+    links = network.links(MASTER)
+    scheduler = real_master(tmp_path, store, links)
     links.bind(master=scheduler, host=None, keeper=None)  # type: ignore[arg-type]
     try:
         async with trio.open_nursery() as nursery:
@@ -302,3 +319,49 @@ async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_ep
             outbox.close()
     finally:
         store.close()
+
+
+async def test_what_each_host_gave_the_masters_units_is_what_the_master_received_from_it(tmp_path, autojump_clock):
+    # One unit: it runs 10 CPU-s on A, whose owner evicts it (it moves to B), then 4 CPU-s on B, which
+    # finishes it. A's run has no result: its CPU reaches the master with A's next report. What each host
+    # gave the master's units must be what the master received from it (the ledger's two sides of the runs).
+    store, assignment = one_unit_master_store(tmp_path)
+    network = MemoryNetwork()
+    links = network.links(MASTER)
+    received: list[tuple[str, str, int, float]] = []
+
+    class NoCombine:
+        def by_hash(self, plugin_hash):
+            raise FrostError("this test counts CPU, not a plugin's combine")
+
+    scheduler = real_master(tmp_path, store, links, registry=NoCombine(),
+                            on_received=lambda host, task_id, epoch, cpu, ended_at: received.append(
+                                (host, task_id, epoch, cpu)))
+    links.bind(master=scheduler, host=None, keeper=None)  # type: ignore[arg-type]
+    task = f"{assignment}.0"
+    try:
+        async with trio.open_nursery() as nursery:
+            cluster = Cluster(tmp_path, nursery, network=network)
+            cluster.guests[B].cpu = 4.0
+            for host in cluster.hosts.values():
+                await nursery.start(host.serve)
+            await nursery.start(scheduler.serve)
+            with trio.fail_after(60):
+                while cluster.running(A) != [task]:
+                    await trio.sleep(1)
+                assert await cluster.hosts[A].evict(task) == (task,)
+                while cluster.running(B) != [task]:
+                    await trio.sleep(1)
+                cluster.guests[B].complete(task, 7)
+                while store.unit(assignment, 0).state != "done":
+                    await trio.sleep(1)
+                await trio.sleep(5)   # A's next report
+            nursery.cancel_scope.cancel()
+        for outbox in cluster.outboxes:
+            outbox.close()
+    finally:
+        store.close()
+    assert [(host, t, cpu) for host, master, t, _, cpu in cluster.given] == [(A, task, 10.0), (B, task, 4.0)]
+    for host in (A, B):
+        given = sum(cpu for h, master, _, _, cpu in cluster.given if (h, master) == (host, MASTER))
+        assert sum(cpu for h, _, _, cpu in received if h == host) == given, f"{host}: given {given}, got {received}"

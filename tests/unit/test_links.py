@@ -29,7 +29,7 @@ class RecordingMaster:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    async def host_report(self, host, units):
+    async def host_report(self, host, units, spent=()):
         self.calls.append(("report", host, units))
         return tuple(u.task_id for u in units if u.epoch < 2)
 
