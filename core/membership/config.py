@@ -20,6 +20,9 @@ class MembershipConfig:
 
     gossip_interval: float = 2.0
     """Seconds between push-pull rounds (BSPlib's anti-entropy interval)."""
+    full_sync_interval: float = 30.0
+    """Seconds between a node's exchanges of whole-table digests with one peer (memberlist's push-pull
+    interval), stretched with log N above 32 members; the other exchanges carry only news."""
     fanout: int = 2
     """Random peers each push-pull round and each immediate push reaches (k)."""
     push_threshold: float = 0.05

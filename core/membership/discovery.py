@@ -56,7 +56,7 @@ class Discovery:
         node = self.node
         wait = node.config.seed_retry_interval
         while True:
-            if node.table.active_peers():
+            if node.table.active_peer_count():
                 wait = node.config.seed_retry_interval
             else:
                 for address in self._rejoin_addresses():
@@ -110,7 +110,7 @@ class Discovery:
         if peer is None:
             return
         node.table.touch(peer, trio.current_time())
-        if len(node.table.active_peers()) <= 1:
+        if node.table.active_peer_count() <= 1:
             node.nursery.start_soon(self._join_through, node.table.get(peer).address)
         elif not self._said_settled:
             self._said_settled = True

@@ -41,14 +41,19 @@ class MemoryNetwork:
     `loss` applies independently to each datagram and to each direction of an exchange; a lost
     exchange leg looks like a TCP connection that never answers (the caller's timeout fires).
     With `codec` off, messages travel as the frozen objects they are, neither encoded nor
-    counted: for long timing runs, once the wire format is covered by runs with it on.
+    counted: for long timing runs, once the wire format is covered by runs with it on. With
+    `broadcasts` off, broadcasts reach nobody: a formed cluster's benchmarks, where N nodes'
+    start-up announcements would cost N² deliveries before the first measured round.
     """
 
-    def __init__(self, rng: random.Random, *, loss: float, latency: float, codec: bool = True) -> None:
+    def __init__(
+        self, rng: random.Random, *, loss: float, latency: float, codec: bool = True, broadcasts: bool = True
+    ) -> None:
         self.rng = rng
         self.loss = loss
         self.latency = latency
         self.codec = codec
+        self.broadcasts = broadcasts
         self._hosts: dict[Address, MemoryTransport] = {}
         self._groups: dict[Address, int] | None = None
         self._queue: list[tuple[float, int, Address, Address, int, bytes | Message]] = []
@@ -123,7 +128,7 @@ class MemoryNetwork:
         before = (sent.sent_bytes, sent.sent_wire_bytes, sent.datagrams_sent)
         name = type(message).__name__
         by_message = (self.bytes_by_message.get(name, 0), self.wire_by_kind.get("datagram headers", 0))
-        targets = [address for address in self._hosts if address != source]
+        targets = [address for address in self._hosts if address != source] if self.broadcasts else []
         for address in targets:
             self.post(source, address, message)
         if targets:
@@ -278,11 +283,11 @@ class MemoryTransport:
 
 @asynccontextmanager
 async def open_memory_network(
-    rng: random.Random, *, loss: float = 0.0, latency: float = 0.0005, codec: bool = True
+    rng: random.Random, *, loss: float = 0.0, latency: float = 0.0005, codec: bool = True, broadcasts: bool = True
 ) -> AsyncIterator[MemoryNetwork]:
     """A running MemoryNetwork; leaving the block stops delivery."""
     async with trio.open_nursery() as nursery:
-        network = MemoryNetwork(rng, loss=loss, latency=latency, codec=codec)
+        network = MemoryNetwork(rng, loss=loss, latency=latency, codec=codec, broadcasts=broadcasts)
         nursery.start_soon(network.run)
         yield network
         nursery.cancel_scope.cancel()

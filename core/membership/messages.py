@@ -115,7 +115,8 @@ class Nack(Message):
 @register
 @dataclass(frozen=True)
 class PushPull(Message):
-    """Opens an anti-entropy exchange: my record, a digest of my table, and records you asked for.
+    """Opens an anti-entropy exchange: my record, a digest of my news (or of my whole table when
+    `full`), and records you asked for.
 
     With `digest` None this is a plain push of `entries` and the reply carries nothing.
     """
@@ -125,6 +126,7 @@ class PushPull(Message):
     sender: MemberEntry
     digest: bytes | None
     entries: tuple[MemberEntry, ...] = ()
+    full: bool = False
 
 
 @register

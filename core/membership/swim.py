@@ -61,13 +61,21 @@ class Prober:
             await trio.sleep_until(started + interval)
 
     def _next_target(self) -> NodeRecord | None:
+        """The next member of a random round-robin: each active peer once per pass, in random order.
+
+        The pass is shuffled as it is taken (one swap per probe) rather than all at its start:
+        5,000 nodes starting together would otherwise shuffle 25 million ids in their first probe.
+        """
+        order = self._order
+        rng = self.node.rng
         while True:
-            if not self._order:
-                self._order = [r.node_id for r in self.node.table.active_peers()]
-                self.node.rng.shuffle(self._order)
-                if not self._order:
+            if not order:
+                order.extend(self.node.table.active_ids())
+                if not order:
                     return None
-            record = self.node.table.get(self._order.pop())
+            index = rng.randrange(len(order))
+            order[index], order[-1] = order[-1], order[index]
+            record = self.node.table.get(order.pop())
             if record is not None and record.is_active:
                 return record
 

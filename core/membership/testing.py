@@ -96,8 +96,11 @@ async def open_sim_cluster(
     latency: float = 0.0005,
     config: MembershipConfig = MembershipConfig(),
     codec: bool = True,
+    broadcasts: bool = True,
 ) -> AsyncIterator[SimCluster]:
-    async with open_memory_network(random.Random(seed), loss=loss, latency=latency, codec=codec) as network:
+    async with open_memory_network(
+        random.Random(seed), loss=loss, latency=latency, codec=codec, broadcasts=broadcasts
+    ) as network:
         async with trio.open_nursery() as nursery:
             yield SimCluster(network, nursery, seed, config)
             nursery.cancel_scope.cancel()

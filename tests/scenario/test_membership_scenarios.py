@@ -173,3 +173,19 @@ async def test_a_node_cut_off_from_all_its_peers_finds_them_within_seconds_of_th
         await wait_until(lambda: active_counts(nodes) == [3] * 3, timeout=30, interval=0.1)
         took = trio.current_time() - start
         assert took <= 5.0, f"re-formed {took:.1f} s after the heal"
+
+
+async def test_a_quiet_cluster_exchanges_news_not_whole_tables(autojump_clock):
+    async with open_sim_cluster(11) as cluster:
+        nodes = [await cluster.start_node() for _ in range(60)]
+        await wait_until(lambda: active_counts(nodes) == [60] * 60, timeout=30, interval=0.25)
+        await trio.sleep(20)  # the join's records stop being news after news_rounds (5 at N = 60)
+        network = cluster.network
+        before = network.bytes_by_message["PushPull"], sum(t.exchanges_opened for t in network.traffic.values())
+        await trio.sleep(20)
+        sent = network.bytes_by_message["PushPull"] - before[0]
+        exchanges = sum(t.exchanges_opened for t in network.traffic.values()) - before[1]
+        assert exchanges >= 60 * 2 * 9  # k = 2 exchanges per node every 2 s
+        # the sender's own record (about 90 bytes) and a few news items; a digest of the whole
+        # table (about 10 bytes a member, 600 here) now travels only every 60 s per node
+        assert sent / exchanges < 250

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from frost_core.api.errors import ConfigError, ProtocolError
 from frost_core.membership.config import MembershipConfig
 from frost_core.membership.messages import PushPull, ResourceUpdate, entry_from_record, record_from_entry
+from frost_core.membership.news import full_sync_interval, news_rounds
 from frost_core.membership.records import (
     MemberState,
     NodeRecord,
@@ -190,6 +191,69 @@ def test_digest_exchange_moves_exactly_the_differences():
         b.merge(r, now=1.0)
     assert a.digest() and sorted(a.digest()) == sorted(b.digest())
     assert b.compare(a.digest()) == ([], b"")
+
+
+def test_an_exchange_of_news_costs_what_changed_not_the_table():
+    # two tables of 1,000 agreeing records, long since spread (changed at time 0)
+    ids = _ids(1002)
+    a, b = MemberTable(record(ids[0])), MemberTable(record(ids[1]))
+    for node_id in ids:
+        a.put(record(node_id))
+        b.put(record(node_id))
+    a.put(record(ids[2], version=1, updated_at=100.0))  # news at a
+    b.put(record(ids[3], version=1, updated_at=101.0))  # news at b
+    b.put(record(ids[4], version=2, updated_at=102.0))  # news at both, b fresher
+    a.put(record(ids[4], version=1, updated_at=99.0))
+    news = a.digest(since=90.0)
+    assert set(parse_digest(news)) == {digest_key(ids[4]), digest_key(ids[2])}
+    assert len(news) <= 2 * 10
+    send, wants = b.compare(news, since=90.0)
+    # b sends its news a did not name and the fresher record a named; it wants a's news
+    assert {r.node_id for r in send} == {ids[3], ids[4]}
+    assert [r.node_id for r in a.wanted(wants)] == [ids[2]]
+    # a whole-table digest is still about ten bytes a member, and finds the same differences
+    full_send, full_wants = b.compare(a.digest(), since=None)
+    assert len(a.digest()) > 9 * 1000
+    assert {r.node_id for r in full_send} == {ids[3], ids[4]} and full_wants == wants
+
+
+def test_a_table_with_no_news_offers_an_empty_digest_and_forgets_only_the_long_dead():
+    ids = _ids(4)
+    table = MemberTable(record(ids[0]))
+    table.put(record(ids[1], updated_at=5.0))
+    table.put(record(ids[2], state=DEAD, state_since=5.0, updated_at=6.0))
+    table.put(record(ids[3], state=LEFT, state_since=50.0, updated_at=50.0))
+    assert table.digest(since=60.0) == b""
+    assert [r.node_id for r in table.changed_since(6.0)] == [ids[3], ids[2]]
+    assert [r.node_id for r in table.forget(older_than=10.0)] == [ids[2]]
+    assert table.get(ids[3]) is not None and table.active_peer_count() == 1
+
+
+def test_random_peers_are_uniform_and_never_the_excluded():
+    ids = _ids(5)
+    table = MemberTable(record(ids[0]))
+    for node_id in ids[1:]:
+        table.put(record(node_id))
+    rng = random.Random(1)
+    counts = dict.fromkeys(ids[2:], 0)
+    for _ in range(3000):
+        for peer in table.random_peers(2, rng, exclude=(ids[1],)):
+            counts[peer.node_id] += 1
+    assert set(counts) == set(ids[2:]) and all(1800 < c < 2200 for c in counts.values())  # 2,000 each expected
+
+
+@pytest.mark.parametrize(
+    ("size", "rounds", "interval"),
+    [
+        (10, 4, 30.0),  # 2 + ceil(ln 10 / ln 5) = 2 + 2; at most 32 members the base interval
+        (100, 5, 90.0),  # 2 + ceil(2.86); ceil(log2 100 - 5) + 1 = 3
+        (1000, 7, 180.0),  # 2 + ceil(4.29); ceil(4.97) + 1 = 6
+        (5000, 8, 270.0),  # 2 + ceil(5.29); ceil(7.29) + 1 = 9
+    ],
+)
+def test_news_lasts_about_log_n_rounds_and_whole_tables_travel_log_n_times_less_often(size, rounds, interval):
+    assert news_rounds(size, fanout=2) == rounds
+    assert full_sync_interval(size, base=30.0) == interval
 
 
 @pytest.mark.parametrize(
