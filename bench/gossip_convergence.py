@@ -3,9 +3,10 @@
 Real: N `Membership` services (frost_core.membership) on the in-memory network with `loss`
 applied to every datagram and to each leg of every exchange, trio's MockClock; probes,
 suspicions and refutations run as they do on a LAN. Messages travel as the objects they are,
-not encoded (the encoding is gossip_traffic.py's question; skipping it saves wall time). The
-cluster starts formed (every table holds every node) and runs a quarter of an interval before
-anything is timed. Then UPDATES nodes, at random moments over half an interval, change their
+not encoded (the encoding is gossip_traffic.py's question; skipping it saves wall time), and
+datagrams arrive at once (a LAN's 0.5 ms is 1/4000 of a round; the wake-ups cost a third of
+the wall time). The cluster starts formed (every table holds every node) and runs a quarter
+of an interval before anything is timed. Then UPDATES nodes, at random moments over half an interval, change their
 figures: half by a move >= 5 % (pushed at once to k peers, then spread by push-pull), half by
 a 1 % move (push-pull alone, as the model). An update's rounds are the simulated time until
 every node's table holds it, in gossip intervals (polled every POLL s).
@@ -48,8 +49,8 @@ GOAL_ROUNDS_N1000 = 13
 """Issue 15: <= 13 rounds to reach N = 1,000 at 10 % loss, as the model promised."""
 FULL_CASES = ((100, 0.0), (100, 0.1), (1000, 0.1))
 QUICK_CASES = ((100, 0.0), (100, 0.1))
-MODEL_ONLY_N = (5000,)
-"""Too slow on the real code on one core: see bench/README.md (the simulation costs O(N²) per round)."""
+LARGE_CASE = (5000, 0.1)
+"""Run with --large (about 2 GB and 1-2 minutes of its own: see bench/README.md); the model alone otherwise."""
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -61,7 +62,7 @@ def percentile(values: list[float], share: float) -> float:
 
 async def real_rounds(n: int, loss: float, seed: int) -> dict:
     """Rounds for each of UPDATES updates to reach every node, pushed and quiet ones apart."""
-    async with formed_cluster(n, loss=loss, seed=seed, codec=False) as cluster:
+    async with formed_cluster(n, loss=loss, seed=seed, codec=False, latency=0.0) as cluster:
         await trio.sleep(INTERVAL / 4)
         rng = random.Random(seed)
         nodes = cluster.nodes
@@ -94,9 +95,10 @@ def measure_real(n: int, loss: float) -> dict:
     async def run() -> None:
         results.update(await real_rounds(n, loss, seed=n + int(loss * 100)))
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
     results["wall_seconds"] = time.perf_counter() - started
+    results["cpu_seconds"] = time.process_time() - cpu
     return results
 
 
@@ -165,19 +167,25 @@ def measure_model(n: int, loss: float, seeds: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 100 only on the real code (seconds)")
+    parser.add_argument("--large", action="store_true", help="also N = 5,000 on the real code (1-2 min more)")
+    parser.add_argument("--only", type=int, help="one N on the real code (its cases above), for a run in pieces")
     args = parser.parse_args()
     started = time.perf_counter()
     cases = QUICK_CASES if args.quick else FULL_CASES
+    if args.large:
+        cases += (LARGE_CASE,)
+    if args.only:
+        cases = tuple(case for case in FULL_CASES + (LARGE_CASE,) if case[0] == args.only)
     figures: dict = {"fanout": FANOUT, "gossip_interval": INTERVAL, "updates_per_case": UPDATES,
                      "poll_seconds": POLL, "cases": []}
     rows = []
-    for n, loss in cases + tuple((n, 0.1) for n in MODEL_ONLY_N):
+    for n, loss in cases + ((LARGE_CASE,) if LARGE_CASE not in cases and not args.only else ()):
         model = measure_model(n, loss, MODEL_SEEDS if n <= 1000 else 20)
         real = measure_real(n, loss) if (n, loss) in cases else None
         case = {"n": n, "loss": loss, "model": model, "real": None}
         row = [n, f"{loss:.0%}", model["rounds_p50"], model["rounds_p99"], model["push_only_rounds_p99"]]
         if real is None:
-            row += ["not run"] + [""] * 5
+            row += ["not run"] + [""] * 6
         else:
             summary = {}
             for kind in ("quiet", "pushed"):
@@ -186,10 +194,12 @@ def main() -> int:
                                  "rounds_p99": percentile(values, 0.99), "rounds_max": max(values),
                                  "rounds_mean": statistics.fmean(values), "rounds": values}
             summary["wall_seconds"] = real["wall_seconds"]
+            summary["cpu_seconds"] = real["cpu_seconds"]
             case["real"] = summary
             row += [round(summary["quiet"]["rounds_p50"], 1), round(summary["quiet"]["rounds_p99"], 1),
                     round(summary["pushed"]["rounds_p50"], 1), round(summary["pushed"]["rounds_p99"], 1),
-                    round(summary["quiet"]["rounds_p99"] / model["rounds_p99"], 2), round(real["wall_seconds"])]
+                    round(summary["quiet"]["rounds_p99"] / model["rounds_p99"], 2), round(real["wall_seconds"]),
+                    round(real["cpu_seconds"])]
         if n == 1000 and loss == 0.1 and real is not None:
             worst = max(case["real"]["quiet"]["rounds_p99"], case["real"]["pushed"]["rounds_p99"])
             figures["goal"] = {"rounds": GOAL_ROUNDS_N1000, "real_rounds_p99": worst, "met": worst <= GOAL_ROUNDS_N1000}
@@ -198,7 +208,7 @@ def main() -> int:
     print(f"k = {FANOUT}, one round = {INTERVAL:g} s; real: {UPDATES} updates a case (half pushed, half quiet);"
           f" model: {MODEL_SEEDS} seeds (20 at N = 5,000)\n")
     print_table(["N", "loss", "model p50", "model p99", "model push-only p99", "real quiet p50", "quiet p99",
-                 "pushed p50", "pushed p99", "quiet p99 / model p99", "wall s"], rows)
+                 "pushed p50", "pushed p99", "quiet p99 / model p99", "wall s", "CPU s"], rows)
     if "goal" in figures:
         goal = figures["goal"]
         print(f"\ngoal: <= {goal['rounds']} rounds at N = 1,000, 10 % loss; real p99 {goal['real_rounds_p99']:.1f}:"
@@ -209,6 +219,7 @@ def main() -> int:
             print(f"model entry age N = {case['n']}, loss {case['loss']:.0%}: mean {m['mean_entry_age']:.2f}"
                   f" (goal {m['mean_age_goal']:.2f}), max {m['max_entry_age']} (goal {m['max_age_goal']:.1f})")
     figures["quick"] = args.quick
+    figures["only"] = args.only
     figures["seconds"] = time.perf_counter() - started
     write_results("gossip_convergence", figures)
     return 0
