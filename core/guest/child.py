@@ -27,6 +27,8 @@ from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
 from frost_core.guest.confine import become_user, leave_network, restrict_files
+from frost_core.guest.failure import GuestFailure, PipeLost
+from frost_core.guest.member import run_member
 from frost_core.guest.preload import import_codecs, import_named_modules, read_plugin
 from frost_core.guest.priority import drop_capabilities, forbid_raising, lower_priority
 from frost_core.guest.refusals import RefusalLog, watch_refusals
@@ -39,6 +41,7 @@ from frost_core.guest.protocol import (
     GuestFileRefused,
     GuestFileRequest,
     GuestLog,
+    GuestMemberStart,
     GuestProgress,
     GuestResult,
     GuestStart,
@@ -53,23 +56,6 @@ from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_f
 EXIT_FAILED = 3
 EXIT_PROTOCOL = 2
 MAX_REASON_BYTES = 4000
-
-
-class GuestFailure(BaseException):
-    """The unit cannot go on; `kind` tells the node whose fault it was.
-
-    A BaseException, like the pipe failure below, because it may be raised inside plugin code
-    (by `open_input`), and a plugin's `except Exception` must not swallow it.
-    """
-
-    def __init__(self, kind: str, reason: str) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
-
-
-class PipeLost(BaseException):
-    """The node's pipe broke while plugin code waited on it (in `open_input`)."""
 
 
 class GuestRunner:
@@ -101,14 +87,16 @@ class GuestRunner:
 
     def run(self) -> int:
         start = read_frame(self.inbox)
-        if not isinstance(start, GuestStart):
-            raise ProtocolError(f"expected GuestStart, got {type(start).__name__}")
+        if not isinstance(start, GuestStart | GuestMemberStart):
+            raise ProtocolError(f"expected GuestStart or GuestMemberStart, got {type(start).__name__}")
         self.address_space = start.address_space
         try:
             sources = self._settle_in(start)
             plugin = load_plugin_file(start.plugin_path, sources)
         except PluginError as error:
             raise GuestFailure("plugin", error.message) from error
+        if isinstance(start, GuestMemberStart):
+            return run_member(self.inbox, self.outbox, start, plugin, self.report_refusals)
         first = start
         while start is not None:
             self._run_unit(start, plugin)
@@ -151,7 +139,7 @@ class GuestRunner:
                 raise ProtocolError("a warm guest was handed a unit of other plugin code or another cap")
             return message
 
-    def _settle_in(self, start: GuestStart) -> dict[str, bytes]:
+    def _settle_in(self, start: GuestStart | GuestMemberStart) -> dict[str, bytes]:
         """Move into the unit's scratch folder, cap memory, read the plugin, confine files, drop the user: before any state
         or plugin code is read. Returns the plugin's files, read while they could be."""
         scratch = Path(start.scratch)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from frost_core.plugin.limits import MAX_OUTBOX_BYTES
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 
@@ -144,3 +145,89 @@ class GuestDenied(Message):
     attempt: str  # what it tried, e.g. "open '/data/cluster.key' for reading"
     reason: str  # the kernel's answer, e.g. "PermissionError: Permission denied"
 
+
+
+# --- a gang member (see member.py and gang_member.py): driven superstep by superstep ---------------
+
+MAX_ANSWER_BYTES = MAX_OUTBOX_BYTES + 1024
+"""The bulk data of a GuestSuperstepAnswer: a checked outbox and the map around it."""
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestMemberStart(Message):
+    """Node -> guest, once: run member `rank` of a gang of `size`; its MemberCheckpoint follows as bulk
+    data (empty when it starts afresh). The other fields mean what GuestStart's do."""
+
+    CODE = MessageCode.GUEST_MEMBER_START
+    MAX_SIZE = MAX_MESSAGE_SIZE
+    task_id: str
+    plugin_path: str
+    params: bytes  # CBOR of the assignment's parameters as given (the plugin parses them)
+    rank: int
+    size: int
+    max_state_bytes: int
+    scratch: str
+    address_space: int
+    readable: tuple[str, ...] = ()
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestSuperstep(Message):
+    """Node -> guest: run `superstep` (the member's next, or it fails); the CBOR inbox follows as bulk data."""
+
+    CODE = MessageCode.GUEST_SUPERSTEP
+    MAX_SIZE = 64
+    superstep: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestSuperstepAnswer(Message):
+    """Guest -> node: `superstep` ran; the CBOR of its `Superstep.to_plain()`, state None, follows as bulk data."""
+
+    CODE = MessageCode.GUEST_SUPERSTEP_ANSWER
+    MAX_SIZE = 64
+    superstep: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestMemberCheckpointRequest(Message):
+    """Node -> guest at a barrier: your MemberCheckpoint before `superstep`; the inbox for it follows as bulk data."""
+
+    CODE = MessageCode.GUEST_MEMBER_CHECKPOINT_REQUEST
+    MAX_SIZE = 64
+    superstep: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestMemberCheckpoint(Message):
+    """Guest -> node: answers the request; `MemberCheckpoint.to_bytes()` follows as bulk data."""
+
+    CODE = MessageCode.GUEST_MEMBER_CHECKPOINT
+    MAX_SIZE = 64
+    superstep: int
+    encode_seconds: float
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestMemberFinish(Message):
+    """Node -> guest, once the gang is done after `superstep`: send your `finish` result."""
+
+    CODE = MessageCode.GUEST_MEMBER_FINISH
+    MAX_SIZE = 64
+    superstep: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestMemberResult(Message):
+    """Guest -> node: the member's canonical CBOR result follows as bulk data."""
+
+    CODE = MessageCode.GUEST_MEMBER_RESULT
+    MAX_SIZE = 64
+    superstep: int

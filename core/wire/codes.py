@@ -84,3 +84,11 @@ class MessageCode(enum.IntEnum):
     GUEST_FILE_READY = 209
     GUEST_FILE_REFUSED = 210
     GUEST_DENIED = 211
+    # A gang member in a guest, driven superstep by superstep (core/guest/protocol.py).
+    GUEST_MEMBER_START = 212
+    GUEST_SUPERSTEP = 213
+    GUEST_SUPERSTEP_ANSWER = 214
+    GUEST_MEMBER_CHECKPOINT_REQUEST = 215
+    GUEST_MEMBER_CHECKPOINT = 216
+    GUEST_MEMBER_FINISH = 217
+    GUEST_MEMBER_RESULT = 218

@@ -9,6 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frost_core.api.errors import ProtocolError
+from frost_core.guest.protocol import (
+    GuestMemberCheckpoint,
+    GuestMemberCheckpointRequest,
+    GuestMemberFinish,
+    GuestMemberResult,
+    GuestMemberStart,
+    GuestSuperstep,
+    GuestSuperstepAnswer,
+)
 from frost_core.wire import messages
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import MessageCode
@@ -148,7 +157,9 @@ def test_register_refuses_bad_declarations() -> None:
         register(BadType)
 
 
-HANDSHAKE_CODES = [Hello, HelloAck, BulkBegin, BulkEnd, Sample]
+GANG_MEMBER_CODES = [GuestMemberStart, GuestSuperstep, GuestSuperstepAnswer, GuestMemberCheckpointRequest,
+                     GuestMemberCheckpoint, GuestMemberFinish, GuestMemberResult]
+HANDSHAKE_CODES = [Hello, HelloAck, BulkBegin, BulkEnd, Sample, *GANG_MEMBER_CODES]
 
 
 @settings(max_examples=400, deadline=None)
@@ -168,7 +179,10 @@ PLAIN = st.recursive(
 )
 FIELD_NAMES = st.sampled_from(
     ["protocol_version", "node_id", "nonce", "listen_port", "proof", "size", "name", "count", "points",
-     "pair", "scores", "colour", "note", "x", "y"]
+     "pair", "scores", "colour", "note", "x", "y",
+     # a gang member's guest pipe
+     "task_id", "plugin_path", "params", "rank", "superstep", "max_state_bytes", "scratch", "address_space",
+     "readable", "encode_seconds"]
 )
 
 
