@@ -87,15 +87,18 @@ class Containment:
 
     def readable(self, task: GuestTask) -> tuple[str, ...]:
         """What `task`'s guest may read besides its scratch folder; () where Landlock is missing."""
+        return self.readable_for(task.plugin_path)
+
+    def readable_for(self, plugin_path: str) -> tuple[str, ...]:
+        """What a guest running `plugin_path`'s code may read besides its scratch folder; () without Landlock."""
         if not self.report().landlock_abi:
             return ()
-        if task.plugin_path not in self._readable:   # resolving every import path costs more than a no-op unit
+        if plugin_path not in self._readable:   # resolving every import path costs more than a no-op unit
             for root in self.input_roots:
                 root.mkdir(parents=True, exist_ok=True)  # Landlock grants existing folders only
             secrets = (str(self.data_dir), str(Path.home()))
-            self._readable[task.plugin_path] = readable_paths((task.plugin_path, *map(str, self.input_roots)),
-                                                              secrets=secrets)
-        return self._readable[task.plugin_path]
+            self._readable[plugin_path] = readable_paths((plugin_path, *map(str, self.input_roots)), secrets=secrets)
+        return self._readable[plugin_path]
 
     def cgroup_for(self, pid: int, task: GuestTask) -> GuestCgroup | None:
         """Put process `pid` into a new cgroup sized for `task`; None where there are no cgroups.
@@ -103,10 +106,13 @@ class Containment:
         Call before the guest is given its unit: whatever it forks later is born inside.
         Raises OSError when the kernel refuses (the caller decides, by `guests.isolation`).
         """
-        cgroups = self._open()
+        return self.cgroup_sized(pid, task.unit.memory_bytes)
+
+    def cgroup_sized(self, pid: int, memory_bytes: int) -> GuestCgroup | None:
+        """`cgroup_for` a guest that declared it needs `memory_bytes` (a gang member, which has no unit)."""
         settings = self.settings
-        cgroup = cgroups.guest(f"guest-{pid}", memory_bytes=task.unit.memory_bytes + settings.memory_slack_bytes,
-                               pids_max=settings.max_processes)
+        cgroup = self._open().guest(f"guest-{pid}", memory_bytes=memory_bytes + settings.memory_slack_bytes,
+                                    pids_max=settings.max_processes)
         if cgroup is not None:
             try:
                 cgroup.add(pid)
