@@ -101,7 +101,7 @@ class MemberGuest:
     """One gang member's guest process; made by `open_member`, which also ends it."""
 
     def __init__(self, spec: MemberSpec, child: Child, cgroup: GuestCgroup | None, *, superstep: int,
-                 max_state_bytes: int, emit: Callable[[str, str, str], None]) -> None:
+                 max_state_bytes: int, emit: Callable[..., None]) -> None:
         self.spec = spec
         self.max_state_bytes = max_state_bytes
         self.child = child
@@ -227,8 +227,12 @@ class MemberGuest:
             except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel, ProtocolError) as error:
                 lost = await self._lost()
                 if lost is None:
+                    self.end(f"its pipe broke: {error}")
                     raise
                 raise trio.BrokenResourceError(lost) from error
+            except trio.Cancelled:
+                self.end("its request was cancelled")  # half a frame may be on the pipe: it cannot go on
+                raise
             finally:
                 if self.phase is MemberPhase.PAUSED:
                     self.busy = MemberPhase.WAITING

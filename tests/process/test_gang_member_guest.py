@@ -23,7 +23,7 @@ from tests.process.guests import PLUGINS
 from tests.waiting import wait_until
 
 HEAT = PLUGINS / "heat_diffusion.py"
-PARAMS = {"height": 30, "width": 24, "members": 3, "iterations": 20}
+PARAMS = {"height": 30, "width": 24, "members": 3, "iterations": 12}
 
 
 async def barrier_loop(members: list[MemberGuest], inboxes: list[Inbox], *, stop_before: int | None = None) -> list[Inbox]:
@@ -59,7 +59,7 @@ async def test_heat_diffusion_in_three_guests_equals_one_process_bit_for_bit_als
     settings, scratch, events = fast_settings(), tmp_path / "scratch", Recorder()
     containment = Containment(data_dir=tmp_path, input_roots=(), settings=settings)
     reference = run_gang_locally(load_plugin_file(HEAT), PARAMS).data
-    k = 7
+    k = 5
     try:
         async with open_member(specs(HEAT, PARAMS, 3)[0], containment=containment, settings=settings,
                                scratch_root=scratch, on_event=events) as m0, \
