@@ -373,3 +373,176 @@ class Verdicts(Message):
     CODE = MessageCode.VERDICTS
     MAX_SIZE = MAX_BATCH * 4096
     verdicts: tuple[Verdict, ...]
+
+
+# Gang assignments: the coordinator on the master and the sites on the members' hosts
+# (master.gang, cluster.gang_site) exchange these. Plain data a plugin sends or returns (mail,
+# results) and member checkpoints travel as bulk bytes after the header; `gang_from_wire`
+# rebuilds the sans-IO classes' messages and refuses what they could not hold.
+
+
+@dataclasses.dataclass(frozen=True)
+class GangSpec:
+    """What a host needs to run any member of a gang: its plugin (fetched by hash), parameters and memory."""
+
+    assignment_id: str
+    plugin_name: str
+    plugin_version: str
+    plugin_hash: str
+    params: bytes               # canonical CBOR of the assignment's parameters
+    memory_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WireCheck:
+    """`gang_site.GangCheck` on the wire: the gang's hosts, sorted."""
+
+    gang_hosts: tuple[str, ...]
+    x: float
+    margin: float = 0.0
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangStart(Message):
+    """Coordinator -> host: `gang_site.StartMember`; its MemberCheckpoint follows as bulk when `with_checkpoint`."""
+
+    CODE = MessageCode.GANG_START
+    MAX_SIZE = 64 * 1024
+    spec: GangSpec
+    gang_id: str
+    rank: int
+    size: int
+    epoch: int
+    superstep: int
+    with_checkpoint: bool = False
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangRelease(Message):
+    """Coordinator -> host: `gang_site.ReleaseStep`."""
+
+    CODE = MessageCode.GANG_RELEASE
+    MAX_SIZE = 64 * 1024
+    gang_id: str
+    rank: int
+    epoch: int
+    superstep: int
+    expect: tuple[int, ...]
+    check: WireCheck | None = None
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangTakeCheckpoint(Message):
+    """Coordinator -> host: `gang_site.TakeCheckpoint`."""
+
+    CODE = MessageCode.GANG_TAKE_CHECKPOINT
+    MAX_SIZE = 4096
+    gang_id: str
+    rank: int
+    epoch: int
+    superstep: int
+    expect: tuple[int, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangStop(Message):
+    """Coordinator -> host: `gang_site.StopMember`."""
+
+    CODE = MessageCode.GANG_STOP
+    MAX_SIZE = 1024
+    gang_id: str
+    rank: int
+    epoch: int
+    forward_to: str | None = None
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangReport(Message):
+    """Host -> coordinator: `gang_site.BarrierReport`; the member's result (plain CBOR) follows as bulk when `done`."""
+
+    CODE = MessageCode.GANG_REPORT
+    MAX_SIZE = 4096
+    gang_id: str
+    epoch: int
+    rank: int
+    superstep: int
+    sent_to: tuple[int, ...]
+    move: bool | None
+    done: bool
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangCheckpoint(Message):
+    """Host -> coordinator: `gang_site.CheckpointReport`; the MemberCheckpoint bytes follow as bulk."""
+
+    CODE = MessageCode.GANG_CHECKPOINT
+    MAX_SIZE = 1024
+    gang_id: str
+    epoch: int
+    rank: int
+    superstep: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangMail(Message):
+    """Between hosts (or by way of the coordinator): `gang_site.Mail`; its messages (a plain CBOR list) follow as bulk."""
+
+    CODE = MessageCode.GANG_MAIL
+    MAX_SIZE = 1024
+    gang_id: str
+    epoch: int
+    superstep: int
+    sender: int
+    dest: int
+    reply_to: str
+    routed: bool = False
+    home: bool = False          # for the gang's coordinator (it routes it), not for a member hosted there
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangMailAck(Message):
+    """`gang_site.MailAck`: the mail of `key` (epoch, superstep, sender, dest) is held on host `at`."""
+
+    CODE = MessageCode.GANG_MAIL_ACK
+    MAX_SIZE = 1024
+    gang_id: str
+    key: tuple[int, int, int, int]
+    at: str
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangMailBounced(Message):
+    """`gang_site.MailBounced`: the mail came back; its messages follow as bulk, as with GangMail."""
+
+    CODE = MessageCode.GANG_MAIL_BOUNCED
+    MAX_SIZE = 1024
+    mail: GangMail
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GangLost(Message):
+    """Host -> coordinator: member `rank` of `epoch` ended here before the gang did: its owner evicted it, its
+    guest died, or (`plugin_fault`) the plugin broke the contract, which fails the gang anywhere."""
+
+    CODE = MessageCode.GANG_LOST
+    MAX_SIZE = 8192
+    gang_id: str
+    rank: int
+    epoch: int
+    reason: str
+    plugin_fault: bool = False
+
+
+GANG_MESSAGES = (GangStart, GangRelease, GangTakeCheckpoint, GangStop, GangReport, GangCheckpoint, GangMail,
+                 GangMailAck, GangMailBounced, GangLost)
+"""Every gang message: each is answered with a Verdict once its receiver took it in."""

@@ -63,6 +63,17 @@ class MessageCode(enum.IntEnum):
     UNIT_OFFER_REPLIES = 85
     UNIT_STARTS = 86
     VERDICTS = 87
+    # A gang assignment's coordinator and the hosts of its members (core/cluster/messages.py).
+    GANG_START = 120
+    GANG_RELEASE = 121
+    GANG_TAKE_CHECKPOINT = 122
+    GANG_STOP = 123
+    GANG_REPORT = 124
+    GANG_CHECKPOINT = 125
+    GANG_MAIL = 126
+    GANG_MAIL_ACK = 127
+    GANG_MAIL_BOUNCED = 128
+    GANG_LOST = 129
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frost_core.api.errors import ProtocolError
+from frost_core.cluster.messages import GANG_MESSAGES
 from frost_core.guest.protocol import (
     GuestMemberCheckpoint,
     GuestMemberCheckpointRequest,
@@ -159,7 +160,7 @@ def test_register_refuses_bad_declarations() -> None:
 
 GANG_MEMBER_CODES = [GuestMemberStart, GuestSuperstep, GuestSuperstepAnswer, GuestMemberCheckpointRequest,
                      GuestMemberCheckpoint, GuestMemberFinish, GuestMemberResult]
-HANDSHAKE_CODES = [Hello, HelloAck, BulkBegin, BulkEnd, Sample, *GANG_MEMBER_CODES]
+HANDSHAKE_CODES = [Hello, HelloAck, BulkBegin, BulkEnd, Sample, *GANG_MEMBER_CODES, *GANG_MESSAGES]
 
 
 @settings(max_examples=400, deadline=None)
@@ -182,7 +183,10 @@ FIELD_NAMES = st.sampled_from(
      "pair", "scores", "colour", "note", "x", "y",
      # a gang member's guest pipe
      "task_id", "plugin_path", "params", "rank", "superstep", "max_state_bytes", "scratch", "address_space",
-     "readable", "encode_seconds"]
+     "readable", "encode_seconds",
+     # a gang's coordinator and hosts
+     "spec", "gang_id", "epoch", "with_checkpoint", "expect", "check", "forward_to", "sent_to",
+     "move", "done", "sender", "dest", "reply_to", "routed", "key", "at", "mail", "gang_hosts", "margin"]
 )
 
 
