@@ -12,7 +12,9 @@ almost all overhead, and a larger one), it times:
 
 Per superstep: wall time in one process, in guests, and their difference (the overhead: pipe
 round trips, CBOR of inboxes and answers, the barrier; the guests also compute in parallel, so
-on a large plate the difference can be negative). Guests run at SCHED_IDLE: on a loaded machine
+on a large plate the difference can be negative). Then CPU time per superstep: this process's
+in one process, against the members' (their guests' CPU) plus the barrier loop's here, and
+the difference per member: what running in a guest costs in work, whatever the load. Guests run at SCHED_IDLE: on a loaded machine
 they wait for idle CPU, which is the point of them, so the load average is written with the
 figures. Runs in well under a minute on an idle 2-core machine (`--quick`: p = 2 only).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -70,19 +73,22 @@ async def in_guests(params: dict, p: int, folder: Path) -> dict:
             began = time.perf_counter()
             checkpoints = [await member.checkpoint(inboxes[rank]) for rank, member in enumerate(members)]
             checkpoint = time.perf_counter() - began
-            began, supersteps = time.perf_counter(), 1
+            guest_cpu = sum(member.figures().cpu_seconds for member in members)
+            began, cpu, supersteps = time.perf_counter(), time.process_time(), 1
             while True:
                 answers = await step_all(members, inboxes)
                 supersteps += 1
                 if check_agreement([answer.done for answer in answers], supersteps - 1):
                     break
                 inboxes = deliver([answer.outbox for answer in answers], p)
-            seconds = time.perf_counter() - began
+            seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+            guest_cpu = sum(member.figures().cpu_seconds for member in members) - guest_cpu
             for member in members:
                 await member.finish()
     finally:
         containment.close()
-    return {"start_seconds": started, "supersteps": supersteps, "seconds": seconds,
+    return {"start_seconds": started, "supersteps": supersteps, "seconds": seconds, "guest_cpu_seconds": guest_cpu,
+            "driver_cpu_seconds": cpu,
             "checkpoint_seconds": checkpoint, "checkpoint_bytes": sum(len(c) for c in checkpoints)}
 
 
@@ -95,20 +101,28 @@ def main() -> None:
     for p in (2,) if args.quick else (2, 3, 4):
         for plate, (height, width, iterations) in PLATES.items():
             params = {"height": height, "width": width, "members": p, "iterations": iterations}
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
             run_gang_locally(plugin, params, checkpoint_every=None)
-            local = time.perf_counter() - began
+            local, local_cpu = time.perf_counter() - began, time.process_time() - cpu
             with tempfile.TemporaryDirectory(prefix="gang-bench-") as folder:
                 guests = trio.run(in_guests, params, p, Path(folder))
             supersteps = guests["supersteps"]
-            local_step, guest_step = local / (iterations + 1), guests["seconds"] / (supersteps - 1)  # after the first
+            timed = supersteps - 1  # after the first, which waited for the interpreters
+            local_step, guest_step = local / (iterations + 1), guests["seconds"] / timed
+            local_cpu_step = local_cpu / (iterations + 1)
+            gang_cpu_step = (guests["guest_cpu_seconds"] + guests["driver_cpu_seconds"]) / timed
             rows.append([p, f"{height}x{width}", supersteps, local_step * 1000, guest_step * 1000,
-                         (guest_step - local_step) * 1000, guests["start_seconds"], guests["checkpoint_seconds"] * 1000])
+                         (guest_step - local_step) * 1000, local_cpu_step * 1000, gang_cpu_step * 1000,
+                         (gang_cpu_step - local_cpu_step) * 1000 / p, guests["start_seconds"],
+                         guests["checkpoint_seconds"] * 1000])
             figures.append({"p": p, "plate": [height, width], **guests, "local_seconds": local,
+                            "local_cpu_seconds": local_cpu,
                             "local_ms_per_superstep": local_step * 1000, "guest_ms_per_superstep": guest_step * 1000,
-                            "overhead_ms_per_superstep": (guest_step - local_step) * 1000})
-    print_table(["p", "plate", "supersteps", "1 process ms/ss", "guests ms/ss", "overhead ms/ss", "start s",
-                 "checkpoint ms"], rows)
+                            "overhead_ms_per_superstep": (guest_step - local_step) * 1000,
+                            "cpu_overhead_ms_per_member_superstep": (gang_cpu_step - local_cpu_step) * 1000 / p})
+    print_table(["p", "plate", "supersteps", "1 process ms/ss", "guests ms/ss", "overhead ms/ss",
+                 "1 process CPU ms/ss", "gang CPU ms/ss", "CPU overhead ms/member/ss", "start s", "checkpoint ms"], rows)
+    print(f"load average {os.getloadavg()[0]:.1f}: guests at SCHED_IDLE wait for idle CPU; the CPU columns do not")
     write_results("gang_superstep", {"runs": figures})
 
 
