@@ -8,7 +8,7 @@ inbox and returns its answer, `checkpoint` returns its MemberCheckpoint at the b
 again. What a lost member means for its gang (a restart from the last global checkpoint) is
 the gang coordinator's business: `evict` only stops it, at once.
 
-Errors: PluginError when the plugin broke the contract (the gang fails the same anywhere);
+Errors: PluginError when the plugin broke the contract or its memory cap (the gang fails the same anywhere);
 trio.BrokenResourceError when the member is gone (evicted, killed, crashed, or it failed for a
 reason another host may not have); ProtocolError when its pipe carried garbage.
 """
@@ -35,7 +35,7 @@ from frost_core.guest import checks
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.containment import Containment
 from frost_core.guest.inbox import encode_inbox
-from frost_core.guest.limits import address_space_cap
+from frost_core.guest.limits import address_space_cap, memory_kill_reason
 from frost_core.guest.protocol import (
     MAX_ANSWER_BYTES,
     GuestDenied,
@@ -101,9 +101,9 @@ class MemberGuest:
     """One gang member's guest process; made by `open_member`, which also ends it."""
 
     def __init__(self, spec: MemberSpec, child: Child, cgroup: GuestCgroup | None, *, superstep: int,
-                 max_state_bytes: int, emit: Callable[..., None]) -> None:
+                 settings: GuestSettings, emit: Callable[..., None]) -> None:
         self.spec = spec
-        self.max_state_bytes = max_state_bytes
+        self.settings = settings
         self.child = child
         self.cgroup = cgroup
         self.superstep = superstep
@@ -142,7 +142,7 @@ class MemberGuest:
         async with self._request(MemberPhase.CHECKPOINTING):
             await self.child.channel.send_bulk(GuestMemberCheckpointRequest(superstep=superstep),
                                                encode_inbox(inbox, self.spec.size))
-            header, data = await self._answer(GuestMemberCheckpoint, self.max_state_bytes)
+            header, data = await self._answer(GuestMemberCheckpoint, self.settings.max_state_bytes)
         self._expect(header.superstep, superstep)
         checkpoint = MemberCheckpoint.from_bytes(data, self.spec.size)
         if (checkpoint.rank, checkpoint.superstep) != (self.spec.rank, superstep):
@@ -229,6 +229,9 @@ class MemberGuest:
                 if lost is None:
                     self.end(f"its pipe broke: {error}")
                     raise
+                if self.cgroup is not None and self.cgroup.memory_kills():  # its own fault: the same anywhere
+                    raise PluginError(f"rank {self.spec.rank}: "
+                                      + memory_kill_reason(self.spec.memory_bytes, self.settings.memory_slack_bytes)) from error
                 raise trio.BrokenResourceError(lost) from error
             except trio.Cancelled:
                 self.end("its request was cancelled")  # half a frame may be on the pipe: it cannot go on
@@ -335,8 +338,7 @@ async def open_member(spec: MemberSpec, *, containment: Containment, settings: G
             cgroup = containment.cgroup_sized(child.process.pid, spec.memory_bytes)
         except OSError as error:
             emit("error", f"the gang member runs without its own cgroup: {error}", "warning")
-        member = MemberGuest(spec, child, cgroup, superstep=superstep, max_state_bytes=settings.max_state_bytes,
-                             emit=emit)
+        member = MemberGuest(spec, child, cgroup, superstep=superstep, settings=settings, emit=emit)
         start = GuestMemberStart(
             task_id=spec.task_id, plugin_path=str(spec.plugin_path),
             params=encode_plain(dict(spec.params), "the assignment's parameters", MAX_MESSAGE_SIZE - 4096),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import socket
 import textwrap
 from pathlib import Path
@@ -110,10 +111,15 @@ async def test_heat_diffusion_in_three_guests_equals_one_process_bit_for_bit_als
 async def test_a_paused_member_holds_its_superstep_until_resumed_and_an_evicted_one_is_gone_at_once(tmp_path):
     settings = fast_settings()
     containment = Containment(data_dir=tmp_path, input_roots=(), settings=settings)
-    params = {**PARAMS, "members": 1}
+    params = {**PARAMS, "members": 2}
     try:
-        async with open_member(specs(HEAT, params, 1)[0], containment=containment, settings=settings,
-                               scratch_root=tmp_path / "scratch") as member:
+        async with open_member(specs(HEAT, params, 2)[0], containment=containment, settings=settings,
+                               scratch_root=tmp_path / "scratch") as member, \
+                   open_member(specs(HEAT, params, 2)[1], containment=containment, settings=settings,
+                               scratch_root=tmp_path / "scratch") as crashed:
+            os.kill(crashed.pid, signal.SIGKILL)  # from outside: a crash, not an eviction
+            with pytest.raises(trio.BrokenResourceError, match="gang member 1 crashed: the guest was killed by SIGKILL"):
+                await crashed.step({})
             member.pause()
             answer: list = []
             async with trio.open_nursery() as nursery:
@@ -253,6 +259,8 @@ VIOLATOR = textwrap.dedent(
                 return Superstep(state + 1, {7: ["lost"]})  # rank 7 of a gang of 3
             if state == 2 and rank == 2:
                 raise ValueError("rank 2 gives up")
+            if state == 2 and rank == 0:
+                state = [b"x" * (8 << 20) for _ in range(24)]  # 192 MiB where it declared 32
             return Superstep(state + 1, {(rank + 1) % size: [state]})
 
         def finish(self, state, rank, size):
@@ -271,11 +279,14 @@ async def test_a_contract_violation_in_one_member_fails_naming_its_rank_and_supe
     containment = Containment(data_dir=tmp_path, input_roots=(), settings=settings)
     plugin = write_plugin(tmp_path, "violator", VIOLATOR)
     try:
-        async with open_member(specs(plugin, {}, 3)[1], containment=containment, settings=settings,
+        async with open_member(specs(plugin, {}, 3)[0], containment=containment, settings=settings,
+                               scratch_root=tmp_path / "scratch") as zero, \
+                   open_member(specs(plugin, {}, 3)[1], containment=containment, settings=settings,
                                scratch_root=tmp_path / "scratch") as one, \
                    open_member(specs(plugin, {}, 3)[2], containment=containment, settings=settings,
                                scratch_root=tmp_path / "scratch") as two:
             for superstep in range(2):
+                assert (await zero.step({2: [superstep]})).outbox == {1: [superstep]}
                 assert (await one.step({0: [superstep]})).outbox == {2: [superstep]}
                 assert (await two.step({1: [superstep]})).outbox == {0: [superstep]}
             with pytest.raises(PluginError, match=r"^superstep 2: rank 1 sent to rank 7, but the ranks of this gang are 0 to 2"):
@@ -285,6 +296,8 @@ async def test_a_contract_violation_in_one_member_fails_naming_its_rank_and_supe
             with pytest.raises(trio.BrokenResourceError, match="gang member 1 is gone"):
                 await one.step({})
             assert one.figures().phase == "ended"
+            with pytest.raises(PluginError, match=r"rank 0: memory: the guest was killed by its memory cgroup"):
+                await zero.step({})
     finally:
         containment.close()
     assert guest_processes() == []
