@@ -41,6 +41,7 @@ from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.registry import PluginInfo
 from frost_core.policies import equal_share, fair_share
 from frost_core.policies.fair_share import Demand, ShareSettings, note_demand
+from frost_core.policies.prefetch import units_held
 from frost_core.policies.views import NodeView
 
 log = logging.getLogger("frost.host")
@@ -207,6 +208,8 @@ class HostService:
         self._on_spent = on_spent
         self._spent: dict[str, list[SpentRun]] = {}   # master -> runs of its units ended here, for its next report
         self._hosted: dict[str, Hosted] = {}
+        # task id -> a unit placed ahead (`policies.prefetch`), with the checkpoint it came with: first in, first run
+        self._ahead: dict[str, tuple[Hosted, CheckpointRecord | None]] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
         self._starting: set[str] = set()
@@ -253,7 +256,8 @@ class HostService:
     # -- the calls masters and other hosts make (links.HostSide) -------------------------------------
 
     async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply:
-        refusal = self._refusal(offer.task_id, offer.plugin_hash, offer.memory_bytes, moving=offer.moving)
+        refusal = self._refusal(offer.task_id, offer.plugin_hash, offer.memory_bytes, moving=offer.moving,
+                                ahead=offer.ahead)
         refusal = self._share_refusal(offer, refusal)
         capacity = self._capacity()
         free = max(0, capacity.memory_pool_bytes - self._memory_committed())
@@ -268,7 +272,7 @@ class HostService:
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
                     moved: bool = False) -> Verdict:
         """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off)."""
-        if spec.task_id in self._hosted or spec.task_id in self._starting:
+        if spec.task_id in self._hosted or spec.task_id in self._starting or spec.task_id in self._ahead:
             return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         reserved = self._reserved.pop(spec.task_id, None)
         if reserved is None:
@@ -302,6 +306,12 @@ class HostService:
             inputs=spec.inputs,
         )
         hosted = Hosted(task=task, spec=spec, arrived_at=time.time())
+        if not moved and (self._ahead or self._running_here() >= self._capacity().cpus):
+            hosted.guest_state = "waiting"   # placed ahead: its guest begins it when a CPU frees
+            self._ahead[spec.task_id] = (hosted, record)
+            self._start_ahead()
+            self._on_change()
+            return Verdict(ok=True)
         self._hosted[spec.task_id] = hosted
         assert self._nursery is not None
         await self._nursery.start(self._run, hosted, record)
@@ -331,7 +341,7 @@ class HostService:
     async def holdings(self, master: str) -> Holdings:
         """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
         self._note_figures()
-        running = tuple(h.status() for h in self._hosted.values() if h.master == master)
+        running = tuple(h.status() for h in self._all_units() if h.master == master)
         owed = await self._blocking(self._outbox.entries)
         return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
 
@@ -343,11 +353,18 @@ class HostService:
         for hosted in self._hosted.values():
             if task_id is None or hosted.task.task_id == task_id:
                 hosted.change(Stay.EVICTED)
-        return await self.supervisor.evict(task_id)
+        returned = tuple(t for t in self._ahead if task_id in (None, t))
+        if not returned:
+            return await self.supervisor.evict(task_id)
+        async with trio.open_nursery() as nursery:   # units placed ahead go back while the guests checkpoint
+            nursery.start_soon(self._give_back_ahead, "evicted", task_id)
+            evicted = await self.supervisor.evict(task_id)
+        return (*evicted, *returned)
 
     async def stop_assignment(self, assignment_id: str) -> None:
         """The master cancelled an assignment: its guests here stop at once."""
         tasks = tuple(t for t, h in self._hosted.items() if h.task.assignment_id == assignment_id)
+        self._drop_ahead(t for t, (h, _) in self._ahead.items() if h.task.assignment_id == assignment_id)
         why = f"cancelled: assignment {assignment_id} was cancelled"
         self._stopping.update(dict.fromkeys(tasks, why))
         await self.supervisor.end_warm(assignment_id)
@@ -368,7 +385,63 @@ class HostService:
         if moved_to is not None:
             self._forwards[hosted.task.task_id] = (moved_to, now + FORWARD_SECONDS)
         self.supervisor.discard_checkpoints(hosted.task.task_id)
+        self._start_ahead()
         self._on_change()
+
+    # -- units placed ahead ---------------------------------------------------------------------------
+
+    def _running_here(self) -> int:
+        return sum(1 for h in self._hosted.values() if not h.leaving)
+
+    def _all_units(self) -> list[Hosted]:
+        """The units here, running or placed ahead."""
+        return [*self._hosted.values(), *(hosted for hosted, _ in self._ahead.values())]
+
+    def _start_ahead(self) -> None:
+        """Begin the units placed ahead while a CPU is free, oldest first; give them back to their masters'
+        queues if this machine no longer takes guests. (Shares were judged when each was offered, like any
+        unit's: a unit ahead is short, so a submitter who asks for a CPU later waits for one unit at most.)"""
+        if not self._ahead or self._nursery is None:
+            return
+        capacity = self._capacity()
+        if not capacity.accepts_guests:
+            self.give_back_ahead(f"not taking guests: {capacity.reason}")
+            return
+        while self._ahead and self._running_here() < capacity.cpus:
+            task_id, (hosted, record) = next(iter(self._ahead.items()))
+            del self._ahead[task_id]
+            hosted.guest_state = "running"
+            self._hosted[task_id] = hosted
+            self._nursery.start_soon(self._run, hosted, record)
+
+    def give_back_ahead(self, why: str) -> None:
+        """Return every unit placed ahead to its master's queue now (guests here stop or take nothing new)."""
+        if self._ahead and self._nursery is not None:
+            self._nursery.start_soon(self._give_back_ahead, why, None)
+
+    async def _give_back_ahead(self, why: str, task_id: str | None) -> None:
+        ahead = [self._ahead.pop(t) for t in [t for t in self._ahead if task_id in (None, t)]]
+        async with trio.open_nursery() as nursery:
+            for hosted, record in ahead:
+                nursery.start_soon(self._give_back, hosted, record, why)
+
+    async def _give_back(self, hosted: Hosted, record: CheckpointRecord | None, why: str) -> None:
+        """A unit placed ahead goes back to its master's queue before it started; if its master is out of
+        reach it is dropped here all the same: its master restarts it when this host no longer reports it."""
+        task_id = hosted.task.task_id
+        try:
+            await self._links.master(hosted.master).host_return(self.node_id, task_id, hosted.task.epoch, record)
+        except FrostError as error:
+            log.info("%s not given back to its master (%s); it finds it missing", task_id, error.message)
+        self.supervisor.discard_checkpoints(task_id)
+        self._events.add("host", f"{task_id} went back to its master's queue before it started here: {why}")
+        self._on_change()
+
+    def _drop_ahead(self, task_ids) -> None:
+        """Units placed ahead that their master no longer wants (cancelled, or superseded)."""
+        for task_id in list(task_ids):
+            self._ahead.pop(task_id, None)
+            self.supervisor.discard_checkpoints(task_id)
 
     # -- one guest's life ---------------------------------------------------------------------------
 
@@ -377,6 +450,9 @@ class HostService:
         """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already."""
         task = hosted.task
         outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
+        if not isinstance(outcome, Evicted):
+            self._hosted.pop(task.task_id, None)   # its CPU is free: a unit placed ahead takes it now
+        self._start_ahead()
         hosted.cpu_seconds = max(hosted.cpu_seconds, outcome.cpu_seconds)   # its last figure, not the last look's
         ran = SpentRun(task.task_id, task.epoch, hosted.cpu_seconds, time.time())
         self._on_spent(hosted, ran.cpu_seconds, ran.ended_at)
@@ -390,8 +466,7 @@ class HostService:
             self._on_change()
             await self._relocator.relocate(self, hosted, outcome.checkpoint)
             return
-        self._hosted.pop(task.task_id, None)  # (a move waiting to capture it learns so from capture())
-        self._on_change()
+        self._on_change()   # (out of `_hosted` already: a move waiting to capture it learns so from capture())
         why = self._stopping.pop(task.task_id, None)
         if why == SUPERSEDED:
             # Its master counts the CPU it threw away up to the report it stopped it on; the rest, to
@@ -479,7 +554,8 @@ class HostService:
         used; stop the copies it no longer wants."""
         self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
-        for hosted in self._hosted.values():
+        self._start_ahead()   # (a unit placed ahead goes back if this machine stopped taking guests)
+        for hosted in self._all_units():
             if hosted.leaving:
                 continue
             by_master[hosted.master].append(hosted.status(self._paused_as()))
@@ -508,6 +584,7 @@ class HostService:
                     self._spent[master] = left
                 else:
                     self._spent.pop(master, None)
+            self._drop_ahead(t for t in stop if t in self._ahead)
             stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
             if stop:
                 self._stopping.update(dict.fromkeys(stop, SUPERSEDED))
@@ -581,7 +658,7 @@ class HostService:
     def _memory_committed(self) -> int:
         now = time.monotonic()
         self._reserved = {t: r for t, r in self._reserved.items() if r[1] > now}
-        hosted = sum(h.task.unit.memory_bytes for h in self._hosted.values() if not h.leaving)
+        hosted = sum(h.task.unit.memory_bytes for h in self._all_units() if not h.leaving)
         return hosted + sum(memory for memory, _ in self._reserved.values())
 
     def _share_refusal(self, offer: UnitOffer, refusal: str | None) -> str | None:
@@ -613,8 +690,9 @@ class HostService:
         self._served[offer.submitter] = now
         return None
 
-    def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool) -> str | None:
-        """Why this machine cannot take the unit now, or None."""
+    def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool,
+                 ahead: bool = False) -> str | None:
+        """Why this machine cannot take the unit now, or None; `ahead`: it may wait for a CPU here."""
         free = self._capacity().memory_pool_bytes - self._memory_committed()  # (drops expired reservations)
         capacity = self._capacity()
         if not capacity.accepts_guests:
@@ -622,12 +700,14 @@ class HostService:
         if task_id in capacity.sent_away:
             until = time.strftime("%H:%M:%S", time.localtime(capacity.sent_away[task_id]))
             return f"the owner evicted {task_id} from here; not taking it back before {until}"
-        if task_id in self._hosted or task_id in self._reserved:
+        if task_id in self._hosted or task_id in self._reserved or task_id in self._ahead:
             return f"{task_id} already runs here"
         if moving and self._receiving:
             return "already receiving a unit"
-        busy = sum(1 for h in self._hosted.values() if not h.leaving) + len(self._reserved)
-        if busy >= capacity.cpus:
+        busy = self._running_here() + len(self._reserved) + (0 if moving else len(self._ahead))
+        # A unit moving here takes a CPU at once; a placed one, a CPU no unit placed ahead waits for, unless it
+        # may wait itself (`policies.prefetch`).
+        if busy >= (units_held(capacity.cpus) if ahead else capacity.cpus):
             return f"no free CPU ({counted(busy, 'guest')} for {counted(capacity.cpus, 'CPU')})"
         if memory > free:
             return f"not enough memory: needs {memory >> 20} MiB, {max(free, 0) >> 20} MiB free in the pool"

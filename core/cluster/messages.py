@@ -81,6 +81,7 @@ class UnitOffer(Message):
     usage: float = 0.0          # that submitter's decayed CPU-seconds as its master counts them (fair share)
     queued: int = 0             # its units still waiting at that master besides this one
     running: int = 0            # its units running besides this one, as its master counts them (equal share)
+    ahead: bool = False         # it may wait on a host whose CPUs are busy for the next free one (short units)
 
 
 @register

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from frost_core.policies.prefetch import units_held
 from frost_core.policies.views import NodeView
 
 
@@ -27,12 +28,13 @@ class Need:
     memory: int
     one_per_host: bool = False
     avoid: frozenset[str] = frozenset()   # hosts that already returned a copy of it (a checked unit's next copy)
+    ahead: bool = False   # it may wait on a host whose CPUs are all busy, placed ahead (`policies.prefetch`)
 
 
 def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
     return (
         host.accepting
-        and host.guests < host.cpus
+        and host.guests < (units_held(host.cpus) if need.ahead else host.cpus)
         and host.free_memory >= need.memory
         and not (need.one_per_host and host.node_id in holding)
         and host.node_id not in need.avoid
@@ -40,9 +42,10 @@ def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
 
 
 def rank_hosts(need: Need, hosts: Sequence[NodeView], holding: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """Qualifying hosts, best first: most offered per next guest, then fewest guests, then id (deterministic)."""
+    """Qualifying hosts, best first: a free CPU before a place ahead, then most offered per next guest, then
+    fewest guests, then id (deterministic)."""
     eligible = [h for h in hosts if qualifies(h, need, holding)]
-    eligible.sort(key=lambda h: (-h.offer, h.guests, h.node_id))
+    eligible.sort(key=lambda h: (h.guests >= h.cpus, -h.offer, h.guests, h.node_id))
     return tuple(h.node_id for h in eligible)
 
 
@@ -51,7 +54,8 @@ def plan(needs: Sequence[Need], hosts: Sequence[NodeView],
     """Candidates for each unit in queue order, each planned as if the ones before it were placed.
 
     `holding` maps an assignment to the hosts already running one of its units. Units with no
-    candidate are left out: they stay queued until a host frees up.
+    candidate are left out: they stay queued until a host frees up. A unit that may go `ahead` takes a
+    free CPU if any host has one, else waits on a busy host for its next free CPU.
     """
     table = {h.node_id: h for h in hosts}
     held = {aid: set(nodes) for aid, nodes in holding.items()}

@@ -44,6 +44,7 @@ from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.registry import PluginRegistry
 from frost_core.policies.fair_share import DEMAND_REFRESH, ShareSettings
+from frost_core.policies.prefetch import typical_seconds, units_held, worth_placing_ahead
 from frost_core.policies.queue_order import QueuedAssignment, queue_order
 from frost_core.policies.views import NodeView
 from frost_core.master.group_commit import GroupCommit
@@ -87,8 +88,8 @@ class MasterSettings:
 QUARANTINE = "quarantined"
 """The intent key of the hosts this master quarantined (host -> why)."""
 
-STANDING_STILL = frozenset({"paused", "suspended"})
-"""Reported states in which a unit makes no progress."""
+STANDING_STILL = frozenset({"paused", "suspended", "waiting"})
+"""Reported states in which a unit makes no progress ("waiting": placed ahead, its host's CPUs all busy)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,7 @@ class MasterScheduler:
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
         self._reconciling: set[str] = set()                  # hosts being asked what they hold
         self._kept_older: set[tuple[str, int]] = set()       # (task id, epoch): an older copy further along, let run
+        self._unit_seconds: dict[str, float] = {}           # assignment -> its units' typical placement-to-result time
         self.reach = Reach(events, clock)
         self._combining: set[str] = set()
         self._wake = trio.Event()
@@ -220,8 +222,8 @@ class MasterScheduler:
             return
         hosts = self._with_own_units([h for h in self._hosts() if h.node_id not in self._quarantined])
         held = index.holders()
-        free = [h for h in hosts if h.accepting and h.guests < h.cpus]
-        slots = sum(h.cpus - h.guests for h in free)
+        free = [h for h in hosts if h.accepting and h.guests < units_held(h.cpus)]
+        slots = sum(units_held(h.cpus) - h.guests for h in free)
         heads = {head.id: head for head in waiting}
         queued = {head.id: index.queued_count(head.id) for head in waiting}
         usage = {s: self._usage_of(s) for s in {head.submitter for head in waiting}}
@@ -233,7 +235,8 @@ class MasterScheduler:
         ) for head in waiting], slots, usage.__getitem__, self._shares())
         units = [unit for assignment_id, count in order for unit in self._store.queued(assignment_id, count)]
         needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host,
-                      frozenset(u.copied_on)) for u in units]
+                      frozenset(u.copied_on), worth_placing_ahead(self._unit_seconds.get(u.assignment_id)))
+                 for u in units]
         by_task = {u.task_id: u for u in units}
         planned = plan(needs, hosts, held)
         refusals: dict[str, dict[str, str]] = {}
@@ -264,7 +267,7 @@ class MasterScheduler:
         oldest: dict[str, AssignmentHead] = {}
         for head in sorted(waiting, key=lambda head: head.seq):
             oldest.setdefault(head.submitter, head)
-        for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):
+        for host in (h.node_id for h in hosts if h.accepting and h.guests >= units_held(h.cpus)):
             for submitter, head in oldest.items():
                 if now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
                     continue
@@ -353,7 +356,8 @@ class MasterScheduler:
                 task_id=unit.task_id, plugin_hash=head.plugin_hash, memory_bytes=unit.memory_bytes,
                 state_bytes=checkpoint.size if checkpoint else 0, submitter=unit.submitter,
                 usage=usage.get(unit.submitter, 0.0), queued=demand[unit.submitter],
-                running=running.get(unit.submitter, 0)))
+                running=running.get(unit.submitter, 0),
+                ahead=worth_placing_ahead(self._unit_seconds.get(unit.assignment_id))))
         try:
             with trio.fail_after(OFFER_TIMEOUT):
                 replies = await self._links.offer_units(host, tuple(offers))
@@ -596,6 +600,9 @@ class MasterScheduler:
             if self._usage is not None:
                 self._usage.add(self._store.unit(assignment_id, index).submitter, host, cpu_seconds, time.time())
             current = self._copies.pop(task_id, None)
+            if current is not None and current.epoch == epoch:
+                self._unit_seconds[assignment_id] = typical_seconds(self._unit_seconds.get(assignment_id),
+                                                                    self._clock() - current.run.placed_at)
             if current is not None and current.epoch > epoch:
                 # An older copy finished first: its work was kept, the newer copy's is what is thrown away,
                 # up to its last report now and the rest when its host reports it once more (and stops it).
@@ -944,4 +951,5 @@ class MasterScheduler:
                              f"; {waste.summary(done.waste)}; {checked}")
         finally:
             self._combining.discard(assignment_id)
+            self._unit_seconds.pop(assignment_id, None)
         self._on_change()

@@ -591,6 +591,7 @@ class Node:
             self._guests_stopped = False
         elif not should_run and not self._guests_stopped:
             self.supervisor.pause_all()
+            self.host.give_back_ahead(f"guests here are {self._paused_as()}")
             self._guests_stopped = True
 
     # -- background loops --------------------------------------------------------------------

@@ -88,6 +88,9 @@ class StandInGuests:
     def complete(self, task_id: str, value: int) -> None:
         self._end(task_id, Completed(cbor2.dumps(value), cpu_seconds=self.cpu))
 
+    def running(self) -> list[str]:
+        return list(self._ends)
+
     def _end(self, task_id: str, outcome: Outcome) -> None:
         event, box = self._ends[task_id]
         box.append(outcome)
@@ -139,6 +142,7 @@ class Cluster:
         if network is None:  # else the caller's master is bound already
             self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
+        self.accepting = {A: True, B: True}   # False: the owner paused hosting there
         self.outboxes: list[Outbox] = []
         self.given: list[tuple[str, str, str, int, float]] = []   # (host, master, task, epoch, CPU) of every run
         self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
@@ -157,7 +161,8 @@ class Cluster:
 
         host = HostService(
             node_id=node, supervisor=self.guests[node], links=links,  # type: ignore[arg-type]
-            capacity=lambda: Capacity(True, "", cpus=2, memory_pool_bytes=1 << 30, available=1.0),
+            capacity=lambda: Capacity(self.accepting[node], "paused by the owner", cpus=2, memory_pool_bytes=1 << 30,
+                                      available=1.0),
             plugin_source=plugin_source, has_plugin=lambda plugin_hash: True, outbox=self._outbox(data_dir),
             events=events, settings=lambda: HostSettings(report_interval=1.0), on_change=lambda: None,
             alive=lambda: [MASTER, A, B], own_figures=lambda: NodeView(node, available=1.0, guests=0),

@@ -20,6 +20,7 @@ from frost_core.guest import envelope
 from frost_core.master import store as store_module
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.master.store import MasterStore, NewUnit
+from frost_core.policies.prefetch import AHEAD_BELOW_SECONDS
 from frost_core.policies.views import NodeView
 from frost_core.storage.checkpoints import CheckpointStore
 from tests.waiting import wait_until
@@ -146,6 +147,8 @@ def work_per_result(tmp_path, monkeypatch, units: int) -> tuple[int, int]:
 
     async def scenario(world):
         await wait_until(lambda: len(world.running()) == 12, timeout=10, what="twelve units running")
+        # Units that take longer than policies.prefetch's bound: none is placed ahead (test_units_ahead's case).
+        await trio.sleep(AHEAD_BELOW_SECONDS)
         for _ in range(15):
             task_id, (host, epoch) = sorted(world.running().items())[0]
             sql.statements.clear()
@@ -154,7 +157,7 @@ def work_per_result(tmp_path, monkeypatch, units: int) -> tuple[int, int]:
             assert await world.scheduler.host_result(host, task_id, epoch, RESULT)
             await wait_until(lambda: len(world.running()) == 12 and task_id not in world.running(), timeout=10,
                              what="the freed slot filled again")
-            await trio.sleep(2)   # and a couple of idle wakes
+            await trio.sleep(AHEAD_BELOW_SECONDS)   # and a couple of idle wakes
             sql.counting = False
             most[0] = max(most[0], len(sql.statements))
             most[1] = max(most[1], sql.steps)

@@ -36,6 +36,16 @@ def test_one_unit_per_free_core_spreads_a_round_over_every_core():
     assert sorted(chosen) == ["a", "a", "b", "b"]
 
 
+def test_units_placed_ahead_wait_behind_each_core_once_every_free_core_has_one():
+    # Two hosts of two cores, a running one guest: the free cores fill first (a, b, b), then one unit ahead
+    # of each core (a, a, b, b: units_held(2) = 4 per host); the eighth unit stays queued.
+    needs = [Need(f"t.{i}", "t", MIB, ahead=True) for i in range(8)]
+    chosen = [candidates[0] for _, candidates in plan(needs, [host("a", guests=1), host("b")], {})]
+    assert sorted(chosen[:3]) == ["a", "b", "b"] and sorted(chosen[3:]) == ["a", "a", "b", "b"]
+    # Units not known to be short (no result yet), and units moving between hosts, need a free core now.
+    assert rank_hosts(Need("t.9", "t", MIB), [host("a", guests=2), host("b", guests=3)]) == ()
+
+
 def test_units_beyond_the_free_cores_stay_queued():
     needs = [Need(f"t.{i}", "t", MIB) for i in range(5)]
     assert len(plan(needs, [host("a"), host("b")], {})) == 4
