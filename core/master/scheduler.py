@@ -232,7 +232,7 @@ class MasterScheduler:
         order = queue_order([QueuedAssignment(
             head.id, head.seq, head.submitter, queued[head.id],
             sum(h.node_id not in held.get(head.id, ()) for h in free) if head.one_per_host else queued[head.id],
-        ) for head in waiting], slots, usage.__getitem__, self._shares())
+        ) for head in waiting], slots, usage.__getitem__, self._shares(), running)
         units = [unit for assignment_id, count in order for unit in self._store.queued(assignment_id, count)]
         needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host,
                       frozenset(u.copied_on), worth_placing_ahead(self._unit_seconds.get(u.assignment_id)))

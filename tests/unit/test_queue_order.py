@@ -31,4 +31,17 @@ def test_the_least_used_submitter_goes_first_and_first_come_within_it():
     assignments = [QueuedAssignment("a1", 1, "alice@n1", 5, 5), QueuedAssignment("b1", 2, "bob@n2", 2, 2),
                    QueuedAssignment("b2", 3, "bob@n2", 9, 9)]
     assert queue_order(assignments, 6, usage, shares) == [("b1", 2), ("b2", 4)]
-    assert queue_order(assignments, 6, usage, ShareSettings(enabled=False)) == [("a1", 5), ("b1", 1)]
+    # Fair share off: no memory, the two take turns (Alice's assignment is the oldest: she goes first on a tie).
+    assert queue_order(assignments, 6, usage, ShareSettings(enabled=False)) == [("a1", 3), ("b1", 2), ("b2", 1)]
+
+
+def test_with_fair_share_off_submitters_take_turns_fewest_running_first():
+    off = ShareSettings(enabled=False)
+    assignments = [QueuedAssignment("a1", 1, "alice@n1", 9, 9), QueuedAssignment("b1", 2, "bob@n1", 9, 9)]
+    # Alice runs 2 units already, Bob none: of 3 slots Bob takes 2 (then they are even), then Alice's turn.
+    assert queue_order(assignments, 3, shares=off, running={"alice@n1": 2}) == [("b1", 2), ("a1", 1)]
+    # Whatever either used before (usage is not looked at), and an assignment that cannot place more gives
+    # its submitter's turns to the other (one per host: Bob's can use one slot only).
+    heavy = {"alice@n1": 1e9, "bob@n1": 0.0}.__getitem__
+    capped = [assignments[0], QueuedAssignment("b1", 2, "bob@n1", 9, 1)]
+    assert queue_order(capped, 4, heavy, off) == [("a1", 3), ("b1", 1)]
