@@ -116,8 +116,12 @@ class MemberGuest:
         self.cpu = 0.0
         self.rss = 0
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self.step_cpu = 0.0
+        """Its CPU time when its running superstep was asked for."""
         self._turn = trio.Lock()
         self._gone: str | None = None
+        self._fault: str | None = None
+        """Why this node stopped it for a fault of the plugin's (the same anywhere), if it did."""
 
     @property
     def pid(self) -> int:
@@ -126,6 +130,8 @@ class MemberGuest:
     async def step(self, inbox: Inbox) -> Superstep:
         """Run its next superstep on `inbox`; its answer (state None): the checked outbox and done."""
         superstep = self.superstep
+        self._sample()
+        self.step_cpu = self.cpu
         async with self._request(MemberPhase.STEPPING):
             await self.child.channel.send_bulk(GuestSuperstep(superstep=superstep), encode_inbox(inbox, self.spec.size))
             header, data = await self._answer(GuestSuperstepAnswer, MAX_ANSWER_BYTES)
@@ -229,6 +235,8 @@ class MemberGuest:
                 if lost is None:
                     self.end(f"its pipe broke: {error}")
                     raise
+                if self._fault is not None:
+                    raise PluginError(self._fault) from error
                 if self.cgroup is not None and self.cgroup.memory_kills():  # its own fault: the same anywhere
                     raise PluginError(f"rank {self.spec.rank}: "
                                       + memory_kill_reason(self.spec.memory_bytes, self.settings.memory_slack_bytes)) from error
@@ -288,18 +296,39 @@ class MemberGuest:
         except PluginError as error:
             raise ProtocolError(error.message) from error
 
-    def _sample(self) -> None:
-        """CPU time and memory now: its cgroup's count where it has one (forks included), else its process's."""
+    async def watch(self) -> None:
+        """While a superstep runs, stop the member as stuck once it has used `step_timeout` CPU seconds
+        (or slept as long) without an answer: its gang would wait for it forever. Runs until it ends."""
+        asleep_since = None
+        while self.phase is not MemberPhase.ENDED:
+            await trio.sleep(self.settings.watch_interval)
+            if self.phase is not MemberPhase.STEPPING:
+                asleep_since = None  # paused, or waiting for its next superstep: not stuck
+                continue
+            status, now = self._sample(), trio.current_time()
+            asleep_since = checks.asleep_since(asleep_since, status, now)
+            stuck = checks.stuck_reason(cpu_since_progress=self.cpu - self.step_cpu, step_timeout=self.settings.step_timeout,
+                                        asleep_for=None if asleep_since is None else now - asleep_since)
+            if stuck is not None:
+                self._fault = f"superstep {self.superstep}: rank {self.spec.rank}: {stuck}"
+                self.end(self._fault)
+
+    def _sample(self) -> str:
+        """CPU time and memory now: its cgroup's count where it has one (forks included), else its process's.
+        Returns its process's status ("" once it is gone)."""
+        status = ""
         try:
             process = psutil.Process(self.pid)
             with process.oneshot():
                 times = process.cpu_times()
                 self.rss = process.memory_info().rss
+                status = process.status()
             self.cpu = max(self.cpu, times.user + times.system)
         except psutil.Error:
             pass  # gone: its last figures stand
         if self.cgroup is not None:
             self.cpu = max(self.cpu, self.cgroup.cpu_seconds() or 0.0)
+        return status
 
     def _signal(self, signum: int) -> None:
         if self.child.process.returncode is None:
@@ -349,6 +378,7 @@ async def open_member(spec: MemberSpec, *, containment: Containment, settings: G
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_forward_output, child.process.stdout, member, "info", settings.log_lines_per_second)
             nursery.start_soon(_forward_output, child.process.stderr, member, "warning", settings.log_lines_per_second)
+            nursery.start_soon(member.watch)
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await child.channel.send_bulk(start, checkpoint or b"")  # if it died, its first answer says why
             emit("start", f"gang member {spec.rank} of {spec.size} started"

@@ -127,7 +127,7 @@ async def test_a_paused_member_holds_its_superstep_until_resumed_and_an_evicted_
                 await trio.sleep(0.5)
                 assert answer == [] and member.figures().phase == "paused"
                 member.resume()
-                await wait_until(lambda: answer, timeout=15, what="the resumed member's answer")
+                await wait_until(lambda: answer, timeout=60, what="the resumed member's answer")
             assert member.figures().phase == "waiting" and member.superstep == 1
             member.pause()
             async with trio.open_nursery() as nursery:
@@ -249,7 +249,7 @@ VIOLATOR = textwrap.dedent(
         version = "1"
 
         def members(self, params):
-            return 3
+            return 4
 
         def start(self, params, rank, size):
             return 0
@@ -261,6 +261,8 @@ VIOLATOR = textwrap.dedent(
                 raise ValueError("rank 2 gives up")
             if state == 2 and rank == 0:
                 state = [b"x" * (8 << 20) for _ in range(24)]  # 192 MiB where it declared 32
+            while state == 2 and rank == 3:
+                pass
             return Superstep(state + 1, {(rank + 1) % size: [state]})
 
         def finish(self, state, rank, size):
@@ -275,21 +277,24 @@ VIOLATOR = textwrap.dedent(
 
 
 async def test_a_contract_violation_in_one_member_fails_naming_its_rank_and_superstep(tmp_path):
-    settings = fast_settings()
+    settings = fast_settings(step_timeout=0.5)  # rank 3 loops forever: it is stopped after 0.5 s of CPU
     containment = Containment(data_dir=tmp_path, input_roots=(), settings=settings)
     plugin = write_plugin(tmp_path, "violator", VIOLATOR)
     try:
-        async with open_member(specs(plugin, {}, 3)[0], containment=containment, settings=settings,
+        async with open_member(specs(plugin, {}, 4)[0], containment=containment, settings=settings,
                                scratch_root=tmp_path / "scratch") as zero, \
-                   open_member(specs(plugin, {}, 3)[1], containment=containment, settings=settings,
+                   open_member(specs(plugin, {}, 4)[1], containment=containment, settings=settings,
                                scratch_root=tmp_path / "scratch") as one, \
-                   open_member(specs(plugin, {}, 3)[2], containment=containment, settings=settings,
-                               scratch_root=tmp_path / "scratch") as two:
+                   open_member(specs(plugin, {}, 4)[2], containment=containment, settings=settings,
+                               scratch_root=tmp_path / "scratch") as two, \
+                   open_member(specs(plugin, {}, 4)[3], containment=containment, settings=settings,
+                               scratch_root=tmp_path / "scratch") as three:
             for superstep in range(2):
-                assert (await zero.step({2: [superstep]})).outbox == {1: [superstep]}
+                assert (await zero.step({3: [superstep]})).outbox == {1: [superstep]}
                 assert (await one.step({0: [superstep]})).outbox == {2: [superstep]}
-                assert (await two.step({1: [superstep]})).outbox == {0: [superstep]}
-            with pytest.raises(PluginError, match=r"^superstep 2: rank 1 sent to rank 7, but the ranks of this gang are 0 to 2"):
+                assert (await two.step({1: [superstep]})).outbox == {3: [superstep]}
+                assert (await three.step({2: [superstep]})).outbox == {0: [superstep]}
+            with pytest.raises(PluginError, match=r"^superstep 2: rank 1 sent to rank 7, but the ranks of this gang are 0 to 3"):
                 await one.step({})
             with pytest.raises(PluginError, match=r"^superstep 2: rank 2: step\(\) raised ValueError: rank 2 gives up"):
                 await two.step({})
@@ -298,6 +303,8 @@ async def test_a_contract_violation_in_one_member_fails_naming_its_rank_and_supe
             assert one.figures().phase == "ended"
             with pytest.raises(PluginError, match=r"rank 0: memory: the guest was killed by its memory cgroup"):
                 await zero.step({})
+            with pytest.raises(PluginError, match=r"^superstep 2: rank 3: no progress: a step ran .* s of CPU without finishing"):
+                await three.step({})
     finally:
         containment.close()
     assert guest_processes() == []
