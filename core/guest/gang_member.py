@@ -375,20 +375,25 @@ async def open_member(spec: MemberSpec, *, containment: Containment, settings: G
             address_space=address_space_cap(spec.memory_bytes, settings.address_space_baseline_bytes),
             readable=containment.readable_for(str(spec.plugin_path)),
         )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_forward_output, child.process.stdout, member, "info", settings.log_lines_per_second)
-            nursery.start_soon(_forward_output, child.process.stderr, member, "warning", settings.log_lines_per_second)
-            nursery.start_soon(member.watch)
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await child.channel.send_bulk(start, checkpoint or b"")  # if it died, its first answer says why
-            emit("start", f"gang member {spec.rank} of {spec.size} started"
-                 + (f" from its checkpoint before superstep {superstep}" if checkpoint else "")
-                 + f" (pid {child.process.pid})")
-            try:
-                yield member
-            finally:
-                member.end("stopped")
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_forward_output, child.process.stdout, member, "info", settings.log_lines_per_second)
+                nursery.start_soon(_forward_output, child.process.stderr, member, "warning", settings.log_lines_per_second)
+                nursery.start_soon(member.watch)
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await child.channel.send_bulk(start, checkpoint or b"")  # if it died, its first answer says why
+                emit("start", f"gang member {spec.rank} of {spec.size} started"
+                     + (f" from its checkpoint before superstep {superstep}" if checkpoint else "")
+                     + f" (pid {child.process.pid})")
+                try:
+                    yield member
+                finally:
+                    member.end("stopped")
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) == 1:  # the caller's own error, which it catches by its type
+                raise group.exceptions[0] from None
+            raise
     finally:
         with trio.CancelScope(shield=True):
             await close_child(child)
