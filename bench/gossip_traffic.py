@@ -7,13 +7,13 @@ and sender id per datagram; TCP/IP headers, frame headers, AEAD tags and acks pe
 message; and a SYN + HELLO handshake (plus teardown) whenever no pooled channel to the peer
 is still open (pooled channels idle over 60 s are closed by the peer). Baseline, same run:
 what the same exchanges would have cost had each sent the whole table both ways instead of
-a digest and the differences.
+a digest of news and the differences.
 
 N = 100 runs WARMUP then MEASURE simulated seconds; N = 1,000 starts formed (bench/_gossip.py)
-and measures LARGE_MEASURE seconds after one round (the simulation costs O(N²) wall time a round:
-about 20-40 s a round at N = 1,000 on a busy 2-core VM), so its pool of channels is still cold
-and the on-wire figure there overstates connection set-ups; message bodies and message counts
-per node per round do not depend on it. N = 5,000 is not run: see bench/README.md.
+and measures LARGE_MEASURE seconds after one round (kept short so that the code before
+exchanges carried news, O(N²) wall time a round in the simulator, ran the same way), so its
+pool of channels is still cold and the on-wire figure overstates connection set-ups, and few
+nodes have changed their figures yet (the first change comes 5-15 s in): a quiet cluster.
 Quick run: `--sizes 100`.
 """
 
