@@ -72,6 +72,10 @@ class GuestSupervisor:
         self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare,
                                 self.containment.child_options)
         self._idle = IdleGuests(self._scratch_root)
+        self._reaper: trio.Nursery | None = None
+        """Where an evicted guest's process is reaped while its unit goes on elsewhere (see `run`); `keep_warm`'s."""
+        self._reaping: dict[str, trio.Event] = {}
+        """Set, by task id, once such a reap is over: the unit's next run here waits for its scratch folder."""
 
     # --- running ---------------------------------------------------------------------------
 
@@ -85,6 +89,8 @@ class GuestSupervisor:
         (or failed to start).
         """
         check_task_id(task.task_id)
+        if task.task_id in self._reaping:
+            await self._reaping[task.task_id].wait()
         if task.task_id in self._guests:
             task_status.started()
             return Failed(f"task {task.task_id} is already running on this node", retryable=False)
@@ -129,13 +135,30 @@ class GuestSupervisor:
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                if not await self._keep_warm(guest, key):
-                    await guest.reap()
-                    await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+                kept = await self._keep_warm(guest, key)
+                if not kept and isinstance(guest.outcome, Evicted) and self._reaper is not None:
+                    # Its state is in hand and its process killed: the unit may go on elsewhere now. A killed
+                    # process at the lowest priority may take a second to exit on a busy machine (0.3-1 s seen).
+                    guest.settle_cpu()
+                    self._reaping[task.task_id] = trio.Event()
+                    self._reaper.start_soon(self._reap, guest, scratch)
+                elif not kept:
+                    await self._reap(guest, scratch)
             del self._guests[task.task_id]
         assert guest.outcome is not None
         self._report_outcome(task.task_id, guest.outcome)
         return dataclasses.replace(guest.outcome, cpu_seconds=guest.cpu)
+
+    async def _reap(self, guest: RunningGuest, scratch: Path) -> None:
+        """Wait for the guest's process to be gone, then remove its cgroup and its scratch folder."""
+        try:
+            with trio.CancelScope(shield=True):
+                await guest.reap()
+                await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+        finally:
+            reaped = self._reaping.pop(guest.task.task_id, None)
+            if reaped is not None:
+                reaped.set()
 
     async def _keep_warm(self, guest: RunningGuest, key: WarmKey) -> bool:
         """Keep a completed unit's process for the next unit of its assignment, if it may run more."""
@@ -167,9 +190,13 @@ class GuestSupervisor:
         """Keep one guest process started and waiting while `settings.warm_spare` says so (see
         `spawn.WarmSpare`), and processes between two units of an assignment (see `warm.py`: without
         this running, every unit gets a process of its own); runs until cancelled."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._spare.keep_warm)
-            nursery.start_soon(self._idle.serve)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._reaper = nursery
+                nursery.start_soon(self._spare.keep_warm)
+                nursery.start_soon(self._idle.serve)
+        finally:
+            self._reaper = None
 
     # --- checkpoints ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor
+from frost_core.guest.spawn import close_child
 from tests.guest_kit import (
     COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
@@ -156,6 +157,47 @@ async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_wit
     assert [p.name for p in (guests.store.root / task.task_id).iterdir()] == [f"{1:016d}.ckpt"]
     with pytest.raises(KeyError):
         await guests.capture(task.task_id, deadline=1)  # nothing runs any more
+
+
+async def test_an_evicted_unit_goes_on_before_its_killed_process_is_reaped_and_comes_back_after(tmp_path, monkeypatch):
+    let_go = trio.Event()
+    real_close = close_child
+
+    async def slow_to_exit(child):  # a killed process at the lowest priority, on a busy machine
+        await let_go.wait()
+        await real_close(child)
+
+    monkeypatch.setattr("frost_core.guest.running.close_child", slow_to_exit)
+    # Periodic checkpoints out of the way, so the one captured is the capture's own.
+    guests = GuestSupervisor(
+        data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
+        on_event=Recorder(),
+    )
+    task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
+    first, second = [], []
+
+    async def run(box):
+        box.append(await guests.run(task))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)  # as the node runs it: the reaps of evicted guests go there
+        nursery.start_soon(run, first)
+        await wait_until(lambda: any(f.state == "running" for f in guests.figures()))
+        captured = await guests.capture(task.task_id, deadline=60)
+        try:
+            await wait_until(lambda: first, timeout=10, what="the evicted outcome while its process is not reaped")
+            assert isinstance(first[0], Evicted) and first[0].checkpoint == captured
+            nursery.start_soon(run, second)  # back here (a move that failed): its scratch folder is being let go
+            await trio.sleep(0.3)
+            assert guests.figures() == ()
+        finally:
+            let_go.set()
+        await wait_until(lambda: any(f.state == "running" for f in guests.figures()), what="the unit running again")
+        await guests.evict(task.task_id)
+        await wait_until(lambda: second, what="its second outcome")
+        nursery.cancel_scope.cancel()
+    assert isinstance(second[0], Evicted) and second[0].checkpoint.seq == captured.seq + 1
+    await wait_until(lambda: not guest_processes(), what="every guest process reaped")
 
 
 class _GuestWakeups(trio.abc.Instrument):
