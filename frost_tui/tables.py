@@ -55,7 +55,7 @@ def plugins(reply: list[dict[str, Any]]) -> str:
 def plugin_status(plugin: dict[str, Any]) -> str:
     if not plugin["ok"]:
         return f"BROKEN: {plugin['error']}"
-    return "ok (gang: not on a cluster yet)" if plugin.get("gang") else "ok"
+    return "ok (gang)" if plugin.get("gang") else "ok"
 
 
 def assignments(reply: list[dict[str, Any]]) -> str:

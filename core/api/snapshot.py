@@ -83,6 +83,35 @@ class UnitView:
 
 
 @dataclass(frozen=True)
+class GangMemberView:
+    """One member of a gang assignment: where it runs, how far it got, how long it waited for the others."""
+
+    rank: int
+    host: str                  # node id ("" while the gang waits for hosts)
+    host_name: str
+    superstep: int
+    at_barrier: bool
+    waited_seconds: float      # time spent at barriers waiting for the slowest member: the straggler waits least
+    moves: int
+
+
+@dataclass(frozen=True)
+class GangView:
+    """A gang assignment's p members at its master: phase (waiting, running, checkpointing, finished, failed)."""
+
+    phase: str
+    reason: str
+    superstep: int
+    epoch: int
+    members: tuple[GangMemberView, ...]
+    checkpoint_superstep: int | None   # the last global checkpoint: taken before this superstep
+    checkpoint_at: float | None
+    checkpoint_bytes: int
+    moves: int
+    restarts: int
+
+
+@dataclass(frozen=True)
 class AssignmentView:
     id: str
     plugin: str
@@ -102,6 +131,7 @@ class AssignmentView:
     verified: int = 0             # units whose result two hosts agreed on
     verification: str = ""        # the same in words: "3 of 100 units verified by a second host", "not verified"
     waste: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by reason (master.waste)
+    gang: GangView | None = None  # a gang plugin's assignment: its members instead of units
 
 
 @dataclass(frozen=True)
@@ -126,7 +156,7 @@ class PluginView:
     error: str | None
     description: str
     params: tuple[ParamView, ...]
-    gang: bool = False         # a gang plugin: an assignment is p members stepping together (not runnable on a cluster yet)
+    gang: bool = False         # a gang plugin: an assignment is p members stepping together
 
 
 @dataclass(frozen=True)

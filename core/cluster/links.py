@@ -28,6 +28,8 @@ from frost_core.cluster.messages import (
     SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
 from frost_core.cluster.messages import UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
+from frost_core.cluster.messages import GANG_MESSAGES
+from frost_core.cluster.gang_wire import has_bulk
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
 from frost_core.policies.views import NodeView
 from frost_core.wire.transport import NetworkTransport
@@ -75,6 +77,12 @@ class KeeperSide(Protocol):
     async def fetch(self, task_id: str, after_seq: int) -> CheckpointRecord | None: ...
 
 
+class GangSide(Protocol):
+    """Where gang messages arriving from peers go (implemented by node.gangs.Gangs)."""
+
+    def receive(self, peer: str, header: Message, data: bytes | None) -> None: ...
+
+
 class Links:
     """Links to any node by id; `serve` answers the same calls arriving from the network."""
 
@@ -89,6 +97,11 @@ class Links:
         self._master: MasterSide | None = None
         self._host: HostSide | None = None
         self._keeper: KeeperSide | None = None
+        self._gangs: GangSide | None = None
+
+    def bind_gangs(self, gangs: GangSide) -> None:
+        """Hand gang messages from peers to `gangs` (refused until this is called)."""
+        self._gangs = gangs
 
     def bind(self, *, master: MasterSide, host: HostSide, keeper: KeeperSide) -> None:
         self._master, self._host, self._keeper = master, host, keeper
@@ -98,7 +111,7 @@ class Links:
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
                      UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery,
-                     UnitOffers, UnitStarts):
+                     UnitOffers, UnitStarts, *GANG_MESSAGES):
             transport.set_call_handler(code.CODE, self._answer)
 
     def forget(self, address: Address) -> None:
@@ -171,6 +184,14 @@ class Links:
             raise NodeUnavailableError(f"node {node_id[:8]} answered {type(request).__name__} with "
                                        f"{type(answer).__name__}", title="Peer unreachable")
         return answer
+
+    async def send_gang(self, node_id: str, header: Message, data: bytes | None) -> None:
+        """One gang message (`cluster.gang_wire`) to another node, returning once it took it in."""
+        answer = await self.call(node_id, header, data, timeout=START_TIMEOUT if data is not None else CALL_TIMEOUT)
+        assert isinstance(answer, Verdict)
+        if not answer.ok:
+            raise NodeUnavailableError(f"node {node_id[:8]} refused {type(header).__name__}: {answer.reason}",
+                                       title="Peer unreachable")
 
     async def fetch_replica(self, node_id: str, request: ReplicaFetch) -> CheckpointRecord | None:
         """Ask a holder for its copy: a CheckpointReplica with bulk state, then a Verdict; None if it has none."""
@@ -275,6 +296,12 @@ class Links:
                 return FiguresReply(figures=Figures.of(await host.figures()))
             case HoldingsQuery():
                 return await host.holdings(peer)
+            case _ if isinstance(request, GANG_MESSAGES):
+                data = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES) if has_bulk(request) else None
+                if self._gangs is None:
+                    return Verdict(ok=False, reason="this node runs no gangs yet")
+                self._gangs.receive(peer, request, data)
+                return Verdict(ok=True)
         raise ProtocolError(f"no handler for {type(request).__name__}")
 
 

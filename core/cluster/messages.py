@@ -384,9 +384,11 @@ class Verdicts(Message):
 
 @dataclasses.dataclass(frozen=True)
 class GangSpec:
-    """What a host needs to run any member of a gang: its plugin (fetched by hash), parameters and memory."""
+    """What a host needs to run any member of a gang: its plugin (fetched by hash from `master`), parameters
+    and memory."""
 
     assignment_id: str
+    master: str
     plugin_name: str
     plugin_version: str
     plugin_hash: str

@@ -61,7 +61,8 @@ async def answer(node: Answering, query: Query) -> Any:
 
 def _assignment(node: Answering, record):
     return assignment_view(record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
-                           etas=node.unit_etas(), waiting=node.unit_waiting(), reported=node.unit_states())
+                           etas=node.unit_etas(), waiting=node.unit_waiting(), reported=node.unit_states(),
+                           gangs=node.gang_views())
 
 
 async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:

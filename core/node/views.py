@@ -17,9 +17,10 @@ from frost_core.master import verification
 from frost_core.master.results import exported_path
 from frost_core.master.store import AssignmentRecord
 from frost_core.api.snapshot import (
-    AssignmentView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView, ResourceSample,
-    UnitView,
+    AssignmentView, GangMemberView, GangView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView,
+    ResourceSample, UnitView,
 )
+from frost_core.master.gang import GangView as GangCoordinatorView
 
 if TYPE_CHECKING:
     from frost_core.cluster.balancer import Balancer
@@ -71,6 +72,8 @@ class NodeParts(Protocol):
 
     def quarantined(self) -> dict[str, str]: ...
 
+    def gang_views(self) -> dict[str, GangCoordinatorView]: ...
+
 
 def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[ResourceSample, ...], *, now: float,
                    assignments: bool = True) -> NodeSnapshot:
@@ -115,7 +118,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
         ),
         assignments=tuple(assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names,
                                           etas=node.unit_etas(), waiting=node.unit_waiting(),
-                                          reported=node.unit_states())
+                                          reported=node.unit_states(), gangs=node.gang_views())
                           for record in (node.store.assignments() if assignments else ())),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
@@ -149,6 +152,7 @@ def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
     waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
+    gangs: Mapping[str, GangCoordinatorView] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
@@ -189,6 +193,22 @@ def assignment_view(
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
         verify=record.verify, verified=record.verified,
         verification=verification.summary(record.verify, len(record.units), record.verified),
+        gang=gang_view((gangs or {}).get(record.id), names),
+    )
+
+
+def gang_view(gang: GangCoordinatorView | None, names: Mapping[str, str]) -> GangView | None:
+    """A gang coordinator's view with host names, for the snapshot (None: not a gang, or not mastered here)."""
+    if gang is None:
+        return None
+    last = gang.last_checkpoint
+    return GangView(
+        phase=gang.phase, reason=gang.reason, superstep=gang.superstep, epoch=gang.epoch,
+        members=tuple(GangMemberView(rank=m.rank, host=m.host or "", host_name=names.get(m.host, m.host[:8]) if m.host else "",
+                                     superstep=m.superstep, at_barrier=m.at_barrier, waited_seconds=m.waited,
+                                     moves=m.moves) for m in gang.members),
+        checkpoint_superstep=None if last is None else last.superstep, checkpoint_at=None if last is None else last.at,
+        checkpoint_bytes=0 if last is None else last.size, moves=gang.moves, restarts=gang.restarts,
     )
 
 

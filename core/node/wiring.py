@@ -10,12 +10,13 @@ synchronous work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from frost_core.cluster.files import MAX_INPUTS, InputFiles
 from frost_core.cluster.links import Links
 from frost_core.cluster.migration import Migrator
 from frost_core.cluster.balancer import BalanceDecision, BalanceInputs, Balancer, unit_view
-from frost_core.cluster.messages import Verdict
+from frost_core.cluster.messages import GangSpec, Verdict
 from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
@@ -45,14 +46,18 @@ from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError
 from frost_core.events import EventLog
+from frost_core.guest.gang_member import MemberGuest, MemberSpec, open_member
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state, send_away
 from frost_core.node.identity import load_node_id, load_node_key, load_owner_token, submitter_id
 from frost_core.ledger.book import Ledger
 from frost_core.ledger.service import LedgerService
+from frost_core.node.gangs import MEMBER_MEMORY, Gangs
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
+from frost_core.master.gang import GangView as GangCoordinatorView
+from frost_core.master.results import export_result
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
@@ -72,7 +77,8 @@ from frost_core.policies.selection import costliest_move
 from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import declared_inputs, parse_params
-from frost_core.plugin.calls import split_units
+from frost_core.plugin.calls import combine_output, gang_members, split_units
+from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.limits import check_file_name
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.plugin.registry import PluginInfo, PluginRegistry
@@ -128,6 +134,7 @@ class Node:
         self._watchers = 0       # attached UIs waiting for the next snapshot
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._transport = None
+        self._nursery: trio.Nursery | None = None
         self.links = Links(node_id=self.node_id, address_of=self._address_of, checkpoints=self.supervisor.store)
         self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
         self.ledger = LedgerService(
@@ -165,6 +172,8 @@ class Node:
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
+        self.gangs = Gangs(self.node_id, self.links.send_gang, self._open_member, self._table, time.time)
+        self.links.bind_gangs(self.gangs)
         self._snapshot = self._build_snapshot()
 
     # -- the API the UI and the control socket use ---------------------------------------
@@ -269,6 +278,10 @@ class Node:
         """Each placed unit of this node's assignments as its host reports it (paused, suspended, ...)."""
         return self._scheduler.reported_states()
 
+    def gang_views(self) -> dict[str, GangCoordinatorView]:
+        """The gangs this node is master of, by assignment id."""
+        return {view.gang_id: view for view in self.gangs.runs.views()}
+
     def unit_waiting(self) -> dict[str, str]:
         """Why each queued unit of this node's assignments is not placed (`placement.why_not_placed`)."""
         return self._scheduler.waiting_reasons()
@@ -308,6 +321,7 @@ class Node:
                     seeds=config.seeds, figures=self._figures(), on_refused=self._on_refused,
                 )
                 async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
                     await nursery.start(self.membership.serve, transport)
                     await nursery.start(partial(serve_control, watch=self._client_watch), self.paths.control_socket,
                                         self._control, self._attach)
@@ -316,6 +330,7 @@ class Node:
                         await nursery.start(serve_remote_control, parse_address(listen, option="control.listen"),
                                             load_owner_token(self.paths.data_dir), self.node_id, self, self._control)
                     await nursery.start(self.host.serve)
+                    await nursery.start(self.gangs.serve)
                     nursery.start_soon(self.supervisor.keep_warm)
                     nursery.start_soon(self._run_commands)
                     nursery.start_soon(self._watch_resources)
@@ -373,6 +388,7 @@ class Node:
             case CancelAssignment(assignment_id=assignment_id):
                 record = self.store.cancel_assignment(assignment_id)
                 await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
+                self.gangs.runs.cancel(assignment_id)           # a gang's members stop at once
                 self.events.add("assignment", f"assignment {assignment_id} cancelled")
                 return record.id
             case AddPlugin(path=path):
@@ -412,6 +428,8 @@ class Node:
             await self.registry.scan_async()
         info = self.registry.get(plugin_name)
         params = parse_params(info, raw_params)
+        if info.gang:
+            return await self._submit_gang(info, params)
         units = await split_units(info, params)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
@@ -436,6 +454,54 @@ class Node:
         self._scheduler.wake()
         return Submitted(id=assignment_id, units=len(units))
 
+    async def _submit_gang(self, info: PluginInfo, params: dict[str, Any]) -> Submitted:
+        """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator."""
+        size = await gang_members(info, params)
+        assignment_id = self.store.create_assignment(
+            plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[])
+        self.store.index.close_assignment(assignment_id)   # it has no units: the scheduler must not combine it
+        spec = GangSpec(assignment_id, self.node_id, info.name, info.version, info.hash, encode_plain(params, "parameters"),
+                        MEMBER_MEMORY)
+
+        def done(results: tuple) -> None:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._finish_gang, assignment_id, info, params, results)
+
+        def failed(reason: str) -> None:
+            self.store.fail_assignment(assignment_id, reason)
+            self.events.add("assignment", f"assignment {assignment_id} ({info.name}) failed: {reason}", severity="error")
+            self.mark_changed()
+
+        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed)
+        self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {size} {info.name} members")
+        return Submitted(id=assignment_id, units=size)
+
+    async def _finish_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], results: tuple) -> None:
+        """All members finished: combine their results in a throwaway subprocess and store the output."""
+        try:
+            output = await combine_output(info, params, list(results))
+        except FrostError as error:
+            self.store.fail_assignment(assignment_id, f"combine failed: {error.message}")
+            self.events.error(error)
+        else:
+            self.store.finish_assignment(assignment_id, data=output.data, media_type=output.media_type,
+                                         filename=output.filename)
+            await trio.to_thread.run_sync(export_result, self.store, self.results_dir, assignment_id)
+            self.events.add("assignment", f"assignment {assignment_id} ({info.name}) is done: {output.filename}")
+        self.mark_changed()
+
+    @contextlib.asynccontextmanager
+    async def _open_member(self, spec: GangSpec, gang_id: str, rank: int, size: int,
+                           checkpoint: bytes | None) -> AsyncIterator[MemberGuest]:
+        """Member `rank`'s sandboxed guest (its plugin fetched from the gang's master if this node lacks it)."""
+        info = await self._plugin_for(spec.plugin_hash, (spec.master,))
+        params = decode_plain(spec.params, "the gang's parameters")
+        member = MemberSpec(f"{gang_id}.{rank}", info.path, params, rank, size, spec.memory_bytes)
+        async with open_member(member, containment=self.supervisor.containment, settings=self.supervisor.settings,
+                               scratch_root=self.paths.data_dir / "scratch", checkpoint=checkpoint,
+                               on_event=self._on_guest_event) as guest:
+            yield guest
+
     async def _evict(self, task_id: str | None, *, by_owner: bool) -> str:
         """Free the CPU now, then send each guest to the best peer (or back to its master's queue).
 
@@ -455,13 +521,14 @@ class Node:
             else:
                 self._hosting_changed()   # evicting already counted: peers see at once that nothing goes here now
             evicted = await self.host.evict(task_id)
+            members = self.gangs.host.evict("evicting") if task_id is None else 0
             with trio.move_on_after(EVICT_WAIT):
                 while any(h.task.task_id in evicted for h in self.host.hosted()):
                     await trio.sleep(0.05)
         finally:
             self._evicting -= 1
             self._hosting_changed()
-        message = f"evicted {counted(len(evicted), 'guest')}"
+        message = f"evicted {counted(len(evicted) + members, 'guest')}"
         self.events.add("evict", message)
         return message
 
@@ -621,6 +688,7 @@ class Node:
                                               input_idle=presence.idle_seconds)
             await self._follow_owner(state)
             figures = self._publish_figures()
+            self.gangs.runs.table_changed(self._table())
             cores = os.cpu_count() or 1  # the reading is in percent of one core, the chart in percent of the machine
             self._history.append(ResourceSample(
                 at=now, available=figures.available, owner_cpu_percent=state.reading.owner_cpu_percent / cores,
@@ -934,7 +1002,10 @@ class Node:
         kind = {"joined": "join", "left": "leave"}.get(event.kind, event.kind)
         if event.kind in ("dead", "left"):
             self._scheduler.host_lost(record.node_id, left=event.kind == "left")
+            self.gangs.runs.host_lost(record.node_id, "left the cluster" if event.kind == "left" else "is dead")
             self.links.forget(record.address)
+        elif event.kind in ("joined", "alive"):
+            self.gangs.runs.host_back(record.node_id)
         self.events.add(kind, text, severity="warning" if event.kind in ("suspect", "dead") else "info")
         self.mark_changed()
 

@@ -47,6 +47,12 @@ async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout
     return [WorkUnit.from_plain(unit) for unit in units]
 
 
+async def gang_members(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> int:
+    """How many members a gang plugin's assignment with `params` has, asked of the plugin in a subprocess."""
+    reply = await run_worker({"op": "members", "path": info.path, "params": dict(params)}, timeout=timeout, label=info.name)
+    return reply["members"]
+
+
 async def combine_output(
     info: PluginFile, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT
 ) -> Output:

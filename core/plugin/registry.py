@@ -55,7 +55,7 @@ class PluginInfo:
     description: str = ""
     params: tuple[Param, ...] = ()
     origin: str = ""  # an added plugin: the file or folder the owner added (and edits); `path` is the node's copy
-    gang: bool = False  # a GangPlugin: its assignments are p members that step together (cannot run on a cluster yet)
+    gang: bool = False  # a GangPlugin: its assignments are p members that step together
 
     @property
     def shown_path(self) -> str:

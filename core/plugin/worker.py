@@ -58,9 +58,12 @@ def _handle(request: dict) -> dict:
                 return {"ok": True, **(validate_gang(plugin) if isinstance(plugin, GangPlugin) else validate(plugin))}
         except PluginError as exc:  # the plugin's name lets the list show which plugin is broken
             return {"ok": False, "error": exc.message, "name": plugin.name}
-    if isinstance(plugin, GangPlugin):
-        raise PluginError(f"{plugin.name} is a gang plugin: gang assignments cannot run on a cluster yet")
     params = parse_params(plugin, request.get("params") or {})
+    if op == "members" and isinstance(plugin, GangPlugin):
+        return {"ok": True, "members": check_members(_call("members", plugin.members, params))}
+    if op in ("split", "members") and isinstance(plugin, GangPlugin) == (op == "split"):
+        kind = "a gang plugin: its assignments run as members, not units" if op == "split" else "not a gang plugin"
+        raise PluginError(f"{plugin.name} is {kind}")
     if op == "split":
         return {"ok": True, "units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
     if op == "combine":

@@ -79,7 +79,7 @@ def plugin_row(plugin: PluginView) -> tuple:
     if not plugin.ok:
         status = Text("✗ " + (plugin.error or "broken"), style="bold red")
     elif plugin.gang:
-        status = Text("ok (gang: not on a cluster yet)", style="yellow")
+        status = Text("ok (gang)", style="green")
     else:
         status = Text("ok", style="green")
     return (plugin.name, plugin.source, plugin.version, plugin.hash[:12], status)
@@ -93,8 +93,8 @@ def describe_plugin(plugin: PluginView) -> Group:
         lines.append(Text.assemble(("Error  ", "bold red"), plugin.error))
     if plugin.gang:
         lines.append(Text("A gang plugin: its members step together and exchange messages at each superstep. "
-                          "Gangs cannot run on a cluster yet; its author runs it in one process with "
-                          "run_gang_locally (docs/plugins.md)."))
+                          "An assignment runs as one gang of p members on p hosts; its author can also run it in "
+                          "one process with run_gang_locally (docs/plugins.md)."))
     if plugin.params:
         table = Table("Parameter", "Type", "Default", "Meaning", box=None, padding=(0, 2), header_style="bold")
         for param in plugin.params:

@@ -54,12 +54,12 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
     broken = [p for p in listed if not p["ok"]]
     assert len(broken) == 2 and all(p["error"] for p in broken)
     assert {p["name"] for p in listed if p["ok"]} >= {"mandelbrot", "raytrace", "montecarlo-pi"}
-    # A gang is listed as working, marked as a gang, but cannot run on the cluster yet: a clear refusal, not a crash.
+    # A gang is listed as working and marked as a gang; one node alone cannot host its 4 members: it waits, saying so.
     assert {p["name"]: p["gang"] for p in listed if p["ok"]}["heat-diffusion"] is True
     assert not any(p["gang"] for p in listed if p["name"] != "heat-diffusion")
-    gang = node.cli("submit", "heat-diffusion", check=False)
-    assert gang.returncode == 1
-    assert "heat-diffusion is a gang plugin: gang assignments cannot run on a cluster yet" in gang.stdout + gang.stderr
+    gang = node.call("submit", plugin="heat-diffusion", params={})
+    waiting = node.call("assignment", assignment=gang["id"])["gang"]
+    assert waiting["phase"] == "waiting" and "needs 4 hosts" in waiting["reason"]
     # Still a working node: it answers, and (the machine's other work may keep it owner-active) nothing hosts.
     assert node.call("status")["state"] in ("idle", "owner-active")
 

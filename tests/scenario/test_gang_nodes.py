@@ -26,7 +26,7 @@ from frost_plugins.heat_diffusion import plugin as heat
 from tests.waiting import wait_until
 
 PARAMS = {"height": "14", "width": "6", "members": "3", "iterations": "9"}
-SPEC = GangSpec("a1", "heat-diffusion", "1", "ab" * 32, encode(PARAMS), 64 << 20)
+SPEC = GangSpec("a1", "n0", "heat-diffusion", "1", "ab" * 32, encode(PARAMS), 64 << 20)
 NODES = ("n0", "n1", "n2", "n3")
 
 

@@ -133,7 +133,7 @@ def test_every_tab_shows_the_real_nodes_state(desk):
             "2": (task_id, "montecarlo-pi", "running", "Work at risk"),
             "3": ("peer-b", "alive", "★ desk-a"),
             "4": (assignment.id, "montecarlo-pi", "Runs on", "desk-a"),
-            "5": ("raytrace", "mandelbrot", "bundled", "not on a cluster yet"),
+            "5": ("raytrace", "mandelbrot", "bundled", "ok (gang)"),
             "6": ("started",),
             "7": ("owner.policy", "What this desk lends", "owner.busy_cpu_percent"),
         }
@@ -201,7 +201,7 @@ def test_s_submits_through_the_dialog_and_the_node_runs_it(desk):
         await pilot.press("s")
         await wait_in_app(pilot, lambda: "Submit an assignment" in screen_text(app))
         assert any(p.name == "heat-diffusion" and p.gang for p in app.snapshot.plugins)
-        assert "heat-diffusion" not in app.screen.plugins  # a gang cannot run on a cluster yet: not offered
+        assert "heat-diffusion" in app.screen.plugins  # a gang is offered like any plugin
         app.screen.query_one("#submit-plugin").value = "montecarlo-pi"
         await wait_in_app(pilot, lambda: bool(app.screen.query("#param-units")))
         await pilot.click("#param-units")

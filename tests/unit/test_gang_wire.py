@@ -23,7 +23,7 @@ from frost_core.plugin.gang import MemberCheckpoint
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import decode_message, encode_message
 
-SPEC = GangSpec("a1", "heat-diffusion", "1", "ab" * 32, encode({"members": "3"}), 64 << 20)
+SPEC = GangSpec("a1", "n0", "heat-diffusion", "1", "ab" * 32, encode({"members": "3"}), 64 << 20)
 MAIL = Mail("g", 2, 5, 1, 0, ([1, 2, 3], {"halo": b"\x00\x01"}), "host-b", routed=True)
 IMAGE = MemberCheckpoint(1, 4, {"rows": [[1, 2], [3, 4]]}, {0: [[9]], 2: [[8]]}).to_bytes()
 
