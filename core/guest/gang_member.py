@@ -44,6 +44,7 @@ from frost_core.guest.protocol import (
     GuestMemberCheckpoint,
     GuestMemberCheckpointRequest,
     GuestMemberFinish,
+    GuestMemberReady,
     GuestMemberResult,
     GuestMemberStart,
     GuestSuperstep,
@@ -116,8 +117,10 @@ class MemberGuest:
         self.cpu = 0.0
         self.rss = 0
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self.ready = False
+        """Whether it said it is up (GuestMemberReady): its step timeout counts from then, not during its start."""
         self.step_cpu = 0.0
-        """Its CPU time when its running superstep was asked for."""
+        """Its CPU time when its running superstep was asked for (or when it became ready, if later)."""
         self._turn = trio.Lock()
         self._gone: str | None = None
         self._fault: str | None = None
@@ -129,31 +132,30 @@ class MemberGuest:
 
     async def step(self, inbox: Inbox) -> Superstep:
         """Run its next superstep on `inbox`; its answer (state None): the checked outbox and done."""
-        superstep = self.superstep
+        superstep, sent = self.superstep, encode_inbox(inbox, self.spec.size)
         self._sample()
         self.step_cpu = self.cpu
         async with self._request(MemberPhase.STEPPING):
-            await self.child.channel.send_bulk(GuestSuperstep(superstep=superstep), encode_inbox(inbox, self.spec.size))
+            await self.child.channel.send_bulk(GuestSuperstep(superstep=superstep), sent)
             header, data = await self._answer(GuestSuperstepAnswer, MAX_ANSWER_BYTES)
-        self._expect(header.superstep, superstep)
-        answer = Superstep.from_plain(self._decode(data, "its answer"), self.spec.rank, self.spec.size, superstep)
-        if answer.state is not None:
-            raise ProtocolError(f"superstep {superstep}: rank {self.spec.rank} sent its state with its answer")
+            self._expect(header.superstep, superstep)
+            answer = Superstep.from_plain(self._decode(data, "its answer"), self.spec.rank, self.spec.size, superstep)
+            if answer.state is not None:
+                raise ProtocolError(f"superstep {superstep}: rank {self.spec.rank} sent its state with its answer")
         self.superstep, self.done = superstep + 1, answer.done
         return answer
 
     async def checkpoint(self, inbox: Inbox) -> bytes:
         """Its MemberCheckpoint at this barrier (state before its next superstep, and `inbox` for it), checked."""
-        superstep = self.superstep
+        superstep, sent = self.superstep, encode_inbox(inbox, self.spec.size)
         async with self._request(MemberPhase.CHECKPOINTING):
-            await self.child.channel.send_bulk(GuestMemberCheckpointRequest(superstep=superstep),
-                                               encode_inbox(inbox, self.spec.size))
+            await self.child.channel.send_bulk(GuestMemberCheckpointRequest(superstep=superstep), sent)
             header, data = await self._answer(GuestMemberCheckpoint, self.settings.max_state_bytes)
-        self._expect(header.superstep, superstep)
-        checkpoint = MemberCheckpoint.from_bytes(data, self.spec.size)
-        if (checkpoint.rank, checkpoint.superstep) != (self.spec.rank, superstep):
-            raise ProtocolError(f"rank {self.spec.rank} answered with the checkpoint of rank {checkpoint.rank} "
-                                f"before superstep {checkpoint.superstep}, not {superstep}")
+            self._expect(header.superstep, superstep)
+            checkpoint = MemberCheckpoint.from_bytes(data, self.spec.size)
+            if (checkpoint.rank, checkpoint.superstep) != (self.spec.rank, superstep):
+                raise ProtocolError(f"rank {self.spec.rank} answered with the checkpoint of rank {checkpoint.rank} "
+                                    f"before superstep {checkpoint.superstep}, not {superstep}")
         return data
 
     async def finish(self) -> Any:
@@ -164,9 +166,10 @@ class MemberGuest:
         async with self._request(MemberPhase.FINISHING):
             await self.child.channel.send(GuestMemberFinish(superstep=superstep))
             header, data = await self._answer(GuestMemberResult, MAX_RESULT_BYTES)
-        self._expect(header.superstep, superstep)
+            self._expect(header.superstep, superstep)
+            result = self._decode(data, "its result")
         self.end("finished")  # it exits by itself once its result is sent
-        return self._decode(data, "its result")
+        return result
 
     # --- the owner's commands ------------------------------------------------------------------
 
@@ -220,7 +223,8 @@ class MemberGuest:
 
     @contextlib.asynccontextmanager
     async def _request(self, phase: MemberPhase) -> AsyncIterator[None]:
-        """One request at a time; a guest that is gone or goes meanwhile raises BrokenResourceError."""
+        """One request at a time; a guest that is gone or goes meanwhile raises BrokenResourceError.
+        A request that fails in any way ends the member: it and its gang no longer agree where they are."""
         async with self._turn:
             if self._gone is not None:
                 raise trio.BrokenResourceError(f"gang member {self.spec.rank} is gone: {self._gone}")
@@ -241,6 +245,9 @@ class MemberGuest:
                     raise PluginError(f"rank {self.spec.rank}: "
                                       + memory_kill_reason(self.spec.memory_bytes, self.settings.memory_slack_bytes)) from error
                 raise trio.BrokenResourceError(lost) from error
+            except PluginError:
+                self.end("it broke the gang contract")  # a member's answers and state are no longer the gang's
+                raise
             except trio.Cancelled:
                 self.end("its request was cancelled")  # half a frame may be on the pipe: it cannot go on
                 raise
@@ -265,7 +272,11 @@ class MemberGuest:
                 if failure.retryable:
                     raise trio.BrokenResourceError(f"gang member {self.spec.rank}: {failure.reason}")
                 raise PluginError(message.reason)
-            if isinstance(message, GuestLog):
+            if isinstance(message, GuestMemberReady) and not self.ready and message.rank == self.spec.rank:
+                self.ready = True
+                self._sample()
+                self.step_cpu = max(self.step_cpu, self.cpu)
+            elif isinstance(message, GuestLog):
                 self.emit("guest-log", message.text, message.level)
             elif isinstance(message, GuestDenied):
                 self.emit("refused", f"gang member {self.spec.rank} was refused: {message.attempt} ({message.reason})",
@@ -302,8 +313,8 @@ class MemberGuest:
         asleep_since = None
         while self.phase is not MemberPhase.ENDED:
             await trio.sleep(self.settings.watch_interval)
-            if self.phase is not MemberPhase.STEPPING:
-                asleep_since = None  # paused, or waiting for its next superstep: not stuck
+            if self.phase is not MemberPhase.STEPPING or not self.ready:
+                asleep_since = None  # paused, starting, or waiting for its next superstep: not stuck
                 continue
             status, now = self._sample(), trio.current_time()
             asleep_since = checks.asleep_since(asleep_since, status, now)

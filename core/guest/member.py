@@ -24,6 +24,7 @@ from frost_core.guest.protocol import (
     GuestMemberCheckpoint,
     GuestMemberCheckpointRequest,
     GuestMemberFinish,
+    GuestMemberReady,
     GuestMemberResult,
     GuestMemberStart,
     GuestSuperstep,
@@ -34,7 +35,7 @@ from frost_core.plugin.gang import GangPlugin, Inbox, MemberCheckpoint, Superste
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.loader import describe_exception
 from frost_core.plugin.plain import decode_plain, encode_plain
-from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk
+from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 
 def run_member(inbox: BinaryIO, outbox: BinaryIO, start: GuestMemberStart, plugin: object,
@@ -61,6 +62,7 @@ class Member:
         """The superstep it runs next; after the one that said done, one past it."""
         self.done = False
         saved = read_bulk_data(inbox, max_size=start.max_state_bytes)
+        write_frame(outbox, GuestMemberReady(rank=start.rank))
         if not 0 <= start.rank < start.size:
             raise ProtocolError(f"rank {start.rank} is not one of a gang of {start.size}")
         self.params = self._params(start)

@@ -174,6 +174,17 @@ class GuestMemberStart(Message):
 
 @register
 @dataclasses.dataclass(frozen=True)
+class GuestMemberReady(Message):
+    """Guest -> node, once: confined, with the plugin loaded; what runs from here is plugin code (`members`,
+    `start`, the supersteps), so the node's step timeout counts from here, not from the interpreter's start."""
+
+    CODE = MessageCode.GUEST_MEMBER_READY
+    MAX_SIZE = 64
+    rank: int
+
+
+@register
+@dataclasses.dataclass(frozen=True)
 class GuestSuperstep(Message):
     """Node -> guest: run `superstep` (the member's next, or it fails); the CBOR inbox follows as bulk data."""
 

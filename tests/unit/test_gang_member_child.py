@@ -14,6 +14,7 @@ from frost_core.guest.protocol import (
     GuestMemberCheckpoint,
     GuestMemberCheckpointRequest,
     GuestMemberFinish,
+    GuestMemberReady,
     GuestMemberResult,
     GuestMemberStart,
     GuestSuperstep,
@@ -45,6 +46,7 @@ def drive(requests: list[tuple[object, bytes | None]], checkpoint: bytes = b"") 
     out = io.BytesIO()
     assert run_member(into, out, START, load_plugin_file(HEAT), lambda: None) == 0
     out.seek(0)
+    assert read_frame(out) == GuestMemberReady(rank=0)  # before any plugin code runs
     answers = []
     while out.tell() < len(out.getvalue()):
         answer = read_frame(out)

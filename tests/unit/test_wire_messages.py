@@ -14,6 +14,7 @@ from frost_core.guest.protocol import (
     GuestMemberCheckpoint,
     GuestMemberCheckpointRequest,
     GuestMemberFinish,
+    GuestMemberReady,
     GuestMemberResult,
     GuestMemberStart,
     GuestSuperstep,
@@ -159,7 +160,7 @@ def test_register_refuses_bad_declarations() -> None:
 
 
 GANG_MEMBER_CODES = [GuestMemberStart, GuestSuperstep, GuestSuperstepAnswer, GuestMemberCheckpointRequest,
-                     GuestMemberCheckpoint, GuestMemberFinish, GuestMemberResult]
+                     GuestMemberCheckpoint, GuestMemberFinish, GuestMemberResult, GuestMemberReady]
 HANDSHAKE_CODES = [Hello, HelloAck, BulkBegin, BulkEnd, Sample, *GANG_MEMBER_CODES, *GANG_MESSAGES]
 
 
