@@ -503,6 +503,8 @@ class MasterScheduler:
             unit = self._store.unit(assignment_id, index)
         except UnknownAssignmentError:
             return False
+        if host in self._quarantined:   # its result would be refused: its copies stop
+            return False
         if unit.state != "running" or unit.epoch <= status.epoch:
             self._kept_older.discard(key)
             return False
