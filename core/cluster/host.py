@@ -664,8 +664,9 @@ class HostService:
     def _share_refusal(self, offer: UnitOffer, refusal: str | None) -> str | None:
         """Shares at unit boundaries: note who asked for a slot; a free one goes to the submitter whose master
         lately offered more and who comes first (least used with fair share on, `fair_share`; fewest running
-        with it off, `equal_share`), held for it at most `ShareSettings.hold` seconds. A unit moving between
-        hosts already runs: it is never held back."""
+        with it off, `equal_share`), held for it at most `ShareSettings.hold` seconds; no unit is taken ahead
+        (`policies.prefetch`) for someone behind in line. A unit moving between hosts already runs: it is never
+        held back."""
         shares = self._settings().shares
         if offer.moving or not offer.submitter:
             return refusal
@@ -680,11 +681,17 @@ class HostService:
         else:
             rival = equal_share.favoured_over(offer.submitter, offer.running, self._demand, self._served, now, shares)
         if rival is not None:
+            if shares.enabled:
+                why = fair_share.explain(offer.submitter, usage, rival, self._demand[rival].usage)
+            else:
+                why = equal_share.explain(offer.submitter, offer.running, rival, self._demand[rival].running)
+            if offer.ahead:
+                # A unit placed ahead would begin on the next free CPU without asking: while someone ahead
+                # in line waits, none is taken. No hold starts (the rival offers for a free CPU, not ahead).
+                return why
             self._held_since = now if self._held_since is None else self._held_since
             if now - self._held_since < shares.hold:
-                if shares.enabled:
-                    return fair_share.explain(offer.submitter, usage, rival, self._demand[rival].usage)
-                return equal_share.explain(offer.submitter, offer.running, rival, self._demand[rival].running)
+                return why
             del self._demand[rival]   # it did not come for the slot: not waiting after all
         self._held_since = None
         self._served[offer.submitter] = now

@@ -267,7 +267,7 @@ class MasterScheduler:
         oldest: dict[str, AssignmentHead] = {}
         for head in sorted(waiting, key=lambda head: head.seq):
             oldest.setdefault(head.submitter, head)
-        for host in (h.node_id for h in hosts if h.accepting and h.guests >= units_held(h.cpus)):
+        for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):   # (room ahead or not)
             for submitter, head in oldest.items():
                 if now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
                     continue
