@@ -126,6 +126,8 @@ class GangRuns:
             log.info("gang %s: routed mail to %s not delivered: %s", gang.coordinator.gang_id, to[:8], reason)
 
     def _lose(self, gang: _Gang, host: str, reason: str) -> None:
+        if host in gang.coordinator.hosts():
+            log.info("gang %s: its member's host %s %s", gang.coordinator.gang_id, host[:8], reason)
         gang.lost[host] = self._now()
         self._apply(gang, HostLost(self._now(), host, reason))
 

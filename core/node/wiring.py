@@ -587,6 +587,9 @@ class Node:
         is moved by asking its current host to move it.
         """
         destination = self._resolve_node(node)
+        gang_id, _, rank = task_id.rpartition(".")
+        if rank.isdigit() and self.gangs.runs.move(gang_id, int(rank), f"the owner asked to move member {rank}"):
+            return f"{task_id} is a gang member: the gang checkpoints at its next barrier and leaves its host"
         hosted = {h.task.task_id: h for h in self.host.hosted()}
         if task_id in hosted or self.host.forwarded_to(task_id):
             verdict = await self.host.move(task_id, destination)
