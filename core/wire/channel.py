@@ -4,6 +4,7 @@ The guest child runs plain synchronous Python; its blocking twin is `wire.pipe`.
 """
 
 import io
+import os
 import select
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass
@@ -78,7 +79,12 @@ class Channel:
             receive_stream = send_stream  # type: ignore[assignment]
         self._receive_stream: trio.abc.ReceiveStream = receive_stream  # type: ignore[assignment]
         self._reader = FrameReader()
-        self._socket = receive_stream.socket if isinstance(receive_stream, trio.SocketStream) else None
+        self._socket: trio.socket.SocketType | _PipeReader | None = None
+        """What large frames are read from straight into a buffer: the socket, or a guest's pipe."""
+        if isinstance(receive_stream, trio.SocketStream):
+            self._socket = receive_stream.socket
+        elif isinstance(receive_stream, trio.lowlevel.FdStream):
+            self._socket = _PipeReader(receive_stream)
         self._direct_buffer = bytearray()
         self._plain_buffer = bytearray()
         self._sending = False
@@ -206,7 +212,7 @@ class Channel:
             if code == _BULK_CHUNK:
                 return Frame(code, self._open_chunk(body, into))
             return Frame(code, self._session.open(HEADER.pack(len(body), code), body))
-        if type(body) is not bytes:
+        if type(body) is not bytes and code != _BULK_CHUNK:  # a chunk's view is valid until the next frame
             return Frame(code, bytes(body))
         return frame
 
@@ -449,3 +455,26 @@ async def accept_channel(
     if peer_address is not None and hello.listen_port:  # type: ignore[attr-defined]
         channel.peer_address = (peer_address[0], hello.listen_port)  # type: ignore[attr-defined]
     return channel
+
+
+class _PipeReader:
+    """A pipe read like a socket's `recv_into`: a large frame then lands in one buffer, not in fresh
+    256 KiB bytes objects (each faulted in anew) copied three times on the way."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    async def recv_into(self, view: memoryview) -> int:
+        fd = self._stream.fileno()  # non-blocking: FdStream made it so
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                count = os.readv(fd, [view])
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return count

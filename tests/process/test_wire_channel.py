@@ -159,6 +159,35 @@ async def test_receive_cancelled_inside_a_large_frame_resumes_where_it_stopped()
         nursery.cancel_scope.cancel()
 
 
+async def test_receive_from_a_pipe_cancelled_inside_a_large_frame_resumes_where_it_stopped() -> None:
+    """A guest's pipe is read like a socket: a large frame straight into one buffer, part of it on a cancel."""
+    big = PushPullReply(wants=os.urandom(300_000))
+    recorder = trio.testing.MemorySendStream()
+    guest = Channel(recorder, trio.testing.MemoryReceiveStream())  # the plain frames a guest writes
+    await guest.send(big)
+    await guest.send(BulkEnd(3))
+    wire = recorder.get_data_nowait()
+    read_end, write_end = os.pipe()
+    channel = Channel(trio.testing.MemorySendStream(), trio.lowlevel.FdStream(read_end))
+    with os.fdopen(write_end, "wb", buffering=0) as guest_side:
+        async with trio.open_nursery() as nursery:
+            rest = trio.Event()
+
+            async def deliver() -> None:  # from a thread: a pipe holds 64 KiB
+                await trio.to_thread.run_sync(guest_side.write, wire[:100_000])
+                await rest.wait()
+                await trio.to_thread.run_sync(guest_side.write, wire[100_000:])
+
+            nursery.start_soon(deliver)
+            with trio.move_on_after(0.2) as waited:
+                await channel.receive()
+            assert waited.cancelled_caught
+            rest.set()
+            assert await channel.receive() == big
+            assert await channel.receive() == BulkEnd(3)
+    await channel.aclose()
+
+
 async def pieces():
     for _ in range(3):
         yield b"y" * 300_000
