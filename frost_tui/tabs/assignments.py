@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Group
@@ -20,6 +21,8 @@ from frost_tui.tabs.pane import Pane
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
 UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error / why waiting")
 # At 80 columns the tables drop Age, Moves, Units (assignments) and Failures, Moves, ETA (units) first.
+UNIT_ROWS = 200
+"""Units the table shows at once: a sweep of 10,000 units rebuilt 10,000 rows on every snapshot."""
 
 
 class AssignmentsPane(Pane):
@@ -68,8 +71,9 @@ class AssignmentsPane(Pane):
         unit = self.selected_unit()
         if unit is not None and self.query_one("#units-table", LiveTable).has_focus:
             return f"Unit {unit.task_id}", describe_unit(unit)
+        start, stop = unit_window(assignment.units)
         units = Text("\n".join(f"{u.task_id}  {u.reported or u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
-                               for u in assignment.units))
+                               for u in assignment.units[start:stop]))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
             describe_result(assignment), Text(""), units)
 
@@ -80,7 +84,8 @@ class AssignmentsPane(Pane):
     def _show_units(self) -> None:
         assignment = self.selected_assignment()
         units = assignment.units if assignment else ()
-        self.query_one("#units-table", LiveTable).show_rows([(u.task_id, unit_row(u)) for u in units])
+        start, stop = unit_window(units)
+        self.query_one("#units-table", LiveTable).show_rows([(u.task_id, unit_row(u)) for u in units[start:stop]])
         result = self.query_one("#assignment-result", Static)
         preview = self.query_one(ImagePreview)
         if assignment is None:
@@ -88,10 +93,18 @@ class AssignmentsPane(Pane):
             preview.path = None
             return
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds))
+               assignment.result_media_type, round(assignment.wasted_seconds), (start, stop))
         update_static(result, key, lambda: describe_result(assignment))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
+
+
+def unit_window(units: Sequence[UnitView], rows: int = UNIT_ROWS) -> tuple[int, int]:
+    """The slice of `units` (in index order) the table shows: `rows` of them from the first one not done, so
+    the window follows a sweep as it goes; the last `rows` once all are done."""
+    first = next((i for i, u in enumerate(units) if u.state != "done"), max(len(units) - rows, 0))
+    start = max(min(first, len(units) - rows), 0)
+    return start, min(start + rows, len(units))
 
 
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
@@ -155,6 +168,10 @@ def describe_result(assignment: AssignmentView) -> Group:
         lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
     if round(assignment.wasted_seconds) > 0:
         lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
+    start, stop = unit_window(assignment.units)
+    if stop - start < len(assignment.units):
+        lines.append(Text.assemble(("Units  ", "bold"), f"{start + 1:,}–{stop:,} of {len(assignment.units):,} "
+                                   "shown, from the first not done"))
     return Group(*lines)
 
 
