@@ -63,12 +63,32 @@ def assignments(reply: list[dict[str, Any]]) -> str:
         return "No assignments."
     rows = []
     for a in reply:
+        if a.get("gang"):
+            rows += gang_rows(a)
+            continue
         done = sum(1 for u in a["units"] if u["state"] == "done")
         waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
         rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{done}/{len(a['units'])}",
                      a.get("error") or (f"queued: {waiting}" if waiting else "")
                      or (a.get("verification", "") if a["state"] == "done" else "")])
     return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)
+
+
+def gang_rows(a: dict[str, Any]) -> list[list[Any]]:
+    """A gang assignment's row, then one per member: its host, superstep and time spent waiting at barriers."""
+    gang = a["gang"]
+    checkpoint = (f"last checkpoint before superstep {gang['checkpoint_superstep']}"
+                  if gang["checkpoint_superstep"] is not None else "no checkpoint yet")
+    notes = [a.get("error") or gang["reason"], checkpoint]
+    if gang["restarts"] or gang["moves"]:
+        notes.append(f"{gang['moves']} moves, {gang['restarts']} restarts")
+    rows = [[a["id"], a["plugin"], a["state"], f"superstep {gang['superstep']}", f"gang of {len(gang['members'])}",
+             "; ".join(note for note in notes if note)]]
+    for m in gang["members"]:
+        state = "at barrier" if m["at_barrier"] else ("stepping" if m["host"] else "waiting")
+        rows.append([f"  .{m['rank']}", m["host_name"] or "—", state, f"superstep {m['superstep']}", "",
+                     f"waited {_duration(m['waited_seconds'])} at barriers"])
+    return rows
 
 
 def _cell(value: Any) -> str:

@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from frost_core import AssignmentView, NodeSnapshot, UnitView
+from frost_core.api.snapshot import GangMemberView
 
 from frost_tui.widgets.format import format_duration, progress_bar, styled_state
 from frost_tui.widgets.image_preview import ImagePreview
@@ -74,6 +75,9 @@ class AssignmentsPane(Pane):
         start, stop = unit_window(assignment.units)
         units = Text("\n".join(f"{u.task_id}  {u.reported or u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
                                for u in assignment.units[start:stop]))
+        if assignment.gang is not None:
+            units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
+                                   f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
             describe_result(assignment), Text(""), units)
 
@@ -85,7 +89,10 @@ class AssignmentsPane(Pane):
         assignment = self.selected_assignment()
         units = assignment.units if assignment else ()
         start, stop = unit_window(units)
-        self.query_one("#units-table", LiveTable).show_rows([(u.task_id, unit_row(u)) for u in units[start:stop]])
+        rows = [(u.task_id, unit_row(u)) for u in units[start:stop]]
+        if assignment is not None and assignment.gang is not None:   # a gang's members stand in for units
+            rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m)) for m in assignment.gang.members]
+        self.query_one("#units-table", LiveTable).show_rows(rows)
         result = self.query_one("#assignment-result", Static)
         preview = self.query_one(ImagePreview)
         if assignment is None:
@@ -93,7 +100,9 @@ class AssignmentsPane(Pane):
             preview.path = None
             return
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds), (start, stop))
+               assignment.result_media_type, round(assignment.wasted_seconds), (start, stop),
+               assignment.gang and (assignment.gang.phase, assignment.gang.reason, assignment.gang.checkpoint_superstep,
+                                    assignment.gang.moves, assignment.gang.restarts))
         update_static(result, key, lambda: describe_result(assignment))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
@@ -111,12 +120,15 @@ def assignment_row(assignment: AssignmentView, now: float) -> tuple:
     done = sum(1 for u in assignment.units if u.state == "done")
     moves = sum(u.moves for u in assignment.units)
     eta = format_duration(assignment.eta_seconds) if assignment.state == "running" else "—"
+    gang = assignment.gang
+    if gang is not None:
+        moves = gang.moves
     return (
         assignment.id,
         assignment.plugin,
         styled_state(assignment.state),
-        progress_bar(assignment.progress),
-        f"{done}/{len(assignment.units)}",
+        progress_bar(assignment.progress) if gang is None else f"superstep {gang.superstep}",
+        f"{done}/{len(assignment.units)}" if gang is None else f"gang of {len(gang.members)}",
         str(moves),
         eta,
         format_duration(now - assignment.created_at),
@@ -133,6 +145,21 @@ def unit_row(unit: UnitView) -> tuple:
         str(unit.moves),
         str(unit.failures),
         Text(unit.error, style="red") if unit.error else Text(unit.waiting, style="yellow"),
+    )
+
+
+def member_row(assignment_id: str, member: GangMemberView) -> tuple:
+    """A gang member in the units table: where it runs, its superstep, and how long it waited for the others."""
+    state = "at barrier" if member.at_barrier else ("stepping" if member.host else "waiting")
+    return (
+        f"{assignment_id}.{member.rank}",
+        styled_state(state),
+        member.host_name or "—",
+        f"superstep {member.superstep}",
+        "—",
+        str(member.moves),
+        "—",
+        Text(f"waited {format_duration(member.waited_seconds)} at barriers"),
     )
 
 
@@ -164,8 +191,16 @@ def describe_result(assignment: AssignmentView) -> Group:
                 ("press w to save it elsewhere", "italic"),
             )
         )
-    elif assignment.state == "running":
+    elif assignment.state == "running" and assignment.gang is None:
         lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
+    gang = assignment.gang
+    if gang is not None:
+        checkpoint = ("none yet" if gang.checkpoint_superstep is None
+                      else f"before superstep {gang.checkpoint_superstep} ({gang.checkpoint_bytes} bytes)")
+        lines.append(Text.assemble(("Gang  ", "bold"), f"{len(gang.members)} members, {gang.phase} at superstep "
+                                   f"{gang.superstep}" + (f": {gang.reason}" if gang.reason else "")))
+        lines.append(Text.assemble(("Last global checkpoint  ", "bold"), checkpoint,
+                                   ("   Moves  ", "bold"), str(gang.moves), ("   Restarts  ", "bold"), str(gang.restarts)))
     if round(assignment.wasted_seconds) > 0:
         lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
     start, stop = unit_window(assignment.units)

@@ -1,14 +1,17 @@
-"""The Assignments tab's result panel (what an assignment threw away, and why, next to its result) and its
-window on a long sweep's units."""
+"""The Assignments tab's result panel (what an assignment threw away, and why, next to its result), its
+window on a long sweep's units, and a gang's members."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from rich.console import Console
 
-import dataclasses
-
 from frost_core import AssignmentView, UnitView
-from frost_tui.tabs.assignments import UNIT_ROWS, describe_result, unit_window
+from frost_core.api.snapshot import GangMemberView, GangView
+from frost_tui import tables
+from frost_tui.tabs.assignments import UNIT_ROWS, assignment_row, describe_result, member_row, unit_window
 
 
 def panel_text(assignment: AssignmentView) -> str:
@@ -50,3 +53,37 @@ def test_a_long_sweep_shows_a_window_of_units_from_the_first_not_done():
     running = dataclasses.replace(done(), state="running", units=sweep(10_000, finished=1_200))
     assert "Units  1,201–1,400 of 10,000 shown, from the first not done" in panel_text(running)
     assert "Units " not in panel_text(dataclasses.replace(running, units=sweep(50, finished=20)))
+
+
+GANG = GangView(
+    phase="running", reason="", superstep=7, epoch=2,
+    members=(GangMemberView(0, "aa", "alpha", 7, True, 3.2, 1), GangMemberView(1, "bb", "beta", 7, False, 0.1, 0),
+             GangMemberView(2, "cc", "gamma", 7, True, 2.9, 0)),
+    checkpoint_superstep=4, checkpoint_at=50.0, checkpoint_bytes=2048, moves=1, restarts=1,
+)
+
+
+def running_gang() -> AssignmentView:
+    return dataclasses.replace(done(), plugin="heat-diffusion", state="running", progress=0.0, result_path=None,
+                               result_filename=None, gang=GANG)
+
+
+def test_a_gang_shows_its_members_hosts_supersteps_and_barrier_waits():
+    row = assignment_row(running_gang(), now=100.0)
+    assert row[3] == "superstep 7" and row[4] == "gang of 3" and row[5] == "1"
+    members = [member_row("abababab-1", m) for m in GANG.members]
+    assert [(m[0], m[1].plain, m[2], m[3]) for m in members] == [
+        ("abababab-1.0", "at barrier", "alpha", "superstep 7"), ("abababab-1.1", "stepping", "beta", "superstep 7"),
+        ("abababab-1.2", "at barrier", "gamma", "superstep 7")]
+    assert members[1][7].plain == "waited 0s at barriers" and members[0][7].plain == "waited 3s at barriers"
+    text = panel_text(running_gang())
+    assert "Gang  3 members, running at superstep 7" in text
+    assert "Last global checkpoint  before superstep 4 (2048 bytes)   Moves  1   Restarts  1" in text
+
+
+def test_frost_tui_assignments_lists_a_gangs_members_under_it():
+    reply = [json.loads(json.dumps(dataclasses.asdict(running_gang())))]
+    lines = tables.assignments(reply).splitlines()
+    assert "superstep 7" in lines[2] and "gang of 3" in lines[2] and "last checkpoint before superstep 4" in lines[2]
+    assert lines[3].split()[:5] == [".0", "alpha", "at", "barrier", "superstep"] and "waited 3s at barriers" in lines[3]
+    assert len(lines) == 6
