@@ -49,8 +49,10 @@ GOAL_ROUNDS_N1000 = 13
 """Issue 15: <= 13 rounds to reach N = 1,000 at 10 % loss, as the model promised."""
 FULL_CASES = ((100, 0.0), (100, 0.1), (1000, 0.1))
 QUICK_CASES = ((100, 0.0), (100, 0.1))
-LARGE_CASE = (5000, 0.1)
-"""Run with --large (about 2 GB and 1-2 minutes of its own: see bench/README.md); the model alone otherwise."""
+LARGE_CASE = (5000, 0.01)
+"""Run with --large (see bench/README.md for its memory and time); the model alone otherwise. At 1 % loss,
+not 10 %: at 10 % a node of 5,000 is falsely suspected every ~30 s and refutes to every peer (as it
+must, see service.py), 800,000 datagrams a simulated second for one process to carry."""
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -179,7 +181,7 @@ def main() -> int:
     figures: dict = {"fanout": FANOUT, "gossip_interval": INTERVAL, "updates_per_case": UPDATES,
                      "poll_seconds": POLL, "cases": []}
     rows = []
-    for n, loss in cases + ((LARGE_CASE,) if LARGE_CASE not in cases and not args.only else ()):
+    for n, loss in cases + (((LARGE_CASE[0], 0.1),) if LARGE_CASE not in cases and not args.only else ()):
         model = measure_model(n, loss, MODEL_SEEDS if n <= 1000 else 20)
         real = measure_real(n, loss) if (n, loss) in cases else None
         case = {"n": n, "loss": loss, "model": model, "real": None}
