@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from frost_core.api.snapshot import (
         AssignmentView,
         EventView,
+        GangMemberView,
+        GangView,
         GuestView,
         HostingView,
         NodeSnapshot,
@@ -135,8 +137,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "NodeStatus", "Query", "SavedResult")},
     # snapshot views
     **{name: ("frost_core.api.snapshot", name) for name in (
-        "AssignmentView", "EventView", "GuestView", "HostingView", "NodeSnapshot", "ParamView", "PeerView",
-        "PluginView", "ResourceSample", "UnitView")},
+        "AssignmentView", "EventView", "GangMemberView", "GangView", "GuestView", "HostingView", "NodeSnapshot",
+        "ParamView", "PeerView", "PluginView", "ResourceSample", "UnitView")},
     **{name: ("frost_core.api.ledger", name) for name in (
         "ContributorView", "LedgerDayView", "LedgerPeerView", "LedgerView")},
     # errors

@@ -10,8 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from frost_core import AssignmentView, NodeSnapshot, UnitView
-from frost_core.api.snapshot import GangMemberView
+from frost_core import AssignmentView, GangMemberView, NodeSnapshot, UnitView
 
 from frost_tui.widgets.format import format_duration, progress_bar, styled_state
 from frost_tui.widgets.image_preview import ImagePreview

@@ -8,8 +8,7 @@ import json
 
 from rich.console import Console
 
-from frost_core import AssignmentView, UnitView
-from frost_core.api.snapshot import GangMemberView, GangView
+from frost_core import AssignmentView, GangMemberView, GangView, UnitView
 from frost_tui import tables
 from frost_tui.tabs.assignments import UNIT_ROWS, assignment_row, describe_result, member_row, unit_window
 
