@@ -53,8 +53,8 @@ class MemberHandle(Protocol):
     async def finish(self) -> Any: ...
 
 
-OpenMember = Callable[[GangSpec, str, int, int, "bytes | None"], AsyncContextManager[MemberHandle]]
-"""(spec, gang id, rank, size, MemberCheckpoint bytes or None) -> the member's guest, ended on exit."""
+OpenMember = Callable[[GangSpec, str, int, int, int, "bytes | None"], AsyncContextManager[MemberHandle]]
+"""(spec, gang id, rank, epoch, size, MemberCheckpoint bytes or None) -> the member's guest, ended on exit."""
 
 
 @dataclass
@@ -152,7 +152,7 @@ class GangHost:
         spec, size = self._specs[gang_id], self._sizes[gang_id]
         with member.scope:
             try:
-                async with self._open_member(spec, gang_id, rank, size, image) as handle, inbox:
+                async with self._open_member(spec, gang_id, rank, member.epoch, size, image) as handle, inbox:
                     async for action in inbox:
                         await self._do(gang_id, rank, size, handle, action)
             except PluginError as error:

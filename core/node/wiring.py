@@ -491,12 +491,15 @@ class Node:
         self.mark_changed()
 
     @contextlib.asynccontextmanager
-    async def _open_member(self, spec: GangSpec, gang_id: str, rank: int, size: int,
+    async def _open_member(self, spec: GangSpec, gang_id: str, rank: int, epoch: int, size: int,
                            checkpoint: bytes | None) -> AsyncIterator[MemberGuest]:
-        """Member `rank`'s sandboxed guest (its plugin fetched from the gang's master if this node lacks it)."""
+        """Member `rank`'s sandboxed guest in `epoch` (its plugin fetched from the gang's master if this node lacks it).
+
+        Its task id names the epoch: the guest of an ending epoch, still emptying its scratch folder, and
+        the next epoch's on the same host never share one."""
         info = await self._plugin_for(spec.plugin_hash, (spec.master,))
         params = decode_plain(spec.params, "the gang's parameters")
-        member = MemberSpec(f"{gang_id}.{rank}", info.path, params, rank, size, spec.memory_bytes)
+        member = MemberSpec(f"{gang_id}.{rank}-e{epoch}", info.path, params, rank, size, spec.memory_bytes)
         async with open_member(member, containment=self.supervisor.containment, settings=self.supervisor.settings,
                                scratch_root=self.paths.data_dir / "scratch", checkpoint=checkpoint,
                                on_event=self._on_guest_event) as guest:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import re
+import signal
 
 import pytest
 
@@ -25,6 +29,26 @@ def reference_sha256() -> str:
     return hashlib.sha256(output.data).hexdigest()
 
 
+def member_pid(node, task_id: str, *, from_checkpoint: bool) -> int | None:
+    """The pid of the last guest started for gang member `task_id` (of any epoch) on `node` (afresh, or from a checkpoint)."""
+    pids = [int(m.group(1)) for e in node.call("events") if re.match(rf"{re.escape(task_id)}-e\d+: gang member", e["message"])
+            and ("from its checkpoint" in e["message"]) == from_checkpoint
+            and (m := re.search(r"\(pid (\d+)\)", e["message"]))]
+    return pids[-1] if pids else None
+
+
+@contextlib.contextmanager
+def straggling(pid: int):
+    """The member's guest stops (SIGSTOP) until the block ends: the gang waits for it at the barrier, so
+    whatever the owner does meanwhile lands before the gang can finish, however fast the machine."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):   # its gang may have ended it meanwhile
+            os.kill(pid, signal.SIGCONT)
+
+
 def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_identical(nodes, tmp_path):
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     hosts = [nodes(name, seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
@@ -37,21 +61,32 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     gang_id = master.call("submit", plugin="heat-diffusion", params=HEAT)["id"]
     gang = lambda: assignment(master, gang_id)["gang"]   # noqa: E731
 
-    # Three members on three distinct nodes. The owner moves member 0: at the next barrier all three
-    # checkpoint (a global checkpoint at the master) and the gang leaves member 0's host.
-    running = wait_for(lambda: (g := gang())["phase"] == "running" and g["superstep"] >= 2 and g, timeout=60,
-                       what="the gang at superstep 2")
+    # Three members on three distinct nodes. Member 2 straggles; meanwhile the owner moves member 0: at
+    # the next barrier all three checkpoint (a global checkpoint at the master) and the gang leaves its host.
+    running = wait_for(lambda: (g := gang())["phase"] == "running" and all(m["host"] for m in g["members"]) and g,
+                       timeout=60, what="the gang placed")
     assert len({m["host"] for m in running["members"]}) == 3
-    left = running["members"][0]["host"]
-    master.cli("move", f"{gang_id}.0", "master")
+    hosts_of = {m["rank"]: every[m["host"]] for m in running["members"]}
+    pid = wait_for(lambda: member_pid(hosts_of[2], f"{gang_id}.2", from_checkpoint=False), timeout=30,
+                   what="member 2's guest")
+    with straggling(pid):
+        master.cli("move", f"{gang_id}.0", "master")
     moved = wait_for(lambda: (g := gang())["moves"] == 1 and g["phase"] == "running" and g, timeout=60,
                      what="the gang moved")
-    assert moved["checkpoint_superstep"] >= 2 and left not in {m["host"] for m in moved["members"]}
+    left = running["members"][0]["host"]
+    assert moved["checkpoint_superstep"] >= 1 and left not in {m["host"] for m in moved["members"]}
 
-    # The owner of another member's host evicts mid-run: the gang restarts from that checkpoint on the three others.
-    evicted = next(m["host"] for m in moved["members"] if m["host"] != master.node_id)
-    every[evicted].cli("evict")
+    # The owner of another member's host evicts mid-run (member 2 straggling again): the gang restarts
+    # from that checkpoint on the three others.
+    hosts_of = {m["rank"]: every[m["host"]] for m in moved["members"]}
+    evicted = next(m["host"] for m in moved["members"] if m["rank"] != 2)
+    pid = wait_for(lambda: member_pid(hosts_of[2], f"{gang_id}.2", from_checkpoint=True), timeout=30,
+                   what="member 2's guest after the move")
+    with straggling(pid):
+        every[evicted].cli("evict")
+        wait_for(lambda: gang()["restarts"] == 1, timeout=30, what="the gang restarted")
     wait_for(lambda: assignment(master, gang_id)["state"] == "done", timeout=90, what="the gang's result")
     done = gang()
-    assert done["restarts"] == 1 and evicted not in {m["host"] for m in done["members"]}
+    assert done["restarts"] == 1 and evicted not in {m["host"] for m in done["members"]}, done
+    assert done["checkpoint_superstep"] == moved["checkpoint_superstep"]
     assert result_sha256(master, gang_id, tmp_path) == reference_sha256()

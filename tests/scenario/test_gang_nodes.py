@@ -80,7 +80,7 @@ class Cluster:
 
     def _opener(self, host: str):
         @contextlib.asynccontextmanager
-        async def open_member(spec: GangSpec, gang_id: str, rank: int, size: int, checkpoint: bytes | None):
+        async def open_member(spec: GangSpec, gang_id: str, rank: int, epoch: int, size: int, checkpoint: bytes | None):
             assert spec == SPEC
             self.running[host].add(rank)
             try:
