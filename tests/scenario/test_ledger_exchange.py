@@ -38,6 +38,9 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
         await master.refresh()   # what fair share reads: the service's copy, as of its last refresh
         usage = master.decayed_usage("bob@" + "m" * 32, now, DAY)
         assert usage == master.ledger.decayed_usage("bob@" + "m" * 32, now, DAY)
+        # Read again later (it is summed once per refresh, then decayed as one): still the ledger's figure.
+        later = master.decayed_usage("bob@" + "m" * 32, now + DAY, DAY)
+        assert abs(later - master.ledger.decayed_usage("bob@" + "m" * 32, now + DAY, DAY)) < 1e-9 * usage
         assert 97.0 < usage <= 100.0   # (hourly buckets: an hour's CPU counts as of the middle of the hour)
         # The forger got the same summary and relays it altered (ten times the giving), and one in the host's
         # name that it signed with its own key.
