@@ -67,6 +67,24 @@ class MasterWatch:
             self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
 
 
+def idle_between_units(events: list[dict]) -> list[float]:
+    """Seconds each guest process waited between finishing a unit and beginning its next, from the master's
+    event log (its own guests: the one-node runs), for the units whose both events are still in the log."""
+    pid_of: dict[str, int] = {}
+    finished: dict[int, float] = {}
+    gaps = []
+    for event in events:
+        task_id, _, text = event["message"].partition(": ")
+        if event["kind"] == "start" and "started (pid " in text:
+            pid = int(text.split("(pid ")[1].split(")")[0].split(",")[0])
+            pid_of[task_id] = pid
+            if pid in finished:
+                gaps.append(event["at"] - finished.pop(pid))
+        elif event["kind"] == "completed" and task_id in pid_of:
+            finished[pid_of[task_id]] = event["at"]
+    return gaps
+
+
 def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -> dict:
     """Submit on `master` and wait for its "is done" event, read from `status`'s last few events every 0.1 s
     (and the whole list every 2 s, should more events have followed it): the whole list of 500 events ten
@@ -95,6 +113,7 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
             finished = False
         seconds = time.monotonic() - began
         cpu = watch.cpu() - cpu_before
+    gaps = sorted(idle_between_units(master.call("events")))
     view = master.call("assignment", assignment=assignment_id)
     if not finished:
         master.call("cancel", assignment=assignment_id)  # the next run must not share the node with it
@@ -104,7 +123,8 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
     return {"finished": finished, "seconds": round(seconds, 3), "units": units, "units_done": done_units,
             "units_per_s": round(done_units / seconds, 2), "master_cpu_s": round(cpu, 3),
             "master_cpu_ms_per_unit": round(1000 * cpu / max(done_units, 1), 2),
-            "master_peak_rss_mb": round(watch.peak_rss / 2**20, 1), "hosts_seen": len(hosts)}
+            "master_peak_rss_mb": round(watch.peak_rss / 2**20, 1), "hosts_seen": len(hosts),
+            "idle_between_units_ms": round(1000 * gaps[len(gaps) // 2], 1) if gaps else None}
 
 
 def one_process(units: int) -> dict:
@@ -165,9 +185,10 @@ def main() -> int:
         base = figures["baseline_one_process"][run["units"]]
         rows.append([run["nodes"], run["units"], run["units_done"], run["seconds"], run["units_per_s"],
                      base["units_per_s"], round(base["units_per_s"] / max(run["units_per_s"], 1e-9), 1),
-                     run["master_cpu_ms_per_unit"], run["master_peak_rss_mb"], run["hosts_seen"]])
+                     run["master_cpu_ms_per_unit"], run["master_peak_rss_mb"], run["hosts_seen"],
+                     run["idle_between_units_ms"] if run["nodes"] == 1 else "—"])
     print_table(["nodes", "units", "done", "seconds", "units/s", "1-process units/s", "x slower",
-                 "master CPU ms/unit", "master peak MB", "hosts used"], rows)
+                 "master CPU ms/unit", "master peak MB", "hosts used", "idle ms between units (median)"], rows)
     if figures["raytrace"]:
         r = figures["raytrace"]
         print(f"\nraytrace {RAYTRACE} ({r['units']} units): one node {r['node_s']} s, two plain processes "
