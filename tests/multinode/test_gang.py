@@ -21,7 +21,19 @@ pytestmark = pytest.mark.timeout(240)
 # Not about the owner: these nodes share one machine with other work (and with each other), which
 # the default `share` policy would rightly take for a busy owner and keep the guests from.
 OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
-HEAT = {"height": "12", "width": "6", "members": "3", "iterations": "16"}
+HEAT = {"height": "12", "width": "6", "members": "3", "iterations": "24"}
+
+
+def slow_heat(folder) -> str:
+    """heat-diffusion whose every superstep takes at least 0.3 s (same output): the moments below, when the
+    test stops a member, fall within its run even on an idle machine."""
+    source = (PLUGINS / "heat_diffusion.py").read_text()
+    step = "    def step(self, state: dict, rank: int, size: int, inbox: dict) -> Superstep:\n"
+    assert step in source and 'name = "heat-diffusion"' in source
+    path = folder / "slow_heat.py"
+    path.write_text(source.replace(step, step + '        __import__("time").sleep(0.3)\n')
+                    .replace('name = "heat-diffusion"', 'name = "slow-heat"'))
+    return str(path)
 
 
 def reference_sha256() -> str:
@@ -58,7 +70,8 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     # All four can take a member (each has measured its machine), so the move below has a host to go to.
     wait_for(lambda: len([p for p in master.peers().values() if p["state"] == "alive" and p["available"] > 0]) == 4,
              timeout=60, what="four nodes offering CPU")
-    gang_id = master.call("submit", plugin="heat-diffusion", params=HEAT)["id"]
+    master.cli("plugins", "add", slow_heat(tmp_path))
+    gang_id = master.call("submit", plugin="slow-heat", params=HEAT)["id"]
     gang = lambda: assignment(master, gang_id)["gang"]   # noqa: E731
 
     # Three members on three distinct nodes. Member 2 straggles; meanwhile the owner moves member 0: at
