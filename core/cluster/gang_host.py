@@ -48,9 +48,13 @@ log = logging.getLogger("frost.gang")
 class MemberHandle(Protocol):
     """One member's guest as the driver uses it (`guest.gang_member.MemberGuest`)."""
 
+    @property
+    def pid(self) -> int: ...
     async def step(self, inbox: Inbox) -> Superstep: ...
     async def checkpoint(self, inbox: Inbox) -> bytes: ...
     async def finish(self) -> Any: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
 
 
 OpenMember = Callable[[GangSpec, str, int, int, int, "bytes | None"], AsyncContextManager[MemberHandle]]
@@ -62,6 +66,7 @@ class _Member:
     epoch: int
     queue: trio.MemorySendChannel
     scope: trio.CancelScope
+    handle: MemberHandle | None = None   # once its guest is open
 
 
 class GangHost:
@@ -80,6 +85,7 @@ class GangHost:
         self._images: dict[tuple[str, int, int], bytes | None] = {}  # (gang, rank, epoch) -> its checkpoint
         self._members: dict[tuple[str, int], _Member] = {}
         self._nursery: trio.Nursery | None = None
+        self._paused = False
 
     def run_in(self, nursery: trio.Nursery) -> None:
         """Start its tasks in `nursery` from now on (the node's gang runtime owns it)."""
@@ -108,6 +114,25 @@ class GangHost:
                 self._lost(gang_id, rank, epoch, reason)
                 ended += 1
         return ended
+
+    def pause_all(self) -> None:
+        """The owner paused this machine or needs it: every member here stops at once, like a unit's guest
+        (its gang waits at the next barrier; the owner never waits on a gang), and members opened meanwhile
+        start stopped."""
+        self._paused = True
+        for member in self._members.values():
+            if member.handle is not None:
+                member.handle.pause()
+
+    def resume_all(self) -> None:
+        self._paused = False
+        for member in self._members.values():
+            if member.handle is not None:
+                member.handle.resume()
+
+    def guest_pids(self) -> list[int]:
+        """The processes of the members running here: guests, as the owner's measurements count them."""
+        return [member.handle.pid for member in self._members.values() if member.handle is not None]
 
     def hosted(self) -> dict[str, dict[int, int]]:
         """Gang -> rank -> epoch of the members running here."""
@@ -153,6 +178,9 @@ class GangHost:
         with member.scope:
             try:
                 async with self._open_member(spec, gang_id, rank, member.epoch, size, image) as handle, inbox:
+                    member.handle = handle
+                    if self._paused:
+                        handle.pause()
                     async for action in inbox:
                         await self._do(gang_id, rank, size, handle, action)
             except PluginError as error:

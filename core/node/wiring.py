@@ -115,7 +115,7 @@ class Node:
         self.results_dir = self.paths.data_dir / "results"
         self.membership: Membership | None = None
         self.address = ""
-        self.machine = MachineWatch(config, self.supervisor.guest_pids)
+        self.machine = MachineWatch(config, lambda: [*self.supervisor.guest_pids(), *self.gangs.host.guest_pids()])
         self.desk = DeskWatch(config)
         self._machine_state: MachineState | None = None
         self._intents = Intents.load(self.store)
@@ -661,9 +661,11 @@ class Node:
         should_run = not self._intents.paused and (owner is None or owner.action is GuestAction.RUN)
         if should_run and self._guests_stopped:
             self.supervisor.resume_all()
+            self.gangs.host.resume_all()
             self._guests_stopped = False
         elif not should_run and not self._guests_stopped:
             self.supervisor.pause_all()
+            self.gangs.host.pause_all()
             self.host.give_back_ahead(f"guests here are {self._paused_as()}")
             self._guests_stopped = True
 

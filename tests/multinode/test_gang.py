@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -98,6 +99,19 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     with straggling(pid):
         every[evicted].cli("evict")
         wait_for(lambda: gang()["restarts"] == 1, timeout=30, what="the gang restarted")
+
+    # The owner of a member's host pauses (p): that member's guest stops at once like any guest's, and the
+    # gang waits at its barrier (the superstep under way may end, no more) until the owner resumes.
+    restarted = gang()
+    hosts_of = {m["rank"]: every[m["host"]] for m in restarted["members"]}
+    pid = wait_for(lambda: (p := member_pid(hosts_of[2], f"{gang_id}.2", from_checkpoint=True)) and p != pid and p,
+                   timeout=30, what="member 2's guest after the restart")
+    with straggling(pid):
+        hosts_of[1].call("pause")
+    held = gang()["superstep"]
+    time.sleep(3)   # a window to watch: unpaused, the gang would go through several 0.3 s supersteps in it
+    assert gang()["superstep"] <= held + 1 and assignment(master, gang_id)["state"] == "running", gang()
+    hosts_of[1].call("resume")
     wait_for(lambda: assignment(master, gang_id)["state"] == "done", timeout=90, what="the gang's result")
     done = gang()
     assert done["restarts"] == 1 and evicted not in {m["host"] for m in done["members"]}, done
