@@ -173,12 +173,14 @@ class GangCoordinator:
     """
 
     def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
-                 margin: float = 0.0) -> None:
+                 margin: float = 0.0, *, epoch: int = 0) -> None:
+        """`epoch`: the one before the first placement; a coordinator started again for the same gang starts
+        above every epoch of its earlier life, so hosts that still know those take it for a new one."""
         if size < 1:
             raise ValueError(f"a gang has at least one member, not {size}")
         self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
         self.phase, self.reason = "waiting", "waiting for the resource table"
-        self.epoch = 0                # every placement is a new epoch
+        self.epoch = epoch            # every placement is a new epoch
         self.superstep = 0            # the superstep running (or checkpointed before)
         self.checkpoint: GlobalCheckpoint | None = None
         self.moves = 0

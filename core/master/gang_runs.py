@@ -58,9 +58,12 @@ class GangRuns:
         self._table: tuple[NodeView, ...] = ()
 
     def submit(self, gang_id: str, size: int, spec: GangSpec, *, on_done: Callable[[tuple], None],
-               on_failed: Callable[[str], None], cadence: CheckCadence = CheckCadence(), x: float = 1.0) -> None:
-        """Run a gang of `size` members: placed at once if the table has room, else as soon as it has."""
-        gang = self._gangs[gang_id] = _Gang(GangCoordinator(gang_id, size, cadence, x), spec, on_done, on_failed, {})
+               on_failed: Callable[[str], None], cadence: CheckCadence = CheckCadence(), x: float = 1.0,
+               epoch: int = 0) -> None:
+        """Run a gang of `size` members: placed at once if the table has room, else as soon as it has
+        (`epoch`: see GangCoordinator)."""
+        gang = self._gangs[gang_id] = _Gang(GangCoordinator(gang_id, size, cadence, x, epoch=epoch), spec, on_done,
+                                            on_failed, {})
         self._apply(gang, TableChanged(self._now(), self._table))
 
     def cancel(self, gang_id: str) -> None:

@@ -459,6 +459,33 @@ class Node:
         size = await gang_members(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[])
+        self._run_gang(assignment_id, info, params, size)
+        self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {size} {info.name} members")
+        return Submitted(id=assignment_id, units=size)
+
+    async def _resume_gangs(self) -> None:
+        """The gangs this node was master of before it stopped start again, from their first superstep: their
+        coordinator's state (epochs, where each member is, the global checkpoints) lived in memory only.
+        Without this the scheduler would take a gang, which has no units, for one ready to combine."""
+        for assignment_id in self.store.combining_assignments():
+            record = self.store.assignment(assignment_id)
+            if record.units:
+                continue
+            try:
+                info = self.registry.by_hash(record.plugin_hash)
+                size = await gang_members(info, record.params)
+            except FrostError as error:
+                self.store.fail_assignment(assignment_id, f"its gang could not start again after a restart: {error.message}")
+                self.events.error(error)
+                continue
+            # Its earlier epochs counted up from 0 and hosts may still run members of them: a new life
+            # starts above them all (wall-clock seconds, far above any count of placements).
+            self._run_gang(assignment_id, info, record.params, size, epoch=int(time.time()))
+            self.events.add("assignment", f"assignment {assignment_id}: its gang of {size} {info.name} members starts "
+                            "again from its first superstep (this node, its master, restarted)", severity="warning")
+
+    def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], size: int, *,
+                  epoch: int = 0) -> None:
         self.store.index.close_assignment(assignment_id)   # it has no units: the scheduler must not combine it
         spec = GangSpec(assignment_id, self.node_id, info.name, info.version, info.hash, encode_plain(params, "parameters"),
                         MEMBER_MEMORY)
@@ -472,9 +499,7 @@ class Node:
             self.events.add("assignment", f"assignment {assignment_id} ({info.name}) failed: {reason}", severity="error")
             self.mark_changed()
 
-        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed)
-        self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {size} {info.name} members")
-        return Submitted(id=assignment_id, units=size)
+        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed, epoch=epoch)
 
     async def _finish_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], results: tuple) -> None:
         """All members finished: combine their results in a throwaway subprocess and store the output."""
@@ -729,6 +754,7 @@ class Node:
             if not info.ok:
                 self.events.add("plugin", f"plugin at {info.path} is broken: {info.error}", severity="warning",
                                 title="Broken plugin")
+        await self._resume_gangs()
         await nursery.start(self._scheduler.serve)
         self.mark_changed()
 

@@ -117,3 +117,23 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     assert done["restarts"] == 1 and evicted not in {m["host"] for m in done["members"]}, done
     assert done["checkpoint_superstep"] == moved["checkpoint_superstep"]
     assert result_sha256(master, gang_id, tmp_path) == reference_sha256()
+
+
+def test_a_gang_whose_master_restarts_starts_again_and_ends_bit_identical(nodes, tmp_path):
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    port = int(master.address.rsplit(":", 1)[1])
+    host = nodes("alpha", seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    wait_for_members([master, host])
+    master.cli("plugins", "add", slow_heat(tmp_path))
+    params = {**HEAT, "members": "2", "iterations": "12"}
+    gang_id = master.call("submit", plugin="slow-heat", params=params)["id"]
+    wait_for(lambda: assignment(master, gang_id)["gang"]["superstep"] >= 2, timeout=60, what="the gang under way")
+
+    # The master's machine goes down (kill -9) and comes back: its gang starts again from its first
+    # superstep, over the members of its earlier life still on the host, and ends as the reference does.
+    master.kill()
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=port, seeds=(host.address,))
+    wait_for(lambda: assignment(master, gang_id)["state"] == "done", timeout=120, what="the gang's result")
+    assert any("starts again from its first superstep" in e["message"] for e in master.call("events"))
+    output = run_gang_locally(load_plugin_file(PLUGINS / "heat_diffusion.py"), params)
+    assert result_sha256(master, gang_id, tmp_path) == hashlib.sha256(output.data).hexdigest()
