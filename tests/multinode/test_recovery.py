@@ -156,10 +156,13 @@ def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(n
     # The hosts finish their units with nobody to deliver to, and keep the results.
     for host in hosts:
         wait_for(lambda host=host: not host.call("status")["guests"], timeout=90, what="the hosts to finish")
-    # kill -9 of a host too: its ledger (and its held result) survive the restart.
-    alpha_port = int(hosts[0].address.rsplit(":", 1)[1])
-    hosts[0].kill()
-    hosts[0] = nodes("alpha", seeds=(hosts[1].address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=alpha_port)
+    # kill -9 of the hosts too, so every node of the cluster restarts: their ledgers (and their held results)
+    # survive it.
+    host_ports = [int(host.address.rsplit(":", 1)[1]) for host in hosts]
+    for host in hosts:
+        host.kill()
+    hosts[0] = nodes("alpha", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=host_ports[0])
+    hosts[1] = nodes("beta", seeds=(hosts[0].address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=host_ports[1])
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=port, seeds=(hosts[0].address,))
     master.call("resume")
     assert_complete_and_identical(master, assignment_id, tmp_path)
