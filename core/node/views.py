@@ -178,7 +178,7 @@ def assignment_view(
     progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
     eta = None
     unfinished = [u for u in units if u.state not in ("done", "failed")]
-    stalled = bool(unfinished) and all(u.reported for u in unfinished)  # every one paused or suspended
+    stalled = bool(unfinished) and all(u.reported in STOPPED_BY_OWNER for u in unfinished)
     if record.state == "running" and 0 < progress < 1 and not stalled:
         elapsed = now - record.created_at
         eta = elapsed * (1 - progress) / progress
@@ -212,9 +212,13 @@ def gang_view(gang: GangCoordinatorView | None, names: Mapping[str, str]) -> Gan
     )
 
 
+STOPPED_BY_OWNER = ("paused", "suspended")
+
+
 def _standing_still(stored: str, reported: str | None) -> str:
-    """Why a running unit makes no progress, as its host reports it (paused, suspended); "" while it runs."""
-    return reported if stored == "running" and reported in ("paused", "suspended") else ""
+    """Why a running unit makes no progress, as its host reports it: paused or suspended by the owner, or
+    waiting (placed ahead of a busy CPU, it starts when one frees); "" while it runs."""
+    return reported if stored == "running" and reported in (*STOPPED_BY_OWNER, "waiting") else ""
 
 
 def plugin_view(info) -> PluginView:

@@ -1,4 +1,5 @@
-"""A master's view of its units: no old host for a re-queued one, a dead host named dead, no ETA while paused."""
+"""A master's view of its units: no old host for a re-queued one, a dead host named dead, no ETA while paused,
+a unit placed ahead of a busy CPU shown waiting."""
 
 from __future__ import annotations
 
@@ -43,6 +44,23 @@ def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
         store.close()
     assert running.eta_seconds == 60.0   # half done in a minute: a minute to go
     assert paused.eta_seconds is None    # it makes no progress until its host's owner resumes it
+
+
+def test_a_unit_placed_ahead_shows_waiting_and_does_not_stall_its_assignment(tmp_path):
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 2)
+        store.place_unit(assignment, 0, host="cafe-host")
+        store.place_unit(assignment, 1, host="cafe-host")
+        record = store.assignment(assignment)
+        shown = assignment_view(record, now=record.created_at + 60, results_dir=tmp_path,
+                                live={f"{assignment}.0": 0.5}, reported={f"{assignment}.1": "waiting"})
+    finally:
+        store.close()
+    running, ahead = shown.units
+    assert (running.reported, ahead.reported) == ("", "waiting")   # not "running": its host has no CPU for it yet
+    assert shown.eta_seconds is not None    # the one running makes progress: the assignment is not stalled
 
 
 def test_a_dead_host_is_named_as_dead_where_units_are_shown():
