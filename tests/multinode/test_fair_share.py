@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(240)
 OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
 # Nine units of about a fifth of a CPU-second each: on three one-CPU nodes an assignment takes three rounds.
-PI = {"samples": 3_600_000, "units": 9}
+PI = {"samples": 3_600_000, "units": 18}
 
 
 # Test only: the node in the folder "carol" has bad RAM, and every result it computes is off by one.
