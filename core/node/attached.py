@@ -167,16 +167,19 @@ class AttachedNode:
 
     async def _receive_snapshots(self, channel: Channel) -> None:
         while True:
+            # The whole message, its body too: a node stopped half way through a snapshot is as silent as one
+            # stopped between two, and would otherwise hold this reader (and the UI's "attached") for ever.
             with trio.move_on_after(SILENCE_TIMEOUT) as silence:
                 message = await channel.receive()
+                if isinstance(message, SnapshotPush):
+                    self._publish(await receive_snapshot(channel))
+                elif isinstance(message, ControlReply) and self._waiting:
+                    body = await receive_reply_body(channel, message)
+                    self._waiting.popleft().reply.send_nowait(body)
+                elif not isinstance(message, KeepAlive):
+                    raise ProtocolError(f"expected a snapshot or a keep-alive, got {type(message).__name__}")
             if silence.cancelled_caught:
                 raise NodeUnavailableError(f"the node said nothing for {SILENCE_TIMEOUT:.0f} s")
-            if isinstance(message, SnapshotPush):
-                self._publish(await receive_snapshot(channel))
-            elif isinstance(message, ControlReply) and self._waiting:
-                self._waiting.popleft().reply.send_nowait(await receive_reply_body(channel, message))
-            elif not isinstance(message, KeepAlive):
-                raise ProtocolError(f"expected a snapshot or a keep-alive, got {type(message).__name__}")
 
     async def _send_commands(self, channel: Channel, commands: trio.MemoryReceiveChannel[Command | _Waiting]) -> None:
         """Commands and requests as they come, a keep-alive when there were none for KEEP_ALIVE_INTERVAL."""
