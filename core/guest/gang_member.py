@@ -36,6 +36,7 @@ from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.containment import Containment
 from frost_core.guest.inbox import encode_inbox
 from frost_core.guest.limits import address_space_cap, memory_kill_reason
+from frost_core.guest.running import MAX_LOG_LINE, STDERR_TAIL   # a member's guest reports like a unit's
 from frost_core.guest.protocol import (
     MAX_ANSWER_BYTES,
     GuestDenied,
@@ -57,9 +58,6 @@ from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.storage.checkpoints import check_task_id
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message
-
-STDERR_TAIL = 5
-MAX_LOG_LINE = 1000
 
 
 @dataclasses.dataclass(frozen=True)
