@@ -173,16 +173,17 @@ class GangCoordinator:
     """
 
     def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
-                 margin: float = 0.0, *, epoch: int = 0) -> None:
+                 margin: float = 0.0, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
         """`epoch`: the one before the first placement; a coordinator started again for the same gang starts
-        above every epoch of its earlier life, so hosts that still know those take it for a new one."""
+        above every epoch of its earlier life, so hosts that still know those take it for a new one, and
+        from `checkpoint`, the last global checkpoint of that life (its superstep, not 0)."""
         if size < 1:
             raise ValueError(f"a gang has at least one member, not {size}")
         self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
         self.phase, self.reason = "waiting", "waiting for the resource table"
         self.epoch = epoch            # every placement is a new epoch
-        self.superstep = 0            # the superstep running (or checkpointed before)
-        self.checkpoint: GlobalCheckpoint | None = None
+        self.checkpoint = checkpoint
+        self.superstep = checkpoint.superstep if checkpoint else 0   # the one running (or checkpointed before)
         self.moves = 0
         self.restarts = 0
         self._table: tuple[NodeView, ...] = ()
@@ -191,7 +192,7 @@ class GangCoordinator:
         self._members = [_Member() for _ in range(size)]
         self._reports: dict[int, BarrierReport] = {}
         self._images: dict[int, bytes] = {}
-        self._checked = (0, 0.0)                    # the superstep and time of the last check (or start)
+        self._checked = (self.superstep, 0.0)       # the superstep and time of the last check (or start)
         self._asked = False                         # the running superstep carries a check
         self._move_asked = ""                       # why the owner asked to move, until the next barrier
         self._leave: str | None = None              # the host that `move` asked the gang to leave

@@ -23,6 +23,7 @@ from frost_core.master.gang import (
     GangCoordinator,
     GangFailed,
     GangView,
+    GlobalCheckpoint,
     HostBack,
     HostLost,
     MoveGang,
@@ -45,6 +46,7 @@ class _Gang:
     spec: GangSpec
     on_done: Callable[[tuple], None]
     on_failed: Callable[[str], None]
+    on_checkpoint: Callable[[GlobalCheckpoint], None]
     lost: dict[str, float]          # host -> when it lost a member of this gang
 
 
@@ -58,12 +60,13 @@ class GangRuns:
         self._table: tuple[NodeView, ...] = ()
 
     def submit(self, gang_id: str, size: int, spec: GangSpec, *, on_done: Callable[[tuple], None],
-               on_failed: Callable[[str], None], cadence: CheckCadence = CheckCadence(), x: float = 1.0,
-               epoch: int = 0) -> None:
+               on_failed: Callable[[str], None], on_checkpoint: Callable[[GlobalCheckpoint], None],
+               cadence: CheckCadence = CheckCadence(), x: float = 1.0, epoch: int = 0,
+               checkpoint: GlobalCheckpoint | None = None) -> None:
         """Run a gang of `size` members: placed at once if the table has room, else as soon as it has
-        (`epoch`: see GangCoordinator)."""
-        gang = self._gangs[gang_id] = _Gang(GangCoordinator(gang_id, size, cadence, x, epoch=epoch), spec, on_done,
-                                            on_failed, {})
+        (`epoch`, `checkpoint`: see GangCoordinator). `on_checkpoint` gets each new global checkpoint."""
+        coordinator = GangCoordinator(gang_id, size, cadence, x, epoch=epoch, checkpoint=checkpoint)
+        gang = self._gangs[gang_id] = _Gang(coordinator, spec, on_done, on_failed, on_checkpoint, {})
         self._apply(gang, TableChanged(self._now(), self._table))
 
     def cancel(self, gang_id: str) -> None:
@@ -139,7 +142,11 @@ class GangRuns:
         gang.on_failed(reason)
 
     def _apply(self, gang: _Gang, event: object) -> None:
-        for action in gang.coordinator.handle(event):
+        before = gang.coordinator.checkpoint
+        actions = gang.coordinator.handle(event)
+        if gang.coordinator.checkpoint is not before:    # all p parts of a barrier are in: keep it before going on
+            gang.on_checkpoint(gang.coordinator.checkpoint)
+        for action in actions:
             if isinstance(action, Combine):
                 gang.on_done(action.results)
             elif isinstance(action, GangFailed):

@@ -56,7 +56,8 @@ from frost_core.ledger.service import LedgerService
 from frost_core.node.gangs import MEMBER_MEMORY, Gangs
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
-from frost_core.master.gang import GangView as GangCoordinatorView
+from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
+from frost_core.master.gang_checkpoints import GangCheckpoints
 from frost_core.master.results import export_result
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
@@ -173,6 +174,7 @@ class Node:
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
         self.gangs = Gangs(self.node_id, self.links.send_gang, self._open_member, self._table, time.time)
+        self.gang_checkpoints = GangCheckpoints(self.paths.data_dir / "gang-checkpoints")
         self.links.bind_gangs(self.gangs)
         self._snapshot = self._build_snapshot()
 
@@ -389,6 +391,7 @@ class Node:
                 record = self.store.cancel_assignment(assignment_id)
                 await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
                 self.gangs.runs.cancel(assignment_id)           # a gang's members stop at once
+                await self.gang_checkpoints.discard(assignment_id)
                 self.events.add("assignment", f"assignment {assignment_id} cancelled")
                 return record.id
             case AddPlugin(path=path):
@@ -464,9 +467,10 @@ class Node:
         return Submitted(id=assignment_id, units=size)
 
     async def _resume_gangs(self) -> None:
-        """The gangs this node was master of before it stopped start again, from their first superstep: their
-        coordinator's state (epochs, where each member is, the global checkpoints) lived in memory only.
-        Without this the scheduler would take a gang, which has no units, for one ready to combine."""
+        """The gangs this node was master of before it stopped start again, from the last global checkpoint
+        kept on disk (from their first superstep if there is none or it is unreadable): the rest of their
+        coordinator's state (epochs, where each member is) lived in memory only. Without this the
+        scheduler would take a gang, which has no units, for one ready to combine."""
         for assignment_id in self.store.combining_assignments():
             record = self.store.assignment(assignment_id)
             if record.units:
@@ -476,16 +480,22 @@ class Node:
                 size = await gang_members(info, record.params)
             except FrostError as error:
                 self.store.fail_assignment(assignment_id, f"its gang could not start again after a restart: {error.message}")
+                await self.gang_checkpoints.discard(assignment_id)
                 self.events.error(error)
                 continue
+            checkpoint, unreadable = await self.gang_checkpoints.load(assignment_id, info.hash, size)
+            for error in unreadable:
+                self.events.add("assignment", error.message, severity="error", title=error.title)
             # Its earlier epochs counted up from 0 and hosts may still run members of them: a new life
             # starts above them all (wall-clock seconds, far above any count of placements).
-            self._run_gang(assignment_id, info, record.params, size, epoch=int(time.time()))
+            self._run_gang(assignment_id, info, record.params, size, epoch=int(time.time()), checkpoint=checkpoint)
+            start = (f"superstep {checkpoint.superstep}, its last global checkpoint" if checkpoint
+                     else "its first superstep")
             self.events.add("assignment", f"assignment {assignment_id}: its gang of {size} {info.name} members starts "
-                            "again from its first superstep (this node, its master, restarted)", severity="warning")
+                            f"again from {start} (this node, its master, restarted)", severity="warning")
 
     def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], size: int, *,
-                  epoch: int = 0) -> None:
+                  epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
         self.store.index.close_assignment(assignment_id)   # it has no units: the scheduler must not combine it
         spec = GangSpec(assignment_id, self.node_id, info.name, info.version, info.hash, encode_plain(params, "parameters"),
                         MEMBER_MEMORY)
@@ -497,9 +507,24 @@ class Node:
         def failed(reason: str) -> None:
             self.store.fail_assignment(assignment_id, reason)
             self.events.add("assignment", f"assignment {assignment_id} ({info.name}) failed: {reason}", severity="error")
+            assert self._nursery is not None
+            self._nursery.start_soon(self.gang_checkpoints.discard, assignment_id)
             self.mark_changed()
 
-        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed, epoch=epoch)
+        def keep(checkpoint: GlobalCheckpoint) -> None:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._keep_gang_checkpoint, spec, checkpoint)
+
+        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
+                               epoch=epoch, checkpoint=checkpoint)
+
+    async def _keep_gang_checkpoint(self, spec: GangSpec, checkpoint: GlobalCheckpoint) -> None:
+        """A gang's new global checkpoint to disk, so the gang resumes from it if this node restarts."""
+        try:
+            await self.gang_checkpoints.save(spec, checkpoint)
+        except FrostError as error:
+            self.events.add("assignment", f"assignment {spec.assignment_id}: its global checkpoint before superstep "
+                            f"{checkpoint.superstep} was not kept on disk: {error.message}", severity="warning")
 
     async def _finish_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], results: tuple) -> None:
         """All members finished: combine their results in a throwaway subprocess and store the output."""
@@ -513,6 +538,7 @@ class Node:
                                          filename=output.filename)
             await trio.to_thread.run_sync(export_result, self.store, self.results_dir, assignment_id)
             self.events.add("assignment", f"assignment {assignment_id} ({info.name}) is done: {output.filename}")
+        await self.gang_checkpoints.discard(assignment_id)
         self.mark_changed()
 
     @contextlib.asynccontextmanager

@@ -365,7 +365,7 @@ class CheckpointStore:
     def latest(self, task_id: str) -> CheckpointRecord | None:
         """The newest checkpoint of `task_id` that verifies; unreadable ones are logged and skipped."""
         check_task_id(task_id)
-        for path in self._files(task_id):
+        for path in self.files(task_id):
             try:
                 record = read_record(path)
             except (CheckpointError, OSError) as error:
@@ -405,7 +405,8 @@ class CheckpointStore:
     def _folder(self, task_id: str) -> Path:
         return self.root / task_id
 
-    def _files(self, task_id: str) -> list[Path]:
+    def files(self, task_id: str) -> list[Path]:
+        """The task's checkpoint files, newest first (not yet verified)."""
         folder = self._folder(task_id)
         if not folder.is_dir():
             return []

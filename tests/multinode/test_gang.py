@@ -119,21 +119,42 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     assert result_sha256(master, gang_id, tmp_path) == reference_sha256()
 
 
-def test_a_gang_whose_master_restarts_starts_again_and_ends_bit_identical(nodes, tmp_path):
+def test_a_gang_whose_master_restarts_resumes_from_its_global_checkpoint_and_ends_bit_identical(nodes, tmp_path):
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     port = int(master.address.rsplit(":", 1)[1])
     host = nodes("alpha", seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     wait_for_members([master, host])
     master.cli("plugins", "add", slow_heat(tmp_path))
-    params = {**HEAT, "members": "2", "iterations": "12"}
+    params = {**HEAT, "members": "2", "iterations": "18"}
     gang_id = master.call("submit", plugin="slow-heat", params=params)["id"]
-    wait_for(lambda: assignment(master, gang_id)["gang"]["superstep"] >= 2, timeout=60, what="the gang under way")
+    gang = lambda: assignment(master, gang_id)["gang"]   # noqa: E731
+    running = wait_for(lambda: (g := gang())["phase"] == "running" and all(m["host"] for m in g["members"]) and g,
+                       timeout=60, what="the gang placed")
+    away = next(m["rank"] for m in running["members"] if m["host"] == host.node_id)
 
-    # The master's machine goes down (kill -9) and comes back: its gang starts again from its first
-    # superstep, over the members of its earlier life still on the host, and ends as the reference does.
-    master.kill()
+    # The owner moves a member while the one on alpha straggles: at the next barrier both checkpoint (with two
+    # hosts for two members the gang stays where it is) and the master keeps that global checkpoint on disk.
+    pid = wait_for(lambda: member_pid(host, f"{gang_id}.{away}", from_checkpoint=False), timeout=30,
+                   what="alpha's member")
+    with straggling(pid):
+        master.cli("move", f"{gang_id}.{1 - away}", "alpha")
+    kept = wait_for(lambda: (g := gang())["checkpoint_superstep"] and g["checkpoint_superstep"], timeout=60,
+                    what="a global checkpoint")
+    on_disk = master.data_dir / "gang-checkpoints" / gang_id / f"{kept:016d}.ckpt"
+
+    # The master's machine goes down (kill -9) while alpha's member straggles, so the gang cannot finish
+    # first, and comes back: the gang resumes from the checkpoint on its disk, not from its first superstep,
+    # over the members of its earlier life still on alpha, and ends as the reference does.
+    pid = wait_for(lambda: member_pid(host, f"{gang_id}.{away}", from_checkpoint=True), timeout=30,
+                   what="alpha's member from the checkpoint")
+    with straggling(pid):
+        wait_for(on_disk.exists, timeout=30, what=f"{on_disk} written")
+        master.kill()
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, port=port, seeds=(host.address,))
     wait_for(lambda: assignment(master, gang_id)["state"] == "done", timeout=120, what="the gang's result")
-    assert any("starts again from its first superstep" in e["message"] for e in master.call("events"))
+    assert any(f"starts again from superstep {kept}, its last global checkpoint" in e["message"]
+               for e in master.call("events")), master.call("events")
+    assert kept > 0
+    wait_for(lambda: not on_disk.parent.exists(), timeout=30, what="the checkpoint removed once the gang ended")
     output = run_gang_locally(load_plugin_file(PLUGINS / "heat_diffusion.py"), params)
     assert result_sha256(master, gang_id, tmp_path) == hashlib.sha256(output.data).hexdigest()

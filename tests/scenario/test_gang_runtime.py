@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from frost_core.master.gang import GangCoordinator
 from frost_core.plugin.gang import run_gang_locally
+from frost_core.policies.gang_migration import CheckCadence
 from frost_plugins.heat_diffusion import plugin as heat
 
 from tests.scenario.gang_cluster import PARAMS, FakeCluster, reference_runs
@@ -85,6 +87,21 @@ def test_an_evicting_host_restarts_the_gang_from_the_last_global_checkpoint_at_o
     assert_like_one_process(cluster)
     assert cluster.coordinator.view().restarts == 1
 
+
+def test_a_coordinator_started_again_from_the_kept_checkpoint_resumes_at_its_superstep():
+    cluster = FakeCluster()
+    cluster.move(0)                      # a global checkpoint at the first barrier
+    run_until_superstep(cluster, 3)
+    kept = cluster.coordinator.checkpoint
+    # The master restarts: a new coordinator from the checkpoint on its disk, in an epoch above the old
+    # life's, over hosts that still run the old members (their reports and mail are refused).
+    cluster.coordinator = GangCoordinator("g", cluster.size, cadence=CheckCadence(every_supersteps=2), epoch=100,
+                                          checkpoint=kept)
+    cluster.table_changed()
+    assert cluster.coordinator.view().superstep == kept.superstep == 1
+    cluster.drain()
+    assert_like_one_process(cluster)
+    assert min(superstep for epoch, _, superstep in cluster.runs if epoch > 100) == 1
 
 def test_a_late_report_from_before_a_crash_is_refused_not_applied():
     cluster = FakeCluster()
