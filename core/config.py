@@ -168,6 +168,15 @@ OPTIONS: tuple[Option, ...] = (
            "Peers besides the master that also keep copies of a unit's replicated checkpoints (k).", 0, 8),
     Option("checkpoints", "replicate_max_mb", int, 256,
            "Largest checkpoint, in MiB, replicated to the master; bigger ones stay on this host only.", 0, 1 << 20),
+    # [gang]
+    Option("gang", "check_interval", float, 120.0,
+           "Seconds between a gang's checks for a better set of hosts (BSPlib's predicate, OR-reduced at a "
+           "barrier); a member's host whose owner holds its guests is left at the next check, the gang starting "
+           "again from its last global checkpoint. 0: no timed checks. `submit --check-every` overrides it per "
+           "gang.", 0, 86400),
+    Option("gang", "check_supersteps", int, 0,
+           "Supersteps between a gang's checks, besides check_interval (whichever comes first); 0: off.",
+           0, 1_000_000),
     # [owner]
     Option("owner", "policy", str, "share",
            "What this desk lends: share (guests run at the lowest priority while you work, are suspended when your "

@@ -25,6 +25,7 @@ from frost_core import (
 )
 
 from frost_tui import tables
+from frost_tui.check_every import parse_check_every
 
 JSON_SCHEMA_VERSION = 1
 """The `schema` field of every `--json` document; raised when a shape changes incompatibly."""
@@ -200,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--verify", type=float, metavar="FRACTION",
                         help="re-run this fraction of units (chosen at random) on a second host and compare "
                              "results; 0 turns checking off (default: cluster.verify, 0.02)")
+    submit.add_argument("--check-every", metavar="EVERY",
+                        help="a gang: how often its members check for better hosts (10s, 2m, 50supersteps, "
+                             "30s,50steps or off; default: gang.check_interval and gang.check_supersteps)")
 
     verb("assignments", "my assignments and their units")
     stats = verb("stats", "CPU given to and received from each peer, per day, and the top contributors")
@@ -546,9 +550,10 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
+    seconds, supersteps = (None, None) if args.check_every is None else parse_check_every(args.check_every)
     submitted: Submitted = _call(paths, SubmitAssignment(
         plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input),
-        verify=args.verify))
+        verify=args.verify, check_interval=seconds, check_supersteps=supersteps))
     out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK

@@ -61,6 +61,8 @@ class SubmitAssignment:
     one_per_host: bool = False  # FROST's rule; otherwise one unit per free core of each host
     inputs: dict[str, str] = field(default_factory=dict)  # input file name -> path on the submitting machine
     verify: float | None = None  # the fraction of units a second host re-runs to check; None: cluster.verify
+    check_interval: float | None = None   # a gang's seconds between checks (0: none); None: gang.check_interval
+    check_supersteps: int | None = None   # a gang's supersteps between checks (0: none); None: gang.check_supersteps
 
 
 @dataclass(frozen=True)

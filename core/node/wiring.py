@@ -72,6 +72,7 @@ from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.fair_share import ShareSettings, submitter_usage
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.reciprocity import submitter_node
+from frost_core.policies.gang_migration import CheckCadence, cadence_of
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
 from frost_core.policies.selection import costliest_move
@@ -382,9 +383,11 @@ class Node:
                 return "taking nothing new; pausing once the current guests finish"
             case EvictGuests(task_id=task_id):
                 return await self._evict(task_id, by_owner=True)
-            case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify):
+            case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify,
+                                  check_interval=check_interval, check_supersteps=check_supersteps):
                 return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs,
-                                          verify=self.config.get("cluster.verify") if verify is None else verify)
+                                          verify=self.config.get("cluster.verify") if verify is None else verify,
+                                          cadence=(check_interval, check_supersteps))
             case ClearQuarantine(node=node):
                 return f"{self._scheduler.clear_quarantine(node)[:8]} gets units from this master again"
             case CancelAssignment(assignment_id=assignment_id):
@@ -425,14 +428,17 @@ class Node:
 
     async def _submit(
         self, plugin_name: str, raw_params: dict[str, Any], *, one_per_host: bool = False, inputs: dict[str, str],
-        verify: float = 0.0,
+        verify: float = 0.0, cadence: tuple[float | None, int | None] = (None, None),
     ) -> Submitted:
         if not self.registry.plugins():
             await self.registry.scan_async()
         info = self.registry.get(plugin_name)
         params = parse_params(info, raw_params)
         if info.gang:
-            return await self._submit_gang(info, params)
+            return await self._submit_gang(info, params, self._gang_cadence(*cadence))
+        if cadence != (None, None):
+            raise ConfigError(f"{info.name} is not a gang plugin: a check cadence is for gangs",
+                              title="Bad check cadence")
         units = await split_units(info, params)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
@@ -457,12 +463,21 @@ class Node:
         self._scheduler.wake()
         return Submitted(id=assignment_id, units=len(units))
 
-    async def _submit_gang(self, info: PluginInfo, params: dict[str, Any]) -> Submitted:
+    def _gang_cadence(self, seconds: float | None, supersteps: int | None) -> CheckCadence:
+        """When a gang's members check for better hosts: the submitter's figures, else this node's [gang] options."""
+        seconds = self.config.get("gang.check_interval") if seconds is None else seconds
+        supersteps = self.config.get("gang.check_supersteps") if supersteps is None else supersteps
+        try:
+            return cadence_of(seconds, supersteps)
+        except ValueError as error:
+            raise ConfigError(str(error), title="Bad check cadence") from None
+
+    async def _submit_gang(self, info: PluginInfo, params: dict[str, Any], cadence: CheckCadence) -> Submitted:
         """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator."""
         size = await gang_members(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[])
-        self._run_gang(assignment_id, info, params, size)
+        self._run_gang(assignment_id, info, params, size, cadence)
         self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {size} {info.name} members")
         return Submitted(id=assignment_id, units=size)
 
@@ -488,14 +503,15 @@ class Node:
                 self.events.add("assignment", error.message, severity="error", title=error.title)
             # Its earlier epochs counted up from 0 and hosts may still run members of them: a new life
             # starts above them all (wall-clock seconds, far above any count of placements).
-            self._run_gang(assignment_id, info, record.params, size, epoch=int(time.time()), checkpoint=checkpoint)
+            self._run_gang(assignment_id, info, record.params, size, self._gang_cadence(None, None),
+                           epoch=int(time.time()), checkpoint=checkpoint)
             start = (f"superstep {checkpoint.superstep}, its last global checkpoint" if checkpoint
                      else "its first superstep")
             self.events.add("assignment", f"assignment {assignment_id}: its gang of {size} {info.name} members starts "
                             f"again from {start} (this node, its master, restarted)", severity="warning")
 
-    def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], size: int, *,
-                  epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
+    def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], size: int,
+                  cadence: CheckCadence, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
         self.store.index.close_assignment(assignment_id)   # it has no units: the scheduler must not combine it
         spec = GangSpec(assignment_id, self.node_id, info.name, info.version, info.hash, encode_plain(params, "parameters"),
                         MEMBER_MEMORY)
@@ -516,7 +532,7 @@ class Node:
             self._nursery.start_soon(self._keep_gang_checkpoint, spec, checkpoint)
 
         self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
-                               epoch=epoch, checkpoint=checkpoint)
+                               cadence=cadence, epoch=epoch, checkpoint=checkpoint)
 
     async def _keep_gang_checkpoint(self, spec: GangSpec, checkpoint: GlobalCheckpoint) -> None:
         """A gang's new global checkpoint to disk, so the gang resumes from it if this node restarts."""

@@ -47,6 +47,14 @@ class CheckCadence:
             raise ValueError(f"a check every {self.every_seconds} seconds is not a cadence")
 
 
+def cadence_of(seconds: float, supersteps: int) -> CheckCadence:
+    """The cadence `[gang] check_interval` and `check_supersteps` (or a submit's override) name: 0 switches that
+    trigger off. ValueError for a negative figure."""
+    if seconds < 0 or supersteps < 0:
+        raise ValueError(f"a check every {seconds:g} s or {supersteps} supersteps is not a cadence (0 turns one off)")
+    return CheckCadence(every_supersteps=supersteps or None, every_seconds=seconds or None)
+
+
 def member_share(view: NodeView, in_gang: bool, x: float) -> float:
     """What one gang member would get on `view`'s host, with `x` added to hosts outside the gang.
 

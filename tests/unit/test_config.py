@@ -33,6 +33,9 @@ def test_missing_file_gives_every_default(tmp_path):
         ("[log]\nlevel = 'loud'\n", "log.level must be one of debug, info, warning, error"),
         ("[cluster]\nallow_cluster_plugins = 1\n", "cluster.allow_cluster_plugins must be true or false"),
         ("[checkpoints]\nmin_interval = 100\nmax_interval = 50\n", "checkpoints.min_interval must not exceed"),
+        ("[gang]\ncheck_interval = -5\n", "gang.check_interval must be between 0 and 86400"),
+        ("[gang]\ncheck_supersteps = 2.5\n", "gang.check_supersteps must be an integer"),
+        ("[gang]\ncheck_every = 10\n", "unknown option 'gang.check_every' (did you mean 'check_interval'?)"),
         ("[node\n", "not valid TOML"),
     ],
 )
@@ -114,3 +117,9 @@ def test_a_relative_data_dir_is_taken_from_where_the_node_was_started(tmp_path, 
     paths = Paths.resolve(config_file=Path("config.toml"), data_dir=Path("desk"))
     assert paths.data_dir == tmp_path / "desk" and paths.log_dir == tmp_path / "desk" / "logs"
     assert paths.config_file == tmp_path / "config.toml"
+
+
+def test_a_gangs_check_cadence_defaults_to_every_two_minutes_and_is_the_owners_to_set(tmp_path):
+    assert load_config(paths_for(tmp_path, "")).get("gang.check_interval") == 120.0
+    config = load_config(paths_for(tmp_path, "[gang]\ncheck_interval = 5\ncheck_supersteps = 20\n"))
+    assert (config.get("gang.check_interval"), config.get("gang.check_supersteps")) == (5.0, 20)

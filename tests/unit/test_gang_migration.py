@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from frost_core.policies.gang_migration import (
     CheckCadence,
+    cadence_of,
     check_due,
     choose_hosts,
     explain,
@@ -162,3 +163,13 @@ def test_without_x_the_gang_would_move_straight_back():
     # once on b (1.2 / 2 = 0.6), a looks like 1.0 / max(0 + 0, 1) = 1.0: straight back
     after = moved(table, frozenset({"a"}), frozenset({"b"}))
     assert member_should_move(after, frozenset({"b"}), 1, 0.0, "b")
+
+
+def test_a_cadence_from_the_options_turns_a_trigger_off_with_0():
+    assert cadence_of(120.0, 0) == CheckCadence(every_supersteps=None, every_seconds=120.0)
+    assert cadence_of(10.0, 50) == CheckCadence(every_supersteps=50, every_seconds=10.0)
+    assert cadence_of(0.0, 0) == CheckCadence(every_supersteps=None, every_seconds=None)
+    with pytest.raises(ValueError, match="not a cadence"):
+        cadence_of(-1.0, 0)
+    with pytest.raises(ValueError, match="not a cadence"):
+        cadence_of(5.0, -2)
