@@ -87,6 +87,8 @@ class Channel:
             self._socket = _PipeReader(receive_stream)
         self._direct_buffer = bytearray()
         self._plain_buffer = bytearray()
+        self._tail = bytearray(HEADER_SIZE)
+        """Where a pipe read puts the header after a chunk received in place."""
         self._sending = False
         self._send_waiters = trio.lowlevel.ParkingLot()
         self._session: StreamSession | None = None
@@ -192,7 +194,11 @@ class Channel:
         while (frame := reader.next_frame()) is None:
             missing = reader.missing
             if missing >= _DIRECT_FROM and self._socket is not None:
-                frame = await self._receive_direct()
+                in_place = (into is not None and self._session is None and reader.pending[0] == _BULK_CHUNK
+                            and isinstance(self._socket, _PipeReader))
+                frame = await self._receive_direct(into if in_place else None)
+                if in_place:
+                    return frame
                 break
             if header_first and not missing and self._socket is not None:
                 size = HEADER_SIZE - reader.buffered
@@ -212,43 +218,57 @@ class Channel:
             if code == _BULK_CHUNK:
                 return Frame(code, self._open_chunk(body, into))
             return Frame(code, self._session.open(HEADER.pack(len(body), code), body))
+        if into is not None and code == _BULK_CHUNK:
+            place = _room(into, len(body))
+            place[:] = body
+            return Frame(code, place)  # type: ignore[arg-type]
         if type(body) is not bytes and code != _BULK_CHUNK:  # a chunk's view is valid until the next frame
             return Frame(code, bytes(body))
         return frame
 
-    async def _receive_direct(self) -> Frame:
+    async def _receive_direct(self, into: memoryview | None = None) -> Frame:
         """Receive the rest of a large pending frame straight into one buffer.
 
         Saves the per-read allocation of a large bytes object and the copy that joins the
-        pieces. The returned body is a view into a buffer reused for the next frame. Each read
-        may also take the next frame's header, which then goes to the reader: in a bulk
-        transfer that saves a read (and a trip through the scheduler) per chunk. If the
-        receive is cancelled or fails, the part already in is handed back to the reader.
+        pieces. The returned body is a view into a buffer reused for the next frame, or, with
+        `into` (a plain bulk chunk from a pipe), the start of `into`: the chunk's place in the
+        whole, so that it costs no copy besides the kernel's. Each read may also take the next
+        frame's header, which then goes to the reader: in a bulk transfer that saves a read
+        (and a trip through the scheduler) per chunk. If the receive is cancelled or fails, the
+        part already in is handed back to the reader.
         """
         assert self._socket is not None
         reader = self._reader
         length = reader.buffered + reader.missing
-        room = length + HEADER_SIZE
-        if length <= RECEIVE_SIZE:  # keep at most one bulk chunk's worth per channel
-            if len(self._direct_buffer) < room:
-                self._direct_buffer = bytearray(room)
-            view = memoryview(self._direct_buffer)[:room]
+        if into is not None:
+            assert isinstance(self._socket, _PipeReader)
+            view, body, tail = None, _room(into, length), memoryview(self._tail)
         else:
-            view = memoryview(bytearray(room))
-        code, length, have = reader.drain_into(view)
+            room = length + HEADER_SIZE
+            if length <= RECEIVE_SIZE:  # keep at most one bulk chunk's worth per channel
+                if len(self._direct_buffer) < room:
+                    self._direct_buffer = bytearray(room)
+                view = memoryview(self._direct_buffer)[:room]
+            else:
+                view = memoryview(bytearray(room))
+            body, tail = view[:length], view[length:]
+        code, length, have = reader.drain_into(body)
         try:
             while have < length:
-                count = await self._socket.recv_into(view[have:])
+                if view is None:
+                    count = await self._socket.recv_into_many([body[have:], tail])  # type: ignore[union-attr]
+                else:
+                    count = await self._socket.recv_into(view[have:])
                 if not count:
                     raise ProtocolError("connection closed in the middle of a frame")
                 have += count
         except OSError as exc:
             raise ProtocolError(f"connection broke: {exc}") from exc
         except BaseException:
-            reader.put_back(code, length, bytes(view[:have]))
+            reader.put_back(code, length, bytes(body[:have]))  # the next header comes only after the body
             raise
-        reader.append(view[length:have])
-        return Frame(code, view[:length])  # type: ignore[arg-type]
+        reader.append(tail[: have - length])
+        return Frame(code, body)  # type: ignore[arg-type]
 
     def _open_chunk(self, ciphertext: bytes | memoryview, into: memoryview | None) -> memoryview:
         """Decrypt a bulk chunk into the start of `into`, or else into one reused buffer.
@@ -261,9 +281,7 @@ class Channel:
             if not self._plain_buffer:
                 self._plain_buffer = bytearray(MAX_CHUNK_SIZE)  # the reader refused any larger chunk
             into = memoryview(self._plain_buffer)
-        elif size > len(into):
-            raise ProtocolError(f"bulk transfer ran past its announced size by {size - len(into)} bytes")
-        view = into[:size]
+        view = _room(into, size)
         self._session.open_into(HEADER.pack(len(ciphertext), _BULK_CHUNK), ciphertext, view)
         return view
 
@@ -296,12 +314,11 @@ class Channel:
                 await sink.begin(bulk.size)
             with data.getbuffer() as target:
                 try:
+                    # each chunk lands in its place; no view of `target` outlives the loop (chunk ends
+                    # as None), or `getvalue` would copy the whole buffer
                     while (chunk := await self._next_chunk(bulk, target[bulk.received:])) is not None:
-                        placed = target[bulk.received - len(chunk) : bulk.received]
-                        if self._session is None:
-                            placed[:] = chunk
                         if sink is not None:
-                            sink.filled(placed)
+                            sink.filled(chunk)  # type: ignore[arg-type]
                 finally:
                     if sink is not None:
                         with trio.CancelScope(shield=True):  # the buffer must not go while the sink reads it
@@ -330,7 +347,7 @@ class Channel:
         return _Bulk(size=begin.size, limit=max_size if begin.size is None else begin.size)
 
     async def _next_chunk(self, bulk: "_Bulk", into: memoryview | None = None) -> bytes | memoryview | None:
-        """The next chunk of `bulk` (decrypted into `into` if given), or None after its checked end."""
+        """The next chunk of `bulk` (placed at the start of `into` if given), or None after its checked end."""
         frame = await self._receive_frame(header_first=True, into=into)
         if frame.code == MessageCode.BULK_CHUNK:
             bulk.received += len(frame.body)
@@ -468,13 +485,24 @@ class _PipeReader:
         return self._stream.fileno()
 
     async def recv_into(self, view: memoryview) -> int:
+        return await self.recv_into_many([view])
+
+    async def recv_into_many(self, views: list[memoryview]) -> int:
+        """Read into the first view, and what follows at once into the next ones: one read fills them all."""
         fd = self._stream.fileno()  # non-blocking: FdStream made it so
         await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
-                count = os.readv(fd, [view])
+                count = os.readv(fd, views)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(fd)
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return count
+
+
+def _room(into: memoryview, size: int) -> memoryview:
+    """The first `size` bytes of `into`; ProtocolError if a chunk would run past the announced size."""
+    if size > len(into):
+        raise ProtocolError(f"bulk transfer ran past its announced size by {size - len(into)} bytes")
+    return into[:size]

@@ -79,6 +79,12 @@ class FrameReader:
             return 0
         return self._want[1] - self._size
 
+    @property
+    def pending(self) -> tuple[int, int]:
+        """(code, body length) of the frame whose header is checked and whose body is still to come."""
+        assert self._want is not None
+        return self._want
+
     def feed(self, data: bytes | bytearray | memoryview) -> Iterator[Frame]:
         """Append `data` and yield every frame now complete (raising ProtocolError on a bad header)."""
         self.append(data)
