@@ -28,6 +28,15 @@ VIEW_WINDOW = 30 * 86400.0
 """The UI's per-peer and per-day figures cover the last 30 days (`frost-tui stats --since` asks for others)."""
 VIEW_REFRESH = 2.0
 """At most this often the UI's view is rebuilt after a change."""
+VIEW_SHARE = 0.02
+"""At most this share of the time goes to rebuilding the view: it reads every run of the window, so with
+tens of thousands of runs (a 10,000-unit sweep's master) a rebuild every 2 s took a tenth of its CPU."""
+
+
+def refresh_pause(rebuild_seconds: float) -> float:
+    """How long to wait after a rebuild that took `rebuild_seconds` before the next: `VIEW_REFRESH`, or longer
+    for a long ledger, so that rebuilding costs a bounded share of the node however many runs it holds."""
+    return max(VIEW_REFRESH, rebuild_seconds / VIEW_SHARE)
 
 
 class LedgerService:
@@ -96,7 +105,7 @@ class LedgerService:
     # -- what fair share and reciprocity read ---------------------------------------------------
 
     def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
-        """`Ledger.decayed_usage` as of the last refresh (at most VIEW_REFRESH behind a change), from memory:
+        """`Ledger.decayed_usage` as of the last refresh (`refresh_pause` behind a change at most), from memory:
         cheap enough for every placement decision, and it never touches the disk on the node's loop. The sum is
         taken once per refresh and decayed as one from then on (2^(−Δ/h) factors out of every term): a sum per
         call cost one term per run given, and a 10,000-unit sweep's master a sixth of its loop on its offers."""
@@ -154,8 +163,9 @@ class LedgerService:
             while True:
                 await self._dirty.wait()
                 self._dirty = trio.Event()
+                began = time.perf_counter()
                 await self.refresh()
-                await trio.sleep(VIEW_REFRESH)
+                await trio.sleep(refresh_pause(time.perf_counter() - began))
 
     async def refresh(self) -> None:
         self.view, self._balances, self._usage, self._speeds = await self._rebuilt(time.time() - VIEW_WINDOW)

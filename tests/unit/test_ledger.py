@@ -8,6 +8,7 @@ import pytest
 
 from frost_core.api.errors import AuthenticationError
 from frost_core.ledger.book import Ledger, given_run, received_run
+from frost_core.ledger.service import VIEW_REFRESH, VIEW_SHARE, refresh_pause
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import ledger_view
 from frost_core.ledger.summary import (
@@ -152,3 +153,9 @@ def test_signed_summaries_travel_in_a_ledger_exchange(tmp_path):
     message = LedgerExchange((signed,))
     back = decode_message(LedgerExchange.CODE, encode_message(message))
     assert back == message and isinstance(back.summaries[0], SignedSummary)
+
+
+def test_rebuilding_the_view_of_a_long_ledger_takes_a_bounded_share_of_the_node():
+    assert refresh_pause(0.005) == VIEW_REFRESH   # a short ledger: the UI's view follows within 2 s
+    for rebuild in (0.1, 0.5, 3.0):   # tens of thousands of runs: rebuilt less often, never more than 2 % of the time
+        assert rebuild / (rebuild + refresh_pause(rebuild)) <= VIEW_SHARE
