@@ -234,7 +234,7 @@ class RunningGuest:
         nursery.start_soon(self._read_messages)
         nursery.start_soon(self._forward_output, process.stdout, "info")
         nursery.start_soon(self._forward_output, process.stderr, "warning")
-        nursery.start_soon(self._watch, psutil.Process(process.pid))
+        nursery.start_soon(self._watch, child.seen())
         nursery.start_soon(self._checkpoint_periodically)
         start = GuestStart(
             task_id=task.task_id,
@@ -527,10 +527,10 @@ class RunningGuest:
         )
 
     def _sample_cpu(self) -> float:
-        if self.process is None:
+        if self.child is None:
             return self.cpu
         try:
-            times = psutil.Process(self.process.pid).cpu_times()
+            times = self.child.seen().cpu_times()
         except psutil.Error:
             return self.cpu
         self.cpu = times.user + times.system - self.cpu_base

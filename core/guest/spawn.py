@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import trio
 
 from frost_core.guest.cgroups import GuestCgroup
@@ -42,6 +43,14 @@ class Child:
     floor: PriorityView | None = None
     units: int = 0
     """Units it has run to their result."""
+    _seen: psutil.Process | None = dataclasses.field(default=None, repr=False)
+
+    def seen(self) -> psutil.Process:
+        """The process as psutil sees it, made once for all its units: a new `psutil.Process` reads its
+        /proc entry again (raises `psutil.NoSuchProcess` if it is gone)."""
+        if self._seen is None:
+            self._seen = psutil.Process(self.process.pid)
+        return self._seen
 
 
 class WarmSpare:

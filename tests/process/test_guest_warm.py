@@ -28,6 +28,9 @@ PEEK = HEADER + textwrap.dedent(
             if unit.data.get("linger"):
                 threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
             seen = sorted(os.listdir("."))
+            if unit.data.get("nest"):   # a folder with something in it: emptied off the node's loop
+                os.makedirs("deep/er")
+                open("deep/er/file.txt", "w").close()
             with open("left-behind.txt", "w") as scribble:
                 scribble.write("unit %d was here" % unit.index)
             return {"seen": seen, "pid": os.getpid()}
@@ -82,7 +85,7 @@ async def test_a_units_scratch_files_are_gone_before_the_next_unit_runs_in_the_s
     path = write_plugin(tmp_path, "peek", PEEK)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
-        outcomes = [await guests.run(make_task(path, task_id=f"n0de0001-1.{i}")) for i in range(2)]
+        outcomes = [await guests.run(make_task(path, {"nest": i == 0}, task_id=f"n0de0001-1.{i}")) for i in range(2)]
         # A unit that leaves a thread behind: its process is not reused, the thread would run on.
         lingering = [await guests.run(make_task(path, {"linger": True}, task_id=f"n0de0001-1.{i}")) for i in (2, 3)]
         # Pausing ends the waiting process: the owner wants the machine back.
@@ -93,7 +96,7 @@ async def test_a_units_scratch_files_are_gone_before_the_next_unit_runs_in_the_s
     assert first["pid"] == second["pid"]
     third, fourth = (outcome.value() for outcome in lingering)
     assert third["pid"] == first["pid"] != fourth["pid"]
-    assert first["seen"] == second["seen"] == ["out"]  # not the first unit's left-behind.txt
+    assert first["seen"] == second["seen"] == ["out"]  # not the first unit's left-behind.txt, nor its deep/
 
 
 async def test_an_owner_evict_ends_waiting_and_warm_guests_and_the_next_unit_gets_a_fresh_process(tmp_path):
