@@ -21,7 +21,8 @@ lacks the cpu, memory or pids controller (a hybrid machine's, whose controllers 
 only where v1 has no cpu hierarchy: it still places, freezes and kills a guest's whole tree, and
 `missing` names each absent controller and the layer it takes away (`v2_missing`). Parents are named
 after the node's pid, so a node killed with -9 leaves parents the next node finds and removes
-(`remove_stale`).
+(`remove_stale`). Where the node's namespace shows no hierarchy at all (`ip netns exec` mounts a fresh
+/sys), cgroup_mounts.py mounts them first.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from frost_core.guest.cgroup_mounts import mount_hierarchies
 from frost_core.guest.scope import SCOPE_FAILURES, TransientScope, scope_failure, start_scope
 
 PARENT_PREFIX = "frost-guests-"
@@ -62,6 +64,8 @@ class Mounts:
     v1_roots: dict[str, Path] = dataclasses.field(default_factory=dict)
     """Controller -> where its v1 hierarchy is mounted (its top)."""
     v2_root: Path | None = None
+    absent: str = "no cgroup hierarchy is mounted"
+    """Why no hierarchy is mounted, where none is."""
 
 
 def parse_mounts(mountinfo: str, proc_cgroup: str) -> Mounts:
@@ -99,6 +103,17 @@ def current_mounts() -> Mounts:
         return parse_mounts(Path("/proc/self/mountinfo").read_text(), Path("/proc/self/cgroup").read_text())
     except OSError:
         return Mounts(v1={}, v2=None)
+
+
+def visible_mounts() -> Mounts:
+    """`current_mounts`, the hierarchies mounted first where this process's namespace shows none (`ip netns exec`)."""
+    mounts = current_mounts()
+    if mounts.v1 or mounts.v2 is not None:
+        return mounts
+    failure = mount_hierarchies(_read(Path("/proc/self/cgroup")))
+    if failure:
+        return dataclasses.replace(mounts, absent=f"no cgroup hierarchy is mounted here and {failure}")
+    return current_mounts()
 
 
 def quota_us(cap_percent: float | None, period_us: int = CFS_PERIOD_US) -> int | None:
@@ -360,7 +375,7 @@ def open_guest_cgroups(mounts: Mounts | None = None, *, cpu_cap_percent: float |
     A node in a user session (`session_bus`, see `scope.user_session_bus`) first asks the user
     manager for a transient scope and makes its parent there.
     """
-    mounts = mounts or current_mounts()
+    mounts = mounts or visible_mounts()
     name = f"{PARENT_PREFIX}{os.getpid()}.{next(_numbers)}"
     if session_bus is None or mounts.v2_root is None:
         return _open_here(mounts, name, cpu_cap_percent)
@@ -402,7 +417,7 @@ def _open_here(mounts: Mounts, name: str, cpu_cap_percent: float | None) -> Gues
             return _closed_at_exit(cgroups)
         reasons.extend(cgroups.layout.missing)
     elif not mounts.v1 and mounts.v2 is None:
-        reasons.append("no cgroup hierarchy is mounted")
+        reasons.append(mounts.absent)
     else:
         reasons.append("the v1 cpu hierarchy is not mounted")
     return GuestCgroups({}, 0, Layout("none", (), (

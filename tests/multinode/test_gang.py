@@ -14,7 +14,9 @@ import pytest
 from frost_core.plugin.gang import run_gang_locally
 from frost_core.plugin.loader import load_plugin_file
 
-from tests.multinode.cluster import CLUSTER_CONFIG, PLUGINS, assignment, result_sha256, wait_for_members
+from tests.multinode.cluster import (
+    CLUSTER_CONFIG, PLUGINS, assignment, place_gang, result_sha256, wait_for_members,
+)
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -69,17 +71,11 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     every = {node.node_id: node for node in (master, *hosts)}
     wait_for_members([master, *hosts])
     # All four can take a member (each has measured its machine), so the move below has a host to go to.
-    wait_for(lambda: len([p for p in master.peers().values() if p["state"] == "alive" and p["available"] > 0]) == 4,
-             timeout=60, what="four nodes offering CPU")
-    master.cli("plugins", "add", slow_heat(tmp_path))
-    gang_id = master.call("submit", plugin="slow-heat", params=HEAT)["id"]
+    gang_id, running = place_gang(master, slow_heat(tmp_path), "slow-heat", HEAT, nodes=4)
     gang = lambda: assignment(master, gang_id)["gang"]   # noqa: E731
 
     # Three members on three distinct nodes. Member 2 straggles; meanwhile the owner moves member 0: at
     # the next barrier all three checkpoint (a global checkpoint at the master) and the gang leaves its host.
-    running = wait_for(lambda: (g := gang())["phase"] == "running" and all(m["host"] for m in g["members"]) and g,
-                       timeout=60, what="the gang placed")
-    assert len({m["host"] for m in running["members"]}) == 3
     hosts_of = {m["rank"]: every[m["host"]] for m in running["members"]}
     pid = wait_for(lambda: member_pid(hosts_of[2], f"{gang_id}.2", from_checkpoint=False), timeout=30,
                    what="member 2's guest")
