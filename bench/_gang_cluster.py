@@ -4,7 +4,8 @@ Each host is a real `node.gangs.Gangs` (its GangPost, GangRuns and GangHost, as 
 them), and its members run in sandboxed guests (`guest.gang_member.open_member`: cgroup, scratch,
 lowest priority), as on a node. What is left out is the network and gossip: a message between
 hosts is encoded to its wire header and decoded again (`wire.messages`: the CBOR a socket would
-carry, its bulk as bytes), then handed to the other host's `receive`; every host reads the one
+carry, its bulk as bytes), then handed to the other host's `receive`; the master keeps each global checkpoint on disk as a node does
+(`master.gang_checkpoints`); every host reads the one
 resource table the benchmark sets (`rows`), as if gossip were instant. The coordinator lives on
 a master that hosts no member, so all hosts are alike. Starting real node processes costs each
 run several seconds and a loaded machine's noise; the benchmarks that need whole nodes use
@@ -25,7 +26,8 @@ from frost_core.cluster.messages import GangSpec
 from frost_core.guest.containment import Containment
 from frost_core.guest.gang_member import MemberGuest, MemberSpec, open_member
 from frost_core.guest.views import GuestSettings
-from frost_core.master.gang import GangView
+from frost_core.master.gang import GangView, GlobalCheckpoint
+from frost_core.master.gang_checkpoints import GangCheckpoints
 from frost_core.node.gangs import Gangs
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.policies.gang_migration import CheckCadence
@@ -60,6 +62,10 @@ class GangCluster:
         self.plugins: dict[str, str] = {}
         self.messages = 0
         self.wire_bytes = 0
+        self.checkpoints = GangCheckpoints(folder / "gang-checkpoints")
+        self.kept: dict[tuple[str, int], float] = {}
+        """(gang, superstep) -> when the master's global checkpoint before it was on disk (as a node keeps it)."""
+        self._nursery: trio.Nursery | None = None
         self.sent: dict[tuple[str, str, int], tuple[float, float]] = {}
         """(message type, gang, superstep) -> when the first and the last of them were sent (barrier times)."""
 
@@ -79,6 +85,7 @@ class GangCluster:
     async def running(self) -> AsyncIterator[GangCluster]:
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 for node in self.nodes.values():
                     await nursery.start(node.serve)
                 yield self
@@ -100,10 +107,19 @@ class GangCluster:
             outcome.ended.set()
 
         self.plugins[plugin_path.stem] = str(plugin_path)
+        def keep(checkpoint: GlobalCheckpoint) -> None:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._keep, spec, checkpoint)
+
         spec = GangSpec(gang_id, MASTER, plugin_path.stem, "bench", "0" * 64, encode_plain(params, "parameters"), MEMORY)
         self.master.table_changed(self.table())
-        self.master.submit(gang_id, size, spec, on_done=done, on_failed=failed, cadence=cadence, x=x)
+        self.master.submit(gang_id, size, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
+                           cadence=cadence, x=x)
         return outcome
+
+    async def _keep(self, spec: GangSpec, checkpoint: GlobalCheckpoint) -> None:
+        if await self.checkpoints.save(spec, checkpoint):
+            self.kept[spec.assignment_id, checkpoint.superstep] = time.monotonic()
 
     def released(self, gang_id: str, superstep: int) -> float | None:
         """When the master first released `superstep` of the gang to a member (its barrier before it), or None."""
