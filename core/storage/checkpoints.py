@@ -421,7 +421,7 @@ class CheckpointStore:
 
 
 class IncomingCheckpoint:
-    """A peer's checkpoint written and hashed in a thread of its own while its state arrives.
+    """A peer's checkpoint written and hashed while its state arrives, by two threads of its own.
 
     `filled` hands over each next piece of the state, in the place where it will stay; `finish`
     writes what was not handed over, fsyncs and returns the SHA-256 (a record still without
@@ -436,8 +436,10 @@ class IncomingCheckpoint:
         self._aborted = False
         self._size = size
         self._handed = 0
-        self._hasher = hashlib.sha256(encode(list(record._identity())))
         self._pieces: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
+        self._to_hash: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
+        self._digest = _in_thread(functools.partial(self._hash, hashlib.sha256(encode(list(record._identity())))))
+        """The state's hash, taken beside the writing: each is one pass over memory, and both release the GIL."""
         self._done: Future[str] = Future()
         header = encode_header(record, size)
         self._fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -454,26 +456,33 @@ class IncomingCheckpoint:
         """The next bytes of the state; the caller keeps them unchanged until `wait_written` returns."""
         self._handed += len(piece)
         self._pieces.put(piece)
+        self._to_hash.put(piece)
 
     def wait_written(self) -> None:
-        """Block until every piece handed over has been written (the caller may then let go of them)."""
-        written = threading.Event()
+        """Block until every piece handed over has been written and hashed (the caller may then let go of them)."""
+        written, hashed = threading.Event(), threading.Event()
         self._pieces.put(written)
+        self._to_hash.put(hashed)
         written.wait()
+        hashed.wait()
 
     def finish(self, state: bytes) -> str:
         """Write the rest of `state`, fsync, and return the SHA-256 of identity and state (OSError on failure)."""
         if len(state) != self._size:
             raise OSError(f"the state is {len(state)} bytes, not the {self._size} announced")
         if not self._done.done():
-            self._pieces.put(memoryview(state)[self._handed:])
+            rest = memoryview(state)[self._handed:]
+            self._pieces.put(rest)
+            self._to_hash.put(rest)
             self._pieces.put(None)
+            self._to_hash.put(None)
         return self._done.result()
 
     def abort(self) -> None:
         """Stop writing and remove the temp file, unless it was installed."""
         self._aborted = True
         self._pieces.put(None)
+        self._to_hash.put(None)
         try:
             self._done.result()
         except OSError as error:
@@ -482,7 +491,7 @@ class IncomingCheckpoint:
             _remove_quietly(self.temp)
 
     def _run(self) -> None:
-        """Write and hash each piece; after the last one (None), fsync; a failure skips the rest."""
+        """Write each piece; after the last one (None), seal the header with the hash, fsync; a failure skips the rest."""
         failure: OSError | None = None
         synced = self._offset
         while (piece := self._pieces.get()) is not None:
@@ -490,7 +499,6 @@ class IncomingCheckpoint:
                 piece.set()
             elif failure is None:
                 try:
-                    self._hasher.update(piece)
                     _write_all(self._fd, piece, self._offset)
                     self._offset += len(piece)
                     if self._offset - synced >= WRITE_CHUNK:  # as `_write_all` does for a whole state
@@ -499,10 +507,11 @@ class IncomingCheckpoint:
                 except OSError as error:
                     failure = error
             del piece  # let go of the caller's buffer before waiting for the next piece
+        digest = self._digest.result()
         try:
             if failure is None and not self._aborted:
                 if self.record.sha256 == _PLACEHOLDER:  # same length: the digest is fixed-size hex
-                    sealed = dataclasses.replace(self.record, sha256=self._hasher.hexdigest())
+                    sealed = dataclasses.replace(self.record, sha256=digest)
                     os.pwrite(self._fd, encode_header(sealed, self._size), 0)
                 _sync(self._fd)
         except OSError as error:
@@ -512,7 +521,17 @@ class IncomingCheckpoint:
         if failure is not None:
             self._done.set_exception(failure)
         else:
-            self._done.set_result(self._hasher.hexdigest())
+            self._done.set_result(digest)
+
+    def _hash(self, hasher: Any) -> str:
+        """Hash each piece as `_run` writes it, until the last one (None)."""
+        while (piece := self._to_hash.get()) is not None:
+            if isinstance(piece, threading.Event):
+                piece.set()
+            else:
+                hasher.update(piece)
+            del piece  # let go of the caller's buffer before waiting for the next piece
+        return hasher.hexdigest()
 
 
 def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
