@@ -303,13 +303,11 @@ class Channel:
         every chunk lands straight in its place (decrypted there, on an encrypted stream; copied
         there from the pipe, on a plain one), and is handed to `sink` there; otherwise the chunks
         are gathered as they come (and `sink` sees none). Either way the data sits in a BytesIO,
-        whose buffer becomes the returned bytes without a final copy.
+        whose buffer becomes the returned bytes without a final copy (see `_room_for`).
         """
         bulk = await self._begin_bulk(max_size)
-        data = io.BytesIO()
+        data = _room_for(bulk.size)
         if bulk.size:
-            data.seek(bulk.size - 1)
-            data.write(b"\0")
             if sink is not None:
                 await sink.begin(bulk.size)
             with data.getbuffer() as target:
@@ -506,3 +504,14 @@ def _room(into: memoryview, size: int) -> memoryview:
     if size > len(into):
         raise ProtocolError(f"bulk transfer ran past its announced size by {size - len(into)} bytes")
     return into[:size]
+
+
+def _room_for(size: int | None) -> io.BytesIO:
+    """A BytesIO to receive `size` bytes in place (empty, to write to, if the size is unknown).
+
+    It holds a `bytes(size)` as its only owner, so its buffer is writable in place (BytesIO copies
+    a shared one first) and is the bytes `getvalue` returns. `bytes(size)` comes zeroed from the
+    OS, where seeking to the end and writing a byte memsets it: 100 MB of pages are then faulted
+    in by the reads that fill them, with the GIL released, and not all at once beforehand.
+    """
+    return io.BytesIO(bytes(size)) if size else io.BytesIO()

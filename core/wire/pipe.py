@@ -114,10 +114,7 @@ def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
     begin = read_frame(fileobj)
     if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
         raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
-    data = io.BytesIO()
-    if begin.size:  # announced and capped: each chunk is read straight into its place
-        data.seek(begin.size - 1)
-        data.write(b"\0")
+    data = io.BytesIO(bytes(begin.size))  # its only owner: written in place, no memset (see `Channel`'s `_room_for`)
     received = 0
     with data.getbuffer() as view:
         while True:
