@@ -296,7 +296,7 @@ class HostService:
             store = self.supervisor.store
             if record is not None:
                 await self._blocking(store.write, record)  # also drops any older copy here
-            else:
+            elif store.holds(spec.task_id):
                 await self._blocking(store.discard, spec.task_id)
         except (PluginError, CheckpointError, NodeUnavailableError) as error:
             return Verdict(ok=False, reason=error.message)

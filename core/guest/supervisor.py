@@ -98,7 +98,8 @@ class GuestSupervisor:
         if refusal:
             task_status.started()
             return Failed(f"isolation: {refusal}", retryable=True)
-        newest = checkpoint or await trio.to_thread.run_sync(self.store.latest, task.task_id)
+        newest = checkpoint or (await trio.to_thread.run_sync(self.store.latest, task.task_id)
+                                if self.store.holds(task.task_id) else None)
         refused = checks.newer_owner(task, newest)
         if refused is not None:
             task_status.started()

@@ -341,7 +341,7 @@ class MasterScheduler:
                      refusals: dict[str, dict[str, str]],
                      taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]],
                      usage: dict[str, float], demand: dict[str, int], running: Mapping[str, int]) -> None:
-        checkpoints = await self._blocking(self._newest_checkpoints, [(u, head.plugin_hash) for u, head in batch])
+        checkpoints = await self._newest_checkpoints([(u, head.plugin_hash) for u, head in batch])
         for i, (unit, head) in enumerate(batch):
             if unit.copied_on or unit.task_id in self._afresh:
                 # A checked unit's next copy starts afresh: nothing of an earlier copy's run; so does one taken
@@ -418,8 +418,13 @@ class MasterScheduler:
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
 
-    def _newest_checkpoints(self, units: list[tuple[UnitRecord, str]]) -> list[CheckpointRecord | None]:
-        return [self._newest_checkpoint(u.task_id, plugin_hash, u.index) for u, plugin_hash in units]
+    async def _newest_checkpoints(self, units: list[tuple[UnitRecord, str]]) -> list[CheckpointRecord | None]:
+        """Each unit's `_newest_checkpoint`, read in a thread for the units with one here (most units never had one)."""
+        held = [(u, plugin_hash) for u, plugin_hash in units
+                if self._replicas.holds(u.task_id) or self._local_checkpoints.holds(u.task_id)]
+        found = await self._blocking(lambda: {u.task_id: self._newest_checkpoint(u.task_id, plugin_hash, u.index)
+                                              for u, plugin_hash in held}) if held else {}
+        return [found.get(u.task_id) for u, _ in units]
 
     def _newest_checkpoint(self, task_id: str, plugin_hash: str, index: int) -> CheckpointRecord | None:
         """The furthest-along checkpoint of the unit held here: a replica, or one taken on this machine."""
@@ -619,7 +624,8 @@ class MasterScheduler:
                                  f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
             self._replicated.pop(task_id, None)
             self._checkpoint_heard.pop(task_id, None)
-            await self._blocking(self._replicas.discard, task_id)
+            if self._replicas.holds(task_id):
+                await self._blocking(self._replicas.discard, task_id)
             self._events.add("assignment", f"{task_id} result accepted: finished {where} (epoch {epoch})")
             self.wake()
         else:
