@@ -6,6 +6,8 @@ import dataclasses
 import random
 import time
 
+import trio
+
 from frost_core.events import EventLog
 from frost_core.ledger.book import Ledger
 from frost_core.ledger.exchange import exchange_with
@@ -64,3 +66,27 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
         assert any("not that node's" in e.message for e in warnings)     # forged: another node's key
     for service in (host, master, forger):
         service.ledger.close()
+
+
+async def test_runs_ending_milliseconds_apart_are_written_together_and_every_one_is_kept(tmp_path, autojump_clock):
+    service, _ = _service(tmp_path, "h")
+    written: list[int] = []
+    record = service.ledger.record
+
+    def counted(runs):
+        runs = list(runs)
+        written.append(len(runs))
+        return record(runs)
+
+    service.ledger.record = counted
+    async with open_memory_network(random.Random(1)) as network:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(service.serve, network.attach(("h", 1)), lambda: [])
+            for i in range(50):   # a sweep of tiny units: a run ends every 2 ms
+                service.gave(master="m" * 32, submitter="bob@" + "m" * 32, task_id=f"a1.{i}", epoch=1, cpu_seconds=0.01)
+                await trio.sleep(0.002)
+            await trio.sleep(1.0)
+            nursery.cancel_scope.cancel()
+    assert len([n for n in written if n]) <= 2, f"{len(written)} transactions for 50 runs"
+    assert len(service.ledger.runs()) == 50
+    service.ledger.close()
