@@ -8,7 +8,7 @@ every size. Variants, each timed once a round:
   state's CBOR pieces, then the envelope with the unit's output files, none here) writes the
   pieces up a real pipe (widened as the supervisor widens it) with `write_bulk`, from a thread;
   the node's end reads them with `Channel.receive_bulk_data` and commits them as
-  core/guest/running.py does: from PARALLEL_HASH_FROM bytes on, written and hashed while they
+  core/guest/running.py does: from STAGE_FROM bytes on, written and hashed while they
   arrive (`CheckpointStore.receiving`), then `commit(staged=...)`. Until 2026-11-26 this variant
   timed a join of the pieces in place of the pipe, then `commit` of the whole (the
   `guest_join_...` figures in results before that date);
@@ -48,8 +48,8 @@ from frost_core.guest.child import GuestRunner  # noqa: E402
 from frost_core.guest.protocol import GuestCheckpoint  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
-from frost_core.storage.checkpoints import PARALLEL_HASH_FROM, CheckpointStore  # noqa: E402
-from frost_core.storage.staging import StagingSink  # noqa: E402
+from frost_core.storage.checkpoints import CheckpointStore  # noqa: E402
+from frost_core.storage.staging import STAGE_FROM, StagingSink  # noqa: E402
 from frost_core.wire.channel import Channel  # noqa: E402
 from frost_core.wire.pipe import write_bulk  # noqa: E402
 
@@ -90,7 +90,7 @@ class GuestPipe:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.to_thread.run_sync, self._send, runner, state)
             await self.node_end.receive()
-            staging = StagingSink(functools.partial(store.receiving, **identity), from_size=PARALLEL_HASH_FROM)
+            staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
             try:
                 data = await self.node_end.receive_bulk_data(max_size=LIMIT, sink=staging)
                 await trio.to_thread.run_sync(functools.partial(

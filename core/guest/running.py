@@ -56,8 +56,8 @@ from frost_core.guest.views import (
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import encode_plain
 from frost_core.policies.checkpoint_interval import young_interval
-from frost_core.storage.checkpoints import PARALLEL_HASH_FROM, CheckpointRecord, CheckpointStore
-from frost_core.storage.staging import StagingSink
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.storage.staging import STAGE_FROM, StagingSink
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
 
@@ -400,7 +400,7 @@ class RunningGuest:
         identity = dict(task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
                         plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
                         seq=self.next_seq, taken_at=time.time())
-        staging = StagingSink(functools.partial(store.receiving, **identity), from_size=PARALLEL_HASH_FROM)
+        staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
         try:
             data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=staging)
             self.progress = message.progress

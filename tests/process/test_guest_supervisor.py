@@ -131,8 +131,8 @@ def test_figures_outside_a_trio_run_are_empty(tmp_path):
 
 @pytest.mark.parametrize("staged", [False, True], ids=["written-whole", "written-while-it-arrives"])
 async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_with_it(tmp_path, monkeypatch, staged):
-    if staged:  # the path of a state from 1 MiB on, taken here by the counter's few bytes
-        monkeypatch.setattr("frost_core.guest.running.PARALLEL_HASH_FROM", 0)
+    if staged:  # the path of a state from 8 MiB on, taken here by the counter's few bytes
+        monkeypatch.setattr("frost_core.guest.running.STAGE_FROM", 0)
     # Periodic checkpoints out of the way, so the one captured is the capture's own.
     guests = GuestSupervisor(
         data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
