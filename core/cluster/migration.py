@@ -8,12 +8,27 @@ A move goes in the order that keeps exactly one live copy whatever fails:
 2. capture: the guest is stopped at its next migration point with its state, or with its last
    checkpoint when it misses the deadline. The CPU is free from here on.
 3. transfer: the checkpoint goes straight to the destination under the next ownership epoch,
-   on a channel kept open to it, and is written to its disk while it arrives.
+   on a channel kept open to it, and is written to its disk while it arrives. It leaves here as
+   soon as its hash is known: this disk has been writing it while it came up the guest's pipe,
+   and its fsync and rename run beside the send (`GuestSupervisor.settle_behind`).
 4. hand-off: the destination answers only once the checkpoint is durable there and the guest
-   runs; only then is the copy here dropped. If anything fails before that answer the unit
-   resumes here from the checkpoint still on disk.
+   runs; only then, and once the capture is durable here too, is the copy here dropped. If
+   anything fails before that answer the unit resumes here from the capture, durable by then.
 5. the master learns the new location. If that message is lost, the destination's first report
    (with the higher epoch) tells it; a copy with an older epoch is stopped at its next report.
+
+What a crash at each point leaves (kill -9 of one side; the other side sees a broken channel):
+- the source dies before or while it sends, its capture not yet synced: the destination removes
+  its temp file and runs nothing; the source's disk holds its previous checkpoint (an install is
+  a rename, never a half file), its master a replica: the unit goes on from a checkpoint, the
+  work since it redone.
+- the source dies after the destination's answer: the destination runs the unit under the new
+  epoch; the source's copy is dropped at its restart (another master's unit) or superseded.
+- the destination dies while it receives, or before it answers: the source's move fails, it waits
+  for its capture to be durable and resumes the unit here from it; the destination's temp file
+  goes at its next write of that task.
+- the destination dies after it answered: its master restarts the unit from the newest replica,
+  as for any host that dies.
 
 After an eviction the capture has already happened (the owner wanted the CPU within a second);
 `relocate` then tries the location policy's candidates in order and, if none takes the unit,
@@ -82,6 +97,7 @@ class Migrator:
         if not verdict.ok:
             self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
                              "it resumes here", severity="warning")
+            await self._supervisor.settled(task_id)  # it resumes from the capture, durable here by then
             home.resume_here(hosted)
             if record is not None:
                 home.replicate(hosted, record)
@@ -123,6 +139,7 @@ class Migrator:
         size = record.size if record is not None else 0
         if size:
             self._observe_transfer(destination, size, time.monotonic() - sent)
+        await self._supervisor.settled(task_id)  # its write here ends before the copy is dropped, not after
         home.forget(hosted, moved_to=destination)
         self._events.add("move", f"{task_id} moved to {destination[:8]} with "
                          f"{f'checkpoint {record.seq} ({size} bytes)' if record else 'no checkpoint'} "
@@ -147,6 +164,7 @@ class Migrator:
                 await trio.sleep(RETURN_RETRY)
                 continue
             break
+        await self._supervisor.settled(task.task_id)
         home.forget(hosted)
         self._events.add("evict", f"{task.task_id} went back to its master's queue"
                          + (f" with checkpoint {record.seq}" if record else ""))

@@ -96,6 +96,8 @@ class GuestHost(Protocol):
 
     def next_request_id(self) -> int: ...
 
+    def settle_behind(self, task_id: str, settle: Callable[[], Awaitable[None]]) -> bool: ...
+
     def emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None: ...
 
 
@@ -401,14 +403,51 @@ class RunningGuest:
                         plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
                         seq=self.next_seq, taken_at=time.time())
         staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
+        behind = False
         try:
             data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=staging)
             self.progress = message.progress
             pending.received.set()
-            await self._store_checkpoint(pending, message, functools.partial(
-                store.commit, **identity, state=data, staged=staging.incoming))
+            if self.evicting:
+                behind = await self._settle_behind(pending, message, identity, data, staging)
+            if not behind:
+                await self._store_checkpoint(pending, message, functools.partial(
+                    store.commit, **identity, state=data, staged=staging.incoming))
         finally:
-            await staging.abort()  # a no-op once the checkpoint is in place
+            if not behind:
+                await staging.abort()  # a no-op once the checkpoint is in place
+
+    async def _settle_behind(self, pending: _Pending, message: GuestCheckpoint, identity: dict,
+                             data: bytes, staging: StagingSink) -> bool:
+        """A capture leaves as soon as its hash is known: the move sends it while this disk syncs and
+        installs it behind (the supervisor's `settle_behind`, which the move waits for before it lets
+        go of the unit here). False where nothing can run behind: the caller writes it first then."""
+        incoming = staging.incoming
+        try:
+            if incoming is not None:  # hashed while it came up the pipe: only the last piece is left
+                digest = await trio.to_thread.run_sync(incoming.digest, data)
+                record = CheckpointRecord(**identity, state=data, sha256=digest, verified=True)
+            else:
+                record = await trio.to_thread.run_sync(functools.partial(CheckpointRecord.seal, **identity, state=data))
+        except OSError:
+            return False  # the durable write reports it, as for any checkpoint
+        store = self.host.store
+
+        def commit() -> CheckpointRecord:
+            store.write(dataclasses.replace(record, staged=incoming))
+            return record
+
+        async def settle() -> None:
+            try:
+                await self._store_checkpoint(pending, message, commit)
+            finally:
+                await staging.abort()
+
+        if not self.host.settle_behind(self.task.task_id, settle):
+            return False
+        pending.record = record
+        pending.done.set()
+        return True
 
     async def _store_checkpoint(self, pending: _Pending, message: GuestCheckpoint,
                                 commit: Callable[[], CheckpointRecord]) -> None:

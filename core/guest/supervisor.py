@@ -76,6 +76,8 @@ class GuestSupervisor:
         """Where an evicted guest's process is reaped while its unit goes on elsewhere (see `run`); `keep_warm`'s."""
         self._reaping: dict[str, trio.Event] = {}
         """Set, by task id, once such a reap is over: the unit's next run here waits for its scratch folder."""
+        self._settling: dict[str, trio.Event] = {}
+        """Set, by task id, once a capture that left before it was durable here is durable (or failed)."""
 
     # --- running ---------------------------------------------------------------------------
 
@@ -91,6 +93,7 @@ class GuestSupervisor:
         check_task_id(task.task_id)
         if task.task_id in self._reaping:
             await self._reaping[task.task_id].wait()
+        await self.settled(task.task_id)  # its newest checkpoint may still be on its way to disk
         if task.task_id in self._guests:
             task_status.started()
             return Failed(f"task {task.task_id} is already running on this node", retryable=False)
@@ -228,6 +231,30 @@ class GuestSupervisor:
         if not isinstance(guest.outcome, Evicted):
             raise KeyError(f"guest {task_id} ended before it could be captured")
         return guest.outcome.checkpoint
+
+    def settle_behind(self, task_id: str, settle: Callable[[], Awaitable[None]]) -> bool:
+        """Run a capture's durable write (`settle`) beside the move that sends it; False where
+        nothing runs behind a guest (no `keep_warm`): the capture is then written before it leaves."""
+        if self._reaper is None or task_id in self._settling:
+            return False
+        done = self._settling[task_id] = trio.Event()
+
+        async def run() -> None:
+            try:
+                with trio.CancelScope(shield=True):  # half a checkpoint helps no one: finish it, even on the way out
+                    await settle()
+            finally:
+                del self._settling[task_id]
+                done.set()
+
+        self._reaper.start_soon(run)
+        return True
+
+    async def settled(self, task_id: str) -> None:
+        """Return once the unit's last capture is durable here, or known not to be (its write failed)."""
+        settling = self._settling.get(task_id)
+        if settling is not None:
+            await settling.wait()
 
     def next_request_id(self) -> int:
         """A checkpoint request id no guest of this node has used."""

@@ -438,7 +438,7 @@ class IncomingCheckpoint:
 
     def __init__(self, store: CheckpointStore, record: CheckpointRecord, size: int, temp: Path) -> None:
         self.store, self.temp, self.installed, self.record = store, temp, False, record
-        self._aborted = False
+        self._aborted = self._ended = False
         self._size = size
         self._handed = 0
         self._pieces: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
@@ -471,21 +471,31 @@ class IncomingCheckpoint:
         written.wait()
         hashed.wait()
 
-    def finish(self, state: bytes) -> str:
-        """Write the rest of `state`, fsync, and return the SHA-256 of identity and state (OSError on failure)."""
+    def digest(self, state: bytes) -> str:
+        """Hand over the rest of `state` and return the SHA-256 of identity and state once it is
+        hashed, while the writer may still be writing it and has its fsync ahead: a move sends the
+        state meanwhile (OSError if it was aborted)."""
         if len(state) != self._size:
             raise OSError(f"the state is {len(state)} bytes, not the {self._size} announced")
-        if not self._done.done():
+        if self._aborted:
+            raise OSError(f"checkpoint {self.record.seq} of task {self.record.task_id} was aborted")
+        if not self._ended:
+            self._ended = True
             rest = memoryview(state)[self._handed:]
             self._pieces.put(rest)
             self._to_hash.put(rest)
             self._pieces.put(None)
             self._to_hash.put(None)
+        return self._digest.result()
+
+    def finish(self, state: bytes) -> str:
+        """Write the rest of `state`, fsync, and return the SHA-256 of identity and state (OSError on failure)."""
+        self.digest(state)
         return self._done.result()
 
     def abort(self) -> None:
         """Stop writing and remove the temp file, unless it was installed."""
-        self._aborted = True
+        self._aborted = self._ended = True
         self._pieces.put(None)
         self._to_hash.put(None)
         try:

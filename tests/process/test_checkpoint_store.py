@@ -342,6 +342,21 @@ def test_a_guests_checkpoint_written_while_it_comes_up_the_pipe_is_sealed_as_if_
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
 
 
+def test_a_capture_is_sealed_from_its_hash_before_its_fsync_and_installed_behind_as_if_written_whole(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(3 * 1024 * 1024)
+    incoming = store.receiving(len(state), **IDENTITY)
+    incoming.filled(memoryview(state)[:1024 * 1024])
+    # A move sends the record as soon as its hash is known; the old checkpoint stays until it is installed.
+    sealed = CheckpointRecord(**IDENTITY, state=state, sha256=incoming.digest(state), verified=True)
+    assert sealed == CheckpointRecord.seal(**IDENTITY, state=state)
+    assert store.latest("abcd1234-1.0") == make_record(1)
+    store.write(dataclasses.replace(sealed, staged=incoming))
+    assert store.latest("abcd1234-1.0") == sealed
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+
+
 def test_a_guests_checkpoint_cut_off_on_the_pipe_leaves_the_old_one(tmp_path):
     store = CheckpointStore(tmp_path)
     store.write(make_record(1))

@@ -74,6 +74,9 @@ class StandInGuests:
         self._end(task_id, Evicted(record, cpu_seconds=self.cpu))
         return record
 
+    async def settled(self, task_id: str) -> None:
+        """Captures here are durable before capture() returns."""
+
     async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
         ids = [t for t in list(self._ends) if task_id in (None, t)]
         for t in ids:
