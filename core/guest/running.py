@@ -143,6 +143,8 @@ class RunningGuest:
         """The process's CPU time when this unit began (a warm process ran units before): not this unit's."""
         self.cgroup_cpu_base = 0.0
         """The same for its cgroup's count, which holds the process's forks."""
+        self.cgroup_cpu_seen = 0.0
+        """That count as `settle_cpu` last read it."""
         self.cpu_percent = 0.0
         self.rss = 0
         self.progress_cpu = 0.0
@@ -223,11 +225,9 @@ class RunningGuest:
         self.scratch = child.scratch = scratch
         warm = ""
         if child.units:
-            self.cpu_base = self._sample_cpu()
-            self.cpu = 0.0
-            self.cgroup_cpu_base = (cgroup.cpu_seconds() or 0.0) if cgroup is not None else 0.0
+            self.cpu_base, self.cgroup_cpu_base = child.cpu_seen, child.cgroup_cpu_seen
             self.priority_floor = child.floor
-            self.fork_refusals = cgroup.fork_refusals() if cgroup is not None else 0
+            self.fork_refusals = child.fork_refusals
             warm = f", warm: its unit {child.units + 1}"
         if paused and self.change(GuestPhase.PAUSED):
             self._freeze()
@@ -266,7 +266,8 @@ class RunningGuest:
     def settle_cpu(self) -> None:
         """Count what its cgroup saw too (forks, and the last steps after the watcher's last look)."""
         if self.cgroup is not None:
-            self.cpu = max(self.cpu, (self.cgroup.cpu_seconds() or 0.0) - self.cgroup_cpu_base)
+            self.cgroup_cpu_seen = self.cgroup.cpu_seconds() or 0.0
+            self.cpu = max(self.cpu, self.cgroup_cpu_seen - self.cgroup_cpu_base)
 
     def finish(self, outcome: Outcome, *, kill: bool = True) -> None:
         """Decide how the guest ended (first decision wins) and stop its process group at once,

@@ -171,8 +171,10 @@ class GuestSupervisor:
             return False
         child.units += 1
         child.floor = guest.priority_floor
+        child.cpu_seen = guest.cpu_base + guest.cpu   # (its own, as last sampled: settle_cpu may add its forks')
         guest.report_fork_refusals()
         guest.settle_cpu()
+        child.cgroup_cpu_seen, child.fork_refusals = guest.cgroup_cpu_seen, guest.fork_refusals
         return child.units < self.settings.units_per_process and await self._idle.park(key, child)
 
     def _contain(self, task: GuestTask, pid: int) -> GuestCgroup | None:
