@@ -3,8 +3,11 @@
 The gang checkpoint benchmark needs members whose global checkpoint has an exact size, whatever
 the plate. The ballast is drawn from a generator seeded by the rank, so it does not compress and
 the result (each member's digest of it) is the same however often the gang was checkpointed and
-moved. A superstep waits `step_ms` (so the supersteps before and after a restart can be told
-apart from the restart) and sends one small message to the next rank.
+moved. A superstep does `step_ms` of simulated work and sends one small message to the next rank. The
+work is timed slices (`work`, as `ballast.py`'s units do) rather than CPU burnt: several simulated
+hosts share one 2-core machine with other jobs, and this gives each its own virtual CPU, which an
+owner's pause (the member's guest frozen) still stops, so the owner's load is the schedule's, not
+the machine's.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class GangBallast(GangPlugin):
         tokens = state["tokens"] + sum(len(messages) for messages in inbox.values())
         if state["superstep"] == state["supersteps"]:
             return Superstep({**state, "tokens": tokens}, done=True)
-        time.sleep(state["step_ms"] / 1000)   # the work; it changes nothing in the state
+        work(state["step_ms"] / 1000)   # it changes nothing in the state
         outbox = {(rank + 1) % size: [state["superstep"]]} if size > 1 else {}
         return Superstep({**state, "superstep": state["superstep"] + 1, "tokens": tokens}, outbox)
 
@@ -49,6 +52,17 @@ class GangBallast(GangPlugin):
     def combine(self, params: dict, results: list) -> Output:
         lines = "".join(f"{rank} {r['digest']} {r['tokens']}\n" for rank, r in enumerate(results))
         return Output(lines.encode(), "text/plain", "gang-ballast.txt")
+
+
+def work(seconds: float) -> None:
+    """Simulated work: 1 ms sleeps, each counting at most 30 ms, so a guest frozen for longer (its owner's
+    pause) does no work meanwhile, and a guest at SCHED_IDLE woken late on a loaded machine loses little."""
+    remaining, last = seconds, time.monotonic()
+    while remaining > 0:
+        time.sleep(min(0.001, remaining))
+        now = time.monotonic()
+        remaining -= min(now - last, 0.03)
+        last = now
 
 
 plugin = GangBallast()

@@ -319,7 +319,8 @@ class GangCoordinator:
             self.phase, self.reason = "finished", f"finished after superstep {report.superstep}"
             return self._stop_all(None) + [Combine(tuple(r.result for r in reports))]
         answers = [r.move for r in reports if r.move is not None]
-        moving = self._move_asked or ("a member's host fell out of the best p" if self._asked and or_reduce(answers) else "")
+        moving = self._move_asked or ("" if not self._asked else "a forced checkpoint" if self.cadence.forced
+                                      else "a member's host fell out of the best p" if or_reduce(answers) else "")
         self.superstep = nxt = report.superstep + 1
         self._reports = {}
         for member in self._members:

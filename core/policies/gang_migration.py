@@ -35,10 +35,14 @@ class CheckCadence:
     """When members evaluate the predicate: every N supersteps or T seconds, whichever comes first.
 
     None switches that trigger off; both None means never (a gang that only moves on eviction).
+    `forced`: every check takes a global checkpoint and restarts the gang on the best p whatever
+    the members answer (BSPlib's table 1 "forced checkpoint every interval", the baseline that
+    `bench/gang_table1.py` sets selective checks against).
     """
 
     every_supersteps: int | None = None
     every_seconds: float | None = 120.0
+    forced: bool = False
 
     def __post_init__(self) -> None:
         if self.every_supersteps is not None and self.every_supersteps < 1:

@@ -193,3 +193,17 @@ def test_a_message_a_coordinator_does_not_take_is_a_protocol_error():
     coordinator, _ = placed()
     with pytest.raises(ProtocolError, match="does not take a StartMember"):
         coordinator.handle(Received(1.0, StartMember("g", 0, 3, 1, 0, None)))
+
+
+def test_a_forced_cadence_checkpoints_at_every_check_and_restarts_on_the_best_p_though_no_member_asked():
+    coordinator, _ = placed(CheckCadence(every_supersteps=2, every_seconds=None, forced=True))
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 1.0, 0))
+    checked = barrier(coordinator, 2.0, 1)
+    assert all(a.message.check is not None for a in checked)
+    taking = barrier(coordinator, 3.0, 2, move=False)        # every member answers "stay"
+    assert [type(a.message) for a in taking] == [TakeCheckpoint] * 3
+    for rank in range(3):
+        actions = coordinator.handle(Received(4.0, image(rank, superstep=3)))
+    assert [(a.to, a.message) for a in actions if isinstance(a.message, StartMember)] == [
+        (host, StartMember("g", rank, 3, 2, 3, image(rank, superstep=3).data)) for rank, host in enumerate("bcd")]
+    assert coordinator.view().moves == 0 and coordinator.view().last_checkpoint.superstep == 3
