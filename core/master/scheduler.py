@@ -605,7 +605,7 @@ class MasterScheduler:
                             seconds=waste.ran_on(overtaken.run, 1.0, self._clock(), cpu_seconds))
         if accepted:
             if self._usage is not None:
-                self._usage.add(self._store.unit(assignment_id, index).submitter, host, cpu_seconds, time.time())
+                self._usage.add(unit.submitter, host, cpu_seconds, time.time())
             current = self._copies.pop(task_id, None)
             if current is not None and current.epoch == epoch:
                 self._unit_seconds[assignment_id] = typical_seconds(self._unit_seconds.get(assignment_id),
