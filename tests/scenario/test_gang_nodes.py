@@ -90,13 +90,14 @@ class Cluster:
         return open_member
 
 
-async def run_gang(evict_at: int | None = None, move_at: int | None = None) -> tuple[object, object, Cluster]:
+async def run_gang(evict_at: int | None = None, move_at: int | None = None) -> tuple[object, object, Cluster, list]:
     outcome: list = []
+    kept: list = []     # the global checkpoints handed on to be kept on disk
     async with trio.open_nursery() as nursery:
         cluster = Cluster(nursery)
         await cluster.start()
         master = cluster.nodes["n0"].runs
-        master.submit("g1", 3, SPEC, on_done=outcome.append, on_failed=outcome.append,
+        master.submit("g1", 3, SPEC, on_done=outcome.append, on_failed=outcome.append, on_checkpoint=kept.append,
                       cadence=CheckCadence(every_supersteps=2))
         view = lambda: master.views()[0]
         if move_at is not None:
@@ -112,20 +113,22 @@ async def run_gang(evict_at: int | None = None, move_at: int | None = None) -> t
         nursery.cancel_scope.cancel()
     assert not isinstance(outcome[0], str), outcome[0]
     output = heat.combine(parse_params(heat, PARAMS), list(outcome[0]))
-    return output, view(), cluster
+    return output, view(), cluster, kept
 
 
 async def test_a_gang_on_three_nodes_matches_the_single_process_run(autojump_clock) -> None:
-    output, view, cluster = await run_gang()
+    output, view, cluster, kept = await run_gang()
     assert output == run_gang_locally(heat, PARAMS)
     assert view.phase == "finished" and view.restarts == 0
     assert len({member.host for member in view.members}) == 3
     assert not any(cluster.running.values()), "every member's guest ended"
+    assert kept == []
 
 
 async def test_an_evicted_members_host_restarts_the_gang_from_its_last_global_checkpoint(autojump_clock) -> None:
-    output, view, cluster = await run_gang(move_at=2, evict_at=5)
+    output, view, cluster, kept = await run_gang(move_at=2, evict_at=5)
     assert output == run_gang_locally(heat, PARAMS)
     assert view.restarts == 1 and view.moves >= 1
     assert view.last_checkpoint is not None and view.last_checkpoint.superstep >= 2
+    assert [(c.superstep, c.at) for c in kept] == [(view.last_checkpoint.superstep, view.last_checkpoint.at)]
     assert cluster.evicted not in {member.host for member in view.members}
