@@ -94,7 +94,7 @@ if TYPE_CHECKING:
         run_locally,
     )
     from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, Superstep, run_gang_locally
-    from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES
+    from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES, MEMBER_MEMORY
     from frost_core.plugin.loader import load_plugin_file
     from frost_core.plugin.registry import PluginRegistry
     from frost_core.policies.intents import parse_until
@@ -155,6 +155,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "MAX_OUTBOX_BYTES": ("frost_core.plugin.limits", "MAX_OUTBOX_BYTES"),
     "MAX_RESULT_BYTES": ("frost_core.plugin.limits", "MAX_RESULT_BYTES"),
     "MAX_STATE_BYTES": ("frost_core.plugin.limits", "MAX_STATE_BYTES"),
+    "MEMBER_MEMORY": ("frost_core.plugin.limits", "MEMBER_MEMORY"),
     "load_plugin_file": ("frost_core.plugin.loader", "load_plugin_file"),
     # what the command line needs besides the node
     "PluginRegistry": ("frost_core.plugin.registry", "PluginRegistry"),

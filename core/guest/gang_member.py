@@ -240,7 +240,7 @@ class MemberGuest:
                 if self._fault is not None:
                     raise PluginError(self._fault) from error
                 if self.cgroup is not None and self.cgroup.memory_kills():  # its own fault: the same anywhere
-                    raise PluginError(f"rank {self.spec.rank}: "
+                    raise PluginError(f"superstep {self.superstep}: rank {self.spec.rank}: "
                                       + memory_kill_reason(self.spec.memory_bytes, self.settings.memory_slack_bytes)) from error
                 raise trio.BrokenResourceError(lost) from error
             except PluginError:

@@ -169,17 +169,19 @@ class GangCoordinator:
     """One gang assignment's barrier and placement; feed it events, carry out what it returns.
 
     `x` and `margin` are the migration predicate's (`policies.gang_migration`); `cadence` says
-    when members check. `phase` is waiting, running, checkpointing, finished or failed.
+    when members check; a host takes a member only with `memory` bytes free for guests. `phase` is waiting, running, checkpointing, finished or failed.
     """
 
     def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
-                 margin: float = 0.0, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
+                 margin: float = 0.0, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None,
+                 memory: int = 0) -> None:
         """`epoch`: the one before the first placement; a coordinator started again for the same gang starts
         above every epoch of its earlier life, so hosts that still know those take it for a new one, and
         from `checkpoint`, the last global checkpoint of that life (its superstep, not 0)."""
         if size < 1:
             raise ValueError(f"a gang has at least one member, not {size}")
         self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
+        self.memory = memory
         self.phase, self.reason = "waiting", "waiting for the resource table"
         self.epoch = epoch            # every placement is a new epoch
         self.checkpoint = checkpoint
@@ -250,7 +252,8 @@ class GangCoordinator:
     def _place(self, at: float, why: str = "") -> list:
         """Start all p members (afresh or from the last global checkpoint) on the best p hosts, or wait."""
         current = frozenset(m.host for m in self._members if m.host is not None)
-        usable = [v for v in self._table if v.node_id not in self._down and member_share(v, v.node_id in current, self.x) > 0]
+        willing = [v for v in self._table if v.node_id not in self._down and member_share(v, v.node_id in current, self.x) > 0]
+        usable = [v for v in willing if v.free_memory >= self.memory]
         if len([v for v in usable if v.node_id != self._leave]) >= self.size:
             usable = [v for v in usable if v.node_id != self._leave]
         self._leave = None
@@ -258,7 +261,9 @@ class GangCoordinator:
             stops = self._stop_all(None)
             names = ", ".join(sorted(v.node_id for v in usable)) or "none"
             self.phase = "waiting"
-            self.reason = (f"{why}: " if why else "") + f"needs {self.size} hosts that can take a member, {len(usable)} can ({names})"
+            short = len(willing) - len(usable)
+            self.reason = ((f"{why}: " if why else "") + f"needs {self.size} hosts that can take a member, {len(usable)} can ({names})"
+                           + (f"; {short} more lack {self.memory >> 20} MiB free for it" if short else ""))
             for member in self._members:
                 member.host, member.at_barrier = None, False
             return stops

@@ -65,7 +65,8 @@ class GangRuns:
                checkpoint: GlobalCheckpoint | None = None) -> None:
         """Run a gang of `size` members: placed at once if the table has room, else as soon as it has
         (`epoch`, `checkpoint`: see GangCoordinator). `on_checkpoint` gets each new global checkpoint."""
-        coordinator = GangCoordinator(gang_id, size, cadence, x, epoch=epoch, checkpoint=checkpoint)
+        coordinator = GangCoordinator(gang_id, size, cadence, x, epoch=epoch, checkpoint=checkpoint,
+                                      memory=spec.memory_bytes)
         gang = self._gangs[gang_id] = _Gang(coordinator, spec, on_done, on_failed, on_checkpoint, {})
         self._apply(gang, TableChanged(self._now(), self._table))
 

@@ -20,9 +20,6 @@ from frost_core.master.gang_runs import GangRuns
 from frost_core.policies.views import NodeView
 from frost_core.wire.messages import Message
 
-MEMBER_MEMORY = 256 * 1024 * 1024
-"""The memory a gang member's guest may use (its cgroup's limit): gang plugins do not declare it yet."""
-
 Send = Callable[[str, Message, "bytes | None"], Awaitable[None]]
 """Sends a gang header (and its bulk) to another node; NodeUnavailableError if it did not take it in."""
 

@@ -53,7 +53,7 @@ from frost_core.policies.intents import HostingState, Intents, expire_intents, h
 from frost_core.node.identity import load_node_id, load_node_key, load_owner_token, submitter_id
 from frost_core.ledger.book import Ledger
 from frost_core.ledger.service import LedgerService
-from frost_core.node.gangs import MEMBER_MEMORY, Gangs
+from frost_core.node.gangs import Gangs
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
@@ -79,7 +79,7 @@ from frost_core.policies.selection import costliest_move
 from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import declared_inputs, parse_params
-from frost_core.plugin.calls import combine_output, gang_members, split_units
+from frost_core.plugin.calls import GangDemand, combine_output, gang_demand, split_units
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.limits import check_file_name
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
@@ -474,12 +474,13 @@ class Node:
 
     async def _submit_gang(self, info: PluginInfo, params: dict[str, Any], cadence: CheckCadence) -> Submitted:
         """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator."""
-        size = await gang_members(info, params)
+        demand = await gang_demand(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[])
-        self._run_gang(assignment_id, info, params, size, cadence)
-        self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {size} {info.name} members")
-        return Submitted(id=assignment_id, units=size)
+        self._run_gang(assignment_id, info, params, demand, cadence)
+        self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {demand.members} {info.name} "
+                        f"members of {demand.memory_bytes >> 20} MiB each")
+        return Submitted(id=assignment_id, units=demand.members)
 
     async def _resume_gangs(self) -> None:
         """The gangs this node was master of before it stopped start again, from the last global checkpoint
@@ -492,29 +493,29 @@ class Node:
                 continue
             try:
                 info = self.registry.by_hash(record.plugin_hash)
-                size = await gang_members(info, record.params)
+                demand = await gang_demand(info, record.params)
             except FrostError as error:
                 self.store.fail_assignment(assignment_id, f"its gang could not start again after a restart: {error.message}")
                 await self.gang_checkpoints.discard(assignment_id)
                 self.events.error(error)
                 continue
-            checkpoint, unreadable = await self.gang_checkpoints.load(assignment_id, info.hash, size)
+            checkpoint, unreadable = await self.gang_checkpoints.load(assignment_id, info.hash, demand.members)
             for error in unreadable:
                 self.events.add("assignment", error.message, severity="error", title=error.title)
             # Its earlier epochs counted up from 0 and hosts may still run members of them: a new life
             # starts above them all (wall-clock seconds, far above any count of placements).
-            self._run_gang(assignment_id, info, record.params, size, self._gang_cadence(None, None),
+            self._run_gang(assignment_id, info, record.params, demand, self._gang_cadence(None, None),
                            epoch=int(time.time()), checkpoint=checkpoint)
             start = (f"superstep {checkpoint.superstep}, its last global checkpoint" if checkpoint
                      else "its first superstep")
-            self.events.add("assignment", f"assignment {assignment_id}: its gang of {size} {info.name} members starts "
+            self.events.add("assignment", f"assignment {assignment_id}: its gang of {demand.members} {info.name} members starts "
                             f"again from {start} (this node, its master, restarted)", severity="warning")
 
-    def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], size: int,
+    def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], demand: GangDemand,
                   cadence: CheckCadence, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:
         self.store.index.close_assignment(assignment_id)   # it has no units: the scheduler must not combine it
         spec = GangSpec(assignment_id, self.node_id, info.name, info.version, info.hash, encode_plain(params, "parameters"),
-                        MEMBER_MEMORY)
+                        demand.memory_bytes)
 
         def done(results: tuple) -> None:
             assert self._nursery is not None
@@ -531,7 +532,7 @@ class Node:
             assert self._nursery is not None
             self._nursery.start_soon(self._keep_gang_checkpoint, spec, checkpoint)
 
-        self.gangs.runs.submit(assignment_id, size, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
+        self.gangs.runs.submit(assignment_id, demand.members, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
                                cadence=cadence, epoch=epoch, checkpoint=checkpoint)
 
     async def _keep_gang_checkpoint(self, spec: GangSpec, checkpoint: GlobalCheckpoint) -> None:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 import trio
@@ -47,10 +48,19 @@ async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout
     return [WorkUnit.from_plain(unit) for unit in units]
 
 
-async def gang_members(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> int:
-    """How many members a gang plugin's assignment with `params` has, asked of the plugin in a subprocess."""
+@dataclass(frozen=True)
+class GangDemand:
+    """What a gang assignment asks of the cluster: `members` hosts, each with `memory_bytes` free for its member."""
+
+    members: int
+    memory_bytes: int
+
+
+async def gang_demand(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> GangDemand:
+    """How many members a gang plugin's assignment with `params` has and the memory each may use, asked of
+    the plugin in a subprocess."""
     reply = await run_worker({"op": "members", "path": info.path, "params": dict(params)}, timeout=timeout, label=info.name)
-    return reply["members"]
+    return GangDemand(reply["members"], reply["memory_bytes"])
 
 
 async def combine_output(

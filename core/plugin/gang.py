@@ -17,7 +17,7 @@ from typing import Any
 
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import Output, Param, check_declarations, parse_params
-from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES
+from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES, MEMBER_MEMORY
 from frost_core.plugin.plain import decode_plain, encode_plain
 
 Inbox = dict[int, list]
@@ -100,6 +100,11 @@ class GangPlugin(abc.ABC):
     def members(self, params: dict) -> int:
         """How many members p the assignment has (1 <= p <= MAX_MEMBERS), from its parameters."""
 
+    def member_memory(self, params: dict) -> int:
+        """The bytes each member may use, from the parameters: its guest's memory limit, and a host needs
+        that much free for guests to be chosen. Override it as a unit plugin sizes `memory_bytes`."""
+        return MEMBER_MEMORY
+
     @abc.abstractmethod
     def start(self, params: dict, rank: int, size: int) -> Any:
         """The initial state of member `rank` of `size`."""
@@ -127,6 +132,13 @@ def check_members(count: object) -> int:
     if not _is_count(count) or not 1 <= count <= MAX_MEMBERS:  # type: ignore[operator]
         raise PluginError(f"members must return a whole number from 1 to {MAX_MEMBERS}, not {count!r}")
     return count  # type: ignore[return-value]
+
+
+def check_member_memory(memory: object) -> int:
+    """The bytes `member_memory` returned, if they are a whole number > 0; PluginError if not."""
+    if not _is_count(memory) or memory == 0:
+        raise PluginError(f"member_memory must return a whole number of bytes > 0, not {memory!r}")
+    return memory  # type: ignore[return-value]
 
 
 def check_superstep(answer: object, rank: int, size: int, superstep: int) -> Superstep:
@@ -189,6 +201,7 @@ def run_gang_locally(plugin: GangPlugin, raw: Mapping[str, object] | None = None
         raise PluginError(f"checkpoint_every must be a whole number >= 1 or None, not {checkpoint_every!r}")
     params = parse_params(plugin, raw or {})
     size = check_members(plugin.members(params))
+    check_member_memory(plugin.member_memory(params))
     states = [plugin.start(params, rank, size) for rank in range(size)]
     inboxes: list[Inbox] = [{} for _ in range(size)]
     superstep = 0

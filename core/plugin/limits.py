@@ -14,6 +14,8 @@ MAX_RESULT_BYTES = 256 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_MEMBERS = 64
 """The most members a gang assignment may have: each runs on a host of its own."""
+MEMBER_MEMORY = 256 * 1024 * 1024
+"""The memory a gang member's guest may use (its cgroup's limit) when its plugin does not declare it."""
 MAX_OUTBOX_BYTES = 16 * 1024 * 1024
 """What one gang member may send in one superstep, encoded: it crosses the network at every barrier
 (a heat-diffusion halo is a few KB)."""

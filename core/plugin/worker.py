@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import API_VERSION, Done, Output, Plugin, WorkUnit, parse_params, unit_files
-from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, check_members, check_superstep
+from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, check_member_memory, check_members, check_superstep
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
@@ -60,7 +60,8 @@ def _handle(request: dict) -> dict:
             return {"ok": False, "error": exc.message, "name": plugin.name}
     params = parse_params(plugin, request.get("params") or {})
     if op == "members" and isinstance(plugin, GangPlugin):
-        return {"ok": True, "members": check_members(_call("members", plugin.members, params))}
+        return {"ok": True, "members": check_members(_call("members", plugin.members, params)),
+                "memory_bytes": check_member_memory(_call("member_memory", plugin.member_memory, params))}
     if op in ("split", "members") and isinstance(plugin, GangPlugin) == (op == "split"):
         kind = "a gang plugin: its assignments run as members, not units" if op == "split" else "not a gang plugin"
         raise PluginError(f"{plugin.name} is {kind}")
@@ -105,6 +106,7 @@ def validate_gang(plugin: GangPlugin) -> dict:
     except PluginError as exc:
         raise PluginError(f"the default parameters are rejected: {exc.message}") from None
     size = check_members(_call("members", plugin.members, params))
+    check_member_memory(_call("member_memory", plugin.member_memory, params))
     before = MemberCheckpoint(0, 0, _call("start", plugin.start, params, 0, size), {})
     state = MemberCheckpoint.from_bytes(before.to_bytes(), size).state
     after = check_superstep(_call("step", plugin.step, state, 0, size, {}), 0, size, 0)

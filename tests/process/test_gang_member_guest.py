@@ -306,7 +306,8 @@ async def test_a_contract_violation_in_one_member_fails_naming_its_rank_and_supe
                 for rank, member in enumerate(members):
                     nursery.start_soon(_append, failures[rank], member.step({}))
             expected = [
-                (PluginError, r"^rank 0: memory: the guest was killed by its memory cgroup"),
+                (PluginError, r"^superstep 2: rank 0: memory: the guest was killed by its memory cgroup: it used more than "
+                              r"its declared 32 MiB"),
                 (PluginError, r"^superstep 2: rank 1 sent to rank 7, but the ranks of this gang are 0 to 3"),
                 (PluginError, r"^superstep 2: rank 2: step\(\) raised ValueError: rank 2 gives up"),
                 (PluginError, r"^superstep 2: rank 3: no progress: a step ran .* s of CPU without finishing"),

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from frost_core.api.errors import PluginError
 from frost_core.plugin.api import Output, Param, run_locally
 from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, Superstep, run_gang_locally
-from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES
+from frost_core.plugin.limits import MAX_MEMBERS, MAX_OUTBOX_BYTES, MEMBER_MEMORY
 from frost_core.plugin.plain import encode_plain
 
 
@@ -102,6 +102,17 @@ def test_a_member_count_out_of_bounds_is_refused():
 
     with pytest.raises(PluginError, match=f"members must return a whole number from 1 to {MAX_MEMBERS}, not {MAX_MEMBERS + 1}"):
         run_gang_locally(Crowd())
+
+
+@pytest.mark.parametrize("memory", [0, -1, 1.5e9, True, "256M"])
+def test_a_member_memory_that_is_not_a_positive_whole_number_of_bytes_is_refused(memory):
+    class Greedy(Gossip):
+        def member_memory(self, params):
+            return memory
+
+    with pytest.raises(PluginError, match=f"member_memory must return a whole number of bytes > 0, not {memory!r}"):
+        run_gang_locally(Greedy())
+    assert Gossip().member_memory({}) == MEMBER_MEMORY == 256 << 20   # undeclared: the default
 
 
 def test_run_locally_points_a_gang_author_to_run_gang_locally():

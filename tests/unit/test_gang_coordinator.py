@@ -67,6 +67,17 @@ def test_fewer_hosts_that_can_take_a_member_than_members_waits_and_says_why():
     assert (view.phase, view.reason) == ("waiting", "needs 3 hosts that can take a member, 2 can (a, b)")
 
 
+
+def test_hosts_without_the_members_memory_free_for_guests_are_skipped():
+    coordinator = GangCoordinator("g", 2, memory=512 << 20)   # its plugin declares 512 MiB a member
+    # b is the fastest but has only 300 MiB free for guests; c has just enough.
+    rows = (NodeView("a", 0.5, 0), NodeView("b", 1.0, 0, free_memory=300 << 20), NodeView("c", 0.8, 0, free_memory=512 << 20))
+    actions = coordinator.handle(TableChanged(0.0, rows))
+    assert [(a.to, a.message.rank) for a in actions] == [("c", 0), ("a", 1)]
+    coordinator = GangCoordinator("g", 3, memory=512 << 20)
+    assert coordinator.handle(TableChanged(0.0, rows)) == []
+    assert coordinator.view().reason == "needs 3 hosts that can take a member, 2 can (a, c); 1 more lack 512 MiB free for it"
+
 def test_the_next_superstep_is_released_only_when_all_have_reported_naming_whose_mail_to_wait_for():
     coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
     assert report(coordinator, 1.0, 0, 0, {1}) == []
