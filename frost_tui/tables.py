@@ -61,10 +61,10 @@ def plugin_status(plugin: dict[str, Any]) -> str:
 def assignments(reply: list[dict[str, Any]]) -> str:
     if not reply:
         return "No assignments."
-    rows = []
+    rows, now = [], time.time()
     for a in reply:
         if a.get("gang"):
-            rows += gang_rows(a)
+            rows += gang_rows(a, now)
             continue
         done = sum(1 for u in a["units"] if u["state"] == "done")
         waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
@@ -74,10 +74,10 @@ def assignments(reply: list[dict[str, Any]]) -> str:
     return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)
 
 
-def gang_rows(a: dict[str, Any]) -> list[list[Any]]:
+def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:
     """A gang assignment's row, then one per member: its host, superstep and time spent waiting at barriers."""
     gang = a["gang"]
-    checkpoint = (f"last checkpoint before superstep {gang['checkpoint_superstep']}"
+    checkpoint = (f"last checkpoint before superstep {gang['checkpoint_superstep']}, taken {_ago(now - gang['checkpoint_at'])}"
                   if gang["checkpoint_superstep"] is not None else "no checkpoint yet")
     notes = [a.get("error") or gang["reason"], checkpoint]
     if gang["restarts"] or gang["moves"]:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from frost_core import AssignmentView, GangMemberView, NodeSnapshot, UnitView
 
-from frost_tui.widgets.format import format_duration, progress_bar, styled_state
+from frost_tui.widgets.format import format_ago, format_duration, progress_bar, styled_state
 from frost_tui.widgets.image_preview import ImagePreview
 from frost_tui.widgets.live_table import LiveTable
 from frost_tui.widgets.redraw import update_static
@@ -78,7 +78,7 @@ class AssignmentsPane(Pane):
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
                                    f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
-            describe_result(assignment), Text(""), units)
+            describe_result(assignment, self._now), Text(""), units)
 
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         if event.table.id == "assignments-table":
@@ -98,11 +98,12 @@ class AssignmentsPane(Pane):
             update_static(result, None, lambda: "No assignments yet: press s to submit one.")
             preview.path = None
             return
+        gang = assignment.gang
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
                assignment.result_media_type, round(assignment.wasted_seconds), (start, stop),
-               assignment.gang and (assignment.gang.phase, assignment.gang.reason, assignment.gang.checkpoint_superstep,
-                                    assignment.gang.moves, assignment.gang.restarts))
-        update_static(result, key, lambda: describe_result(assignment))
+               gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
+                         gang.moves, gang.restarts))
+        update_static(result, key, lambda: describe_result(assignment, self._now))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
 
@@ -177,7 +178,12 @@ def describe_unit(unit: UnitView) -> Group:
     return Group(*lines)
 
 
-def describe_result(assignment: AssignmentView) -> Group:
+def checkpoint_age(at: float | None, now: float) -> str:
+    """How long ago a gang's last global checkpoint was taken ('' if it has none)."""
+    return "" if at is None else format_ago(at, now)
+
+
+def describe_result(assignment: AssignmentView, now: float) -> Group:
     params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
     lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
     if assignment.error:
@@ -195,7 +201,8 @@ def describe_result(assignment: AssignmentView) -> Group:
     gang = assignment.gang
     if gang is not None:
         checkpoint = ("none yet" if gang.checkpoint_superstep is None
-                      else f"before superstep {gang.checkpoint_superstep} ({gang.checkpoint_bytes} bytes)")
+                      else f"before superstep {gang.checkpoint_superstep} ({gang.checkpoint_bytes} bytes), "
+                           f"taken {checkpoint_age(gang.checkpoint_at, now)}")
         lines.append(Text.assemble(("Gang  ", "bold"), f"{len(gang.members)} members, {gang.phase} at superstep "
                                    f"{gang.superstep}" + (f": {gang.reason}" if gang.reason else "")))
         lines.append(Text.assemble(("Last global checkpoint  ", "bold"), checkpoint,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import time
 
 from rich.console import Console
 
@@ -15,7 +17,7 @@ from frost_tui.tabs.assignments import UNIT_ROWS, assignment_row, describe_resul
 
 def panel_text(assignment: AssignmentView) -> str:
     console = Console(width=200, record=True)
-    console.print(describe_result(assignment))
+    console.print(describe_result(assignment, now=100.0))
     return console.export_text()
 
 
@@ -77,12 +79,14 @@ def test_a_gang_shows_its_members_hosts_supersteps_and_barrier_waits():
     assert members[1][7].plain == "waited 0s at barriers" and members[0][7].plain == "waited 3s at barriers"
     text = panel_text(running_gang())
     assert "Gang  3 members, running at superstep 7" in text
-    assert "Last global checkpoint  before superstep 4 (2048 bytes)   Moves  1   Restarts  1" in text
+    assert "Last global checkpoint  before superstep 4 (2048 bytes), taken 50s ago   Moves  1   Restarts  1" in text
 
 
 def test_frost_tui_assignments_lists_a_gangs_members_under_it():
     reply = [json.loads(json.dumps(dataclasses.asdict(running_gang())))]
+    reply[0]["gang"]["checkpoint_at"] = time.time() - 125   # taken a little over two minutes ago
     lines = tables.assignments(reply).splitlines()
-    assert "superstep 7" in lines[2] and "gang of 3" in lines[2] and "last checkpoint before superstep 4" in lines[2]
+    assert "superstep 7" in lines[2] and "gang of 3" in lines[2]
+    assert re.search(r"last checkpoint before superstep 4, taken 2m0[5-9]s ago", lines[2]), lines[2]
     assert lines[3].split()[:5] == [".0", "alpha", "at", "barrier", "superstep"] and "waited 3s at barriers" in lines[3]
     assert len(lines) == 6
