@@ -55,6 +55,16 @@ def test_a_new_checkpoint_replaces_the_old_one_only_once_written(tmp_path):
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
 
 
+def test_a_big_replaced_checkpoint_is_gone_by_name_when_the_commit_returns(tmp_path):
+    """Its blocks are freed by a thread (FREE_LATER_FROM), its name is not: a scan sees one checkpoint."""
+    store = CheckpointStore(tmp_path)
+    big = os.urandom(store_module.FREE_LATER_FROM)
+    store.write(make_record(1, state=big))
+    store.write(make_record(2, state=big[::-1]))
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    assert store.latest("abcd1234-1.0").state == big[::-1]
+
+
 def test_discard_removes_the_task(tmp_path):
     store = CheckpointStore(tmp_path)
     store.write(make_record(1))
