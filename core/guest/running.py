@@ -225,7 +225,7 @@ class RunningGuest:
         self.scratch = child.scratch = scratch
         warm = ""
         if child.units:
-            self.cpu_base, self.cgroup_cpu_base = child.cpu_seen, child.cgroup_cpu_seen
+            self.cpu_base, self.cgroup_cpu_base, self.rss = child.cpu_seen, child.cgroup_cpu_seen, child.rss
             self.priority_floor = child.floor
             self.fork_refusals = child.fork_refusals
             warm = f", warm: its unit {child.units + 1}"
@@ -507,6 +507,10 @@ class RunningGuest:
         watcher sleeps until it runs again instead of looking every `watch_interval`.
         """
         window: deque[tuple[float, float]] = deque()
+        if self.child is not None and self.child.units:
+            # A warm process was looked at as its last unit ended (see `GuestSupervisor._keep_warm`): its next
+            # look is due in an interval, and most units of a sweep of short ones are over by then.
+            await trio.sleep(self.host.settings.watch_interval)
         while True:
             if self.paused:
                 self.cpu_percent = 0.0

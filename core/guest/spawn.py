@@ -46,8 +46,9 @@ class Child:
     cpu_seen: float = 0.0
     cgroup_cpu_seen: float = 0.0
     fork_refusals: int = 0
-    """Its CPU time, its cgroup's, and its forks refused, as last read for the unit it ran: where its next unit's
-    figures start (it waits blocked on its pipe in between), without reading them again."""
+    rss: int = 0
+    """Its CPU time, its cgroup's, its forks refused and its memory, as last read for the unit it ran: where its
+    next unit's figures start (it waits blocked on its pipe in between), without reading them again."""
     _seen: psutil.Process | None = dataclasses.field(default=None, repr=False)
 
     def seen(self) -> psutil.Process:

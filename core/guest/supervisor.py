@@ -30,6 +30,7 @@ from frost_core.guest import checks
 from frost_core.guest.containment import Containment
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
+from frost_core.guest.priority import read_priority
 from frost_core.guest.running import RunningGuest
 from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, fresh_folder, start_child
 from frost_core.guest.warm import IdleGuests, WarmKey, end, warm_key
@@ -169,7 +170,12 @@ class GuestSupervisor:
         child = guest.child
         if child is None or not isinstance(guest.outcome, Completed) or guest.killed or self._paused:
             return False
+        raised = guest.priority_floor and read_priority(child.process.pid).raised_from(guest.priority_floor)
+        if raised:   # (its watcher looks every interval: a unit may end between two looks)
+            guest.emit("error", f"the guest raised its priority ({raised}); its process runs no more units", "warning")
+            return False
         child.units += 1
+        child.rss = guest.rss
         child.floor = guest.priority_floor
         child.cpu_seen = guest.cpu_base + guest.cpu   # (its own, as last sampled: settle_cpu may add its forks')
         guest.report_fork_refusals()
