@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from frost_core.guest.cgroups import current_mounts
+from frost_core.guest.views import GuestSettings
+from frost_core.plugin.limits import MEMBER_MEMORY
 from tests.multinode.cluster import CLUSTER_CONFIG, assignment, place_gang, result_sha256
 from tests.multinode.test_gang import HEAT, OWNER_AWAY, member_pid, reference_sha256, slow_heat, straggling
 from tests.netns import BROADCAST, Topology, require_netns
@@ -15,7 +17,6 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.netns, pytest.mark.timeout(240)]
 
 PORT = 47631
-NO_MEMORY_LIMIT = 2**62   # v1's memory.limit_in_bytes reads 9223372036854771712 where nothing is set
 
 
 def guest_cgroup(pid: int, controller: str) -> Path:
@@ -55,10 +56,11 @@ def test_nodes_in_separate_namespaces_find_each_other_run_a_gang_and_contain_its
                        what="member 2's guest")
 
         # A namespaced node sees a fresh /sys without the cgroup mounts; its guest is in a cgroup of its own all
-        # the same, with its memory limit set.
+        # the same, limited to the member's declared memory (heat-diffusion keeps the default) and the slack.
         memory = guest_cgroup(pid, "memory")
         assert memory.name == f"guest-{pid}" and memory.parent.name.startswith("frost-guests-"), memory
-        assert int((memory / "memory.limit_in_bytes").read_text()) < NO_MEMORY_LIMIT
+        limit = MEMBER_MEMORY + GuestSettings().memory_slack_bytes
+        assert int((memory / "memory.limit_in_bytes").read_text()) == limit
         assert guest_cgroup(pid, "cpu").name == f"guest-{pid}"
 
         # Member 0's host evicts while member 2 straggles: the gang restarts on the three others.
