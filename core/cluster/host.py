@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -165,6 +166,23 @@ PluginSource = Callable[[str, tuple[str, ...]], Awaitable[PluginInfo]]
 """(code hash, node ids that may have it) -> the plugin, fetched and validated if need be."""
 
 
+class _Install:
+    """A moved-in checkpoint being made durable here beside its guest's start."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error: CheckpointError | None = None
+
+    async def run(self, blocking: Callable[..., Awaitable[Any]], write: Callable[[CheckpointRecord], Any],
+                  record: CheckpointRecord) -> None:
+        try:
+            await blocking(write, record)  # also drops any older copy here
+        except CheckpointError as error:
+            self.error = error
+        finally:
+            self.done.set()
+
+
 class HostService:
     def __init__(
         self, *, node_id: str, supervisor: GuestSupervisor, links: Links, capacity: Callable[[], Capacity],
@@ -294,7 +312,12 @@ class HostService:
             info = await self._plugin_source(spec.plugin_hash, tuple(dict.fromkeys((spec.master, source))))
             unit = WorkUnit.from_plain(decode_plain(spec.unit, "work unit"))
             store = self.supervisor.store
-            if record is not None:
+            install = None
+            if record is not None and moved:
+                install = _Install()  # written beside the guest's start (see below)
+                assert self._nursery is not None
+                self._nursery.start_soon(install.run, self._blocking, store.write, record)
+            elif record is not None:
                 await self._blocking(store.write, record)  # also drops any older copy here
             elif store.holds(spec.task_id):
                 await self._blocking(store.discard, spec.task_id)
@@ -314,7 +337,21 @@ class HostService:
             return Verdict(ok=True)
         self._hosted[spec.task_id] = hosted
         assert self._nursery is not None
-        await self._nursery.start(self._run, hosted, record)
+        if install is None:
+            await self._nursery.start(self._run, hosted, record)
+        else:
+            # A moved-in guest settles in and loads its plugin while its checkpoint is synced and
+            # renamed into place here; it gets its state, and the source its answer, once it is durable.
+            async def durable() -> None:
+                await install.done.wait()
+                if install.error is not None:
+                    self._stopping[spec.task_id] = f"its checkpoint was not kept here: {install.error.message}"
+                    raise install.error
+
+            await self._nursery.start(functools.partial(self._run, hosted, record, durable=durable))
+            await install.done.wait()  # (already, unless its guest never got as far as its state)
+            if install.error is not None:
+                return Verdict(ok=False, reason=install.error.message)
         if moved:
             self._on_arrival(spec.task_id)  # the minimum stay after a move starts now
         self._on_change()
@@ -446,10 +483,12 @@ class HostService:
     # -- one guest's life ---------------------------------------------------------------------------
 
     async def _run(self, hosted: Hosted, arrived: CheckpointRecord | None = None, *,
+                   durable: Callable[[], Awaitable[None]] | None = None,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already."""
+        """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already
+        or once `durable()` returns (see `GuestSupervisor.run`)."""
         task = hosted.task
-        outcome = await self.supervisor.run(task, checkpoint=arrived, task_status=task_status)
+        outcome = await self.supervisor.run(task, checkpoint=arrived, durable=durable, task_status=task_status)
         if not isinstance(outcome, Evicted):
             self._hosted.pop(task.task_id, None)   # its CPU is free: a unit placed ahead takes it now
         self._start_ahead()

@@ -214,9 +214,13 @@ class RunningGuest:
     # --- starting and ending -------------------------------------------------------------------
 
     async def start(self, child: Child, scratch: Path, nursery: trio.Nursery, *, paused: bool,
-                    cgroup: GuestCgroup | None = None, readable: tuple[str, ...] = ()) -> None:
+                    cgroup: GuestCgroup | None = None, readable: tuple[str, ...] = (),
+                    ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Give `child` (already in `cgroup`) this unit: start the tasks that serve it in `nursery`, then
-        send GuestStart; the guest may read only `readable` besides `scratch` (all where it is empty)."""
+        send GuestStart; the guest may read only `readable` besides `scratch` (all where it is empty).
+
+        `ready`: awaited between GuestStart and the state (the guest settles in and loads its plugin
+        meanwhile); if it raises CheckpointError, the guest ends without its state."""
         task, settings = self.task, self.host.settings
         self.child = child
         process = self.process = child.process
@@ -250,9 +254,11 @@ class RunningGuest:
             readable=readable,
         )
         try:
-            await self.channel.send_bulk(start, self.resume_from.state if self.resume_from else b"")
+            await self.channel.send_bulk(start, self.resume_from.state if self.resume_from else b"", ready=ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The guest died before reading; the message reader reports why.
+        except CheckpointError as error:
+            self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
 
     async def reap(self) -> None:
         self.kill()

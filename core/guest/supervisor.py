@@ -83,13 +83,16 @@ class GuestSupervisor:
     # --- running ---------------------------------------------------------------------------
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
+                  durable: Callable[[], Awaitable[None]] | None = None,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> Outcome:
         """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint.
 
         `checkpoint` is that checkpoint when the caller has it in hand, verified and durable in
         the store (a unit that just arrived): reading and hashing it again would cost a move
-        ~3 ms per MiB. With `nursery.start`, returns to the starter once the guest process runs
-        (or failed to start).
+        ~3 ms per MiB. Or, with `durable`, about to be: the guest process is readied and loads
+        its plugin while `durable()` makes it so, and gets its state only once it returns (if it
+        raises CheckpointError, the run ends Failed). With `nursery.start`, returns to the
+        starter once the guest process runs (or failed to start).
         """
         check_task_id(task.task_id)
         if task.task_id in self._reaping:
@@ -134,7 +137,7 @@ class GuestSupervisor:
                     else:
                         cgroup = child.cgroup if warm else self._contain(task, child.process.pid)
                         await guest.start(child, scratch, nursery, paused=self._paused, cgroup=cgroup,
-                                          readable=self.containment.readable(task))
+                                          readable=self.containment.readable(task), ready=durable)
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()

@@ -6,7 +6,7 @@ The guest child runs plain synchronous Python; its blocking twin is `wire.pipe`.
 import io
 import os
 import select
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,15 +148,21 @@ class Channel:
         else:
             self._sending = False
 
-    async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes]) -> None:
+    async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes], *,
+                        ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END.
 
         An async generator passed as `data` is consumed and closed, even on cancellation.
+        `ready`, awaited between the header and the data with the channel still held, lets the
+        peer act on the header first (a guest loads its plugin while its state is synced); what
+        it raises ends the send, leaving the header alone on the channel.
         """
         header_body = encode_message(header)
         await self._take_send_turn()
         try:
             await self._send_frame(header.CODE, header_body)
+            if ready is not None:
+                await ready()
             if isinstance(data, bytes | bytearray | memoryview):
                 view = memoryview(data)
                 await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(len(view))))

@@ -1,9 +1,9 @@
-"""A move's source killed (-9) mid-send, its capture still being synced: the unit stays runnable from its checkpoint.
+"""A move's two ends with real guests: each writes the checkpoint durably beside its part of the move.
 
-The source is a real supervisor in a process of its own with a real guest: it captures the unit
-for a move (the capture leaves before its fsync, which runs behind), starts sending it to a
-socket nobody reads (so the send is under way) and is killed there. A fresh supervisor on the
-same disk then resumes the unit from the newest checkpoint it finds and gives the identical result.
+The source captures the unit and sends it while its own fsync runs behind: killed (-9) mid-send,
+it leaves the unit runnable from its checkpoint. The destination starts the guest while it syncs
+the arrived checkpoint and hands the guest its state only once it is durable: the result is the
+same, and a checkpoint it cannot keep ends the guest without its state.
 """
 
 from __future__ import annotations
@@ -14,11 +14,16 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import trio
 
+from frost_core.api.errors import CheckpointError
 from frost_core.guest.supervisor import GuestSupervisor
-from frost_core.guest.views import Completed
-from tests.guest_kit import HEADER, MIB, Recorder, counter_result, fast_settings, make_task, write_plugin
+from frost_core.guest.views import Completed, Failed
+from tests.guest_kit import (
+    COUNTER, HEADER, LONG, MIB, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin,
+)
+from tests.waiting import wait_until
 
 # A counter whose state carries 2 MiB of ballast: the capture's write, fsync and rename are what
 # runs behind the send.
@@ -107,3 +112,35 @@ async def test_a_source_killed_mid_send_leaves_the_unit_runnable_from_its_checkp
     assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, UNIT)
     assert any(f"from checkpoint {newest.seq}" in m for m in recorder.messages("start"))
     assert newest.size > MIB
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["durable", "not-kept"])
+async def test_a_moved_in_guest_gets_its_state_only_once_its_checkpoint_is_durable_here(tmp_path, kept):
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    source = GuestSupervisor(data_dir=tmp_path / "source", settings=fast_settings(), on_event=Recorder())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(source.run, task)
+        await wait_until(lambda: any(f.last_checkpoint_seq for f in source.figures()))
+        record = await source.capture(task.task_id, 10.0)
+    assert record is not None
+
+    recorder = Recorder()
+    destination = GuestSupervisor(data_dir=tmp_path / "destination", settings=fast_settings(), on_event=recorder)
+    started_first = []
+
+    async def durable() -> None:
+        # The guest process runs (and settles in) while the checkpoint is being made durable.
+        started_first.append(bool(recorder.messages("start")) and bool(guest_processes()))
+        if not kept:
+            raise CheckpointError("checkpoint was not written (disk full)")
+        await trio.to_thread.run_sync(destination.store.write, record)
+
+    outcome = await destination.run(task, checkpoint=record, durable=durable)
+    assert started_first == [True]
+    if kept:
+        assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, LONG)
+        assert any(f"from checkpoint {record.seq}" in m for m in recorder.messages("start"))
+    else:
+        assert isinstance(outcome, Failed) and outcome.retryable and "disk full" in outcome.reason
+        assert not guest_processes()

@@ -14,7 +14,7 @@ import cbor2
 import pytest
 import trio
 
-from frost_core.api.errors import FrostError, NodeUnavailableError
+from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError
 from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
 from frost_core.cluster.memory_links import MemoryNetwork
 from frost_core.cluster.messages import STOPPED, UnitSpec, UnitStatus
@@ -53,8 +53,14 @@ class StandInGuests:
         self.cpu = 10.0         # the CPU each guest's process has used, at every look and at its end
         self._tasks: dict[str, GuestTask] = {}
 
-    async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
+    async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
                   task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
+        if durable is not None:
+            try:
+                await durable()  # the guest gets its state once it is durable here
+            except CheckpointError as error:
+                task_status.started()
+                return Failed(f"checkpoint: {error.message}", retryable=True)
         self.started[task.task_id] = checkpoint or self.store.latest(task.task_id)
         end = self._ends[task.task_id] = (trio.Event(), [])
         self._tasks[task.task_id] = task
@@ -116,6 +122,7 @@ class RecordingMaster:
         self.moved: list[tuple[str, str, int, str]] = []
         self.told_of_a_move = trio.Event()
         self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
+        self.failed: list[tuple[str, str, str]] = []
         self.replicas: list[tuple[str, int, float, float]] = []
         self.reports: list[tuple[UnitStatus, ...]] = []
         self.stop: tuple[str, ...] = ()   # what its next report's answer asks the host to stop
@@ -133,6 +140,9 @@ class RecordingMaster:
     async def host_return(self, host, task_id, epoch, record):
         self.returned.append((host, task_id, record))
         return True
+
+    async def host_failed(self, host, task_id, epoch, reason, retryable):
+        self.failed.append((host, task_id, reason))
 
     async def host_replica(self, host, record, progress=0.0, cpu_seconds=0.0):
         self.replicas.append((host, record.seq, progress, cpu_seconds))
@@ -217,6 +227,24 @@ async def test_a_move_hands_the_captured_checkpoint_over_under_the_next_epoch(tm
         assert cluster.master.moved == [(A, TASK, 2, B)]
         assert cluster.guests[A].store.latest(TASK) is None  # dropped here once B runs it
         assert cluster.hosts[A].forwarded_to(TASK) == B
+
+
+async def test_a_move_whose_checkpoint_cannot_be_kept_at_the_destination_resumes_the_unit_where_it_was(
+        tmp_path, autojump_clock, monkeypatch):
+    async with running_cluster(tmp_path) as cluster:
+        def disk_full(record):
+            raise CheckpointError(f"checkpoint {record.seq} of task {record.task_id} was not written (disk full)")
+
+        monkeypatch.setattr(cluster.guests[B].store, "write", disk_full)
+        verdict = await cluster.network.links(MASTER).host(A).move(TASK, B)
+        assert not verdict.ok and "disk full" in verdict.reason
+        with trio.fail_after(60):
+            while cluster.guests[A].started.get(TASK) is None:
+                await trio.sleep(0.1)
+        assert cluster.running(A) == [TASK] and cluster.running(B) == [] and cluster.master.moved == []
+        assert cluster.guests[A].started[TASK].seq == 1   # from its capture, durable on A
+        await trio.sleep(5)   # past B's next report: its guest that never got its state is no failure of the unit
+        assert cluster.master.failed == []
 
 
 async def test_a_move_to_a_node_cut_off_leaves_the_unit_running_untouched(tmp_path, autojump_clock):
