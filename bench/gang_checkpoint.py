@@ -2,7 +2,7 @@
 
 Question (issue 16): when a gang moves, all p members checkpoint at the barrier, the images go to
 the master, and the gang restarts from them on the new p. How long do the capture and the restart
-take, for p = 2, 3, 4 and a small (16 KB, a small plate's strip), ~1 MB and ~10 MB state per member?
+take, for p = 2, 3, 4 and a small (16 KiB, a small plate's strip), 1 MiB and 10 MiB of state per member?
 
 The gang is `bench_plugins/gang_ballast.py` (incompressible ballast of exactly that size per
 member, 50 ms supersteps) on the node's gang runtime (`_gang_cluster.py`: each host a real `Gangs`,
@@ -24,7 +24,7 @@ messages the nodes send:
 
 The result is checked: every member's ballast digest matches a gang that never moved. Guests run
 at SCHED_IDLE, so the load average is printed with the figures. About 1 minute on an idle 2-core
-machine; `--quick`: p = 2, 16 KB and 1 MB.
+machine; `--quick`: p = 2, 16 KiB and 1 MiB.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from bench._gang_cluster import GangCluster  # noqa: E402
 from frost_core.policies.gang_migration import CheckCadence  # noqa: E402
 
 BALLAST = Path(__file__).resolve().parent / "bench_plugins" / "gang_ballast.py"
-SIZES = {"16 KB": 16 << 10, "1 MB": 1 << 20, "10 MB": 10 << 20}
+SIZES = {"16 KiB": 16 << 10, "1 MiB": 1 << 20, "10 MiB": 10 << 20}
 STEP_MS = 50
 MOVE_AT = 3
 SUPERSTEPS = MOVE_AT + 4
@@ -92,7 +92,7 @@ async def one_run(p: int, ballast: int, folder: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="p = 2; 16 KB and 1 MB")
+    parser.add_argument("--quick", action="store_true", help="p = 2; 16 KiB and 1 MiB")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     rows, figures = [], []
