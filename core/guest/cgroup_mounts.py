@@ -45,8 +45,18 @@ def hierarchies(proc_cgroup: str) -> tuple[Hierarchy, ...]:
     return tuple(v1)
 
 
-def mount_hierarchies(proc_cgroup: str, top: Path = CGROUP_TOP) -> str:
-    """Mount every hierarchy of `proc_cgroup` under `top`; "" when done, else why not (one sentence)."""
+def cgroups_mounted(mountinfo: str) -> bool:
+    """Whether /proc/self/mountinfo lists any cgroup file system, even one mounted from a sub-cgroup (a container's)."""
+    return any(line.partition(" - ")[2].split()[:1] in (["cgroup"], ["cgroup2"]) for line in mountinfo.splitlines())
+
+
+def mount_hierarchies(proc_cgroup: str, mountinfo: str, top: Path = CGROUP_TOP) -> str:
+    """Mount every hierarchy of `proc_cgroup` under `top`; "" when done, else why not (one sentence).
+
+    Nothing is mounted over cgroup file systems already there (a container's sub-cgroups, say).
+    """
+    if cgroups_mounted(mountinfo):
+        return "the cgroup file systems here are mounted from sub-cgroups (a container's view), and nothing is mounted over them"
     wanted = hierarchies(proc_cgroup)
     if not wanted:
         return "the kernel lists no cgroup hierarchy for this process"

@@ -110,9 +110,9 @@ def visible_mounts() -> Mounts:
     mounts = current_mounts()
     if mounts.v1 or mounts.v2 is not None:
         return mounts
-    failure = mount_hierarchies(_read(Path("/proc/self/cgroup")))
+    failure = mount_hierarchies(_read(Path("/proc/self/cgroup")), _read(Path("/proc/self/mountinfo")))
     if failure:
-        return dataclasses.replace(mounts, absent=f"no cgroup hierarchy is mounted here and {failure}")
+        return dataclasses.replace(mounts, absent=f"no cgroup hierarchy is mounted here: {failure}")
     return current_mounts()
 
 
