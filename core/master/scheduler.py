@@ -298,13 +298,14 @@ class MasterScheduler:
     def _reasons_beyond(self, waiting: list[AssignmentHead], looked_at: list[UnitRecord], hosts: Sequence[NodeView],
                         held: dict[str, frozenset[str]]) -> dict[str, str]:
         """Assignment -> why its units this round did not look at wait: as its first such unit would be told."""
-        seen = {u.task_id for u in looked_at}
+        seen = {(u.assignment_id, u.index) for u in looked_at}
         reasons = {}
         for head in waiting:
             count = sum(u.assignment_id == head.id for u in looked_at)
-            beyond = [u for u in self._store.queued(head.id, count + 1) if u.task_id not in seen]
-            if beyond:
-                need = Need(beyond[0].task_id, head.id, beyond[0].memory_bytes, head.one_per_host)
+            beyond = [i for i in self._store.index.first_queued(head.id, count + 1) if (head.id, i) not in seen]
+            if beyond:   # (only its row is read: the others were read for this round already)
+                unit = self._store.unit(head.id, beyond[0])
+                need = Need(unit.task_id, head.id, unit.memory_bytes, head.one_per_host)
                 reasons[head.id] = why_not_placed(need, hosts, held.get(head.id, frozenset()))
         return reasons
 
