@@ -17,8 +17,10 @@ import trio
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], *, timeout: float, what: str, interval: float = 0.2) -> T:
-    """Poll until `predicate()` is truthy and return it; after `timeout` s fail with its last value."""
+def wait_for(predicate: Callable[[], T], *, timeout: float, what: str, interval: float = 0.2,
+             show: Callable[[], object] | None = None) -> T:
+    """Poll until `predicate()` is truthy and return it; after `timeout` s fail with its last value (and what
+    `show()` returns then: the state the predicate judged, when it returns only False)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -26,7 +28,8 @@ def wait_for(predicate: Callable[[], T], *, timeout: float, what: str, interval:
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}")
+    shown = "" if show is None else f"; then: {show()!r}"
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last value: {last!r}{shown}")
 
 
 async def wait_until(predicate: Callable[[], T], *, timeout: float = 60.0, what: str = "the condition",

@@ -38,7 +38,7 @@ from frost_core.cluster.gang_site import (
     StopMember,
     WriteCheckpoint,
 )
-from frost_core.cluster.messages import GangLost, GangSpec
+from frost_core.cluster.messages import GangHostState, GangLost, GangSpec
 from frost_core.plugin.gang import Inbox, Superstep
 from frost_core.policies.views import NodeView
 
@@ -86,6 +86,8 @@ class GangHost:
         self._members: dict[tuple[str, int], _Member] = {}
         self._nursery: trio.Nursery | None = None
         self._paused = False
+        self._held = ""                             # why the owner holds the members here ("": not held)
+        self._told_held: dict[str, tuple[int, int]] = {}   # gang told so -> a rank and epoch it had here
 
     def run_in(self, nursery: trio.Nursery) -> None:
         """Start its tasks in `nursery` from now on (the node's gang runtime owns it)."""
@@ -129,6 +131,28 @@ class GangHost:
         for member in self._members.values():
             if member.handle is not None:
                 member.handle.resume()
+
+    def owner_holds(self, reason: str) -> None:
+        """Whether this host's owner holds its guests (`reason`, "" for no): each gang with a member here hears of
+        a change, so its coordinator leaves this host at its next check instead of waiting for the member."""
+        if reason == self._held or (reason and self._held):
+            return
+        self._held = reason
+        if reason:
+            self._told_held = {gang_id: next(iter(ranks.items())) for gang_id, ranks in self.hosted().items()}
+            self._tell(self._told_held, "held", reason)
+        else:   # its gangs may have left meanwhile: the ones told it was held hear it is free again
+            told, self._told_held = self._told_held, {}
+            self._tell(told, "free", reason)
+
+    def leave(self, reason: str) -> None:
+        """The owner is finishing: every gang with a member here leaves at its next barrier (`move`'s way)."""
+        members = {gang_id: member for gang_id, ranks in self.hosted().items() for member in ranks.items()}
+        self._tell(members, "leaving", reason)
+
+    def _tell(self, members: dict[str, tuple[int, int]], state: str, reason: str) -> None:
+        for gang_id, (rank, epoch) in members.items():
+            self._post.post(self._masters[gang_id], GangHostState(gang_id, rank, epoch, state, reason))
 
     def guest_pids(self) -> list[int]:
         """The processes of the members running here: guests, as the owner's measurements count them."""

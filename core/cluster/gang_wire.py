@@ -1,6 +1,6 @@
 """The gang runtime's messages on the wire and back, so the sans-IO coordinator and sites never see a socket.
 
-`gang_to_wire` turns a `cluster.gang_site` message (or a GangLost, which is its own) into its header (`cluster.messages`) and
+`gang_to_wire` turns a `cluster.gang_site` message (or a GangLost or GangHostState, their own) into its header (`cluster.messages`) and
 bulk bytes; `gang_from_wire` rebuilds it from what arrived, refusing with a ProtocolError what
 the gang classes could not hold: rank sets with repeats or negative ranks, plain data that is
 not plain CBOR, a member's messages that are not a list, bulk where none belongs.
@@ -24,7 +24,9 @@ from frost_core.cluster.gang_site import (
     TakeCheckpoint,
 )
 from frost_core.cluster.messages import (
+    GANG_HOST_STATES,
     GangCheckpoint,
+    GangHostState,
     GangLost,
     GangMail,
     GangMailAck,
@@ -51,7 +53,7 @@ def gang_to_wire(message: object, spec: GangSpec | None = None, *, home: bool = 
     `home` marks Mail for the gang's coordinator rather than for a member on the node it goes to.
     """
     match message:
-        case GangLost():
+        case GangLost() | GangHostState():
             return message, None
         case StartMember():
             if spec is None:
@@ -84,7 +86,7 @@ def gang_to_wire(message: object, spec: GangSpec | None = None, *, home: bool = 
 
 def for_coordinator(header: Message) -> bool:
     """Whether `header` is for the gang's coordinator on the receiving node, not for a member hosted there."""
-    return isinstance(header, (GangReport, GangCheckpoint, GangLost)) or (isinstance(header, GangMail) and header.home)
+    return isinstance(header, (GangReport, GangCheckpoint, GangLost, GangHostState)) or (isinstance(header, GangMail) and header.home)
 
 
 def has_bulk(header: Message) -> bool:
@@ -103,6 +105,11 @@ def gang_from_wire(header: Message, data: bytes | None) -> object:
     match header:
         case GangLost():
             _count(header.rank)
+            return header
+        case GangHostState():
+            _count(header.rank)
+            if header.state not in GANG_HOST_STATES:
+                raise ProtocolError(f"a member's host is not {header.state!r}: one of {', '.join(GANG_HOST_STATES)}")
             return header
         case GangStart():
             if header.size < 1 or not 0 <= header.rank < header.size:

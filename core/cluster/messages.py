@@ -546,6 +546,24 @@ class GangLost(Message):
     plugin_fault: bool = False
 
 
+@register
+@dataclasses.dataclass(frozen=True)
+class GangHostState(Message):
+    """Host -> coordinator: what happens to member `rank` (of `epoch`) on its host: `held` (the host's owner
+    needs the machine: the member is stopped and reaches no barrier), `free` (it runs again) or `leaving`
+    (the owner is finishing: the gang should leave at its next barrier)."""
+
+    CODE = MessageCode.GANG_HOST_STATE
+    MAX_SIZE = 8192
+    gang_id: str
+    rank: int
+    epoch: int
+    state: str
+    reason: str
+
+
+GANG_HOST_STATES = ("held", "free", "leaving")
+
 GANG_MESSAGES = (GangStart, GangRelease, GangTakeCheckpoint, GangStop, GangReport, GangCheckpoint, GangMail,
-                 GangMailAck, GangMailBounced, GangLost)
+                 GangMailAck, GangMailBounced, GangLost, GangHostState)
 """Every gang message: each is answered with a Verdict once its receiver took it in."""

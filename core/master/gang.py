@@ -10,7 +10,9 @@ members' predicate answers ride on their reports and are OR-reduced; on "move" e
 checkpoints at the barrier, and only once all p checkpoints of that barrier are in do they replace
 the previous global checkpoint and the gang restart on the new best p under a new epoch. A host
 that is lost (its owner evicts, it crashes or is cut off) restarts the whole gang from the last
-global checkpoint at once: nobody waits for a barrier the lost member will never reach. The
+global checkpoint at once: nobody waits for a barrier the lost member will never reach. A member
+whose host's owner holds its guests (HostHeld: it is stopped) cannot answer a check either: when a
+timed check falls due with such a host in the gang, the gang restarts the same way, elsewhere. The
 results are combined only when all p finished in the same epoch.
 
 Inputs are events with their time (`handle`); outputs are actions (`Send` to a host, `Combine`,
@@ -60,6 +62,23 @@ class HostLost:
 @dataclass(frozen=True)
 class HostBack:
     """`host`, lost earlier, is reachable again (it may still run members of an old epoch)."""
+
+    at: float
+    host: str
+
+
+@dataclass(frozen=True)
+class HostHeld:
+    """`host`'s owner needs the machine: its members are stopped (SIGSTOP) and reach no barrier (`reason`)."""
+
+    at: float
+    host: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class HostFree:
+    """`host`, held earlier, runs its members again."""
 
     at: float
     host: str
@@ -198,9 +217,10 @@ class GangCoordinator:
         self._asked = False                         # the running superstep carries a check
         self._move_asked = ""                       # why the owner asked to move, until the next barrier
         self._leave: str | None = None              # the host that `move` asked the gang to leave
+        self._held: dict[str, str] = {}             # host whose owner holds its members -> why
         self._messages = {BarrierReport: self._report, CheckpointReport: self._image, Mail: self._route}
         self._events = {TableChanged: self._table_changed, HostLost: self._host_lost, HostBack: self._host_back,
-                        MoveGang: self._move}
+                        MoveGang: self._move, HostHeld: self._host_held, HostFree: self._host_free}
 
     def handle(self, event: object) -> list:
         """Apply one event; returns the actions it causes, in order."""
@@ -227,7 +247,27 @@ class GangCoordinator:
 
     def _table_changed(self, event: TableChanged) -> list:
         self._table = event.table
+        return self._place(event.at) if self.phase == "waiting" else self._leave_held(event.at)
+
+    def _host_held(self, event: HostHeld) -> list:
+        self._held[event.host] = event.reason
+        return self._leave_held(event.at)
+
+    def _host_free(self, event: HostFree) -> list:
+        self._held.pop(event.host, None)
         return self._place(event.at) if self.phase == "waiting" else []
+
+    def _leave_held(self, at: float) -> list:
+        """Leave the hosts whose owner holds their members once a timed check falls due: from the last global
+        checkpoint, as for a lost host."""
+        held = [host for host in self.hosts() if host in self._held]
+        if not held or self.phase not in ("running", "checkpointing") or not check_due(self.cadence, 0, at - self._checked[1]):
+            return []
+        # The member there is stopped: it reaches no barrier and takes no checkpoint, so the check that falls
+        # due cannot be answered. Waiting would hold the other p - 1 hosts idle until the owner's policy
+        # evicts (minutes) or the owner leaves; the gang starts again from its last global checkpoint.
+        self.restarts += 1
+        return self._place(at, "; ".join(f"{host} {self._held[host]}" for host in dict.fromkeys(held)))
 
     def _host_lost(self, event: HostLost) -> list:
         self._down.add(event.host)
@@ -252,7 +292,8 @@ class GangCoordinator:
     def _place(self, at: float, why: str = "") -> list:
         """Start all p members (afresh or from the last global checkpoint) on the best p hosts, or wait."""
         current = frozenset(m.host for m in self._members if m.host is not None)
-        willing = [v for v in self._table if v.node_id not in self._down and member_share(v, v.node_id in current, self.x) > 0]
+        willing = [v for v in self._table if v.node_id not in self._down and v.node_id not in self._held
+                   and member_share(v, v.node_id in current, self.x) > 0]
         usable = [v for v in willing if v.free_memory >= self.memory]
         if len([v for v in usable if v.node_id != self._leave]) >= self.size:
             usable = [v for v in usable if v.node_id != self._leave]

@@ -1,7 +1,8 @@
 """The master's gang assignments: the trio driver of `master.gang`, one GangCoordinator per gang.
 
 The node feeds it the merged resource table, hosts lost or back (membership, and a host's own
-GangLost when its owner evicts or a member's guest dies) and the gang messages that arrive;
+GangLost when its owner evicts or a member's guest dies), a host's GangHostState (its owner holds
+its members, frees them, or finishes) and the gang messages that arrive;
 each coordinator's actions are carried out here: messages are posted in order per host
 (`cluster.gang_post`, a StartMember with its gang's spec), a Combine hands the members'
 results to `on_done`, a GangFailed its reason to `on_failed`. A host that lost a member comes
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from frost_core.cluster.gang_post import GangPost
 from frost_core.cluster.gang_site import Mail, ReleaseStep, StartMember, StopMember, TakeCheckpoint
-from frost_core.cluster.messages import GangLost, GangSpec
+from frost_core.cluster.messages import GangHostState, GangLost, GangSpec
 from frost_core.master.gang import (
     Combine,
     GangCoordinator,
@@ -25,6 +26,8 @@ from frost_core.master.gang import (
     GangView,
     GlobalCheckpoint,
     HostBack,
+    HostFree,
+    HostHeld,
     HostLost,
     MoveGang,
     Received,
@@ -115,6 +118,8 @@ class GangRuns:
         gang = self._gangs.get(message.gang_id)  # type: ignore[attr-defined]
         if gang is None:
             log.info("gang %s: %s from %s for no gang here", message.gang_id, type(message).__name__, peer[:8])  # type: ignore[attr-defined]
+        elif isinstance(message, GangHostState):
+            self._host_state(gang, peer, message)
         elif isinstance(message, GangLost):
             if message.plugin_fault:
                 self._fail(gang, message.reason)
@@ -122,6 +127,15 @@ class GangRuns:
                 self._lose(gang, peer, message.reason)
         else:
             self._apply(gang, Received(self._now(), message))
+
+    def _host_state(self, gang: _Gang, host: str, news: GangHostState) -> None:
+        """A member's host is held by its owner, free again, or leaving (its owner finishes)."""
+        if news.state == "held":
+            self._apply(gang, HostHeld(self._now(), host, news.reason))
+        elif news.state == "free":
+            self._apply(gang, HostFree(self._now(), host))
+        elif gang.coordinator.hosts()[news.rank:news.rank + 1] == (host,) and news.epoch == gang.coordinator.epoch:
+            self._apply(gang, MoveGang(self._now(), news.rank, news.reason))
 
     def send_failed(self, to: str, message: object, reason: str) -> None:
         """GangPost could not deliver to `to`: a member that cannot be started or released there is lost with it."""

@@ -736,6 +736,9 @@ class Node:
             self.gangs.host.pause_all()
             self.host.give_back_ahead(f"guests here are {self._paused_as()}")
             self._guests_stopped = True
+        # A gang cannot wait for a member its owner holds: its coordinator hears so and leaves at its next check.
+        held = owner is not None and owner.action is not GuestAction.RUN
+        self.gangs.host.owner_holds(f"is held by its owner ({owner.reason})" if held else "")
 
     # -- background loops --------------------------------------------------------------------
 
@@ -784,7 +787,7 @@ class Node:
             shown = ", ".join(f"{name} {value:.3g}" for name, value in state.decision.figures)
             self.events.add("owner", f"{state.decision.describe(time.time())} [{shown}]", severity=severity)
         self._sync_guests()
-        if action is GuestAction.EVICT and self.host.running_count and not self._evicting:
+        if action is GuestAction.EVICT and (self.host.running_count or self.gangs.host.hosted()) and not self._evicting:
             async with self._balance_lock:  # not while the balancer is moving a guest itself
                 await self._evict(None, by_owner=False)
         if action is GuestAction.RUN and before is not GuestAction.RUN:

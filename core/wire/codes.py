@@ -74,6 +74,7 @@ class MessageCode(enum.IntEnum):
     GANG_MAIL_ACK = 127
     GANG_MAIL_BOUNCED = 128
     GANG_LOST = 129
+    GANG_HOST_STATE = 130
     # Local control socket (CLI -> node).
     CONTROL_REQUEST = 100
     CONTROL_REPLY = 101

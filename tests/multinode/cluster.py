@@ -70,13 +70,15 @@ def result_sha256(master: NodeProcess, assignment_id: str, tmp_path: Path) -> st
     return hashlib.sha256(output.read_bytes()).hexdigest()
 
 
-def place_gang(master: NodeProcess, plugin_path: str, plugin: str, params: dict, *, nodes: int) -> tuple[str, dict]:
-    """Add the gang plugin `plugin` from `plugin_path` once all `nodes` offer CPU, submit it, and wait until every member
-    has a host, each a distinct one: its id and that placement (the assignment's `gang`)."""
+def place_gang(master: NodeProcess, plugin_path: str, plugin: str, params: dict, *, nodes: int,
+               **submit: object) -> tuple[str, dict]:
+    """Add the gang plugin `plugin` from `plugin_path` once all `nodes` offer CPU, submit it (with the `submit`
+    options), and wait until every member has a host, each a distinct one: its id and that placement (the
+    assignment's `gang`)."""
     wait_for(lambda: len([p for p in master.call("peers") if p["state"] == "alive" and p["available"] > 0]) == nodes,
              timeout=60, what=f"{nodes} nodes offering CPU")
     master.cli("plugins", "add", plugin_path)
-    gang_id = master.call("submit", plugin=plugin, params=params)["id"]
+    gang_id = master.call("submit", plugin=plugin, params=params, **submit)["id"]
     placed = wait_for(lambda: (g := assignment(master, gang_id)["gang"])["phase"] == "running"
                       and all(m["host"] for m in g["members"]) and g, timeout=60, what="the gang placed")
     assert len({m["host"] for m in placed["members"]}) == len(placed["members"]), placed

@@ -7,10 +7,16 @@ import hashlib
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
+import psutil
 import pytest
 
+from frost_core.api.commands import SaveSettings
+from frost_core.api.errors import FrostError
+from frost_core.node.control import call_node
 from frost_core.plugin.gang import run_gang_locally
 from frost_core.plugin.loader import load_plugin_file
 
@@ -64,6 +70,25 @@ def straggling(pid: int):
             os.kill(pid, signal.SIGCONT)
 
 
+def set_owner_policy(node, policy: str) -> None:
+    call_node(node.paths, SaveSettings(values={"owner.policy": policy}))
+
+
+def machine_down(node) -> None:
+    """kill -9 of a node and every process under it (its guests too), as when its machine loses power."""
+    try:
+        below = psutil.Process(node.process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        below = []
+    node.kill()
+    for process in below:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+HOG = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+
+
 def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_identical(nodes, tmp_path):
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
     hosts = [nodes(name, seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
@@ -82,7 +107,7 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     with straggling(pid):
         master.cli("move", f"{gang_id}.0", "master")
     moved = wait_for(lambda: (g := gang())["moves"] == 1 and g["phase"] == "running" and g, timeout=60,
-                     what="the gang moved")
+                     what="the gang moved", show=gang)
     left = running["members"][0]["host"]
     assert moved["checkpoint_superstep"] >= 1 and left not in {m["host"] for m in moved["members"]}
 
@@ -112,6 +137,89 @@ def test_a_gang_moves_and_restarts_from_its_global_checkpoint_and_ends_bit_ident
     done = gang()
     assert done["restarts"] == 1 and evicted not in {m["host"] for m in done["members"]}, done
     assert done["checkpoint_superstep"] == moved["checkpoint_superstep"]
+    assert result_sha256(master, gang_id, tmp_path) == reference_sha256()
+
+
+def test_an_owner_hog_moves_a_gang_within_a_check_and_kill_9_of_a_host_restarts_it_both_bit_identical(nodes, tmp_path):
+    """A gang checking every 3 s (the submitter's cadence): an owner hog on one member's host moves it to the
+    other three within a check interval; then kill -9 of a member's host mid-superstep restarts it from its
+    last global checkpoint. It ends as the one-process run does."""
+    master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    hosts = [nodes(name, seeds=(master.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+             for name in ("alpha", "beta", "gamma")]
+    every = {node.node_id: node for node in (master, *hosts)}
+    wait_for_members([master, *hosts])
+    gang_id, running = place_gang(master, slow_heat(tmp_path), "slow-heat", HEAT, nodes=4, check_interval=3.0)
+    gang = lambda: assignment(master, gang_id)["gang"]   # noqa: E731
+    with pytest.raises(FrostError, match="not a cadence"):
+        master.call("submit", plugin="slow-heat", params=HEAT, check_interval=-1.0)
+    # The owner of one member's host (not the master's) sits down and works. All four nodes share this one
+    # machine, so only the node whose owner policy watches (the default, `share`) may take the hog for its
+    # owner's; the other three keep `always` (on a desk each node would have its own machine and owner).
+    hogged = next(every[m["host"]] for m in running["members"] if m["host"] != master.node_id)
+    set_owner_policy(hogged, "share")
+    started = time.monotonic()
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG], start_new_session=True) for _ in range(os.cpu_count() or 1)]
+    try:
+        # Its member stops at once (the owner never waits) and cannot reach the barrier: at the next check
+        # the gang starts again from its last global checkpoint on the other three.
+        wait_for(lambda: hogged.call("status")["state"] == "owner-active", timeout=30, what="the hog seen as the owner's")
+        seen = time.monotonic()
+        left = wait_for(lambda: (g := gang())["restarts"] == 1 and g["phase"] == "running"
+                        and hogged.node_id not in {m["host"] for m in g["members"]} and g, timeout=60,
+                        what="the gang off the hogged host (check interval 3 s)",
+                        show=lambda: (f"{time.monotonic() - started:.1f} s after the hog started, "
+                                      f"{time.monotonic() - seen:.1f} s after its host held the member", gang()))
+        took = time.monotonic() - started, time.monotonic() - seen
+        assert hogged.call("status")["state"] == "owner-active"
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"hog start -> gang running on the other three: {took[0]:.1f} s, {took[1]:.1f} s of it after the host "
+          "held its member (check interval 3 s)")
+    # The owner moves a member (a global checkpoint at the next barrier), then the host of another member
+    # (not the master's) goes down while that member is inside a superstep (SIGSTOP holds it there).
+    # Meanwhile the master's member straggles, so the gang cannot finish first.
+    ours = next(m for m in left["members"] if m["host"] == master.node_id)
+    stayed = next(m for m in left["members"] if m["host"] != master.node_id)
+    victim = next(m for m in left["members"] if m["host"] not in (master.node_id, stayed["host"]))
+    pid = wait_for(lambda: member_pid(master, f"{gang_id}.{ours['rank']}", from_checkpoint=False), timeout=30,
+                   what="the master's member")
+    with straggling(pid):
+        # Back to `always` for the rest: the other work on this shared machine must not keep it owner-active.
+        set_owner_policy(hogged, "always")
+        # All four offer CPU again (the hogs took it from every node's guests): three remain after the kill.
+        wait_for(lambda: len([p for p in master.call("peers") if p["state"] == "alive" and p["available"] > 0]) == 4,
+                 timeout=60, what="4 nodes offering CPU after the hog")
+        master.cli("move", f"{gang_id}.{stayed['rank']}", "master")
+    wait_for(lambda: (g := gang())["phase"] == "running" and g["checkpoint_superstep"], timeout=60,
+             what="the second gang's global checkpoint", show=gang)
+    rank = victim["rank"]
+    down_id = wait_for(lambda: (g := gang())["phase"] == "running" and g["members"][rank]["host"], timeout=30,
+                       what="the doomed member placed")
+    down = every[down_id]
+    pid = wait_for(lambda: member_pid(down, f"{gang_id}.{rank}", from_checkpoint=True), timeout=30,
+                   what="the doomed member's guest")
+
+    def stopped_mid_superstep():
+        """SIGSTOP the member; keep it stopped only if it has not reported its superstep (in flight: 0.5 s)."""
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        if (g := gang())["members"][rank]["at_barrier"]:
+            os.kill(pid, signal.SIGCONT)
+            return None
+        return g
+
+    before = wait_for(stopped_mid_superstep, timeout=30, what="the doomed member caught inside a superstep")
+    assert before["members"][rank]["host"] == down_id, before
+    machine_down(down)
+    restarted = wait_for(lambda: (g := gang())["restarts"] == 2 and g["phase"] == "running" and g, timeout=60,
+                         what="the gang restarted after its member's host went down", show=gang)
+    assert down_id not in {m["host"] for m in restarted["members"]}, restarted
+    assert restarted["checkpoint_superstep"] == before["checkpoint_superstep"]   # its last global checkpoint
+    assert restarted["superstep"] == before["checkpoint_superstep"], restarted
+    wait_for(lambda: assignment(master, gang_id)["state"] == "done", timeout=90, what="the second gang's result")
     assert result_sha256(master, gang_id, tmp_path) == reference_sha256()
 
 

@@ -19,6 +19,8 @@ from frost_core.master.gang import (
     Combine,
     GangCoordinator,
     GangFailed,
+    HostFree,
+    HostHeld,
     HostLost,
     MoveGang,
     Received,
@@ -218,3 +220,33 @@ def test_a_forced_cadence_checkpoints_at_every_check_and_restarts_on_the_best_p_
     assert [(a.to, a.message) for a in actions if isinstance(a.message, StartMember)] == [
         (host, StartMember("g", rank, 3, 2, 3, image(rank, superstep=3).data)) for rank, host in enumerate("bcd")]
     assert coordinator.view().moves == 0 and coordinator.view().last_checkpoint.superstep == 3
+
+
+def test_a_host_whose_owner_holds_its_member_is_left_when_the_timed_check_falls_due_from_the_last_checkpoint():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=10.0))
+    barrier(coordinator, 4.0, 0)
+    # d's owner needs the machine at 5 s: its member stops (SIGSTOP) before reaching the next barrier.
+    assert coordinator.handle(HostHeld(5.0, "d", "is held by its owner")) == []   # 5 s since the start
+    rows = table(a=0.5, b=1.0, c=0.9, d=0.8)
+    assert coordinator.handle(TableChanged(9.9, rows)) == []
+    actions = coordinator.handle(TableChanged(10.0, rows))          # the check falls due: nobody waits for d
+    starts = [(a.to, a.message) for a in actions if isinstance(a.message, StartMember)]
+    assert starts == [("b", StartMember("g", 0, 3, 2, 0, None)), ("c", StartMember("g", 1, 3, 2, 0, None)),
+                      ("a", StartMember("g", 2, 3, 2, 0, None))]   # from the last global checkpoint (none: 0)
+    assert ("d", StopMember("g", 2, 2, forward_to="a")) in [(a.to, a.message) for a in actions]
+    view = coordinator.view()
+    assert (view.phase, view.restarts, view.reason) == ("running", 1, "d is held by its owner")
+    assert coordinator.handle(TableChanged(30.0, rows)) == []       # d no longer carries a member
+
+
+def test_a_held_host_is_not_chosen_until_it_is_free_and_an_owner_who_leaves_in_time_keeps_the_gang():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=10.0))
+    coordinator.handle(HostHeld(2.0, "d", "is held by its owner"))
+    assert coordinator.handle(HostFree(8.0, "d")) == []
+    assert coordinator.handle(TableChanged(12.0, table(a=0.5, b=1.0, c=0.9, d=0.8))) == []
+    assert coordinator.view().restarts == 0
+    waiting = GangCoordinator("w", 3)
+    waiting.handle(HostHeld(0.0, "d", "is held by its owner"))
+    assert waiting.handle(TableChanged(0.0, table(b=1.0, c=0.9, d=0.8))) == []
+    assert "2 can (b, c)" in waiting.view().reason
+    assert [a.to for a in waiting.handle(HostFree(1.0, "d"))] == ["b", "c", "d"]

@@ -18,7 +18,15 @@ from frost_core.cluster.gang_site import (
     TakeCheckpoint,
 )
 from frost_core.cluster.gang_wire import gang_from_wire, gang_to_wire, has_bulk
-from frost_core.cluster.messages import GANG_MESSAGES, GangLost, GangMail, GangReport, GangSpec, GangStart
+from frost_core.cluster.messages import (
+    GANG_MESSAGES,
+    GangHostState,
+    GangLost,
+    GangMail,
+    GangReport,
+    GangSpec,
+    GangStart,
+)
 from frost_core.plugin.gang import MemberCheckpoint
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import decode_message, encode_message
@@ -43,6 +51,8 @@ EVERY_KIND = [
     MailBounced(MAIL),
     GangLost("g", 2, 3, "evicting"),
     GangLost("g", 2, 3, "superstep 4: rank 2 sent to rank 3", plugin_fault=True),
+    GangHostState("g", 2, 3, "held", "is held by its owner (cpu-contention)"),
+    GangHostState("g", 2, 3, "leaving", "its owner is finishing"),
 ]
 
 
@@ -79,6 +89,7 @@ def test_a_start_carries_its_gangs_spec() -> None:
     (GangReport("g", 1, 0, 3, (), None, True), b"\xff\xff", "result"),
     (GangMail("g", 1, 3, 0, 1, "h"), encode({"not": "a list"}), "not a list"),
     (GangStart(SPEC, "g", 3, 3, 1, 0), None, "not a member"),
+    (GangHostState("g", 1, 3, "asleep", ""), None, "not 'asleep'"),
 ])
 def test_malformed_gang_messages_are_refused(header, data, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
@@ -92,7 +103,7 @@ PLAIN = st.recursive(
 )
 FIELDS = st.sampled_from(["spec", "gang_id", "rank", "size", "epoch", "superstep", "with_checkpoint", "expect",
                           "check", "forward_to", "sent_to", "move", "done", "sender", "dest", "reply_to", "routed",
-                          "key", "at", "mail"])
+                          "key", "at", "mail", "state", "reason"])
 
 
 @settings(max_examples=200, deadline=None)
