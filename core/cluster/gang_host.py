@@ -145,10 +145,12 @@ class GangHost:
             told, self._told_held = self._told_held, {}
             self._tell(told, "free", reason)
 
-    def leave(self, reason: str) -> None:
-        """The owner is finishing: every gang with a member here leaves at its next barrier (`move`'s way)."""
+    def leave(self, reason: str) -> int:
+        """The owner is finishing: every gang with a member here leaves at its next barrier (`move`'s way); how
+        many members were asked to go."""
         members = {gang_id: member for gang_id, ranks in self.hosted().items() for member in ranks.items()}
         self._tell(members, "leaving", reason)
+        return len(members)
 
     def _tell(self, members: dict[str, tuple[int, int]], state: str, reason: str) -> None:
         for gang_id, (rank, epoch) in members.items():

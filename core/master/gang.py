@@ -85,6 +85,16 @@ class HostFree:
 
 
 @dataclass(frozen=True)
+class LeaveHost:
+    """`host`'s owner is finishing (`reason`): the gang leaves it at the first barrier at which p other hosts
+    can take the members (its member would not be done soon; the owner waits for it to go)."""
+
+    at: float
+    host: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class MoveGang:
     """The owner asked to move member `rank` (`move` in the UI): the gang moves at the next barrier,
     leaving that member's host if p others can take the members."""
@@ -218,9 +228,11 @@ class GangCoordinator:
         self._move_asked = ""                       # why the owner asked to move, until the next barrier
         self._leave: str | None = None              # the host that `move` asked the gang to leave
         self._held: dict[str, str] = {}             # host whose owner holds its members -> why
+        self._leaving: dict[str, str] = {}          # host whose owner is finishing -> why, until the gang left it
         self._messages = {BarrierReport: self._report, CheckpointReport: self._image, Mail: self._route}
         self._events = {TableChanged: self._table_changed, HostLost: self._host_lost, HostBack: self._host_back,
-                        MoveGang: self._move, HostHeld: self._host_held, HostFree: self._host_free}
+                        MoveGang: self._move, HostHeld: self._host_held, HostFree: self._host_free,
+                        LeaveHost: self._leave_host}
 
     def handle(self, event: object) -> list:
         """Apply one event; returns the actions it causes, in order."""
@@ -257,6 +269,11 @@ class GangCoordinator:
         self._held.pop(event.host, None)
         return self._place(event.at) if self.phase == "waiting" else []
 
+    def _leave_host(self, event: LeaveHost) -> list:
+        if event.host in self.hosts():
+            self._leaving[event.host] = event.reason
+        return []
+
     def _leave_held(self, at: float) -> list:
         """Leave the hosts whose owner holds their members once a timed check falls due: from the last global
         checkpoint, as for a lost host."""
@@ -292,9 +309,7 @@ class GangCoordinator:
     def _place(self, at: float, why: str = "") -> list:
         """Start all p members (afresh or from the last global checkpoint) on the best p hosts, or wait."""
         current = frozenset(m.host for m in self._members if m.host is not None)
-        willing = [v for v in self._table if v.node_id not in self._down and v.node_id not in self._held
-                   and member_share(v, v.node_id in current, self.x) > 0]
-        usable = [v for v in willing if v.free_memory >= self.memory]
+        willing, usable = self._usable(current)
         if len([v for v in usable if v.node_id != self._leave]) >= self.size:
             usable = [v for v in usable if v.node_id != self._leave]
         self._leave = None
@@ -309,6 +324,7 @@ class GangCoordinator:
                 member.host, member.at_barrier = None, False
             return stops
         chosen = choose_hosts(usable, current, self.size, self.x, self.margin)
+        self._leaving = {host: why for host, why in self._leaving.items() if host in chosen}
         old = self.hosts()
         staying = {host for host in old if host in chosen}
         spare = iter(host for host in chosen if host not in staying)
@@ -327,6 +343,21 @@ class GangCoordinator:
         self.phase, self.superstep, self.reason = "running", start, why
         self._reports, self._images, self._checked, self._asked, self._move_asked = {}, {}, (start, at), False, ""
         return actions
+
+    def _usable(self, current: frozenset[str]) -> tuple[list[NodeView], list[NodeView]]:
+        """The hosts that would take a member (up, not held, offering a share), and those of them with its memory free."""
+        willing = [v for v in self._table if v.node_id not in self._down and v.node_id not in self._held
+                   and member_share(v, v.node_id in current, self.x) > 0]
+        return willing, [v for v in willing if v.free_memory >= self.memory]
+
+    def _leaving_now(self) -> str:
+        """A host the gang should leave at this barrier for its finishing owner, if p others can take the members."""
+        current = frozenset(self.hosts())
+        leaving = [host for host in self.hosts() if host in self._leaving]
+        if not leaving or len([v for v in self._usable(current)[1] if v.node_id not in leaving]) < self.size:
+            return ""
+        self._leave = leaving[0]
+        return f"{leaving[0]} {self._leaving[leaving[0]]}"
 
     def _stop_all(self, new: list[str] | None) -> list:
         """Stop the members of the ending epoch, leaving a pointer where one moves to its `new` host."""
@@ -365,7 +396,7 @@ class GangCoordinator:
             self.phase, self.reason = "finished", f"finished after superstep {report.superstep}"
             return self._stop_all(None) + [Combine(tuple(r.result for r in reports))]
         answers = [r.move for r in reports if r.move is not None]
-        moving = self._move_asked or ("" if not self._asked else "a forced checkpoint" if self.cadence.forced
+        moving = self._move_asked or self._leaving_now() or ("" if not self._asked else "a forced checkpoint" if self.cadence.forced
                                       else "a member's host fell out of the best p" if or_reduce(answers) else "")
         self.superstep = nxt = report.superstep + 1
         self._reports = {}

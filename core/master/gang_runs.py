@@ -29,6 +29,7 @@ from frost_core.master.gang import (
     HostFree,
     HostHeld,
     HostLost,
+    LeaveHost,
     MoveGang,
     Received,
     Refused,
@@ -134,8 +135,8 @@ class GangRuns:
             self._apply(gang, HostHeld(self._now(), host, news.reason))
         elif news.state == "free":
             self._apply(gang, HostFree(self._now(), host))
-        elif gang.coordinator.hosts()[news.rank:news.rank + 1] == (host,) and news.epoch == gang.coordinator.epoch:
-            self._apply(gang, MoveGang(self._now(), news.rank, news.reason))
+        else:
+            self._apply(gang, LeaveHost(self._now(), host, news.reason))
 
     def send_failed(self, to: str, message: object, reason: str) -> None:
         """GangPost could not deliver to `to`: a member that cannot be started or released there is lost with it."""

@@ -379,8 +379,12 @@ class Node:
                 return "hosting resumed"
             case FinishThenPause():
                 self._set_intents(Intents(finishing=True))
-                self.events.add("pause", "finishing the current guests, then pausing")
-                return "taking nothing new; pausing once the current guests finish"
+                # A gang member would not finish soon (its gang ends when all p do): its gang leaves at its
+                # next barrier, from a global checkpoint taken there, as the owner's `move` does.
+                members = self.gangs.host.leave("its owner is finishing, then pausing")
+                leaving = f"; {counted(members, 'gang member')} leave at their gang's next barrier" if members else ""
+                self.events.add("pause", f"finishing the current guests, then pausing{leaving}")
+                return f"taking nothing new; pausing once the current guests finish{leaving}"
             case EvictGuests(task_id=task_id):
                 return await self._evict(task_id, by_owner=True)
             case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify,
@@ -758,9 +762,9 @@ class Node:
                     self.events.add("resume", "the timed pause ended")
                 self._set_intents(expired)
                 self._scheduler.wake()
-            if self._intents.finishing and self.host.running_count == 0:
+            if self._intents.finishing and self.host.running_count == 0 and not self.gangs.host.hosted():
                 self._set_intents(Intents(paused=True))
-                self.events.add("pause", "the last guest finished; hosting is paused")
+                self.events.add("pause", "the last guest finished or left (gang members too); hosting is paused")
             movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
             presence, desk = await self.desk.read()
             state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable, desk=desk,

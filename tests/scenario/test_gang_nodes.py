@@ -41,9 +41,19 @@ class InProcessMember:
         else:
             image = MemberCheckpoint.from_bytes(checkpoint, size)
             self.state, self.superstep = image.state, image.superstep
+        self.running = trio.Event()
+        self.running.set()
+
+    def pause(self) -> None:
+        """SIGSTOP's stand-in: the superstep under way does not end until `resume`."""
+        self.running = trio.Event()
+
+    def resume(self) -> None:
+        self.running.set()
 
     async def step(self, inbox):
         await trio.sleep(1.0)
+        await self.running.wait()
         answer = heat.step(self.state, self.rank, self.size, inbox)
         self.state, self.superstep = answer.state, self.superstep + 1
         return answer
@@ -63,6 +73,11 @@ class Cluster:
         self.table = tuple(NodeView(name, available=1.0, guests=0) for name in NODES)
         self.nodes = {name: Gangs(name, self._sender(name), self._opener(name), lambda: self.table, trio.current_time)
                       for name in NODES}
+
+    async def tick(self) -> None:
+        while True:
+            await trio.sleep(1.0)
+            self.nodes["n0"].runs.table_changed(self.table)
 
     async def start(self) -> None:
         for gangs in self.nodes.values():
@@ -90,7 +105,9 @@ class Cluster:
         return open_member
 
 
-async def run_gang(evict_at: int | None = None, move_at: int | None = None) -> tuple[object, object, Cluster, list]:
+async def run_gang(evict_at: int | None = None, move_at: int | None = None, leave_at: int | None = None,
+                   hold_at: int | None = None,
+                   cadence: CheckCadence = CheckCadence(every_supersteps=2)) -> tuple[object, object, Cluster, list]:
     outcome: list = []
     kept: list = []     # the global checkpoints handed on to be kept on disk
     async with trio.open_nursery() as nursery:
@@ -98,12 +115,24 @@ async def run_gang(evict_at: int | None = None, move_at: int | None = None) -> t
         await cluster.start()
         master = cluster.nodes["n0"].runs
         master.submit("g1", 3, SPEC, on_done=outcome.append, on_failed=outcome.append, on_checkpoint=kept.append,
-                      cadence=CheckCadence(every_supersteps=2))
+                      cadence=cadence)
         view = lambda: master.views()[0]
         if move_at is not None:
             await wait_until(lambda: view().superstep >= move_at, timeout=600)
             master.move("g1", 0, "the owner asked to move rank 0")
             await wait_until(lambda: view().last_checkpoint is not None, timeout=600)
+        if leave_at is not None:    # the owner of rank 1's host finishes (`f`)
+            await wait_until(lambda: view().superstep >= leave_at, timeout=600)
+            host = view().members[1].host
+            assert cluster.nodes[host].host.leave("its owner is finishing") == 1
+            cluster.evicted = host
+        if hold_at is not None:     # the owner of rank 1's host needs the machine: its member stops
+            await wait_until(lambda: view().superstep >= hold_at, timeout=600)
+            host = view().members[1].host
+            cluster.nodes[host].host.pause_all()
+            cluster.nodes[host].host.owner_holds("is held by its owner")
+            cluster.evicted = host
+            nursery.start_soon(cluster.tick)     # the node's every-second table, on which a timed check falls due
         if evict_at is not None:
             await wait_until(lambda: view().superstep >= evict_at, timeout=600)
             host = view().members[1].host
@@ -132,3 +161,16 @@ async def test_an_evicted_members_host_restarts_the_gang_from_its_last_global_ch
     assert view.last_checkpoint is not None and view.last_checkpoint.superstep >= 2
     assert [(c.superstep, c.at) for c in kept] == [(view.last_checkpoint.superstep, view.last_checkpoint.at)]
     assert cluster.evicted not in {member.host for member in view.members}
+
+
+async def test_a_finishing_owner_sends_the_gang_away_at_its_next_barrier_from_a_checkpoint_taken_there(autojump_clock) -> None:
+    output, view, cluster, kept = await run_gang(leave_at=3, cadence=CheckCadence(every_supersteps=None, every_seconds=None))
+    assert output == run_gang_locally(heat, PARAMS)
+    assert view.restarts == 0 and view.moves == 1 and view.last_checkpoint.superstep == 4   # nothing lost
+    assert cluster.evicted not in {member.host for member in view.members}
+
+
+async def test_a_member_its_owner_holds_sends_the_gang_away_at_the_next_timed_check(autojump_clock) -> None:
+    output, view, cluster, kept = await run_gang(hold_at=3, cadence=CheckCadence(every_supersteps=None, every_seconds=5.0))
+    assert output == run_gang_locally(heat, PARAMS)
+    assert view.restarts == 1 and cluster.evicted not in {member.host for member in view.members}

@@ -22,6 +22,7 @@ from frost_core.master.gang import (
     HostFree,
     HostHeld,
     HostLost,
+    LeaveHost,
     MoveGang,
     Received,
     Refused,
@@ -250,3 +251,17 @@ def test_a_held_host_is_not_chosen_until_it_is_free_and_an_owner_who_leaves_in_t
     assert waiting.handle(TableChanged(0.0, table(b=1.0, c=0.9, d=0.8))) == []
     assert "2 can (b, c)" in waiting.view().reason
     assert [a.to for a in waiting.handle(HostFree(1.0, "d"))] == ["b", "c", "d"]
+
+
+def test_a_finishing_owners_host_is_left_at_the_first_barrier_at_which_p_others_can_take_the_members():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
+    coordinator.handle(TableChanged(0.5, table(a=0.0, b=1.0, c=0.9, d=0.8)))   # a offers nothing yet
+    assert coordinator.handle(LeaveHost(0.6, "d", "its owner is finishing")) == []
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 1.0, 0))   # nowhere to go: on
+    coordinator.handle(TableChanged(1.5, table(a=0.5, b=1.0, c=0.9, d=0.8)))
+    assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 2.0, 1))
+    for rank in range(3):
+        coordinator.handle(Received(3.0, CheckpointReport("g", 1, rank, 2, MemberCheckpoint(rank, 2, "s", {}).to_bytes())))
+    view = coordinator.view()
+    assert coordinator.hosts() == ("b", "c", "a") and (view.restarts, view.moves, view.last_checkpoint.superstep) == (0, 1, 2)
+    assert "d its owner is finishing" in view.reason
