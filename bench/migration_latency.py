@@ -12,9 +12,10 @@ to the other node, so the unit bounces a -> b -> a ... (two unmeasured bounces f
 The interval, taken from outside the nodes: from just before the `evict` control call on the
 source to the first step of the new guest process on the destination, as printed by the plugin
 itself with its clock (the same machine's clock). It covers the checkpoint at the next migration
-point, stopping the source guest, negotiation, the transfer over the authenticated channel,
-SHA-256 check and durable write on the destination, spawning the guest at idle priority, and
-decoding the state. Reported beside it: the source's own "moved to ... in N ms" event (it starts
+point, stopping the source guest, negotiation, the transfer over the authenticated channel
+(beside the source's own fsync of the capture), SHA-256 check and durable write on the
+destination (beside the guest's start and plugin load there: it gets its state once the write is
+durable), and decoding the state at idle priority. Reported beside it: the source's own "moved to ... in N ms" event (it starts
 after the capture, and ends when the destination answers that the guest runs) and when the
 evict call returned. Moves into the master (b -> a) also replicate the captured checkpoint to the
 master as it is taken, so they carry the bytes twice; the table splits the two directions.

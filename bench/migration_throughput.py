@@ -25,12 +25,20 @@ bench/wire_loopback.py measures), compared with the discarding copy. Each trial 
 back to back, rotating which goes first, and the ratios are taken within the trial; the table
 shows medians over trials.
 
-End-to-end (real nodes): two `frost-tui --headless` processes, a 100 MiB unit of the ballast
-plugin evicted back and forth (bench/migration_latency.py's procedure); the figure is the
-checkpoint's size over the time from "guest left this machine" on the source to the guest's
-start on the destination: negotiation, transfer, SHA-256 during the durable write (fsync) and
-spawning the guest process, against both raw copies (the kept one since issue 15). Run:
-`.venv/bin/python bench/migration_throughput.py` (a few minutes).
+End-to-end (real nodes): two `frost-tui --headless` processes, a unit of the ballast plugin of
+1, 10 and 100 MiB evicted back and forth (bench/migration_latency.py's procedure); the figure is
+the checkpoint's size over the time from "guest left this machine" on the source to the guest's
+start on the destination: negotiation, transfer (beside the source's own fsync of the capture),
+SHA-256 during the durable write (fsync) at the destination and spawning the guest process,
+against both raw copies (the kept one since issue 15), each timed just before its eviction.
+Each size has END_TO_END_TRIALS measured evictions (after two unmeasured ones): the table shows
+their min / median / max, and the same ratios over the whole of evict -> running (to the guest's
+first step on the destination: how issue 15 measured "end to end") beside. Since issue 15 the
+guest's start event on the destination comes before the checkpoint there is durable (the guest
+loads its plugin meanwhile, and gets its state after), so the first figure no longer holds the
+destination's fsync: the second one holds everything. Run:
+`.venv/bin/python bench/migration_throughput.py` (2-3 minutes; `--quick`: 1 MiB isolated, 10 MiB
+end to end).
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results  # noqa: E402
 from _nodes import add_ballast_plugin, start_cluster, stop_all  # noqa: E402
 from migration_latency import CONFIG as LATENCY_CONFIG  # noqa: E402
-from migration_latency import _RawReceiver, measure_size  # noqa: E402
+from migration_latency import _p95, _RawReceiver, measure_size  # noqa: E402
 
 from frost_core.storage.checkpoints import CheckpointRecord  # noqa: E402
 from frost_core.cluster.links import Links  # noqa: E402
@@ -69,7 +77,10 @@ MIB = 1 << 20
 SIZES_MIB = (1, 10, 100)
 TRIALS = 9
 WARMUP = 2
-END_TO_END_MIB, END_TO_END_TRIALS = 100, 4
+END_TO_END_MIB, END_TO_END_TRIALS = (1, 10, 100), {1: 3, 10: 3, 100: 5}
+"""Measured evictions per size: at 100 MiB on a loaded machine some miss the owner's evict deadline
+(0.8 s: the guest, at the lowest priority, cannot hand over its state in time) and go back through
+the master's queue, which the table counts apart."""
 GOAL_RATIO = 0.5
 """Issue 4's goal, of the raw copy that keeps the bytes (of the discarding one until 2026-11-24)."""
 GOALS = {1: 0.5, 10: 0.6, 100: 0.6}
@@ -215,28 +226,43 @@ def isolated(sizes: tuple[int, ...], trials: int) -> dict:
         receiver.wait(timeout=10)
 
 
-def end_to_end(size_mib: int, trials: int) -> dict:
-    """Checkpoint bytes over (guest left the source -> guest started on the destination), real nodes."""
+def end_to_end(sizes_mib: tuple[int, ...], trials: dict[int, int]) -> dict:
+    """Checkpoint bytes over (guest left the source -> guest started on the destination), real nodes, by size."""
     with tempfile.TemporaryDirectory(prefix="frost-bench-") as tmp:
         folder = Path(tmp)
         nodes = start_cluster(folder, ["a", "b"], LATENCY_CONFIG)
         try:
             add_ballast_plugin(nodes[0])
-            samples, requeued = measure_size(nodes, size_mib * MIB, trials, folder, _RawReceiver())
+            receiver = _RawReceiver()
+            return {f"{size}MiB": _end_to_end_figures(size, *measure_size(nodes, size * MIB, trials[size], folder,
+                                                                          receiver))
+                    for size in sizes_mib}
         finally:
             stop_all(nodes)
+
+
+def _end_to_end_figures(size_mib: int, samples: list[dict], requeued: list[str]) -> dict:
     trials = [{"direction": s["direction"], "move_MBps": s["checkpoint_bytes"] / s["transfer_to_spawn_ms"] / 1e3,
                "raw_kept_MBps": s["checkpoint_bytes"] / s["raw_copy_kept_ms"] / 1e3,
                "raw_socket_MBps": s["checkpoint_bytes"] / s["raw_socket_ms"] / 1e3,
                "ratio_to_kept": s["raw_copy_kept_ms"] / s["transfer_to_spawn_ms"],
-               "ratio": s["raw_socket_ms"] / s["transfer_to_spawn_ms"]}
+               "ratio": s["raw_socket_ms"] / s["transfer_to_spawn_ms"],
+               "evict_to_running_ms": s["evict_to_running_ms"],
+               "whole_ratio_to_kept": s["raw_copy_kept_ms"] / s["evict_to_running_ms"],
+               "whole_ratio": s["raw_socket_ms"] / s["evict_to_running_ms"]}
               for s in samples if s["transfer_to_spawn_ms"]]
+    if not trials:
+        return {"state_MiB": size_mib, "not_moved_but_requeued": requeued}
     return {
         "state_MiB": size_mib,
-        **{f"median_{name}": statistics.median(t[name] for t in trials)
-           for name in ("move_MBps", "raw_kept_MBps", "raw_socket_MBps", "ratio_to_kept", "ratio")},
+        **{f"{stat}_{name}": function([t[name] for t in trials])
+           for stat, function in (("min", min), ("median", statistics.median), ("max", max))
+           for name in ("move_MBps", "raw_kept_MBps", "raw_socket_MBps", "ratio_to_kept", "ratio",
+                        "evict_to_running_ms", "whole_ratio_to_kept", "whole_ratio")},
+        "p95_evict_to_running_ms": _p95([t["evict_to_running_ms"] for t in trials]),
         "raw_socket_is": "the copy that discards the bytes (the name from before issue 15)",
-        "covers": "negotiation, transfer, SHA-256, durable write with fsync, spawning the guest process",
+        "covers": "negotiation, transfer (beside the source's fsync), SHA-256, durable write with fsync at the "
+                  "destination, spawning the guest process",
         "not_moved_but_requeued": requeued,
         "per_trial": trials,
     }
@@ -247,7 +273,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 MiB isolated, 10 MiB end to end, few trials")
     quick = parser.parse_args().quick
     sizes, trials = ((1,), 3) if quick else (SIZES_MIB, TRIALS)
-    e2e_mib, e2e_trials = (10, 2) if quick else (END_TO_END_MIB, END_TO_END_TRIALS)
+    e2e_mib, e2e_trials = ((10,), {10: 2}) if quick else (END_TO_END_MIB, END_TO_END_TRIALS)
     figures = isolated(sizes, trials)
     rows = []
     for size, f in figures.items():
@@ -258,13 +284,27 @@ def main() -> None:
                      f["median_ratio"], f"{goal}: {'yes' if f['median_ratio'] >= goal else 'NO'}",
                      "yes" if f["median_ratio"] >= GOAL_RATIO else "NO"])
     whole = end_to_end(e2e_mib, e2e_trials)
-    goal = GOALS[e2e_mib]
-    rows.append([f"{e2e_mib}MiB, real nodes", whole["median_raw_kept_MBps"], whole["median_raw_socket_MBps"],
-                 "-", whole["median_move_MBps"], "-", whole["median_ratio"], whole["median_ratio_to_kept"],
-                 f"{goal}: {'yes' if whole['median_ratio_to_kept'] >= goal else 'NO'}", "(end to end)"])
+    ends = []
+    for size, f in whole.items():
+        if "median_ratio" not in f:
+            print(f"{size} end to end: no eviction moved the unit ({f['not_moved_but_requeued']})")
+            continue
+        goal = GOALS[f["state_MiB"]]
+        spread = [f"{f['min_' + name]:.2f} / {f['median_' + name]:.2f} / {f['max_' + name]:.2f}"
+                  for name in ("ratio_to_kept", "ratio", "whole_ratio_to_kept", "whole_ratio")]
+        ends.append([size, f"{len(f['per_trial'])} (+{len(f['not_moved_but_requeued'])} via queue)", f["median_raw_kept_MBps"], f["median_raw_socket_MBps"],
+                     f["median_move_MBps"], *spread, f"{goal}: {'yes' if f['median_ratio_to_kept'] >= goal else 'NO'}",
+                     f["median_evict_to_running_ms"], f["p95_evict_to_running_ms"]])
     print_table(["checkpoint", "raw kept MB/s", "raw discarded MB/s", "channel MB/s", "move MB/s",
                  "channel/discarded", "move/discarded", "move/kept", "issue 15 goal of kept",
                  f"issue 4: >= {GOAL_RATIO:.0%} of kept"], rows)
+    print("\nend to end, real nodes (guest left the source -> guest started on the destination):")
+    print_table(["state", "trials", "raw kept MB/s", "raw discarded MB/s", "move MB/s",
+                 "move/kept min/med/max", "move/discarded min/med/max", "evict->running: /kept",
+                 "/discarded", "issue 15 goal of kept (median)", "evict->running p50 ms", "p95"], ends)
+    print("move/...: over guest left the source -> its start event on the destination (since issue 15 that event "
+          "comes before the destination's fsync ends, which the guest's state waits for); evict->running /...: "
+          "over the whole evict call -> first step on the destination, as issue 15 measured 'end to end'")
     write_results("migration_throughput", {
         "setup": "isolated: UnitStart over an authenticated channel from this process to a receiver process whose "
                  "host side answers at once, against raw TCP copies to the same process that keep the bytes "
