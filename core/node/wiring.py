@@ -888,6 +888,11 @@ class Node:
         state = self._machine_state
         return round(state.reading.available, 3) if state is not None and hosting.accepts_guests else 0.0
 
+    def _guest_count(self) -> int:
+        """The guests competing here for the guests' CPU, as the table counts them: units and gang members (the
+        gang predicate's share on a gang host already holds its member)."""
+        return self.host.running_count + len(self.gangs.host.guest_pids())
+
     def _figures(self) -> ResourceFigures:
         """What this node gossips: the measured availability (zero while it takes no guests)."""
         hosting = self._hosting(time.time())
@@ -898,7 +903,7 @@ class Node:
             idle_extremity=extremities.idle if extremities else 0.0,
             heavy_extremity=extremities.heavy if extremities else 0.0,
             cpus=self.config.guest_cpus, free_memory=max(0, self.config.memory_pool_bytes - memory_used),
-            guests=self.host.running_count, mode=self.transfer_view()[0],
+            guests=self._guest_count(), mode=self.transfer_view()[0],
         )
 
     def _table(self) -> list[NodeView]:
@@ -919,7 +924,7 @@ class Node:
             if record.node_id == self.node_id:
                 capacity = self._capacity()
                 view = dataclasses.replace(
-                    view, available=capacity.available, guests=self.host.running_count,
+                    view, available=capacity.available, guests=self._guest_count(),
                     accepting=capacity.accepts_guests,
                     free_memory=max(0, capacity.memory_pool_bytes - sum(
                         h.task.unit.memory_bytes for h in self.host.hosted())),
@@ -936,7 +941,7 @@ class Node:
         extremities = self.machine.extremities
         decision = self._machine_state.decision if self._machine_state else None
         return NodeView(
-            node_id=self.node_id, available=capacity.available, guests=self.host.running_count,
+            node_id=self.node_id, available=capacity.available, guests=self._guest_count(),
             cpus=max(capacity.cpus, 1), idle_extremity=(extremities.idle if extremities else 0.0) or 1.0,
             heavy_extremity=extremities.heavy if extremities else 0.0,
             free_memory=max(0, capacity.memory_pool_bytes - sum(h.task.unit.memory_bytes for h in self.host.hosted())),
