@@ -304,6 +304,9 @@ class GangCoordinator:
     def _move(self, event: MoveGang) -> list:
         if self.phase == "running" and 0 <= event.rank < self.size:
             self._move_asked, self._leave = event.reason, self._members[event.rank].host
+            # Where p other hosts cannot take the members at that barrier (one of them busy for a moment), the
+            # gang checkpoints there and stays, then leaves at the first later barrier where they can.
+            self._leaving[self._leave] = event.reason
         return []
 
     def _place(self, at: float, why: str = "") -> list:

@@ -265,3 +265,19 @@ def test_a_finishing_owners_host_is_left_at_the_first_barrier_at_which_p_others_
     view = coordinator.view()
     assert coordinator.hosts() == ("b", "c", "a") and (view.restarts, view.moves, view.last_checkpoint.superstep) == (0, 1, 2)
     assert "d its owner is finishing" in view.reason
+
+
+def test_a_move_that_finds_no_other_host_checkpoints_stays_and_leaves_at_the_first_barrier_where_it_can():
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
+    coordinator.handle(TableChanged(0.5, table(a=0.0, b=1.0, c=0.9, d=0.8)))   # a busy for a moment
+    coordinator.handle(MoveGang(0.6, 2, "the owner pressed m"))
+    assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 1.0, 0))
+    for rank in range(3):
+        coordinator.handle(Received(2.0, image(rank, superstep=1)))
+    assert coordinator.hosts() == ("b", "c", "d") and coordinator.view().moves == 0
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 3.0, 1))   # still nowhere to go
+    coordinator.handle(TableChanged(3.5, table(a=0.5, b=1.0, c=0.9, d=0.8)))
+    assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 4.0, 2))
+    for rank in range(3):
+        coordinator.handle(Received(5.0, CheckpointReport("g", 2, rank, 3, image(rank, superstep=3).data)))
+    assert coordinator.hosts() == ("b", "c", "a") and coordinator.view().moves == 1
