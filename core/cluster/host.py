@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import logging
 import time
 from collections import defaultdict
@@ -348,9 +347,18 @@ class HostService:
                     self._stopping[spec.task_id] = f"its checkpoint was not kept here: {install.error.message}"
                     raise install.error
 
-            await self._nursery.start(functools.partial(self._run, hosted, record, durable=durable))
+            gone = trio.Event()
+
+            async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    await self._run(hosted, record, durable=durable, task_status=task_status)
+                finally:
+                    gone.set()
+
+            await self._nursery.start(run)
             await install.done.wait()  # (already, unless its guest never got as far as its state)
             if install.error is not None:
+                await gone.wait()   # "refused" means nothing of it runs here any more
                 return Verdict(ok=False, reason=install.error.message)
         if moved:
             self._on_arrival(spec.task_id)  # the minimum stay after a move starts now
