@@ -93,6 +93,8 @@ _ADDED_COLUMNS = (
     ("units", "finished_at", "REAL"),                          # wall time its result was accepted
     ("assignments", "verify", "REAL NOT NULL DEFAULT 0"),      # the fraction of units checked by a second host
     ("units", "checked", "INTEGER NOT NULL DEFAULT 0"),        # 1: its result must come twice alike (verification)
+    ("assignments", "check_interval", "REAL"),      # a gang's submitted seconds between checks; NULL: [gang] option
+    ("assignments", "check_supersteps", "INTEGER"),  # a gang's submitted supersteps between checks; NULL: [gang] option
 )
 
 
@@ -154,6 +156,9 @@ class AssignmentRecord:
     submitter: str = ""
     verify: float = 0.0
     """The fraction of units asked to be checked by a second host (`master.verification`)."""
+    check_interval: float | None = None
+    check_supersteps: int | None = None
+    """A gang's check cadence as its submitter gave it (0: off), kept for a restart; None: the node's [gang] option."""
 
     @property
     def verified(self) -> int:
@@ -273,12 +278,13 @@ class MasterStore:
         self, *, plugin: str, plugin_version: str, plugin_hash: str,
         params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
         inputs: tuple[InputFile, ...] = (), submitter: str | None = None, verify: float = 0.0,
-        checked: frozenset[int] = frozenset(),
+        checked: frozenset[int] = frozenset(), cadence: tuple[float | None, int | None] = (None, None),
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
         The id carries this node's id so it stays unique across the cluster and says who
-        its master is wherever its units run.
+        its master is wherever its units run. `cadence`: a gang's submitted (check_interval,
+        check_supersteps), None for each left to the node's [gang] options, kept for a restart.
         """
         now = time.time() if now is None else now
         with self._transaction() as db:
@@ -286,9 +292,10 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs, submitter, verify) VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
-                 _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify),
+                 _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify, *cadence),
             )
             db.executemany(
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state, checked)"
@@ -314,7 +321,8 @@ class MasterStore:
     def assignment(self, assignment_id: str) -> AssignmentRecord:
         row = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify FROM assignments WHERE id = ?",
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
+            " check_supersteps FROM assignments WHERE id = ?",
             (assignment_id,),
         ).fetchone()
         if row is None:
@@ -331,7 +339,8 @@ class MasterStore:
             return list(self._listed[1])
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
-            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify FROM assignments ORDER BY seq"
+            " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
+            " check_supersteps FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._assignment_from_row(row) for row in rows]
         self._listed = (self._version, records)
@@ -687,6 +696,7 @@ class MasterStore:
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
+            check_interval=row[15], check_supersteps=row[16],
             waste=tuple(self._db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),

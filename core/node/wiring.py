@@ -72,7 +72,7 @@ from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.fair_share import ShareSettings, submitter_usage
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.reciprocity import submitter_node
-from frost_core.policies.gang_migration import CheckCadence, cadence_of
+from frost_core.policies.gang_migration import CheckCadence, cadence_of, describe_cadence
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
 from frost_core.policies.bandwidth import Bandwidths
 from frost_core.policies.selection import costliest_move
@@ -439,7 +439,7 @@ class Node:
         info = self.registry.get(plugin_name)
         params = parse_params(info, raw_params)
         if info.gang:
-            return await self._submit_gang(info, params, self._gang_cadence(*cadence))
+            return await self._submit_gang(info, params, cadence)
         if cadence != (None, None):
             raise ConfigError(f"{info.name} is not a gang plugin: a check cadence is for gangs",
                               title="Bad check cadence")
@@ -476,12 +476,16 @@ class Node:
         except ValueError as error:
             raise ConfigError(str(error), title="Bad check cadence") from None
 
-    async def _submit_gang(self, info: PluginInfo, params: dict[str, Any], cadence: CheckCadence) -> Submitted:
-        """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator."""
+    async def _submit_gang(self, info: PluginInfo, params: dict[str, Any],
+                           cadence: tuple[float | None, int | None]) -> Submitted:
+        """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator. The submitter's
+        cadence is stored with it, so the gang keeps it when this node restarts."""
+        checks = self._gang_cadence(*cadence)
         demand = await gang_demand(info, params)
         assignment_id = self.store.create_assignment(
-            plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[])
-        self._run_gang(assignment_id, info, params, demand, cadence)
+            plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[],
+            cadence=cadence)
+        self._run_gang(assignment_id, info, params, demand, checks)
         self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {demand.members} {info.name} "
                         f"members of {demand.memory_bytes >> 20} MiB each")
         return Submitted(id=assignment_id, units=demand.members)
@@ -498,6 +502,7 @@ class Node:
             try:
                 info = self.registry.by_hash(record.plugin_hash)
                 demand = await gang_demand(info, record.params)
+                cadence = self._gang_cadence(record.check_interval, record.check_supersteps)
             except FrostError as error:
                 self.store.fail_assignment(assignment_id, f"its gang could not start again after a restart: {error.message}")
                 await self.gang_checkpoints.discard(assignment_id)
@@ -508,12 +513,13 @@ class Node:
                 self.events.add("assignment", error.message, severity="error", title=error.title)
             # Its earlier epochs counted up from 0 and hosts may still run members of them: a new life
             # starts above them all (wall-clock seconds, far above any count of placements).
-            self._run_gang(assignment_id, info, record.params, demand, self._gang_cadence(None, None),
+            self._run_gang(assignment_id, info, record.params, demand, cadence,
                            epoch=int(time.time()), checkpoint=checkpoint)
             start = (f"superstep {checkpoint.superstep}, its last global checkpoint" if checkpoint
                      else "its first superstep")
             self.events.add("assignment", f"assignment {assignment_id}: its gang of {demand.members} {info.name} members starts "
-                            f"again from {start} (this node, its master, restarted)", severity="warning")
+                            f"again from {start}, checking {describe_cadence(cadence)} (this node, its master, "
+                            f"restarted)", severity="warning")
 
     def _run_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], demand: GangDemand,
                   cadence: CheckCadence, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None) -> None:

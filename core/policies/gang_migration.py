@@ -59,6 +59,13 @@ def cadence_of(seconds: float, supersteps: int) -> CheckCadence:
     return CheckCadence(every_supersteps=supersteps or None, every_seconds=seconds or None)
 
 
+def describe_cadence(cadence: CheckCadence) -> str:
+    """When a gang checks, for a log line: "every 5 s", "every 5 s or 50 supersteps", "never"."""
+    parts = ([f"{cadence.every_seconds:g} s"] if cadence.every_seconds is not None else []) \
+        + ([f"{cadence.every_supersteps} supersteps"] if cadence.every_supersteps is not None else [])
+    return ("every " + " or ".join(parts) if parts else "never") + (" (forced)" if cadence.forced else "")
+
+
 def member_share(view: NodeView, in_gang: bool, x: float) -> float:
     """What one gang member would get on `view`'s host, with `x` added to hosts outside the gang.
 

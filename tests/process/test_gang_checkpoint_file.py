@@ -1,4 +1,5 @@
-"""A restarted master whose kept gang checkpoint is damaged says so and starts the gang from its first superstep."""
+"""A restarted master whose kept gang checkpoint is damaged says so and starts the gang from its first superstep,
+with the check cadence its submitter gave it (not the node's [gang] default)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ pytestmark = pytest.mark.process
 
 def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_the_gang_starts_afresh(single_node):
     node = single_node()
-    gang_id = node.call("submit", plugin="heat-diffusion", params={})["id"]   # 4 members: it waits on one node
+    gang_id = node.call("submit", plugin="heat-diffusion", params={},     # 4 members: it waits on one node
+                        check_interval=5.0)["id"]                         # the default is 120 s
     node.kill()
     damaged = node.data_dir / "gang-checkpoints" / gang_id / f"{3:016d}.ckpt"
     damaged.parent.mkdir(parents=True)
@@ -23,6 +25,6 @@ def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_
                       timeout=30, what="the node to take up its gang again")
     unreadable = [e for e in events if str(damaged) in e["message"]]
     assert unreadable and unreadable[0]["severity"] == "error" and "truncated" in unreadable[0]["message"], events
-    assert any("starts again from its first superstep" in e["message"] for e in events), events
+    assert any("starts again from its first superstep, checking every 5 s " in e["message"] for e in events), events
     gang = node.call("assignment", assignment=gang_id)
     assert gang["state"] == "running" and gang["gang"]["superstep"] == 0 and gang["gang"]["checkpoint_superstep"] is None

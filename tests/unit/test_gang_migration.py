@@ -11,6 +11,7 @@ from frost_core.policies.gang_migration import (
     cadence_of,
     check_due,
     choose_hosts,
+    describe_cadence,
     explain,
     member_share,
     member_should_move,
@@ -173,3 +174,9 @@ def test_a_cadence_from_the_options_turns_a_trigger_off_with_0():
         cadence_of(-1.0, 0)
     with pytest.raises(ValueError, match="not a cadence"):
         cadence_of(5.0, -2)
+
+
+def test_a_cadence_reads_as_the_log_line_says_it():
+    assert describe_cadence(cadence_of(5.0, 0)) == "every 5 s"
+    assert describe_cadence(cadence_of(2.5, 50)) == "every 2.5 s or 50 supersteps"
+    assert describe_cadence(cadence_of(0.0, 0)) == "never"
