@@ -177,6 +177,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("gang", "check_supersteps", int, 0,
            "Supersteps between a gang's checks, besides check_interval (whichever comes first); 0: off.",
            0, 1_000_000),
+    Option("gang", "checkpoint_interval", float, 600.0,
+           "Seconds between a gang's global checkpoints when it does not move (taken at a barrier, kept by its "
+           "master; the gang stays where it is): about the most work a kill of a member's host or of the master "
+           "loses. 0: only when it moves.", 0, 86400),
     # [owner]
     Option("owner", "policy", str, "share",
            "What this desk lends: share (guests run at the lowest priority while you work, are suspended when your "

@@ -8,7 +8,10 @@ placement is an epoch; a report, checkpoint or mail of another epoch, or a secon
 same superstep, is refused, so no superstep is applied twice. At a check (`CheckCadence`) the
 members' predicate answers ride on their reports and are OR-reduced; on "move" every member
 checkpoints at the barrier, and only once all p checkpoints of that barrier are in do they replace
-the previous global checkpoint and the gang restart on the new best p under a new epoch. A host
+the previous global checkpoint and the gang restart on the new best p under a new epoch. Every
+`checkpoint_interval` seconds without a global checkpoint (0: never) the members checkpoint at the
+next barrier anyway and, once all p are in, go on where they are in the same epoch: a gang that never
+needs to move still has a recent point to restart from when a host or the master dies. A host
 that is lost (its owner evicts, it crashes or is cut off) restarts the whole gang from the last
 global checkpoint at once: nobody waits for a barrier the lost member will never reach. A member
 whose host's owner holds its guests (HostHeld: it is stopped) cannot answer a check either: when a
@@ -198,19 +201,24 @@ class GangCoordinator:
     """One gang assignment's barrier and placement; feed it events, carry out what it returns.
 
     `x` and `margin` are the migration predicate's (`policies.gang_migration`); `cadence` says
-    when members check; a host takes a member only with `memory` bytes free for guests. `phase` is waiting, running, checkpointing, finished or failed.
+    when members check; a host takes a member only with `memory` bytes free for guests; a global
+    checkpoint is taken at the first barrier `checkpoint_interval` seconds after the last one (or the
+    placement) though the gang stays (0: only when it moves). `phase` is waiting, running, checkpointing,
+    finished or failed.
     """
 
     def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
                  margin: float = 0.0, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None,
-                 memory: int = 0) -> None:
+                 memory: int = 0, checkpoint_interval: float = 0.0) -> None:
         """`epoch`: the one before the first placement; a coordinator started again for the same gang starts
         above every epoch of its earlier life, so hosts that still know those take it for a new one, and
         from `checkpoint`, the last global checkpoint of that life (its superstep, not 0)."""
         if size < 1:
             raise ValueError(f"a gang has at least one member, not {size}")
+        if checkpoint_interval < 0:
+            raise ValueError(f"a checkpoint every {checkpoint_interval:g} seconds is not an interval (0 turns it off)")
         self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
-        self.memory = memory
+        self.memory, self.checkpoint_interval = memory, checkpoint_interval
         self.phase, self.reason = "waiting", "waiting for the resource table"
         self.epoch = epoch            # every placement is a new epoch
         self.checkpoint = checkpoint
@@ -224,6 +232,8 @@ class GangCoordinator:
         self._reports: dict[int, BarrierReport] = {}
         self._images: dict[int, bytes] = {}
         self._checked = (self.superstep, 0.0)       # the superstep and time of the last check (or start)
+        self._saved_at = 0.0                        # when the last global checkpoint was in (or the placement)
+        self._staying: tuple[list, str] | None = None   # a periodic checkpoint's releases to send once it is in, the reason
         self._asked = False                         # the running superstep carries a check
         self._move_asked = ""                       # why the owner asked to move, until the next barrier
         self._leave: str | None = None              # the host that `move` asked the gang to leave
@@ -302,7 +312,7 @@ class GangCoordinator:
         return actions + (self._place(event.at) if self.phase == "waiting" else [])
 
     def _move(self, event: MoveGang) -> list:
-        if self.phase == "running" and 0 <= event.rank < self.size:
+        if self.phase in ("running", "checkpointing") and 0 <= event.rank < self.size:
             self._move_asked, self._leave = event.reason, self._members[event.rank].host
             # Where p other hosts cannot take the members at that barrier (one of them busy for a moment), the
             # gang checkpoints there and stays, then leaves at the first later barrier where they can.
@@ -345,6 +355,7 @@ class GangCoordinator:
             self.moves += 1
         self.phase, self.superstep, self.reason = "running", start, why
         self._reports, self._images, self._checked, self._asked, self._move_asked = {}, {}, (start, at), False, ""
+        self._saved_at, self._staying = at, None
         return actions
 
     def _usable(self, current: frozenset[str]) -> tuple[list[NodeView], list[NodeView]]:
@@ -414,7 +425,13 @@ class GangCoordinator:
         check = GangCheck(frozenset(self.hosts()), self.x, self.margin) if self._asked else None
         if self._asked:
             self._checked = (nxt, at)
-        return [Send(m.host, ReleaseStep(self.gang_id, rank, self.epoch, nxt, expect[rank], check))
+        releases = [Send(m.host, ReleaseStep(self.gang_id, rank, self.epoch, nxt, expect[rank], check))
+                    for rank, m in enumerate(self._members)]
+        if not self.checkpoint_interval or at - self._saved_at < self.checkpoint_interval:
+            return releases
+        # A periodic global checkpoint: the members checkpoint here and, once all p are in, run on where they are.
+        self._staying, self.phase, self.reason = (releases, self.reason), "checkpointing", "a periodic global checkpoint"
+        return [Send(m.host, TakeCheckpoint(self.gang_id, rank, self.epoch, nxt, expect[rank]))
                 for rank, m in enumerate(self._members)]
 
     def _image(self, at: float, image: CheckpointReport) -> list:
@@ -431,7 +448,11 @@ class GangCoordinator:
         if len(self._images) < self.size:
             return []
         self.checkpoint = GlobalCheckpoint(image.superstep, at, tuple(self._images[rank] for rank in range(self.size)))
-        return self._place(at, self.reason)
+        if self._staying is None:
+            return self._place(at, self.reason)
+        (releases, self.reason), self._staying = self._staying, None
+        self.phase, self._images, self._saved_at = "running", {}, at
+        return releases
 
     def _refusal(self, epoch: int, superstep: int, phase: str) -> str:
         if epoch != self.epoch:

@@ -66,11 +66,12 @@ class GangRuns:
     def submit(self, gang_id: str, size: int, spec: GangSpec, *, on_done: Callable[[tuple], None],
                on_failed: Callable[[str], None], on_checkpoint: Callable[[GlobalCheckpoint], None],
                cadence: CheckCadence = CheckCadence(), x: float = 1.0, epoch: int = 0,
-               checkpoint: GlobalCheckpoint | None = None) -> None:
+               checkpoint: GlobalCheckpoint | None = None, checkpoint_interval: float = 0.0) -> None:
         """Run a gang of `size` members: placed at once if the table has room, else as soon as it has
-        (`epoch`, `checkpoint`: see GangCoordinator). `on_checkpoint` gets each new global checkpoint."""
+        (`epoch`, `checkpoint`, `checkpoint_interval`: see GangCoordinator). `on_checkpoint` gets each new
+        global checkpoint."""
         coordinator = GangCoordinator(gang_id, size, cadence, x, epoch=epoch, checkpoint=checkpoint,
-                                      memory=spec.memory_bytes)
+                                      memory=spec.memory_bytes, checkpoint_interval=checkpoint_interval)
         gang = self._gangs[gang_id] = _Gang(coordinator, spec, on_done, on_failed, on_checkpoint, {})
         self._apply(gang, TableChanged(self._now(), self._table))
 

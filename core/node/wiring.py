@@ -543,7 +543,8 @@ class Node:
             self._nursery.start_soon(self._keep_gang_checkpoint, spec, checkpoint)
 
         self.gangs.runs.submit(assignment_id, demand.members, spec, on_done=done, on_failed=failed, on_checkpoint=keep,
-                               cadence=cadence, epoch=epoch, checkpoint=checkpoint)
+                               cadence=cadence, epoch=epoch, checkpoint=checkpoint,
+                               checkpoint_interval=self.config.get("gang.checkpoint_interval"))
 
     async def _keep_gang_checkpoint(self, spec: GangSpec, checkpoint: GlobalCheckpoint) -> None:
         """A gang's new global checkpoint to disk, so the gang resumes from it if this node restarts."""

@@ -70,6 +70,7 @@ class Cluster:
         self.nursery = nursery
         self.cut: set[str] = set()
         self.running: dict[str, set[int]] = {name: set() for name in NODES}
+        self.resumed_at: list[int] = []     # the superstep of each member started from a global checkpoint
         self.table = tuple(NodeView(name, available=1.0, guests=0) for name in NODES)
         self.nodes = {name: Gangs(name, self._sender(name), self._opener(name), lambda: self.table, trio.current_time)
                       for name in NODES}
@@ -98,6 +99,8 @@ class Cluster:
         async def open_member(spec: GangSpec, gang_id: str, rank: int, epoch: int, size: int, checkpoint: bytes | None):
             assert spec == SPEC
             self.running[host].add(rank)
+            if checkpoint is not None:
+                self.resumed_at.append(MemberCheckpoint.from_bytes(checkpoint, size).superstep)
             try:
                 yield InProcessMember(rank, size, checkpoint)
             finally:
@@ -107,7 +110,8 @@ class Cluster:
 
 async def run_gang(evict_at: int | None = None, move_at: int | None = None, leave_at: int | None = None,
                    hold_at: int | None = None,
-                   cadence: CheckCadence = CheckCadence(every_supersteps=2)) -> tuple[object, object, Cluster, list]:
+                   cadence: CheckCadence = CheckCadence(every_supersteps=2),
+                   checkpoint_interval: float = 0.0) -> tuple[object, object, Cluster, list]:
     outcome: list = []
     kept: list = []     # the global checkpoints handed on to be kept on disk
     async with trio.open_nursery() as nursery:
@@ -115,7 +119,7 @@ async def run_gang(evict_at: int | None = None, move_at: int | None = None, leav
         await cluster.start()
         master = cluster.nodes["n0"].runs
         master.submit("g1", 3, SPEC, on_done=outcome.append, on_failed=outcome.append, on_checkpoint=kept.append,
-                      cadence=cadence)
+                      cadence=cadence, checkpoint_interval=checkpoint_interval)
         view = lambda: master.views()[0]
         if move_at is not None:
             await wait_until(lambda: view().superstep >= move_at, timeout=600)
@@ -174,3 +178,18 @@ async def test_a_member_its_owner_holds_sends_the_gang_away_at_the_next_timed_ch
     output, view, cluster, kept = await run_gang(hold_at=3, cadence=CheckCadence(every_supersteps=None, every_seconds=5.0))
     assert output == run_gang_locally(heat, PARAMS)
     assert view.restarts == 1 and cluster.evicted not in {member.host for member in view.members}
+
+
+async def test_a_gang_that_never_moves_checkpoints_every_interval_in_place_and_an_eviction_resumes_from_there(
+        autojump_clock) -> None:
+    # No checks, and a global checkpoint every 3 s (a superstep takes 1 s; the product's default is 600 s).
+    never = CheckCadence(every_supersteps=None, every_seconds=None)
+    output, view, cluster, kept = await run_gang(cadence=never, checkpoint_interval=3.0)
+    assert output == run_gang_locally(heat, PARAMS)
+    assert (view.epoch, view.moves, view.restarts) == (1, 0, 0) and cluster.resumed_at == []   # they stayed put
+    assert len(kept) >= 2 and [c.superstep for c in kept] == sorted({c.superstep for c in kept}), kept
+
+    output, view, cluster, kept = await run_gang(cadence=never, checkpoint_interval=3.0, evict_at=6)
+    assert output == run_gang_locally(heat, PARAMS)
+    assert view.restarts == 1 and cluster.evicted not in {member.host for member in view.members}
+    assert len(cluster.resumed_at) == 3 and cluster.resumed_at[0] >= 3, cluster.resumed_at   # not from superstep 0

@@ -281,3 +281,43 @@ def test_a_move_that_finds_no_other_host_checkpoints_stays_and_leaves_at_the_fir
     for rank in range(3):
         coordinator.handle(Received(5.0, CheckpointReport("g", 2, rank, 3, image(rank, superstep=3).data)))
     assert coordinator.hosts() == ("b", "c", "a") and coordinator.view().moves == 1
+
+
+def test_a_periodic_checkpoint_is_taken_at_the_first_barrier_after_its_interval_and_the_gang_stays():
+    # No checks, so only the periodic checkpoint takes one (the product's [gang] checkpoint_interval is 600 s).
+    coordinator = GangCoordinator("g", 3, cadence=CheckCadence(every_supersteps=None, every_seconds=None),
+                                  checkpoint_interval=600.0)
+    coordinator.handle(TableChanged(0.0, table(a=0.5, b=1.0, c=0.9, d=0.8)))
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 300.0, 0))
+    actions = barrier(coordinator, 650.0, 1)
+    assert [a.message for a in actions] == [TakeCheckpoint("g", rank, 1, 2, frozenset({(rank - 1) % 3})) for rank in range(3)]
+    assert coordinator.view().phase == "checkpointing"
+    coordinator.handle(Received(651.0, image(0, superstep=2)))
+    coordinator.handle(Received(651.0, image(1, superstep=2)))
+    actions = coordinator.handle(Received(652.0, image(2, superstep=2)))
+    # The members go on where they are, in the same epoch: the release they would have had at that barrier.
+    assert [(a.to, a.message) for a in actions] == [
+        (host, ReleaseStep("g", rank, 1, 2, frozenset({(rank - 1) % 3}))) for rank, host in enumerate("bcd")]
+    view = coordinator.view()
+    assert (view.phase, view.epoch, view.moves, view.restarts, view.superstep) == ("running", 1, 0, 0, 2)
+    assert (view.last_checkpoint.superstep, view.last_checkpoint.at) == (2, 652.0)
+    # The next one falls due 600 s after that one was in, not after the placement.
+    assert all(isinstance(a.message, ReleaseStep) for a in barrier(coordinator, 1200.0, 2))
+    assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 1260.0, 3))
+
+
+def test_a_host_lost_during_a_periodic_checkpoint_restarts_from_the_previous_one():
+    coordinator = GangCoordinator("g", 3, cadence=CheckCadence(every_supersteps=None, every_seconds=None),
+                                  checkpoint_interval=10.0)
+    coordinator.handle(TableChanged(0.0, table(a=0.5, b=1.0, c=0.9, d=0.8)))
+    barrier(coordinator, 20.0, 0)
+    coordinator.handle(Received(21.0, image(0, superstep=1)))
+    actions = coordinator.handle(HostLost(22.0, "c", "crashed"))
+    assert [(a.message.epoch, a.message.superstep) for a in actions if isinstance(a.message, StartMember)] == [(2, 0)] * 3
+    assert coordinator.view().phase == "running" and coordinator.checkpoint is None
+    assert isinstance(coordinator.handle(Received(23.0, image(1, superstep=1)))[0], Refused)
+
+
+def test_a_negative_checkpoint_interval_is_refused():
+    with pytest.raises(ValueError, match="not an interval"):
+        GangCoordinator("g", 3, checkpoint_interval=-1.0)
