@@ -93,6 +93,7 @@ log = logging.getLogger("frost.node")
 PUBLISH_INTERVAL = 0.1      # at most ten snapshots a second reach the UI
 SNAPSHOT_COST_SHARE = 10    # ... and building them takes at most a tenth of the node's time
 FIGURES_INTERVAL = 1.0      # how often local resources are measured and the history grows
+HOSTING_PUBLISH_GAP = 0.02  # hosting changes within this of a publication go out together, after it
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
 LEAVE_TIMEOUT = 1.0
 EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
@@ -131,6 +132,7 @@ class Node:
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
         self._changed = trio.Event()
+        self._hosting_due = trio.Event()
         self._published = trio.Event()
         self._stale = False      # changes since the last snapshot, which nobody was watching
         self._watchers = 0       # attached UIs waiting for the next snapshot
@@ -255,9 +257,19 @@ class Node:
     def _hosting_changed(self) -> None:
         """A guest arrived or left, or the owner's intents changed: tell the peers now, not at the
         next reading, or an eviction a moment later elsewhere still sees this node as full, paused
-        or evicting and passes it by."""
-        self._publish_figures()
+        or evicting and passes it by (`_publish_hosting` does, on the loop's next turn)."""
+        self._hosting_due.set()
         self.mark_changed()
+
+    async def _publish_hosting(self) -> None:
+        """Publish the figures once a hosting change comes, then at most once per HOSTING_PUBLISH_GAP: a
+        sweep of tiny units changes hosting several times a unit, and each publication computes the figures
+        and the transfer mode from the whole table (4 % of the node's busy time at 250 units/s)."""
+        while True:
+            await self._hosting_due.wait()
+            self._hosting_due = trio.Event()
+            self._publish_figures()
+            await trio.sleep(HOSTING_PUBLISH_GAP)
 
     def _publish_figures(self) -> ResourceFigures:
         figures = self._figures()
@@ -339,6 +351,7 @@ class Node:
                     nursery.start_soon(self._watch_resources)
                     nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
+                    nursery.start_soon(self._publish_hosting)
                     nursery.start_soon(self.balancer.serve)
                     # Summaries change slowly: one swap per 15 gossip rounds (30 s by default).
                     await nursery.start(partial(self.ledger.serve, transport, self._peer_addresses,
