@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "results; 0 turns checking off (default: cluster.verify, 0.02)")
     submit.add_argument("--check-every", metavar="EVERY",
                         help="a gang: how often its members check for better hosts (10s, 2m, 50supersteps, "
-                             "30s,50steps or off; default: gang.check_interval and gang.check_supersteps)")
+                             "30s,50steps or off; add `forced` (2m,forced) to restart the gang on the best p at "
+                             "every check; default: gang.check_interval and gang.check_supersteps)")
 
     verb("assignments", "my assignments and their units")
     stats = verb("stats", "CPU given to and received from each peer, per day, and the top contributors")
@@ -550,10 +551,12 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")
-    seconds, supersteps = (None, None) if args.check_every is None else parse_check_every(args.check_every)
+    seconds, supersteps, forced = (None, None, False) if args.check_every is None \
+        else parse_check_every(args.check_every)
     submitted: Submitted = _call(paths, SubmitAssignment(
         plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input),
-        verify=args.verify, check_interval=seconds, check_supersteps=supersteps))
+        verify=args.verify, check_interval=seconds, check_supersteps=supersteps,
+        check_forced=forced))
     out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK

@@ -63,6 +63,7 @@ class SubmitAssignment:
     verify: float | None = None  # the fraction of units a second host re-runs to check; None: cluster.verify
     check_interval: float | None = None   # a gang's seconds between checks (0: none); None: gang.check_interval
     check_supersteps: int | None = None   # a gang's supersteps between checks (0: none); None: gang.check_supersteps
+    check_forced: bool = False            # a gang: every check restarts it on the best p (BSPlib's forced checkpoint)
 
 
 @dataclass(frozen=True)

@@ -401,10 +401,11 @@ class Node:
             case EvictGuests(task_id=task_id):
                 return await self._evict(task_id, by_owner=True)
             case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify,
-                                  check_interval=check_interval, check_supersteps=check_supersteps):
+                                  check_interval=check_interval, check_supersteps=check_supersteps,
+                                  check_forced=check_forced):
                 return await self._submit(plugin, params, one_per_host=one_per_host, inputs=inputs,
                                           verify=self.config.get("cluster.verify") if verify is None else verify,
-                                          cadence=(check_interval, check_supersteps))
+                                          cadence=(check_interval, check_supersteps), forced=check_forced)
             case ClearQuarantine(node=node):
                 return f"{self._scheduler.clear_quarantine(node)[:8]} gets units from this master again"
             case CancelAssignment(assignment_id=assignment_id):
@@ -445,15 +446,15 @@ class Node:
 
     async def _submit(
         self, plugin_name: str, raw_params: dict[str, Any], *, one_per_host: bool = False, inputs: dict[str, str],
-        verify: float = 0.0, cadence: tuple[float | None, int | None] = (None, None),
+        verify: float = 0.0, cadence: tuple[float | None, int | None] = (None, None), forced: bool = False,
     ) -> Submitted:
         if not self.registry.plugins():
             await self.registry.scan_async()
         info = self.registry.get(plugin_name)
         params = parse_params(info, raw_params)
         if info.gang:
-            return await self._submit_gang(info, params, cadence)
-        if cadence != (None, None):
+            return await self._submit_gang(info, params, cadence, forced)
+        if cadence != (None, None) or forced:
             raise ConfigError(f"{info.name} is not a gang plugin: a check cadence is for gangs",
                               title="Bad check cadence")
         units = await split_units(info, params)
@@ -480,20 +481,22 @@ class Node:
         self._scheduler.wake()
         return Submitted(id=assignment_id, units=len(units))
 
-    def _gang_cadence(self, seconds: float | None, supersteps: int | None) -> CheckCadence:
-        """When a gang's members check for better hosts: the submitter's figures, else this node's [gang] options."""
+    def _gang_cadence(self, seconds: float | None, supersteps: int | None, forced: bool = False) -> CheckCadence:
+        """When a gang's members check for better hosts: the submitter's figures, else this node's [gang] options;
+        `forced` (the submitter's): every check restarts the gang on the best p."""
         seconds = self.config.get("gang.check_interval") if seconds is None else seconds
         supersteps = self.config.get("gang.check_supersteps") if supersteps is None else supersteps
         try:
-            return cadence_of(seconds, supersteps)
+            return cadence_of(seconds, supersteps, forced)
         except ValueError as error:
             raise ConfigError(str(error), title="Bad check cadence") from None
 
     async def _submit_gang(self, info: PluginInfo, params: dict[str, Any],
-                           cadence: tuple[float | None, int | None]) -> Submitted:
+                           cadence: tuple[float | None, int | None], forced: bool = False) -> Submitted:
         """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator. The submitter's
-        cadence is stored with it, so the gang keeps it when this node restarts."""
-        checks = self._gang_cadence(*cadence)
+        cadence is stored with it, so the gang keeps it when this node restarts (`forced`, a benchmark's
+        baseline, is not: a restarted gang checks selectively)."""
+        checks = self._gang_cadence(*cadence, forced)
         demand = await gang_demand(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[],

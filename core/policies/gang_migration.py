@@ -51,12 +51,15 @@ class CheckCadence:
             raise ValueError(f"a check every {self.every_seconds} seconds is not a cadence")
 
 
-def cadence_of(seconds: float, supersteps: int) -> CheckCadence:
+def cadence_of(seconds: float, supersteps: int, forced: bool = False) -> CheckCadence:
     """The cadence `[gang] check_interval` and `check_supersteps` (or a submit's override) name: 0 switches that
-    trigger off. ValueError for a negative figure."""
+    trigger off; `forced` (a submit's) restarts the gang at every check. ValueError for a negative figure, or
+    forced checks that never come."""
     if seconds < 0 or supersteps < 0:
         raise ValueError(f"a check every {seconds:g} s or {supersteps} supersteps is not a cadence (0 turns one off)")
-    return CheckCadence(every_supersteps=supersteps or None, every_seconds=seconds or None)
+    if forced and not (seconds or supersteps):
+        raise ValueError("forced checks with neither a time nor a count between them are not a cadence")
+    return CheckCadence(every_supersteps=supersteps or None, every_seconds=seconds or None, forced=forced)
 
 
 def describe_cadence(cadence: CheckCadence) -> str:

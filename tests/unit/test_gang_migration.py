@@ -174,6 +174,9 @@ def test_a_cadence_from_the_options_turns_a_trigger_off_with_0():
         cadence_of(-1.0, 0)
     with pytest.raises(ValueError, match="not a cadence"):
         cadence_of(5.0, -2)
+    assert cadence_of(2.0, 0, forced=True) == CheckCadence(every_supersteps=None, every_seconds=2.0, forced=True)
+    with pytest.raises(ValueError, match="not a cadence"):
+        cadence_of(0.0, 0, forced=True)
 
 
 def test_a_cadence_reads_as_the_log_line_says_it():
