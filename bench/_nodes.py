@@ -46,15 +46,17 @@ balance_interval = 0
 
 
 def start_cluster(folder: Path, names: list[str], extra_config: str = "", *,
-                  base_config: str = BENCH_CONFIG) -> list[BenchNode]:
-    """Start one node per name (the first is the others' seed) and wait until all see each other alive."""
+                  base_config: str = BENCH_CONFIG, extra_configs: dict[str, str] | None = None) -> list[BenchNode]:
+    """Start one node per name (the first is the others' seed) and wait until all see each other alive;
+    `extra_configs` adds lines to some nodes' configs only (by name)."""
     key_file = folder / "cluster.key"
     ClusterKey.generate().save(key_file)
     nodes: list[BenchNode] = []
     try:
         for name in names:
             seeds = [nodes[0].address] if nodes else []
-            nodes.append(_start_node(folder / name, name, key_file, seeds, extra_config, base_config))
+            more = (extra_configs or {}).get(name, "")
+            nodes.append(_start_node(folder / name, name, key_file, seeds, extra_config + more, base_config))
         ids = {n.call("status")["node_id"] for n in nodes}
         for node in nodes:
             node.call("plugins")  # waits for a full plugin scan (see add_ballast_plugin)
