@@ -307,8 +307,9 @@ class MasterStore:
         return assignment_id
 
     def head(self, assignment_id: str) -> AssignmentHead:
-        """An assignment without its units: one row."""
-        return self._head(self._db, assignment_id)
+        """An assignment without its units: from the index while its units may still be placed (a head never
+        changes: the master asks for it once per result), else its one row."""
+        return self.index.head(assignment_id) or self._head(self._db, assignment_id)
 
     def _head(self, db: sqlite3.Connection, assignment_id: str) -> AssignmentHead:
         row = db.execute(
