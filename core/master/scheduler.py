@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -652,8 +653,8 @@ class MasterScheduler:
         """A checked unit's copy came in: keep it and act on what the copies decide; None if it is not
         the current copy (the ordinary refusal applies)."""
         task_id = unit.task_id
-        decision = self._store.record_copy(unit.assignment_id, unit.index, epoch=epoch, host=host, result=value,
-                                           files=files, cpu_seconds=cpu_seconds)
+        decision = await self._blocking(partial(self._store.record_copy, unit.assignment_id, unit.index, epoch=epoch,
+                                                host=host, result=value, files=files, cpu_seconds=cpu_seconds))
         if decision is None:
             return None
         self._forget(task_id, epoch)
@@ -671,8 +672,8 @@ class MasterScheduler:
             self._store.fail_assignment(unit.assignment_id, f"unit {unit.index}: no two hosts returned the same result")
             self._events.add("assignment", f"assignment {unit.assignment_id} failed: no two hosts agreed on unit "
                              f"{unit.index}'s result", severity="error", title="Assignment failed")
-        elif not self._checkers(unit.copied_on + (host,)) and self._store.settle_unchecked(unit.assignment_id,
-                                                                                         unit.index):
+        elif not self._checkers(unit.copied_on + (host,)) and await self._blocking(self._store.settle_unchecked,
+                                                                                    unit.assignment_id, unit.index):
             self._events.add("assignment", f"{task_id}: no other host takes guests to check it; the result from "
                              f"{host[:8]} is taken unverified")
         else:

@@ -208,8 +208,9 @@ class Delivery:
 
 
 class MasterStore:
-    """One SQLite file per node, used from the node's trio thread, except `place_units` and `accept_results`,
-    which any one thread may call (they write on a connection of their own)."""
+    """One SQLite file per node, used from the node's trio thread, except `place_units`, `accept_results`,
+    `record_copy` and `settle_unchecked`, which any one thread may call (they write on a connection of
+    their own)."""
 
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
@@ -502,9 +503,9 @@ class MasterStore:
 
         None when this copy is not the current one (stale, or the unit is no longer open). Agreed: the
         majority's result becomes the unit's and it is done. Otherwise it waits in the queue for another
-        host's copy (placed on none that already sent one).
+        host's copy (placed on none that already sent one). Any one thread may call it, as `place_units`.
         """
-        with self._transaction() as db:
+        with self._batching, self._transaction(self._batches) as db:
             row = db.execute(
                 "SELECT u.epoch, u.state, a.state FROM units u JOIN assignments a ON a.id = u.assignment_id"
                 " WHERE u.assignment_id = ? AND u.idx = ?", (assignment_id, index)).fetchone()
@@ -533,8 +534,9 @@ class MasterStore:
 
     def settle_unchecked(self, assignment_id: str, index: int) -> bool:
         """A checked unit with one copy in and no other host to run it: take that copy's result as it is,
-        no longer counted as checked (its assignment's summary says fewer units verified)."""
-        with self._transaction() as db:
+        no longer counted as checked (its assignment's summary says fewer units verified). Any one thread
+        may call it, as `place_units`."""
+        with self._batching, self._transaction(self._batches) as db:
             cursor = db.execute(
                 "UPDATE units SET state = 'done', checked = 0, progress = 1.0, error = NULL, finished_at = ?,"
                 " result = (SELECT result FROM unit_copies c WHERE c.assignment_id = units.assignment_id"
