@@ -52,7 +52,7 @@ class AssignmentHead:
 
 
 class UnitIndex:
-    """Safe to share between threads: every method holds `lock`, which a writer also holds across its
+    """Safe to share between threads: every method but `head` holds `lock`, which a writer also holds across its
     transaction so that the index changes in the order of the commits."""
 
     def __init__(self) -> None:
@@ -81,8 +81,9 @@ class UnitIndex:
         heads = sorted(self._heads.values(), key=lambda head: head.seq)
         return [h.id for h in heads if h.id not in busy and not self._queued.get(h.id)]
 
-    @_locked
     def head(self, assignment_id: str) -> AssignmentHead | None:
+        """Without the lock: one read of a dict whose values never change (the lock is held by a writer's
+        whole transaction body, and the master asks for a head once per result)."""
         return self._heads.get(assignment_id)
 
     @_locked
