@@ -12,7 +12,7 @@ queued carries the reason (`why_not_placed`), like HTCondor's `condor_q -better-
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from frost_core.policies.prefetch import units_held
@@ -119,16 +119,24 @@ def _size(nbytes: int) -> str:
 
 class WaitingReasons(Mapping[str, str]):
     """Why each queued unit waits: those a round looked at by task id, the others by their assignment's reason
-    (a round looks at no more units than it could place, so a long queue costs nothing to explain)."""
+    (a round looks at no more units than it could place, so a long queue costs nothing to explain). The
+    assignments' reasons may come as a function, called once somebody asks: a round per unit finished, and
+    most rounds' reasons are never read (a headless node that nobody asks)."""
 
-    def __init__(self, by_task: Mapping[str, str] | None = None, by_assignment: Mapping[str, str] | None = None):
+    def __init__(self, by_task: Mapping[str, str] | None = None,
+                 by_assignment: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None):
         self._by_task = dict(by_task or {})
-        self._by_assignment = dict(by_assignment or {})
+        self._by_assignment = by_assignment or {}
+
+    def _assignments(self) -> Mapping[str, str]:
+        if callable(self._by_assignment):
+            self._by_assignment = dict(self._by_assignment())
+        return self._by_assignment
 
     def __getitem__(self, task_id: str) -> str:
         if task_id in self._by_task:
             return self._by_task[task_id]
-        return self._by_assignment[task_id.rpartition(".")[0]]
+        return self._assignments()[task_id.rpartition(".")[0]]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_task)
@@ -137,4 +145,4 @@ class WaitingReasons(Mapping[str, str]):
         return len(self._by_task)
 
     def __bool__(self) -> bool:
-        return bool(self._by_task or self._by_assignment)
+        return bool(self._by_task or self._assignments())

@@ -256,7 +256,7 @@ class MasterScheduler:
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                 refusals.get(need.task_id))
                    for need in needs if need.task_id not in placed}
-        self._waiting = WaitingReasons(reasons, self._reasons_beyond(waiting, units, hosts, held))
+        self._waiting = WaitingReasons(reasons, partial(self._reasons_beyond, waiting, units, hosts, held))
         self._on_change()
 
     async def _tell_demand(self, waiting: list[AssignmentHead], hosts: Sequence[NodeView], usage: dict[str, float],
@@ -298,7 +298,8 @@ class MasterScheduler:
 
     def _reasons_beyond(self, waiting: list[AssignmentHead], looked_at: list[UnitRecord], hosts: Sequence[NodeView],
                         held: dict[str, frozenset[str]]) -> dict[str, str]:
-        """Assignment -> why its units this round did not look at wait: as its first such unit would be told."""
+        """Assignment -> why its units this round did not look at wait: as its first such unit would be told,
+        by the round's hosts (called once somebody asks, on the queue as it is then)."""
         seen = {(u.assignment_id, u.index) for u in looked_at}
         reasons = {}
         for head in waiting:

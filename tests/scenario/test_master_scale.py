@@ -263,3 +263,27 @@ def test_a_few_units_go_one_per_host_not_all_on_the_best_one(tmp_path):
         assert sorted(host for host, _ in world.running().values()) == sorted(HOSTS)
 
     run(scenario, tmp_path, units=3)
+
+
+def test_a_round_reads_no_row_to_explain_the_waiting_units_until_somebody_asks(tmp_path, monkeypatch):
+    sql = SqlWork(monkeypatch)
+
+    async def scenario(world):
+        await wait_until(lambda: len(world.running()) == 12, timeout=10, what="twelve units running")
+        await trio.sleep(AHEAD_BELOW_SECONDS)
+        task_id, (host, epoch) = sorted(world.running().items())[0]
+        sql.statements.clear()
+        sql.counting = True
+        assert await world.scheduler.host_result(host, task_id, epoch, RESULT)
+        await wait_until(lambda: len(world.running()) == 12 and task_id not in world.running(), timeout=10,
+                         what="the freed slot filled again")
+        sql.counting = False
+        def one_unit_reads() -> list[str]:
+            return [s for s in sql.statements if "FROM units u WHERE u.assignment_id" in s and "u.idx IN" not in s]
+
+        assert len(one_unit_reads()) == 1, one_unit_reads()   # the result's own unit; none for the units waiting
+        sql.counting = True
+        assert world.scheduler.waiting_reasons()[f"{world.assignment}.99"] == "waiting for the next placement round"
+        assert len(one_unit_reads()) == 2   # asked: the first unit the round did not look at is read now
+
+    run(scenario, tmp_path, units=100)
