@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from frost_core.guest.cgroup_mounts import mount_hierarchies
+from frost_core.guest.kernel_files import read_kernel_file
 from frost_core.guest.scope import SCOPE_FAILURES, TransientScope, scope_failure, start_scope
 
 PARENT_PREFIX = "frost-guests-"
@@ -135,7 +136,7 @@ def _write(path: Path, value: str) -> None:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return read_kernel_file(path)
     except OSError:
         return ""
 

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from frost_core.guest.kernel_files import read_kernel_file
+
 GUEST_NICE = 19
 AUTOGROUP_RETRIES = 10
 AUTOGROUP_RETRY_DELAY = 0.05
@@ -140,7 +142,7 @@ def _set_autogroup_nice() -> str:
 
 def _read_autogroup_nice(pid: int) -> int | None:
     try:
-        text = Path(f"/proc/{pid}/autogroup").read_text()
+        text = read_kernel_file(f"/proc/{pid}/autogroup")
     except OSError:
         return None
     _, _, nice = text.strip().rpartition(" ")

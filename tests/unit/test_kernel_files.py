@@ -1,0 +1,21 @@
+"""The kernel's small files read in a few system calls: whole, as text, and an error for one that is gone."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from frost_core.guest.kernel_files import read_kernel_file
+
+
+def test_a_file_is_read_whole_even_past_one_read(tmp_path):
+    listing = "".join(f"{pid}\n" for pid in range(40_000))   # (a mountinfo on a container host can pass 64 KiB)
+    (tmp_path / "cgroup.procs").write_text(listing)
+    assert read_kernel_file(tmp_path / "cgroup.procs") == listing
+
+
+def test_a_proc_file_reads_as_its_text_and_a_gone_one_raises():
+    assert read_kernel_file(f"/proc/{os.getpid()}/stat").startswith(f"{os.getpid()} (")
+    with pytest.raises(OSError):
+        read_kernel_file("/proc/0/autogroup")
