@@ -16,3 +16,13 @@ def read_kernel_file(path: str | os.PathLike[str]) -> str:
     finally:
         os.close(fd)
     return b"".join(chunks).decode()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The user + system CPU seconds `pid` has used, from /proc/PID/stat (what psutil's `cpu_times` reads, at a
+    third of its cost: a guest's CPU is sampled at each progress report and result). Raises OSError."""
+    fields = read_kernel_file(f"/proc/{pid}/stat").rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS   # utime and stime: fields 14 and 15 of proc(5)

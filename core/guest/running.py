@@ -26,6 +26,7 @@ from frost_core.api.wording import counted
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
 from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.kernel_files import cpu_seconds
 from frost_core.guest.containment import Containment
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
@@ -580,10 +581,10 @@ class RunningGuest:
         if self.child is None:
             return self.cpu
         try:
-            times = self.child.seen().cpu_times()
-        except psutil.Error:
+            used = cpu_seconds(self.child.process.pid)
+        except OSError:   # gone
             return self.cpu
-        self.cpu = times.user + times.system - self.cpu_base
+        self.cpu = used - self.cpu_base
         return self.cpu
 
     # --- checkpoints ---------------------------------------------------------------------------
