@@ -182,6 +182,21 @@ class GuestCgroup:
         for folder in dict.fromkeys(self.folders.values()):
             _write(folder / "cgroup.procs", str(pid))
 
+    def limit_memory(self, memory_bytes: int) -> None:
+        """Cap the memory of everything in it at `memory_bytes`, swap included."""
+        folder = self.folders.get("memory")
+        if folder is None:
+            return
+        if self.version == 2:
+            _write(folder / "memory.high", str(memory_bytes * 9 // 10))
+            _write(folder / "memory.max", str(memory_bytes))
+            with contextlib.suppress(OSError):  # no swap, no file
+                _write(folder / "memory.swap.max", "0")
+        else:
+            _write(folder / "memory.limit_in_bytes", str(memory_bytes))
+            with contextlib.suppress(OSError):  # without swap accounting there is no memsw file
+                _write(folder / "memory.memsw.limit_in_bytes", str(memory_bytes))
+
     @property
     def folder(self) -> Path:
         """The one folder of a v2 cgroup (the first of v1's)."""
@@ -287,8 +302,10 @@ class GuestCgroups:
     def active(self) -> bool:
         return bool(self.parents)
 
-    def guest(self, name: str, *, memory_bytes: int, pids_max: int) -> GuestCgroup | None:
-        """A new cgroup for one guest with its memory and process limits; None when there are no cgroups."""
+    def guest(self, name: str, *, memory_bytes: int | None, pids_max: int) -> GuestCgroup | None:
+        """A new cgroup for one guest with its memory and process limits; None when there are no cgroups.
+
+        `memory_bytes` None: no memory limit yet (a warm spare's, set with `limit_memory` before its unit)."""
         if not self.parents:
             return None
         folders: dict[str, Path] = {}
@@ -298,21 +315,10 @@ class GuestCgroups:
                 folder.mkdir()
             folders[controller] = folder
         cgroup = GuestCgroup(folders, self.version)
-        if self.version == 2:
-            if "memory" in folders:
-                _write(cgroup.folder / "memory.high", str(memory_bytes * 9 // 10))
-                _write(cgroup.folder / "memory.max", str(memory_bytes))
-                with contextlib.suppress(OSError):  # no swap, no file
-                    _write(cgroup.folder / "memory.swap.max", "0")
-            if "pids" in folders:
-                _write(cgroup.folder / "pids.max", str(pids_max))
-        else:
-            if "memory" in folders:
-                _write(folders["memory"] / "memory.limit_in_bytes", str(memory_bytes))
-                with contextlib.suppress(OSError):  # without swap accounting there is no memsw file
-                    _write(folders["memory"] / "memory.memsw.limit_in_bytes", str(memory_bytes))
-            if "pids" in folders:
-                _write(folders["pids"] / "pids.max", str(pids_max))
+        if memory_bytes is not None:
+            cgroup.limit_memory(memory_bytes)
+        if "pids" in folders:
+            _write(folders["pids"] / "pids.max", str(pids_max))
         return cgroup
 
     def set_cpu_cap(self, cap_percent: float | None) -> None:

@@ -110,9 +110,10 @@ class Containment:
 
     def cgroup_sized(self, pid: int, memory_bytes: int) -> GuestCgroup | None:
         """`cgroup_for` a guest that declared it needs `memory_bytes` (a gang member, which has no unit)."""
-        settings = self.settings
-        cgroup = self._open().guest(f"guest-{pid}", memory_bytes=memory_bytes + settings.memory_slack_bytes,
-                                    pids_max=settings.max_processes)
+        return self._contained(pid, memory_bytes + self.settings.memory_slack_bytes)
+
+    def _contained(self, pid: int, memory_bytes: int | None) -> GuestCgroup | None:
+        cgroup = self._open().guest(f"guest-{pid}", memory_bytes=memory_bytes, pids_max=self.settings.max_processes)
         if cgroup is not None:
             try:
                 cgroup.add(pid)
@@ -120,6 +121,18 @@ class Containment:
                 cgroup.remove()
                 raise
         return cgroup
+
+    def spare_cgroup(self, pid: int) -> GuestCgroup | None:
+        """Put a warm spare `pid` into a new cgroup of its own, without a memory limit until `size_for` sets its
+        unit's: making the folders took 0.5-16 ms on the node's event loop (v1, five hierarchies), sizing
+        them 0.1 ms, so a moved-in unit's start no longer waits for the mkdirs.
+
+        It runs no plugin code before its unit's GuestStart, which comes after `size_for`."""
+        return self._contained(pid, None)
+
+    def size_for(self, cgroup: GuestCgroup, task: GuestTask) -> None:
+        """Give a spare's cgroup `task`'s memory limit (raises OSError as `cgroup_for` does)."""
+        cgroup.limit_memory(task.unit.memory_bytes + self.settings.memory_slack_bytes)
 
     def update_settings(self, settings: GuestSettings) -> None:
         if self._cgroups is not None and settings.cpu_cap_percent != self.settings.cpu_cap_percent:

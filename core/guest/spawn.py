@@ -62,12 +62,16 @@ class Child:
 class WarmSpare:
     """One guest process started ahead of need, waiting in its own folder for a unit."""
 
-    def __init__(self, folder: Path, wanted: Callable[[], bool], options: Callable[[], tuple[str, ...]]) -> None:
+    def __init__(self, folder: Path, wanted: Callable[[], bool], options: Callable[[], tuple[str, ...]],
+                 contain: Callable[[int], GuestCgroup | None]) -> None:
         self.folder = folder
         self.wanted = wanted
         """Whether a spare should wait now (the owner's `warm_spare` setting, read at each check)."""
         self.options = options
         """The child's confinement options of the moment (see `start_child`)."""
+        self.contain = contain
+        """Puts a new spare's pid into a cgroup of its own, ahead of its unit (raises OSError if refused: its
+        unit's start then contains it)."""
         self._spare: Child | None = None
         self._taken = trio.Event()
 
@@ -76,27 +80,31 @@ class WarmSpare:
 
         Starting the interpreter and importing the guest runtime is ~0.1 s, most of what a
         small unit's move or start costs; a spare has done it already. It lowered itself to
-        guest priority first and then blocks on its pipe: no CPU, ~15 MiB of memory. It
-        learns its unit, scratch folder and memory cap from GuestStart.
+        guest priority first and then blocks on its pipe: no CPU, ~15 MiB of memory. It waits
+        in a cgroup of its own (`contain`), which gets its unit's memory limit before its unit,
+        and learns its unit, scratch folder and memory cap from GuestStart.
         """
         await trio.to_thread.run_sync(fresh_folder, self.folder)
         try:
             while True:
                 if self._spare is not None and self._spare.process.returncode is not None:
                     dead, self._spare = self._spare, None  # killed from outside: start another
-                    await close_child(dead)
+                    await close_spare(dead)
                 if self.wanted() and self._spare is None:
-                    self._spare = await start_child(self.folder, self.options())
+                    spare = await start_child(self.folder, self.options())
+                    with contextlib.suppress(OSError):
+                        spare.cgroup = await trio.to_thread.run_sync(self.contain, spare.process.pid)
+                    self._spare = spare
                 elif not self.wanted() and self._spare is not None:
                     spare, self._spare = self._spare, None
-                    await close_child(spare)
+                    await close_spare(spare)
                 self._taken = trio.Event()
                 with trio.move_on_after(SPARE_CHECK_INTERVAL):
                     await self._taken.wait()
         finally:
             spare, self._spare = self._spare, None
             if spare is not None:
-                await close_child(spare)
+                await close_spare(spare)
 
     async def take(self) -> Child | None:
         """The spare, if one waits and is still alive; `keep_warm` then starts the next."""
@@ -105,9 +113,17 @@ class WarmSpare:
             return None
         self._taken.set()
         if spare.process.returncode is not None:  # killed from outside meanwhile
-            await close_child(spare)
+            await close_spare(spare)
             return None
         return spare
+
+
+async def close_spare(spare: Child) -> None:
+    """`close_child`, and remove the cgroup it waited in (even when cancelled)."""
+    await close_child(spare)
+    if spare.cgroup is not None:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(spare.cgroup.remove)
 
 
 async def start_child(folder: Path, options: tuple[str, ...] = ()) -> Child:

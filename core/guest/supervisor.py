@@ -32,7 +32,7 @@ from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
 from frost_core.guest.priority import read_priority
 from frost_core.guest.running import RunningGuest
-from frost_core.guest.spawn import SPARE_FOLDER, WarmSpare, fresh_folder, start_child
+from frost_core.guest.spawn import SPARE_FOLDER, Child, WarmSpare, fresh_folder, start_child
 from frost_core.guest.warm import IdleGuests, WarmKey, end, warm_key
 from frost_core.guest.views import (
     Completed,
@@ -71,7 +71,7 @@ class GuestSupervisor:
         self.containment = Containment(data_dir=self.data_dir, input_roots=input_roots, settings=settings)
         """The isolation layers; `input_roots` are the folders `open_input`'s files live in, which guests may read."""
         self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare,
-                                self.containment.child_options)
+                                self.containment.child_options, self.containment.spare_cgroup)
         self._idle = IdleGuests(self._scratch_root)
         self._reaper: trio.Nursery | None = None
         """Where an evicted guest's process is reaped while its unit goes on elsewhere (see `run`); `keep_warm`'s."""
@@ -135,7 +135,7 @@ class GuestSupervisor:
                         # Evicted or stopped while its process was being made ready: give it no unit.
                         await end(child)
                     else:
-                        cgroup = child.cgroup if warm else self._contain(task, child.process.pid)
+                        cgroup = child.cgroup if warm else self._contain(task, child)
                         await guest.start(child, scratch, nursery, paused=self._paused, cgroup=cgroup,
                                           readable=self.containment.readable(task), ready=durable)
                 task_status.started()
@@ -186,9 +186,16 @@ class GuestSupervisor:
         child.cgroup_cpu_seen, child.fork_refusals = guest.cgroup_cpu_seen, guest.fork_refusals
         return child.units < self.settings.units_per_process and await self._idle.park(key, child)
 
-    def _contain(self, task: GuestTask, pid: int) -> GuestCgroup | None:
+    def _contain(self, task: GuestTask, child: Child) -> GuestCgroup | None:
+        """The cgroup `child` runs `task` in: the one it waited in as the spare, sized for `task`, or a new one."""
+        if child.cgroup is not None:
+            try:
+                self.containment.size_for(child.cgroup, task)
+            except OSError as error:
+                self.emit(task.task_id, "error", f"the guest runs without its cgroup's memory limit: {error}", "warning")
+            return child.cgroup
         try:
-            return self.containment.cgroup_for(pid, task)
+            return self.containment.cgroup_for(child.process.pid, task)
         except OSError as error:
             self.emit(task.task_id, "error", f"the guest runs without its own cgroup: {error}", "warning")
             return None

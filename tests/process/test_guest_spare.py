@@ -10,10 +10,12 @@ import psutil
 import trio
 
 from frost_core.guest import Completed, GuestSupervisor
+from frost_core.guest.cgroups import current_mounts
 from frost_core.guest.limits import address_space_cap
 from tests.guest_kit import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
 from tests.guest_kit import LONG
 from tests.waiting import wait_until
+from tests.process.containment import require_containment
 from tests.process.guests import spare_processes
 
 
@@ -59,6 +61,46 @@ async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spa
     assert isinstance(outcomes[0], Completed)
     assert outcomes[0].value() == counter_result(path, LONG)
     assert guest_processes() == []  # the spare is stopped with the supervisor's keep_warm
+
+
+async def test_the_spare_waits_in_a_cgroup_of_its_own_and_its_unit_runs_there_under_the_units_memory_limit(tmp_path):
+    require_containment()
+    settings = fast_settings(warm_spare=True)
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=settings, on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    outcomes = []
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(guests.keep_warm)
+            (spare,) = await wait_until(spares)
+            # Contained before any unit comes (a move-in then skips making the cgroup), not yet capped.
+            waiting_in = await wait_until(lambda: _memory_cgroup(spare), what="the spare's own cgroup")
+            assert waiting_in.name == f"guest-{spare.pid}"
+            assert int((waiting_in / "memory.limit_in_bytes").read_text()) > 1 << 50
+
+            async def run() -> None:
+                outcomes.append(await guests.run(task))
+
+            nursery.start_soon(run)
+            limit = task.unit.memory_bytes + settings.memory_slack_bytes
+            await wait_until(lambda: int((waiting_in / "memory.limit_in_bytes").read_text()) == limit,
+                             what="the unit's memory limit on the spare's cgroup")
+            assert _memory_cgroup(spare) == waiting_in
+            await wait_until(lambda: outcomes, timeout=60)
+            nursery.cancel_scope.cancel()
+    finally:
+        guests.close()
+    assert isinstance(outcomes[0], Completed)
+    assert outcomes[0].value() == counter_result(path, LONG)
+    assert not waiting_in.exists()  # removed with its process
+
+
+def _memory_cgroup(process: psutil.Process) -> Path | None:
+    """The folder of the memory cgroup `process` is in when it is a guest's own (guest-PID), else None."""
+    line = next(line for line in Path(f"/proc/{process.pid}/cgroup").read_text().splitlines() if ":memory:" in line)
+    folder = current_mounts().v1_roots["memory"] / line.partition(":memory:/")[2]
+    return folder if folder.name.startswith("guest-") else None
 
 
 async def test_a_spare_killed_from_outside_is_replaced_and_units_still_run(tmp_path):
