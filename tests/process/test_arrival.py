@@ -25,8 +25,11 @@ TASK_ID = "abcd1234-1.0"
 
 async def test_a_unit_whose_checkpoint_fails_its_hash_is_refused_and_nothing_starts(tmp_path):
     paths = Paths.resolve(config_file=tmp_path / "none.toml", data_dir=tmp_path / "data")
+    # Not about the owner: on a loaded machine the default policy may hold arrivals for CPU pressure,
+    # and the refusal would then name the owner rather than the damaged checkpoint.
     node = Node(load_config(paths, {
         "node.listen_host": "127.0.0.1", "node.port": 0, "node.broadcast_address": "", "guests.cpus": 1,
+        "owner.policy": "always",
     }))
     async with trio.open_nursery() as nursery:
         await nursery.start(node.serve)
