@@ -191,7 +191,7 @@ def test_moving_a_member_leaves_its_host_at_the_next_barrier():
     coordinator.handle(MoveGang(0.5, 1, "the owner pressed m"))
     assert all(isinstance(a.message, TakeCheckpoint) for a in barrier(coordinator, 1.0, 0))
     for rank in range(3):
-        actions = coordinator.handle(Received(2.0, image(rank, superstep=1)))
+        coordinator.handle(Received(2.0, image(rank, superstep=1)))
     assert coordinator.hosts() == ("b", "a", "d")
     assert [m.moves for m in coordinator.view().members] == [0, 1, 0]
 
