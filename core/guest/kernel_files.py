@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
 
 def read_kernel_file(path: str | os.PathLike[str]) -> str:
     """The text of a /proc or cgroup file: open, read to the end, close. `Path.read_text` took three times as
@@ -23,18 +21,13 @@ def read_kernel_file(path: str | os.PathLike[str]) -> str:
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-_PROC_STAT = os.path.exists("/proc/self/stat")
+PROC_STAT = os.path.exists("/proc/self/stat")
+"""Whether this system has /proc/PID/stat (Linux); elsewhere (macOS, BSD) ask psutil for CPU times."""
 
 
 def cpu_seconds(pid: int) -> float:
     """The user + system CPU seconds `pid` has used, from /proc/PID/stat (what psutil's `cpu_times` reads, at a
-    third of its cost: a guest's CPU is sampled at each progress report and result). Without /proc (macOS,
-    BSD) psutil asks the kernel its own way. Raises OSError."""
-    if not _PROC_STAT:
-        try:
-            times = psutil.Process(pid).cpu_times()
-        except psutil.Error as error:
-            raise OSError(f"no CPU times for process {pid}: {error}") from error
-        return times.user + times.system
+    third of its cost: a guest's CPU is sampled at each progress report and result). Linux only (`PROC_STAT`):
+    this module stays free of psutil, which a guest child must not load. Raises OSError."""
     fields = read_kernel_file(f"/proc/{pid}/stat").rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS   # utime and stime: fields 14 and 15 of proc(5)

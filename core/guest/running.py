@@ -26,7 +26,7 @@ from frost_core.api.wording import counted
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
 from frost_core.guest.cgroups import GuestCgroup
-from frost_core.guest.kernel_files import cpu_seconds
+from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
@@ -581,8 +581,12 @@ class RunningGuest:
         if self.child is None:
             return self.cpu
         try:
-            used = cpu_seconds(self.child.process.pid)
-        except OSError:   # gone
+            if PROC_STAT:
+                used = cpu_seconds(self.child.process.pid)
+            else:   # macOS, BSD
+                times = self.child.seen().cpu_times()
+                used = times.user + times.system
+        except (OSError, psutil.Error):   # gone
             return self.cpu
         self.cpu = used - self.cpu_base
         return self.cpu

@@ -18,7 +18,9 @@ from tests.guest_kit import (
 from tests.waiting import wait_until
 
 
-async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path):
+@pytest.mark.parametrize("proc_stat", [True, False], ids=["proc", "psutil-as-on-macos"])
+async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path, monkeypatch, proc_stat):
+    monkeypatch.setattr("frost_core.guest.running.PROC_STAT", proc_stat)   # without /proc, CPU comes from psutil
     recorder = Recorder()
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
     path = write_plugin(tmp_path, "counter", COUNTER)
