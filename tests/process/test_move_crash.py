@@ -55,7 +55,7 @@ BALLAST = HEADER + textwrap.dedent(
             return results
     """
 ) + "\nplugin = Ballast()\n"
-UNIT = {"n": 400}
+UNIT = {"n": 4000}   # about a second of steps: a capture at 10 % comes well before the end, however idle the machine
 
 SOURCE = """
 import socket, sys, trio
@@ -67,7 +67,7 @@ async def main(data_dir, plugin, port):
     # No spare process: nothing of the killed source may outlive it. Checkpoints every 0.2 s.
     settings = fast_settings(warm_spare=False, min_checkpoint_interval=0.2, max_checkpoint_interval=0.2)
     guests = GuestSupervisor(data_dir=Path(data_dir), settings=settings, on_event=lambda event: None)
-    task = make_task(Path(plugin), {"n": 400})
+    task = make_task(Path(plugin), {"n": 4000})
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)   # where a capture's durable write runs behind its move
         nursery.start_soon(guests.run, task)
