@@ -95,6 +95,7 @@ _ADDED_COLUMNS = (
     ("units", "checked", "INTEGER NOT NULL DEFAULT 0"),        # 1: its result must come twice alike (verification)
     ("assignments", "check_interval", "REAL"),      # a gang's submitted seconds between checks; NULL: [gang] option
     ("assignments", "check_supersteps", "INTEGER"),  # a gang's submitted supersteps between checks; NULL: [gang] option
+    ("assignments", "check_forced", "INTEGER NOT NULL DEFAULT 0"),  # 1: each of a gang's checks restarts it on the best p
 )
 
 
@@ -159,6 +160,8 @@ class AssignmentRecord:
     check_interval: float | None = None
     check_supersteps: int | None = None
     """A gang's check cadence as its submitter gave it (0: off), kept for a restart; None: the node's [gang] option."""
+    check_forced: bool = False
+    """Whether each of the gang's checks restarts it on the best p (`submit --check-every ...,forced`)."""
 
     @property
     def verified(self) -> int:
@@ -280,12 +283,14 @@ class MasterStore:
         params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
         inputs: tuple[InputFile, ...] = (), submitter: str | None = None, verify: float = 0.0,
         checked: frozenset[int] = frozenset(), cadence: tuple[float | None, int | None] = (None, None),
+        forced: bool = False,
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
         The id carries this node's id so it stays unique across the cluster and says who
         its master is wherever its units run. `cadence`: a gang's submitted (check_interval,
-        check_supersteps), None for each left to the node's [gang] options, kept for a restart.
+        check_supersteps), None for each left to the node's [gang] options, and whether its checks are
+        `forced`, kept for a restart.
         """
         now = time.time() if now is None else now
         with self._transaction() as db:
@@ -293,10 +298,11 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps, check_forced)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
-                 _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify, *cadence),
+                 _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify, *cadence,
+                 int(forced)),
             )
             db.executemany(
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state, checked)"
@@ -324,7 +330,7 @@ class MasterStore:
         row = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
             " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
-            " check_supersteps FROM assignments WHERE id = ?",
+            " check_supersteps, check_forced FROM assignments WHERE id = ?",
             (assignment_id,),
         ).fetchone()
         if row is None:
@@ -342,7 +348,7 @@ class MasterStore:
         rows = self._db.execute(
             "SELECT id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at,"
             " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
-            " check_supersteps FROM assignments ORDER BY seq"
+            " check_supersteps, check_forced FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._assignment_from_row(row) for row in rows]
         self._listed = (self._version, records)
@@ -699,7 +705,7 @@ class MasterStore:
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=tuple(_unit_from_row(u) for u in units),
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
-            check_interval=row[15], check_supersteps=row[16],
+            check_interval=row[15], check_supersteps=row[16], check_forced=bool(row[17]),
             waste=tuple(self._db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),

@@ -494,13 +494,12 @@ class Node:
     async def _submit_gang(self, info: PluginInfo, params: dict[str, Any],
                            cadence: tuple[float | None, int | None], forced: bool = False) -> Submitted:
         """A gang plugin's assignment: one gang of p members, run by this node's gang coordinator. The submitter's
-        cadence is stored with it, so the gang keeps it when this node restarts (`forced`, a benchmark's
-        baseline, is not: a restarted gang checks selectively)."""
+        cadence (with `forced`) is stored with it, so the gang keeps it when this node restarts."""
         checks = self._gang_cadence(*cadence, forced)
         demand = await gang_demand(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[],
-            cadence=cadence)
+            cadence=cadence, forced=forced)
         self._run_gang(assignment_id, info, params, demand, checks)
         self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {demand.members} {info.name} "
                         f"members of {demand.memory_bytes >> 20} MiB each")
@@ -518,7 +517,7 @@ class Node:
             try:
                 info = self.registry.by_hash(record.plugin_hash)
                 demand = await gang_demand(info, record.params)
-                cadence = self._gang_cadence(record.check_interval, record.check_supersteps)
+                cadence = self._gang_cadence(record.check_interval, record.check_supersteps, record.check_forced)
             except FrostError as error:
                 self.store.fail_assignment(assignment_id, f"its gang could not start again after a restart: {error.message}")
                 await self.gang_checkpoints.discard(assignment_id)

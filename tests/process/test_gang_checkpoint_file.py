@@ -1,5 +1,5 @@
 """A restarted master whose kept gang checkpoint is damaged says so and starts the gang from its first superstep,
-with the check cadence its submitter gave it (not the node's [gang] default)."""
+with the check cadence its submitter gave it (not the node's [gang] default), forced checks included."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.process
 def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_the_gang_starts_afresh(single_node):
     node = single_node()
     gang_id = node.call("submit", plugin="heat-diffusion", params={},     # 4 members: it waits on one node
-                        check_interval=5.0)["id"]                         # the default is 120 s
+                        check_interval=5.0, check_forced=True)["id"]      # the default is 120 s, selective
     node.kill()
     damaged = node.data_dir / "gang-checkpoints" / gang_id / f"{3:016d}.ckpt"
     damaged.parent.mkdir(parents=True)
@@ -25,6 +25,6 @@ def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_
                       timeout=30, what="the node to take up its gang again")
     unreadable = [e for e in events if str(damaged) in e["message"]]
     assert unreadable and unreadable[0]["severity"] == "error" and "truncated" in unreadable[0]["message"], events
-    assert any("starts again from its first superstep, checking every 5 s " in e["message"] for e in events), events
+    assert any("starts again from its first superstep, checking every 5 s (forced) (" in e["message"] for e in events), events
     gang = node.call("assignment", assignment=gang_id)
     assert gang["state"] == "running" and gang["gang"]["superstep"] == 0 and gang["gang"]["checkpoint_superstep"] is None
