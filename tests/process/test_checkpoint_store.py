@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -25,6 +26,7 @@ from frost_core.storage.checkpoints import (
     read_record,
 )
 from frost_core.api.errors import CheckpointError
+from tests.waiting import wait_for
 
 
 def make_record(seq: int, state: bytes | None = None, task_id: str = "abcd1234-1.0") -> CheckpointRecord:
@@ -55,14 +57,70 @@ def test_a_new_checkpoint_replaces_the_old_one_only_once_written(tmp_path):
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
 
 
-def test_a_big_replaced_checkpoint_is_gone_by_name_when_the_commit_returns(tmp_path):
-    """Its blocks are freed by a thread (FREE_LATER_FROM), its name is not: a scan sees one checkpoint."""
+@pytest.mark.parametrize("size", [100_000, 9 * 1024 * 1024], ids=["small", "big"])
+def test_a_replaced_checkpoint_is_gone_by_name_at_once_and_released_off_the_commits_thread(tmp_path, monkeypatch, size):
+    """Its name goes before the commit returns (a scan sees one checkpoint); its blocks are freed by the
+    last close, which no commit waits for, and no replaced file stays open."""
     store = CheckpointStore(tmp_path)
-    big = os.urandom(store_module.FREE_LATER_FROM)
-    store.write(make_record(1, state=big))
-    store.write(make_record(2, state=big[::-1]))
+    store.write(make_record(1, state=os.urandom(size)))
+    old = str(tmp_path / "abcd1234-1.0" / f"{1:016d}.ckpt")
+    events = []  # ("open", fd) of the replaced file, ("close", fd, thread) of every file, in order
+    real_open, real_close = os.open, os.close
+
+    def watched_open(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        if str(path) == old:
+            events.append(("open", fd))
+        return fd
+
+    def watched_close(fd):
+        events.append(("close", fd, threading.current_thread()))
+        real_close(fd)
+
+    def closer_of_the_replaced_file():
+        opened = [index for index, event in enumerate(events) if event[0] == "open"]
+        closes = [event for event in events[opened[0]:] if event[:2] == ("close", events[opened[0]][1])]
+        return closes[0][2] if closes else None
+
+    monkeypatch.setattr(store_module.os, "open", watched_open)
+    monkeypatch.setattr(store_module.os, "close", watched_close)
+    store.write(make_record(2, state=os.urandom(size)))
     assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
-    assert store.latest("abcd1234-1.0").state == big[::-1]
+    assert [event for event in events if event[0] == "open"], "the replaced file was opened to be released"
+    closer = wait_for(closer_of_the_replaced_file, timeout=10, what="the replaced file's close")
+    monkeypatch.undo()
+    assert closer is not threading.current_thread(), "the commit's own thread freed the replaced file's blocks"
+    assert not [path for path in open_files() if path.startswith(old)], "a replaced checkpoint is still held open"
+    assert store.latest("abcd1234-1.0").seq == 2
+
+
+def open_files() -> list[str]:
+    """What this process holds open (an fd may close while it is listed)."""
+    paths = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            paths.append(os.readlink(f"/proc/self/fd/{name}"))
+        except FileNotFoundError:
+            pass
+    return paths
+
+
+def test_a_small_commit_writes_its_file_in_one_call_and_never_scans_its_folder(tmp_path, monkeypatch):
+    """Hashed before it is written, a small state goes out with its header in one writev; the folder
+    is neither stat'ed nor listed once the store has written there (a commit per checkpoint interval)."""
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    calls = []
+    for name in ("write", "writev", "pwrite", "lseek", "stat", "listdir", "scandir"):
+        real = getattr(os, name)
+        monkeypatch.setattr(store_module.os, name,
+                            lambda *args, real=real, name=name, **kwargs: calls.append(name) or real(*args, **kwargs))
+    try:
+        record = store.commit(**{**IDENTITY, "seq": 2}, state=os.urandom(100_000))
+    finally:
+        monkeypatch.undo()  # before pytest reports: it calls os.stat too
+    assert calls == ["writev"]
+    assert store.latest("abcd1234-1.0") == record
 
 
 def test_discard_removes_the_task(tmp_path):
@@ -162,6 +220,7 @@ def test_a_write_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, mo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(store_module.os, "write", full_disk)
+    monkeypatch.setattr(store_module.os, "writev", full_disk)
     with pytest.raises(CheckpointError, match="No space left on device"):
         store.write(make_record(2))
     monkeypatch.undo()
