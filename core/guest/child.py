@@ -4,8 +4,9 @@ Order matters: priority, memory caps and confinement (confine.py) are set before
 runs, so none ever runs at a higher priority, without its cap, unconfined or as root: the plugin
 file and the modules it imports are read as the node's user (preload.py), then the child confines
 its files and drops its user and capabilities, then it executes the plugin. The protocol runs on two
-private pipe fds given on the command line; fd 1 and 2 belong to the plugin (its prints go to
-the node's event log), so a stray print cannot corrupt a frame.
+private pipe fds given on the command line, a saved state may come as a sealed memfd on a third
+(handoff.py); fd 1 and 2 belong to the plugin (its prints go to the node's event log), so a stray
+print cannot corrupt a frame.
 
 After a unit's result the process stays warm: it waits on its pipe for the next unit of the same
 assignment (same plugin, same folder, same caps) and runs it with its plugin module already
@@ -15,8 +16,10 @@ imported; its sandbox is per process and stays as it is. It exits when the node 
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import select
+import socket
 import sys
 import time
 import traceback
@@ -28,6 +31,7 @@ from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
 from frost_core.guest.confine import become_user, leave_network, restrict_files
 from frost_core.guest.failure import GuestFailure, PipeLost
+from frost_core.guest.handoff import receive_state
 from frost_core.guest.member import run_member
 from frost_core.guest.preload import import_codecs, import_named_modules, read_plugin
 from frost_core.guest.priority import drop_capabilities, forbid_raising, lower_priority
@@ -66,9 +70,12 @@ class GuestRunner:
     """
 
     def __init__(self, inbox: BinaryIO, outbox: BinaryIO, *, strict: bool = False,
-                 unconfined: tuple[str, ...] = (), user: tuple[int, int] | None = None) -> None:
+                 unconfined: tuple[str, ...] = (), user: tuple[int, int] | None = None,
+                 handoff: socket.socket | None = None) -> None:
         self.inbox = inbox
         self.outbox = outbox
+        self.handoff = handoff
+        """Where the node hands a unit's saved state over as a sealed memfd (see handoff.py); None where it cannot."""
         self.strict = strict
         self.user = user
         """The (uid, gid) to drop to before plugin code runs (a root node's guests); None keeps the node's."""
@@ -110,13 +117,22 @@ class GuestRunner:
         self.input_paths = {}  # the node emptied the folder: the last unit's copies are gone
         self.deferred = []
         os.environ.update(HOME=start.scratch, TMPDIR=start.scratch)
-        saved = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
+        saved: bytes | mmap.mmap = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
+        if start.handed:
+            saved = self._handed_state(start, saved)
         try:
             unit = WorkUnit.from_plain(decode_plain(start.unit, "work unit"))
         except PluginError as error:
             raise GuestFailure("plugin", error.message) from error
         with unit_files(self):
             self._run(start, plugin, unit, saved)
+
+    def _handed_state(self, start: GuestStart, sent: bytes) -> mmap.mmap:
+        """The state the node handed over instead of sending it (after the empty bulk data, so only once the
+        node let it go), mapped read-only."""
+        if self.handoff is None or sent or not 0 < start.handed <= start.max_state_bytes:
+            raise ProtocolError(f"a handed state of {start.handed} bytes that this guest cannot take")
+        return receive_state(self.handoff, start.handed)
 
     def _next_start(self, first: GuestStart) -> GuestStart | None:
         """Wait, blocked on the pipe (no CPU), for the next unit; None once the node closes the pipe.
@@ -169,7 +185,7 @@ class GuestRunner:
         watch_refusals(self.refusals)  # from here on plugin code may run
         return sources
 
-    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | bytearray) -> None:
+    def _run(self, start: GuestStart, plugin: Plugin, unit: WorkUnit, saved: bytes | mmap.mmap) -> None:
         if start.resume:
             state = self._restore(saved)
         else:
@@ -253,13 +269,19 @@ class GuestRunner:
         except OSError as error:
             raise GuestFailure("state", f"cannot read the output files: {error}") from error
 
-    def _restore(self, saved: bytes | bytearray) -> Any:
+    def _restore(self, saved: bytes | mmap.mmap) -> Any:
         try:
-            state, files = envelope.open_envelope(envelope.STATE, saved)
+            with memoryview(saved) as view:
+                state, files = envelope.open_envelope(envelope.STATE, view)
+                start = len(view) - len(state)
+                state.release()
             envelope.restore_outputs(self.output_dir, files)
         except PluginError as error:
             raise GuestFailure("state", error.message) from error
-        return self._decode_state(saved, len(saved) - len(state))
+        value = self._decode_state(saved, start)
+        if isinstance(saved, mmap.mmap):
+            saved.close()  # its pages are charged to the node until the last mapping goes
+        return value
 
     def _send_progress(self, plugin: Plugin, state: Any) -> None:
         write_frame(self.outbox, GuestProgress(progress=self._progress(plugin, state), steps=self.steps))
@@ -281,7 +303,7 @@ class GuestRunner:
             raise GuestFailure("state", error.message) from error
 
     @staticmethod
-    def _decode_state(data: bytes, start: int) -> Any:
+    def _decode_state(data: bytes | mmap.mmap, start: int) -> Any:
         """Decoded where it lies in the received envelope (from `start` on, its end): the state's
         bytes are copied once, into its values."""
         try:
@@ -309,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="frost_core.guest.child")
     parser.add_argument("--read-fd", type=int, required=True)
     parser.add_argument("--write-fd", type=int, required=True)
+    parser.add_argument("--handoff-fd", type=int, help="a unix socket a saved state may come on as a sealed memfd")
     parser.add_argument("--no-network", action="store_true", help="enter a network namespace of its own")
     parser.add_argument("--user", default="", help="UID:GID to run as (a root node's guests)")
     parser.add_argument("--strict", action="store_true", help="fail rather than run with a layer missing")
@@ -324,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             write_frame(outbox, GuestLog(level="warning", text=f"guest start step {name}: {outcome}"))
     unconfined = tuple(f"{name}: {outcome}" for name, outcome in steps if name in _CONFINEMENT and outcome != "ok")
     runner = GuestRunner(inbox, outbox, strict=args.strict, unconfined=unconfined,
-                         user=(int(uid), int(gid)) if args.user else None)
+                         user=(int(uid), int(gid)) if args.user else None,
+                         handoff=socket.socket(fileno=args.handoff_fd) if args.handoff_fd is not None else None)
     try:
         return runner.run()
     except GuestFailure as failure:

@@ -17,7 +17,8 @@ from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestStart(Message):
-    """Node -> guest, once: what to run and where; bulk state follows (empty when the unit starts afresh).
+    """Node -> guest, once per unit: what to run and where; bulk state follows (empty when the unit starts afresh
+    or its state was handed over).
 
     The scratch folder and the address-space cap come here rather than on the command line
     because the process may have been started before its unit was known (a warm spare).
@@ -34,6 +35,9 @@ class GuestStart(Message):
     scratch: str
     address_space: int  # RLIMIT_AS in bytes; 0 for none
     readable: tuple[str, ...] = ()  # what the guest may read besides scratch (see confine.py); () leaves files open
+    handed: int = 0
+    """The saved state's size when it was handed over as a sealed memfd (see handoff.py) and the bulk data that
+    follows is empty; 0 when the state, if any, follows as bulk data."""
 
 
 @register

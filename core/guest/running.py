@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import logging
 import os
 import signal
 import time
@@ -28,6 +29,7 @@ from frost_core.guest import checks, envelope
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
+from frost_core.guest.handoff import hand_state
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
@@ -66,6 +68,8 @@ MAX_LOG_LINE = 1000
 CPU_WINDOW = 1.0
 PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
+
+log = logging.getLogger("frost.guest")
 
 
 class GuestPhase(enum.Enum):
@@ -243,6 +247,8 @@ class RunningGuest:
         nursery.start_soon(self._forward_output, process.stderr, "warning")
         nursery.start_soon(self._watch, child.seen())
         nursery.start_soon(self._checkpoint_periodically)
+        state = self.resume_from.state if self.resume_from else b""
+        handed = bool(state) and await self._hand_over(child, state)
         start = GuestStart(
             task_id=task.task_id,
             plugin_path=str(task.plugin_path),
@@ -253,13 +259,28 @@ class RunningGuest:
             scratch=str(scratch),
             address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
             readable=readable,
+            handed=len(state) if handed else 0,
         )
         try:
-            await self.channel.send_bulk(start, self.resume_from.state if self.resume_from else b"", ready=ready)
+            await self.channel.send_bulk(start, b"" if handed else state, ready=ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The guest died before reading; the message reader reports why.
         except CheckpointError as error:
             self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
+
+    async def _hand_over(self, child: Child, state: bytes) -> bool:
+        """Hand `state` to `child` as a sealed memfd (see handoff.py); False when the pipe must carry it.
+
+        Sent ahead of GuestStart, the guest takes it only after the (empty) bulk data that follows
+        `ready`. A failure costs the pipe's speed, never the unit."""
+        if child.handoff is None:
+            return False
+        try:
+            await trio.to_thread.run_sync(hand_state, child.handoff, state)
+        except OSError as error:
+            log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
+            return False
+        return True
 
     async def reap(self) -> None:
         self.kill()

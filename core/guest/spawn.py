@@ -8,6 +8,7 @@ import fcntl
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import psutil
 import trio
 
 from frost_core.guest.cgroups import GuestCgroup
+from frost_core.guest.handoff import open_handoff
 from frost_core.guest.priority import PriorityView
 from frost_core.wire.channel import Channel
 
@@ -38,6 +40,8 @@ class Child:
 
     process: trio.Process
     channel: Channel
+    handoff: socket.socket | None = None
+    """The node's end of the socket a unit's saved state is handed over on (see handoff.py); None where there is none."""
     scratch: Path | None = None
     cgroup: GuestCgroup | None = None
     floor: PriorityView | None = None
@@ -136,9 +140,13 @@ async def start_child(folder: Path, options: tuple[str, ...] = ()) -> Child:
     from_child_read, from_child_write = os.pipe()
     for pipe_end in (to_child_write, from_child_write):
         widen_pipe(pipe_end)
+    handoff = open_handoff()
+    node_end, guest_end = handoff if handoff else (None, None)
+    given = (to_child_read, from_child_write) + ((guest_end,) if guest_end is not None else ())
     command = [
         sys.executable, "-P", "-m", "frost_core.guest.child",
-        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write), *options,
+        "--read-fd", str(to_child_read), "--write-fd", str(from_child_write),
+        *(("--handoff-fd", str(guest_end)) if guest_end is not None else ()), *options,
     ]
     try:
         process = await trio.lowlevel.open_process(
@@ -146,7 +154,7 @@ async def start_child(folder: Path, options: tuple[str, ...] = ()) -> Child:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(to_child_read, from_child_write),
+            pass_fds=given,
             start_new_session=True,  # its own session, so its own autogroup (see priority.py)
             cwd=folder,
             env=guest_environment(folder),
@@ -154,11 +162,14 @@ async def start_child(folder: Path, options: tuple[str, ...] = ()) -> Child:
     except BaseException:
         os.close(to_child_write)
         os.close(from_child_read)
+        if node_end is not None:
+            node_end.close()
         raise
     finally:
-        os.close(to_child_read)
-        os.close(from_child_write)
-    return Child(process, Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read)))
+        for fd in given:
+            os.close(fd)
+    channel = Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read))
+    return Child(process, channel, handoff=node_end)
 
 
 def widen_pipe(fd: int) -> None:
@@ -186,6 +197,8 @@ async def close_child(child: Child) -> None:
             if stream is not None:
                 await stream.aclose()
         await child.channel.aclose()
+        if child.handoff is not None:
+            child.handoff.close()
 
 
 def fresh_folder(folder: Path) -> None:

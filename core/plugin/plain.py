@@ -7,6 +7,7 @@ tags, indefinite lengths and duplicate keys, so what arrives is exactly what was
 from __future__ import annotations
 
 import io
+import mmap
 from typing import Any
 
 import cbor2
@@ -53,14 +54,14 @@ def encode_plain(value: object, what: str = "state", limit: int = MAX_STATE_BYTE
     return data
 
 
-def decode_plain(data: bytes, what: str = "state", *, start: int = 0) -> Any:
+def decode_plain(data: bytes | mmap.mmap, what: str = "state", *, start: int = 0) -> Any:
     """Decode CBOR written by `encode_plain`: no tags, no indefinite lengths, plain types only.
 
     `start`: where the value begins in `data` (what follows it is ignored). The decoder reads
-    a `bytes` object in place, so a long byte string inside is copied once, into its value; a
-    bytearray or memoryview would be copied whole first.
+    a `bytes` object or a mapped file in place, so a long byte string inside is copied once,
+    into its value; a bytearray or memoryview would be copied whole first.
     """
-    stream = io.BytesIO(data)
+    stream = _MappedReader(data) if isinstance(data, mmap.mmap) else io.BytesIO(data)
     stream.seek(start)
     try:
         value = cbor2.CBORDecoder(
@@ -75,6 +76,23 @@ def decode_plain(data: bytes, what: str = "state", *, start: int = 0) -> Any:
         raise PluginError(f"{what} is not valid plain CBOR: {exc}") from exc
     check_plain(value, what)
     return value
+
+
+class _MappedReader:
+    """A mapped file as the readable stream the decoder asks for (an mmap reads and seeks, but says neither)."""
+
+    def __init__(self, mapping: mmap.mmap) -> None:
+        self.read = mapping.read
+        self.seek = mapping.seek
+        self.tell = mapping.tell
+
+    @staticmethod
+    def readable() -> bool:
+        return True
+
+    @staticmethod
+    def seekable() -> bool:
+        return True
 
 
 def _refuse_tag(*_args: object) -> None:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import signal
+import textwrap
 from pathlib import Path
 
 import psutil
+import pytest
 import trio
 
-from frost_core.guest import Completed, GuestSupervisor
+from frost_core.guest import Completed, Evicted, GuestSupervisor, handoff
 from frost_core.guest.cgroups import current_mounts
 from frost_core.guest.limits import address_space_cap
-from tests.guest_kit import COUNTER, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin
+from tests.guest_kit import (
+    COUNTER, HEADER, MIB, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin,
+)
 from tests.guest_kit import LONG
 from tests.waiting import wait_until
 from tests.process.containment import require_containment
@@ -138,3 +144,112 @@ def _address_space_limits(pid: int) -> tuple[int, int]:
     line = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines() if line.startswith("Max address"))
     soft, hard = line.split()[3:5]
     return int(soft), int(hard)
+
+
+# A unit whose state is a few MiB of bytes that every step changes: any byte lost or changed on a
+# hand-over changes its result.
+ROLLING = HEADER + textwrap.dedent(
+    """
+    import hashlib
+
+    class Rolling(Plugin):
+        name = "rolling"
+        version = "1"
+
+        def start(self, unit):
+            return {"i": 0, "n": unit.data["n"], "blob": bytes(range(256)) * (unit.data["size"] // 256)}
+
+        def step(self, state):
+            i, blob = state["i"], state["blob"]
+            if i >= state["n"]:
+                return Done({"sha256": hashlib.sha256(blob).hexdigest(), "n": i})
+            return {**state, "i": i + 1, "blob": blob[32:] + hashlib.sha256(blob[-4096:] + bytes([i % 256])).digest()}
+
+        def progress(self, state):
+            return state["i"] / state["n"]
+
+        def split(self, params):
+            return []
+
+        def combine(self, params, results):
+            return None
+
+    plugin = Rolling()
+    """
+)
+
+
+def rolling_result(n: int, size: int) -> dict:
+    blob = bytes(range(256)) * (size // 256)
+    for i in range(n):
+        blob = blob[32:] + hashlib.sha256(blob[-4096:] + bytes([i % 256])).digest()
+    return {"sha256": hashlib.sha256(blob).hexdigest(), "n": n}
+
+
+@pytest.mark.parametrize("way", ["memfd", "memfd-fails", "no-memfd-here"])
+async def test_a_unit_resumed_in_the_spare_gets_its_state_handed_over_and_ends_bit_identical(tmp_path, monkeypatch,
+                                                                                           caplog, way):
+    handed = []
+
+    def hand_state(node_end, state):
+        handed.append(len(state))
+        real_hand_state(node_end, state)
+
+    real_hand_state = handoff.hand_state
+    monkeypatch.setattr("frost_core.guest.running.hand_state", hand_state)
+    if way == "memfd-fails":
+        def no_memfd(state):
+            raise OSError("no memfd today")
+        monkeypatch.setattr(handoff, "sealed_state", no_memfd)
+    elif way == "no-memfd-here":
+        monkeypatch.setattr(handoff, "AVAILABLE", False)  # as on macOS: guests get no hand-off socket at all
+    caplog.set_level(logging.DEBUG, logger="frost.guest")
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(warm_spare=True), on_event=Recorder())
+    path = write_plugin(tmp_path, "rolling", ROLLING)
+    data = {"n": 400, "size": 3 * MIB}
+    task = make_task(path, data, memory=64 * MIB)
+    outcomes = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)
+
+        async def run() -> None:
+            outcomes.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        await wait_until(lambda: any(f.last_checkpoint_seq and f.progress > 0 for f in guests.figures()))
+        assert await guests.evict(task.task_id) == (task.task_id,)
+        await wait_until(lambda: outcomes)
+        (evicted,) = outcomes
+        assert isinstance(evicted, Evicted) and evicted.checkpoint is not None and evicted.checkpoint.size > 3 * MIB
+
+        (spare,) = await wait_until(spares, what="a spare for the unit's second start")
+        nursery.start_soon(run)
+        await wait_until(lambda: Path(spare.cwd()).name == task.task_id, what="the spare taking the unit")
+        # Running again (its progress past where it was evicted): the guest holds nothing of the hand-over.
+        await wait_until(lambda: any(f.progress > evicted.progress for f in guests.figures()) or len(outcomes) == 2)
+        if len(outcomes) < 2:
+            assert not [link for link in _fd_links(spare.pid) if "frost-state" in link]
+            assert "frost-state" not in Path(f"/proc/{spare.pid}/maps").read_text()
+        await wait_until(lambda: len(outcomes) == 2, timeout=90)
+        nursery.cancel_scope.cancel()
+    finished = outcomes[1]
+    assert isinstance(finished, Completed)
+    assert finished.value() == rolling_result(**data)
+    piped = [r.getMessage() for r in caplog.records if "goes through the pipe" in r.getMessage()]
+    if way == "memfd":
+        assert handed == [evicted.checkpoint.size] and not piped
+    elif way == "memfd-fails":
+        assert handed == [evicted.checkpoint.size] and piped == [f"task {task.task_id}: its state goes through the pipe: "
+                                                                 "no memfd today"]
+    else:
+        assert handed == [] and not piped
+
+
+def _fd_links(pid: int) -> list[str]:
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            continue
+    return links
