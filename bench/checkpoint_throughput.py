@@ -3,15 +3,20 @@
 Question: how much of the disk's durable-write speed does a checkpoint keep? Goals (issue 15):
 the guest path >= 0.6 of raw write+fsync from 1 MB up, and >= 0.8 of a raw durable replace at
 every size. Variants, each timed once a round:
-- guest: what a checkpoint costs from the plugin's state to a durable file, on the path a guest's
-  takes. The guest child's own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the
-  state's CBOR pieces, then the envelope with the unit's output files, none here) writes the
-  pieces up a real pipe (widened as the supervisor widens it) with `write_bulk`, from a thread;
-  the node's end reads them with `Channel.receive_bulk_data` and commits them as
-  core/guest/running.py does: from STAGE_FROM bytes on, written and hashed while they
-  arrive (`CheckpointStore.receiving`), then `commit(staged=...)`. Until 2026-11-26 this variant
-  timed a join of the pieces in place of the pipe, then `commit` of the whole (the
-  `guest_join_...` figures in results before that date);
+- guest: what a checkpoint costs from the node's request to a durable file, on the path a guest's
+  takes. The node, inside trio as a node is, sends `GuestCheckpointRequest` down a pipe to a child
+  process (at normal priority: a real guest's is the lowest) that answers with the guest child's
+  own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the state's CBOR pieces, then the
+  envelope with the unit's output files, none here, written with `write_bulk` up a pipe widened as
+  the supervisor widens it); the node's end reads them with `Channel.receive_bulk_data` and commits
+  them as core/guest/running.py does: from STAGE_FROM bytes on, written and hashed while they
+  arrive (`CheckpointStore.receiving`), then `commit(staged=...)`, in a worker thread;
+- guest_from_thread: this script's "guest" until 2026-11-26 09:00 UTC, kept beside it: the child's
+  end a thread of this process (sharing its GIL) and every round entered into trio from a worker
+  thread (`trio.from_thread.run`) with a nursery of its own, which a node already inside trio never
+  pays (~0.3 ms a round here). Before that (until 2026-11-26) "guest" timed a join of the pieces
+  in place of the pipe, then `commit` of the whole (the `guest_join_...` figures in results
+  before that date);
 - bare: `encode_state` + `commit` without the envelope (this script's "full" figure before
   issue 15, kept for comparison: it measured less than a guest does);
 - node: `commit` of the enveloped bytes alone.
@@ -30,10 +35,11 @@ import argparse
 import functools
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,13 +51,13 @@ import trio.testing  # noqa: E402
 
 from frost_core.guest import envelope  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
-from frost_core.guest.protocol import GuestCheckpoint  # noqa: E402
+from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointRequest  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
 from frost_core.storage.checkpoints import CheckpointStore  # noqa: E402
 from frost_core.storage.staging import STAGE_FROM, StagingSink  # noqa: E402
 from frost_core.wire.channel import Channel  # noqa: E402
-from frost_core.wire.pipe import write_bulk  # noqa: E402
+from frost_core.wire.pipe import read_frame, write_bulk  # noqa: E402
 
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}
 """Measured rounds per state size in MB (each round times every variant and both baselines once)."""
@@ -76,8 +82,21 @@ def guest_runner(output_dir: Path) -> GuestRunner:
     return runner
 
 
+async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict) -> None:
+    """The node's end of a checkpoint, as core/guest/running.py takes it: the header, then the state,
+    a big one written while it arrives, then the commit in a worker thread."""
+    await channel.receive()
+    staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
+    try:
+        data = await channel.receive_bulk_data(max_size=LIMIT, sink=staging)
+        await trio.to_thread.run_sync(functools.partial(store.commit, **identity, state=data, staged=staging.incoming))
+    finally:
+        await staging.abort()
+
+
 class GuestPipe:
-    """A guest child's pipe to its node, both ends in this process: the child's end written from a thread."""
+    """A guest child's pipe to its node, both ends in this process: the child's end written from a thread
+    (the "guest_from_thread" variant)."""
 
     def __init__(self) -> None:
         read_end, write_end = os.pipe()
@@ -89,21 +108,60 @@ class GuestPipe:
         """The child encodes and sends `state`; the node receives and commits it as core/guest/running.py does."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.to_thread.run_sync, self._send, runner, state)
-            await self.node_end.receive()
-            staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
-            try:
-                data = await self.node_end.receive_bulk_data(max_size=LIMIT, sink=staging)
-                await trio.to_thread.run_sync(functools.partial(
-                    store.commit, **identity, state=data, staged=staging.incoming))
-            finally:
-                await staging.abort()
+            await receive_and_commit(self.node_end, store, identity)
 
     def _send(self, runner: GuestRunner, state: dict) -> None:
         pieces = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
         write_bulk(self.child_end, GuestCheckpoint(request_id=1, progress=0.5, steps=1, encode_seconds=0.0), pieces)
 
 
+class GuestProcess:
+    """A child process answering checkpoint requests with the guest child's code, over real pipes both ways."""
+
+    def __init__(self, size: int) -> None:
+        to_child_read, to_child_write = os.pipe()
+        from_child_read, from_child_write = os.pipe()
+        for pipe_end in (to_child_write, from_child_write):
+            widen_pipe(pipe_end)
+        try:
+            self.process = subprocess.Popen([sys.executable, __file__, "--child", str(size)],
+                                            stdin=to_child_read, stdout=from_child_write)
+        finally:
+            os.close(to_child_read)
+            os.close(from_child_write)
+        self.node_end = Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read))
+        self.requests = iter(range(1, 1 << 30))
+
+    async def checkpoint(self, store: CheckpointStore, identity: dict) -> None:
+        """Ask for the state; receive and commit it as core/guest/running.py does."""
+        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests)))
+        await receive_and_commit(self.node_end, store, identity)
+
+    async def aclose(self) -> None:
+        await self.node_end.aclose()  # the child reads the end of its input and leaves
+        await trio.to_thread.run_sync(self.process.wait)
+
+
+def child(size: int) -> None:
+    """The child's end of `GuestProcess`: each request answered with a state of `size` random bytes."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as output_dir:
+        runner = guest_runner(Path(output_dir))
+        state = make_state(size)
+        inbox, outbox = sys.stdin.buffer, sys.stdout.buffer
+        while True:
+            try:
+                request = read_frame(inbox)
+            except EOFError:
+                return
+            pieces = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
+            write_bulk(outbox, GuestCheckpoint(request_id=request.request_id, progress=0.5, steps=1,
+                                               encode_seconds=0.0), pieces)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(int(sys.argv[2]))
+        return
     trio.run(_main)
 
 
@@ -134,24 +192,31 @@ async def _main() -> None:
             repeats = REPEATS.get(size_mb, 11)
             state = make_state(int(size_mb * 1024 * 1024))
             packed = b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))
-            runs: dict[str, Callable[[], None]] = {
-                "guest": lambda: trio.from_thread.run(pipe.checkpoint, runner, state, store, identity()),
+            guest = GuestProcess(len(state["pixels"]))
+            runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]] = {
+                "guest": lambda: guest.checkpoint(store, identity()),
+                "guest_from_thread": lambda: trio.from_thread.run(pipe.checkpoint, runner, state, store, identity()),
                 "bare": lambda: commit(encode_state(state, "state", LIMIT)),
                 "node": lambda: commit(packed),
                 "raw": lambda: write_raw(folder / "raw.bin", packed),
                 "replace": lambda: replace_raw(folder / "replace", packed),
             }
             times: dict[str, list[float]] = {name: [] for name in runs}
-            await trio.to_thread.run_sync(_time_rounds, runs, times, WARMUP + repeats)
+            try:
+                await _time_rounds(runs, {"guest"}, times, WARMUP + repeats)
+            finally:
+                await guest.aclose()
+            variants = ("guest", "guest_from_thread", "bare", "node")
             of_raw = {name: statistics.median(raw / took for raw, took in zip(times["raw"], times[name]))
-                      for name in ("guest", "bare", "node")}
+                      for name in variants}
             of_replace = {name: statistics.median(base / took for base, took in zip(times["replace"], times[name]))
-                          for name in ("guest", "bare", "node")}
+                          for name in variants}
             median = {name: statistics.median(values) for name, values in times.items()}
             size = len(packed)
             met = of_replace["guest"] >= GOAL_REPLACE and (size_mb < 1 or of_raw["guest"] >= GOAL_RAW)
             rows.append([size_mb, size / median["guest"] / 1e6, size / median["raw"] / 1e6,
-                         size / median["replace"] / 1e6, of_raw["guest"], of_replace["guest"], of_raw["bare"],
+                         size / median["replace"] / 1e6, of_raw["guest"], of_replace["guest"],
+                         of_raw["guest_from_thread"], of_replace["guest_from_thread"], of_raw["bare"],
                          of_raw["node"], of_replace["node"], "yes" if met else "NO"])
             figures[f"{size_mb}MB"] = {
                 "state_bytes": size,
@@ -162,27 +227,42 @@ async def _main() -> None:
                 "raw_replace_MBps": size / median["replace"] / 1e6,
                 "ratio_guest_of_raw": of_raw["guest"],
                 "ratio_guest_of_replace": of_replace["guest"],
+                "ratio_guest_from_thread_of_raw": of_raw["guest_from_thread"],
+                "ratio_guest_from_thread_of_replace": of_replace["guest_from_thread"],
                 "ratio_bare_of_raw": of_raw["bare"],
                 "ratio_node_of_raw": of_raw["node"],
                 "ratio_node_of_replace": of_replace["node"],
                 "goal_met": met,
             }
     print_table(["state MB", "guest MB/s", "raw write+fsync MB/s", "raw replace MB/s", "guest/raw",
-                 "guest/replace", "bare/raw (old 'full')", "node/raw", "node/replace",
+                 "guest/replace", "guest_from_thread/raw (old 'guest')", "guest_from_thread/replace",
+                 "bare/raw (old 'full')", "node/raw", "node/replace",
                  f">= {GOAL_RAW} raw (1 MB up), >= {GOAL_REPLACE} replace"], rows)
     write_results("checkpoint_throughput", figures)
 
 
-def _time_rounds(runs: dict[str, Callable[[], None]], times: dict[str, list[float]], rounds: int) -> None:
-    """Time each variant once a round, in rotating order, from a worker thread (the guest's enters trio)."""
+async def _time_rounds(runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]], in_trio: set[str],
+                       times: dict[str, list[float]], rounds: int) -> None:
+    """Time each variant once a round, in rotating order: those in `in_trio` on trio's thread (as a
+    node's loop runs them), the others in a worker thread, timed there (the old guest's enters trio)."""
     for round_index in range(rounds):
         names = list(runs)
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
-            began = time.perf_counter()
-            runs[name]()
+            if name in in_trio:
+                began = time.perf_counter()
+                await runs[name]()  # type: ignore[misc]
+                took = time.perf_counter() - began
+            else:
+                took = await trio.to_thread.run_sync(_time_one, runs[name])
             if round_index >= WARMUP:
-                times[name].append(time.perf_counter() - began)
+                times[name].append(took)
+
+
+def _time_one(run: Callable[[], None]) -> float:
+    began = time.perf_counter()
+    run()
+    return time.perf_counter() - began
 
 
 def write_raw(path: Path, data: bytes) -> None:
