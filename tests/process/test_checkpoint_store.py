@@ -288,6 +288,31 @@ def test_kill_9_during_writes_never_leaves_an_unreadable_checkpoint(tmp_path):
         assert record.state == bytes([record.seq % 251]) * (64 * 1024 * (1 + record.seq % 8))
 
 
+FORKER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from frost_core.storage.checkpoints import CheckpointStore
+    store = CheckpointStore(Path(sys.argv[1]))
+    identity = dict(task_id="t-1.0", plugin_name="p", plugin_version="1", plugin_hash="h", unit_index=0, epoch=1,
+                    taken_at=1.0)
+    store.commit(**identity, seq=1, state=os.urandom(2 << 20))  # hashed beside the write: the threads now wait
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(15)  # gone even if it hangs (the test fails on its parent's timeout)
+        store.commit(**identity, seq=2, state=os.urandom(2 << 20))
+        os._exit(0)
+    os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """
+)
+
+
+def test_a_forked_process_commits_with_threads_of_its_own(tmp_path):
+    """The store's long-lived threads are not copied by fork: a child that found none would wait forever for its hash."""
+    subprocess.run([sys.executable, "-c", FORKER, str(tmp_path)], check=True, timeout=20)
+    assert CheckpointStore(tmp_path).latest("t-1.0").seq == 2
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=300))
 def test_header_decoder_refuses_garbage_clearly(data):
