@@ -43,6 +43,7 @@ from frost_core.events import EventLog
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
+from frost_core.plugin.spare import SpareWorker
 from frost_core.plugin.registry import PluginRegistry
 from frost_core.policies.fair_share import DEMAND_REFRESH, ShareSettings
 from frost_core.policies.prefetch import typical_seconds, units_held, worth_placing_ahead
@@ -119,14 +120,17 @@ class MasterScheduler:
         shares: Callable[[], ShareSettings] = ShareSettings,
         on_received: Callable[[str, str, int, float, float | None], None] = (
             lambda host, task_id, epoch, cpu_seconds, ended_at: None),
+        spare: SpareWorker | None = None,
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
         each accepted result's CPU time for its submitter; `usage_of` is the submitter's decayed usage the
         queue is ordered by and offers carry (this master's own count, or the cluster's). `on_received` hears the
         guest CPU of each run of its units and its host (the ledger's "received"): a result's as it arrives, the
-        others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report."""
+        others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report. `spare`: the node's
+        worker process started ahead, which a combine takes when it waits."""
         self._node_id = node_id
+        self._spare = spare
         self._store = store
         self._registry = registry
         self._links = links
@@ -946,7 +950,8 @@ class MasterScheduler:
         record = self._store.assignment(assignment_id)
         try:
             info = self._registry.by_hash(record.plugin_hash)
-            output = await combine_output(info, record.params, self._store.unit_results(assignment_id))
+            output = await combine_output(info, record.params, self._store.unit_results(assignment_id),
+                                          spare=self._spare)
         except FrostError as error:
             self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
             self._events.error(error)

