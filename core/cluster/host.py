@@ -222,6 +222,7 @@ class HostService:
         self._demand: dict[str, Demand] = {}       # submitter -> its master's last offer here (fair share)
         self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
         self._served: dict[str, float] = {}        # submitter -> when this host last took one of its units
+        self._called: dict[str, float] = {}        # master -> when it was last told a free CPU is kept for it
         self._on_spent = on_spent
         self._spent: dict[str, list[SpentRun]] = {}   # master -> runs of its units ended here, for its next report
         self._hosted: dict[str, Hosted] = {}
@@ -275,7 +276,7 @@ class HostService:
     async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply:
         refusal = self._refusal(offer.task_id, offer.plugin_hash, offer.memory_bytes, moving=offer.moving,
                                 ahead=offer.ahead)
-        refusal = self._share_refusal(offer, refusal)
+        refusal = self._share_refusal(source, offer, refusal)
         capacity = self._capacity()
         free = max(0, capacity.memory_pool_bytes - self._memory_committed())
         if refusal is None:
@@ -708,18 +709,18 @@ class HostService:
         hosted = sum(h.task.unit.memory_bytes for h in self._all_units() if not h.leaving)
         return hosted + sum(memory for memory, _ in self._reserved.values())
 
-    def _share_refusal(self, offer: UnitOffer, refusal: str | None) -> str | None:
+    def _share_refusal(self, source: str, offer: UnitOffer, refusal: str | None) -> str | None:
         """Shares at unit boundaries: note who asked for a slot; a free one goes to the submitter whose master
         lately offered more and who comes first (least used with fair share on, `fair_share`; fewest running
         with it off, `equal_share`), held for it at most `ShareSettings.hold` seconds; no unit is taken ahead
-        (`policies.prefetch`) for someone behind in line. A unit moving between hosts already runs: it is never
-        held back."""
+        (`policies.prefetch`) for someone behind in line. The master of the one a free CPU is kept for is told
+        so at once (`_call`). A unit moving between hosts already runs: it is never held back."""
         shares = self._settings().shares
         if offer.moving or not offer.submitter:
             return refusal
         now = time.monotonic()
         usage = max(offer.usage, self._usage_of(offer.submitter))
-        seen = Demand(usage, offer.queued, now, offer.running)
+        seen = Demand(usage, offer.queued, now, offer.running, source)
         self._demand = note_demand(self._demand, offer.submitter, seen, now, shares)
         if refusal is not None:
             return refusal
@@ -732,17 +733,33 @@ class HostService:
                 why = fair_share.explain(offer.submitter, usage, rival, self._demand[rival].usage)
             else:
                 why = equal_share.explain(offer.submitter, offer.running, rival, self._demand[rival].running)
-            if offer.ahead:
-                # A unit placed ahead would begin on the next free CPU without asking: while someone ahead
-                # in line waits, none is taken. No hold starts (the rival offers for a free CPU, not ahead).
-                return why
-            self._held_since = now if self._held_since is None else self._held_since
-            if now - self._held_since < shares.hold:
+            # A unit placed ahead would begin on the next free CPU without asking: while someone ahead in line
+            # waits, none is taken. No hold starts (the rival offers for a free CPU, not ahead).
+            if not offer.ahead:
+                self._held_since = now if self._held_since is None else self._held_since
+            if offer.ahead or now - self._held_since < shares.hold:
+                self._call(rival, now)
                 return why
             del self._demand[rival]   # it did not come for the slot: not waiting after all
         self._held_since = None
         self._served[offer.submitter] = now
         return None
+
+    def _call(self, submitter: str, now: float) -> None:
+        """If a CPU here is free and kept for `submitter`, its master hears it now (`SlotKept`) and offers at once:
+        a master none of whose units just finished would otherwise come back only at its next timed round."""
+        master = fair_share.master_to_call(self._demand[submitter], self._called, now)
+        busy = self._running_here() + len(self._reserved) + len(self._ahead)
+        if master is None or self._nursery is None or busy >= self._capacity().cpus:
+            return
+        self._called[master] = now
+        self._nursery.start_soon(self._tell_slot_kept, master)
+
+    async def _tell_slot_kept(self, master: str) -> None:
+        try:
+            await self._links.master(master).slot_kept(self.node_id)
+        except NodeUnavailableError as error:
+            log.debug("telling %s of a CPU kept for it failed: %s", master[:8], error.message)
 
     def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool,
                  ahead: bool = False) -> str | None:

@@ -25,7 +25,7 @@ from frost_core.storage.staging import StagingSink
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
-    SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
+    SlotKept, SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
 from frost_core.cluster.messages import UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
 from frost_core.cluster.messages import GANG_MESSAGES
@@ -56,6 +56,7 @@ class MasterSide(Protocol):
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
     async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
                            cpu_seconds: float = 0.0) -> None: ...
+    async def slot_kept(self, host: str) -> None: ...
 
 
 class HostSide(Protocol):
@@ -111,7 +112,7 @@ class Links:
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
                      UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery,
-                     UnitOffers, UnitStarts, *GANG_MESSAGES):
+                     UnitOffers, UnitStarts, SlotKept, *GANG_MESSAGES):
             transport.set_call_handler(code.CODE, self._answer)
 
     def forget(self, address: Address) -> None:
@@ -270,6 +271,9 @@ class Links:
                     return Verdict(ok=False, reason=f"no copy of {task_id} newer than checkpoint {after_seq} here")
                 await channel.send_bulk(CheckpointReplica(checkpoint=CheckpointMeta.of(held)), held.state)
                 return Verdict(ok=True)
+            case SlotKept():
+                await master.slot_kept(peer)
+                return Verdict(ok=True)
             case UnitOffer():
                 return await host.offer(peer, request)
             case UnitOffers(offers=offers):
@@ -370,6 +374,9 @@ class _RemoteMaster:
                                      state, timeout=START_TIMEOUT)
         if not answer.ok:
             raise NodeUnavailableError(f"master {self._node[:8]} refused the replica: {answer.reason}")
+
+    async def slot_kept(self, host: str) -> None:
+        await self._verdict(SlotKept())
 
     async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float = CALL_TIMEOUT) -> Verdict:
         answer = await self._links.call(self._node, request, data, timeout=timeout)

@@ -325,6 +325,16 @@ class HoldingsQuery(Message):
 
 @register
 @dataclasses.dataclass(frozen=True)
+class SlotKept(Message):
+    """Host -> master: a free CPU here is kept for your submitter (a share hold): offer here now, not at your next
+    round. A master with no unit of its own finishing learns of a free CPU only this way."""
+
+    CODE = MessageCode.SLOT_KEPT
+    MAX_SIZE = 64
+
+
+@register
+@dataclasses.dataclass(frozen=True)
 class Holdings(Message):
     """Host -> master: its copies of the master's units still running (with their progress and newest
     checkpoint), and the finished ones whose result or failure waits in its outbox, each as (task id, epoch)."""

@@ -49,6 +49,12 @@ def rank_hosts(need: Need, hosts: Sequence[NodeView], holding: frozenset[str] = 
     return tuple(h.node_id for h in eligible)
 
 
+def with_free_cpu(host: NodeView) -> NodeView:
+    """`host` with a CPU free, as it just said it has (it keeps one for this master's submitter), whatever older
+    gossiped figures show."""
+    return host if host.guests < host.cpus else dataclasses.replace(host, guests=max(host.cpus - 1, 0))
+
+
 def plan(needs: Sequence[Need], hosts: Sequence[NodeView],
          holding: Mapping[str, frozenset[str]]) -> list[tuple[Need, tuple[str, ...]]]:
     """Candidates for each unit in queue order, each planned as if the ones before it were placed.

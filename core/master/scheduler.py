@@ -50,7 +50,7 @@ from frost_core.policies.prefetch import typical_seconds, units_held, worth_plac
 from frost_core.policies.queue_order import QueuedAssignment, queue_order
 from frost_core.policies.views import NodeView
 from frost_core.master.group_commit import GroupCommit
-from frost_core.master.placement import Need, WaitingReasons, plan, why_not_placed
+from frost_core.master.placement import Need, WaitingReasons, plan, why_not_placed, with_free_cpu
 from frost_core.master.results import export_result
 from frost_core.master import verification, waste
 from frost_core.master.reach import Reach
@@ -148,6 +148,7 @@ class MasterScheduler:
         self._usage_of = usage_of
         self._shares = shares
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
+        self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
         self._quarantined: dict[str, str] = dict(store.intent(QUARANTINE, {}))   # host -> why (durable)
         self._afresh: set[str] = set()    # units taken back from a quarantined host: their next copy starts afresh
         self._on_received = on_received
@@ -173,6 +174,14 @@ class MasterScheduler:
     def wake(self) -> None:
         """Look at the queue again now (a submit, a resume, a unit back in the queue)."""
         self._wake.set()
+
+    async def slot_kept(self, host: str) -> None:
+        """`host` keeps a free CPU for one of this node's submitters (a share hold): offer there now. Without this,
+        a master none of whose units just finished would come back only at its next timed round, a second on,
+        and the slot would stand idle meanwhile (two equal assignments submitted together did not finish
+        together: the first to get going took the other's held slots' turns)."""
+        self._kept.add(host)
+        self.wake()
 
     def progress(self) -> dict[str, float]:
         """Live progress of this node's running units, as their hosts last reported it."""
@@ -225,7 +234,9 @@ class MasterScheduler:
         if not waiting:
             self._waiting = WaitingReasons()
             return
-        hosts = self._with_own_units([h for h in self._hosts() if h.node_id not in self._quarantined])
+        kept, self._kept = self._kept, set()
+        hosts = self._with_own_units([with_free_cpu(h) if h.node_id in kept else h
+                                      for h in self._hosts() if h.node_id not in self._quarantined])
         held = index.holders()
         free = [h for h in hosts if h.accepting and h.guests < units_held(h.cpus)]
         slots = sum(units_held(h.cpus) - h.guests for h in free)

@@ -30,6 +30,9 @@ HOLD_SECONDS = 3.0
 """At most this long a free slot waits for the favoured submitter's master to offer (one placement round
 and one gossip hop); after that it goes to whoever asks, and the host forgets that submitter's demand
 until its master offers again, so a submitter that stopped wanting costs one hold per host."""
+CALL_INTERVAL = 0.2
+"""A host keeping a free CPU for a submitter tells that submitter's master so (`SlotKept`) at most this often: the
+master then offers at once, not at its next timed round (a second apart when none of its units finishes)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Demand:
     queued: int         # its units still waiting at that master besides the offered one
     seen_at: float
     running: int = 0    # its units running then, cluster-wide as its master counts them (equal share)
+    master: str = ""    # the node that offered: told when a free CPU here is kept for this submitter
 
 
 def decayed(value: float, elapsed: float, half_life: float) -> float:
@@ -137,6 +141,14 @@ def first_in_line(submitter: str, mine: K, demand: Mapping[str, Demand], place: 
               if s != submitter and d.queued > 0 and now - d.seen_at <= settings.demand_memory]
     best = min(rivals, default=None)
     return best[1] if best is not None and best[0] < mine else None
+
+
+def master_to_call(kept_for: Demand, called: Mapping[str, float], now: float) -> str | None:
+    """The master to tell that a free CPU is kept for its submitter (`kept_for`: what its last offer said), or None:
+    not known, or told less than `CALL_INTERVAL` ago (`called`: master -> when it was last told)."""
+    if not kept_for.master or now - called.get(kept_for.master, -math.inf) < CALL_INTERVAL:
+        return None
+    return kept_for.master
 
 
 def explain(submitter: str, usage: float, rival: str, rival_usage: float) -> str:

@@ -63,6 +63,8 @@ class MessageCode(enum.IntEnum):
     UNIT_OFFER_REPLIES = 85
     UNIT_STARTS = 86
     VERDICTS = 87
+    # A host that keeps a free CPU for a master's submitter (a share hold) tells that master (core/cluster/messages.py).
+    SLOT_KEPT = 88
     # A gang assignment's coordinator and the hosts of its members (core/cluster/messages.py).
     GANG_START = 120
     GANG_RELEASE = 121

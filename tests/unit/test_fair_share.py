@@ -16,8 +16,8 @@ from frost_core.ledger.summary import build_summary, sign_summary
 from frost_core.master.store import MasterStore, NewUnit
 from frost_core.master.usage import UsageBook
 from frost_core.policies.fair_share import (
-    Demand, ShareSettings, decayed_usage, effective_usage, explain, favoured_over, note_demand, queue_order,
-    submitter_usage, usage_by_submitter,
+    CALL_INTERVAL, Demand, ShareSettings, decayed_usage, effective_usage, explain, favoured_over, master_to_call,
+    note_demand, queue_order, submitter_usage, usage_by_submitter,
 )
 
 DAY = 86400.0
@@ -124,3 +124,11 @@ def test_a_master_claiming_less_usage_than_the_signed_summaries_show_does_not_ge
 def test_a_hosts_refusal_names_both_submitters_and_their_use():
     text = explain("alice@" + "a" * 32, 7200.0, "bob@" + "b" * 32, 12.0)
     assert text == "fair share: kept for bob@bbbbbbbb (12 CPU-s of recent use) over alice@aaaaaaaa (2.0 CPU-h)"
+
+
+def test_a_host_keeping_a_cpu_for_a_submitter_tells_the_master_that_offered_it_at_most_every_call_interval():
+    bob = Demand(usage=0.0, queued=5, seen_at=10.0, master="m-bob")
+    assert master_to_call(bob, {}, now=10.0) == "m-bob"                                  # never told: now
+    assert master_to_call(bob, {"m-bob": 10.0}, now=10.0 + CALL_INTERVAL / 2) is None  # just told: not again yet
+    assert master_to_call(bob, {"m-bob": 10.0, "m-alice": 99.0}, now=10.0 + 2 * CALL_INTERVAL) == "m-bob"
+    assert master_to_call(Demand(usage=0.0, queued=5, seen_at=10.0), {}, now=10.0) is None   # offered by nobody known

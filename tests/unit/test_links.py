@@ -50,6 +50,9 @@ class RecordingMaster:
     async def host_replica(self, host, record, progress=0.0, cpu_seconds=0.0):
         self.calls.append(("replica", host, record, progress, cpu_seconds))
 
+    async def slot_kept(self, host):
+        self.calls.append(("slot kept", host))
+
 
 class RecordingHost:
     def __init__(self) -> None:
@@ -117,8 +120,9 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         await remote_master.host_replica("ignored", record(), 0.25, 3.5)
         await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
         assert await remote_master.host_moved("ignored", "a-1.0", 2, "c")
+        await remote_master.slot_kept("ignored")
         kinds = [call[0] for call in master.calls]
-        assert kinds == ["report", "result", "return", "replica", "failed"]
+        assert kinds == ["report", "result", "return", "replica", "failed", "slot kept"]
         assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
         assert master.calls[1][4:] == (b"r" * 300_000, 12.5) and master.calls[2][4] == record()
         assert master.calls[3][2:] == (record(), 0.25, 3.5)     # a replica says where its copy stood

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from frost_core.master.placement import Need, plan, rank_hosts
+from frost_core.master.placement import Need, plan, rank_hosts, with_free_cpu
 from frost_core.policies.views import NodeView
 
 MIB = 1 << 20
@@ -70,3 +70,11 @@ def test_a_plan_never_overfills_a_host(rows, count):
         extra = placed.get(view.node_id, 0)
         assert view.guests + extra <= max(view.cpus, view.guests)
         assert extra * 64 * MIB <= view.free_memory
+
+
+def test_a_host_that_says_it_keeps_a_cpu_for_us_is_planned_with_one_free_whatever_the_gossip_says():
+    # Gossip: 2 guests on 2 CPUs (full). The host just said a CPU is kept for this master: 1 guest, one free.
+    need = Need("t-1.0", "t-1", MIB)
+    assert plan([need], [host("a", guests=2)], {}) == []
+    assert plan([need], [with_free_cpu(host("a", guests=2))], {}) == [(need, ("a",))]
+    assert with_free_cpu(host("a", guests=0)) == host("a", guests=0)   # already free: as it is
