@@ -6,10 +6,14 @@ those by the hundred thousand. Timed: submit -> assignment done (the master's "i
 the bundled `montecarlo-pi` plugin with one sample per unit (a unit that returns at once), on one
 real `frost-tui --headless` node and on three on loopback (the first is the master), at 100, 1,000
 and 10,000 units. Also: the master node process's own CPU seconds per unit (user + system, not its
-guests') and its peak resident memory. Baseline, in the same run: the same units through
-`run_locally` in this one process (every state crosses CBOR as on a node). Second question:
-raytrace on one node against the same units computed by two plain processes (the issue's goal:
-within 1.3x). A run that does not finish within `--limit` seconds reports the units done so far.
+guests', from the submit to the poll that sees "is done"; the node's start is not in it) and its peak
+resident memory. That CPU includes what the node spends per second whatever it runs (gossip, the owner
+sampler) and this script's own status polls (ten a second, ~1.7 ms of the node's CPU each): a 100-unit
+run, slower per unit, carries more of it per unit. So beside it, the marginal CPU per unit: the run's CPU
+less the node's rate over the 3 s before the run, under the same polls, times the run's length.
+Baseline, in the same run: the same units through `run_locally` in this one process (every state
+crosses CBOR as on a node). Second question: raytrace on one node against the same units computed by
+two plain processes (the issue's goal: within 1.3x). A run that does not finish within `--limit` seconds reports the units done so far.
 The nodes run with the owner policy switched off (`bench/_nodes.py` says why) and two guest CPUs.
 
 Usage: .venv/bin/python bench/unit_throughput.py [--units 100 1000 10000] [--limit 300] [--skip-raytrace]
@@ -85,10 +89,25 @@ def idle_between_units(events: list[dict]) -> list[float]:
     return gaps
 
 
+POLL_INTERVAL = 0.1
+"""How often `run_on_cluster` asks the master for its last events."""
+
+
+def idle_rate(master: BenchNode, seconds: float = 3.0) -> float:
+    """The master process's CPU seconds per second with no assignment running, under the polls a run makes."""
+    process = psutil.Process(master.process.pid)
+    before, began = sum(process.cpu_times()[:2]), time.monotonic()
+    while time.monotonic() - began < seconds:
+        master.call("status")
+        time.sleep(POLL_INTERVAL)
+    return (sum(process.cpu_times()[:2]) - before) / (time.monotonic() - began)
+
+
 def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -> dict:
     """Submit on `master` and wait for its "is done" event, read from `status`'s last few events every 0.1 s
     (and the whole list every 2 s, should more events have followed it): the whole list of 500 events ten
     times a second cost the master a third of its event loop (py-spy), counted as its CPU per unit."""
+    rate = idle_rate(master)
     with MasterWatch(master.process.pid) as watch:
         cpu_before = watch.cpu()
         began = time.monotonic()
@@ -107,7 +126,7 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
                        and "is done" in e["message"] for e in events)
 
         try:
-            wait_for(done, timeout=limit, what="the assignment to finish", interval=0.1)
+            wait_for(done, timeout=limit, what="the assignment to finish", interval=POLL_INTERVAL)
             finished = True
         except AssertionError:
             finished = False
@@ -123,6 +142,8 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
     return {"finished": finished, "seconds": round(seconds, 3), "units": units, "units_done": done_units,
             "units_per_s": round(done_units / seconds, 2), "master_cpu_s": round(cpu, 3),
             "master_cpu_ms_per_unit": round(1000 * cpu / max(done_units, 1), 2),
+            "master_idle_cpu_ms_per_s": round(1000 * rate, 1),
+            "master_marginal_cpu_ms_per_unit": round(1000 * (cpu - rate * seconds) / max(done_units, 1), 2),
             "master_peak_rss_mb": round(watch.peak_rss / 2**20, 1), "hosts_seen": len(hosts),
             "idle_between_units_ms": round(1000 * gaps[len(gaps) // 2], 1) if gaps else None}
 
@@ -185,10 +206,11 @@ def main() -> int:
         base = figures["baseline_one_process"][run["units"]]
         rows.append([run["nodes"], run["units"], run["units_done"], run["seconds"], run["units_per_s"],
                      base["units_per_s"], round(base["units_per_s"] / max(run["units_per_s"], 1e-9), 1),
-                     run["master_cpu_ms_per_unit"], run["master_peak_rss_mb"], run["hosts_seen"],
+                     run["master_cpu_ms_per_unit"], run["master_marginal_cpu_ms_per_unit"], run["master_idle_cpu_ms_per_s"],
+                     run["master_peak_rss_mb"], run["hosts_seen"],
                      run["idle_between_units_ms"] if run["nodes"] == 1 else "—"])
     print_table(["nodes", "units", "done", "seconds", "units/s", "1-process units/s", "x slower",
-                 "master CPU ms/unit", "master peak MB", "hosts used", "idle ms between units (median)"], rows)
+                 "master CPU ms/unit", "marginal", "idle ms/s", "master peak MB", "hosts used", "idle ms between units (median)"], rows)
     if figures["raytrace"]:
         r = figures["raytrace"]
         print(f"\nraytrace {RAYTRACE} ({r['units']} units): one node {r['node_s']} s, two plain processes "
