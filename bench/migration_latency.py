@@ -67,7 +67,7 @@ min_interval = 3600
 max_interval = 3600
 """
 """No periodic checkpoints during the trials: only the evictions take any."""
-_MOVED = re.compile(r"moved to \S+ with checkpoint \d+ \((\d+) bytes\) in (\d+) ms")
+_MOVED = re.compile(r"moved to \S+ with checkpoint \d+ \((\d+) bytes[^)]*\) in (\d+) ms")
 
 
 def main() -> None:

@@ -50,6 +50,38 @@ COUNTER = HEADER + textwrap.dedent(
 ) + textwrap.indent(COMBINE, "    ") + "\nplugin = Counter()\n"
 
 
+# A counter whose state carries `mib` MiB of ballast (2 by default): moves and captures of a state
+# that takes a while to write, send and sync.
+BALLAST = HEADER + textwrap.dedent(
+    """
+    class Ballast(Plugin):
+        name = "ballast"
+        version = "1"
+
+        def start(self, unit):
+            return {"i": 0, "n": unit.data["n"], "total": 0, "ballast": bytes(range(256)) * (unit.data.get("mib", 2) * 4096)}
+
+        def step(self, state):
+            i = state["i"]
+            if i >= state["n"]:
+                return Done({"total": state["total"], "ballast": sum(state["ballast"][::65536])})
+            extra = 0
+            for k in range(3000):
+                extra = (extra + k * i) % 1000003
+            return {**state, "i": i + 1, "total": (state["total"] * 31 + i * i + extra) % (1 << 61)}
+
+        def progress(self, state):
+            return state["i"] / state["n"]
+
+        def split(self, params):
+            return []
+
+        def combine(self, params, results):
+            return results
+    """
+) + "\nplugin = Ballast()\n"
+
+
 def broken(body: str) -> str:
     """A plugin whose start/step/progress are `body`, with the boilerplate around it."""
     return HEADER + "import os\n\nclass Broken(Plugin):\n    name = 'broken'\n    version = '1'\n" + textwrap.indent(

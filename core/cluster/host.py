@@ -160,6 +160,9 @@ class Relocator(Protocol):
 
     async def relocate(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None: ...
 
+    def prepare(self, hosted: Hosted, nursery: trio.Nursery) -> None:
+        """`hosted` is being evicted: its `relocate` may be got ready while its guest is captured."""
+
 
 PluginSource = Callable[[str, tuple[str, ...]], Awaitable[PluginInfo]]
 """(code hash, node ids that may have it) -> the plugin, fetched and validated if need be."""
@@ -397,8 +400,9 @@ class HostService:
         """Free the CPU now (checkpoint within the evict deadline, then kill); the units then travel on."""
         self._note_figures()  # the last look at the guests before they stop: where they go depends on it
         for hosted in self._hosted.values():
-            if task_id is None or hosted.task.task_id == task_id:
-                hosted.change(Stay.EVICTED)
+            if (task_id is None or hosted.task.task_id == task_id) and hosted.change(Stay.EVICTED) \
+                    and self._nursery is not None:
+                self._relocator.prepare(hosted, self._nursery)  # its destination is found while it is captured
         returned = tuple(t for t in self._ahead if task_id in (None, t))
         if not returned:
             return await self.supervisor.evict(task_id)

@@ -15,19 +15,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import trio
 
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore
 from frost_core.storage.staging import StagingSink
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     SlotKept, SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
-from frost_core.cluster.messages import UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
+from frost_core.cluster.messages import TRAILED, CheckpointTrailer, UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
+from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.cluster.messages import GANG_MESSAGES
 from frost_core.cluster.gang_wire import has_bulk
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
@@ -154,16 +155,33 @@ class Links:
                                        f"{len(answer.verdicts)} verdicts", title="Peer unreachable")
         return answer.verdicts
 
+    async def start_fed(self, node_id: str, spec: UnitSpec, feed: CaptureFeed) -> Verdict:
+        """Hand a unit over with the capture `feed` brings, sent while it still comes up the guest's
+        pipe and its hash after it (`TRAILED`); the verdict comes once the destination runs it."""
+        if node_id == self.node_id:
+            raise NodeUnavailableError("a capture is not fed to this node itself", title="Peer unreachable")
+
+        async def send(channel: Channel) -> None:
+            await feed.begun()
+            meta = CheckpointMeta(**{name: feed.identity[name] for name in IDENTITY}, sha256=TRAILED)
+            await channel.send_bulk(UnitStart(spec=spec, checkpoint=meta, moved=True), feed.pieces(), size=feed.size)
+            await channel.send(CheckpointTrailer(sha256=await feed.sealed()))
+
+        answer = await self.call(node_id, UnitStart(spec=spec, moved=True), timeout=START_TIMEOUT, send=send)
+        assert isinstance(answer, Verdict)
+        return answer
+
     async def call(
         self, node_id: str, request: Message, data: bytes | None = None, *, reply: type[Message] = Verdict,
-        timeout: float = CALL_TIMEOUT,
+        timeout: float = CALL_TIMEOUT, send: Callable[[Channel], Awaitable[None]] | None = None,
     ) -> Message:
-        """One request (with bulk `data` if given) and its reply, on a channel kept open to `node_id`."""
+        """One request (with bulk `data` if given) and its reply, on a channel kept open to `node_id`;
+        `send`, if given, sends the request instead (`request` then only names it in errors)."""
         address = self._address_of(node_id)
         if address is None or self._transport is None:
             raise NodeUnavailableError(f"node {node_id[:8]} is not known to be alive", title="Peer unreachable")
 
-        async def send(channel: Channel) -> None:
+        async def send_request(channel: Channel) -> None:
             if data is None:
                 await channel.send(request)
             else:
@@ -171,7 +189,7 @@ class Links:
 
         try:
             with trio.fail_after(timeout):
-                answer = await self._transport.pool.call(address, send, Channel.receive)
+                answer = await self._transport.pool.call(address, send or send_request, Channel.receive)
         except trio.TooSlowError:
             raise NodeUnavailableError(f"node {node_id[:8]} did not answer {type(request).__name__} "
                                        f"within {timeout:g} s", title="Peer unreachable") from None
@@ -283,10 +301,16 @@ class Links:
             case UnitStart(spec=spec, checkpoint=meta, moved=moved):
                 if meta is None or self._checkpoints is None:
                     return await host.start(peer, spec, await _receive_checkpoint(channel, meta), moved=moved)
-                staging = StagingSink(functools.partial(self._checkpoints.incoming, meta.record(b"")))
+                if meta.sha256 == TRAILED:  # sent while it came up the source's pipe: hashed here as it lands
+                    identity = {name: getattr(meta, name) for name in IDENTITY}
+                    staging = StagingSink(functools.partial(self._checkpoints.receiving, **identity))
+                else:
+                    staging = StagingSink(functools.partial(self._checkpoints.incoming, meta.record(b"")))
                 try:
                     state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=staging)
                     record = dataclasses.replace(meta.record(state), staged=staging.incoming)
+                    if meta.sha256 == TRAILED:  # checked against what arrived when it is made durable (`write`)
+                        record = dataclasses.replace(record, sha256=await _receive_trailer(channel))
                     return await host.start(peer, spec, record, moved=moved)
                 finally:  # a unit not taken leaves no temp file behind (one taken was renamed into place)
                     await staging.abort()
@@ -335,7 +359,18 @@ async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> 
     if meta is None:
         await channel.receive_bulk_data(max_size=0)
         return None
-    return meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
+    record = meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
+    if meta.sha256 == TRAILED:
+        record = dataclasses.replace(record, sha256=await _receive_trailer(channel))
+    return record
+
+
+async def _receive_trailer(channel: Channel) -> str:
+    """The hash sent after a state whose header said `TRAILED`."""
+    trailer = await channel.receive()
+    if not isinstance(trailer, CheckpointTrailer):
+        raise ProtocolError(f"expected the checkpoint's trailer, got {type(trailer).__name__}")
+    return trailer.sha256
 
 
 def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:

@@ -65,6 +65,20 @@ class CheckpointMeta:
         return CheckpointRecord(**{name: getattr(self, name) for name in IDENTITY}, state=state, sha256=self.sha256)
 
 
+TRAILED = ""
+"""`CheckpointMeta.sha256` of a state sent while it was still arriving: its hash follows it (`CheckpointTrailer`)."""
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class CheckpointTrailer(Message):
+    """The SHA-256 of the state just sent, after its BULK_END, where the header said `TRAILED`."""
+
+    CODE = MessageCode.CHECKPOINT_TRAILER
+    MAX_SIZE = 128
+    sha256: str
+
+
 @register
 @dataclasses.dataclass(frozen=True)
 class UnitOffer(Message):

@@ -10,10 +10,14 @@ A move goes in the order that keeps exactly one live copy whatever fails:
 3. transfer: the checkpoint goes straight to the destination under the next ownership epoch,
    on a channel kept open to it, and is written to its disk while it arrives. It leaves here as
    soon as its hash is known: this disk has been writing it while it came up the guest's pipe,
-   and its fsync and rename run beside the send (`GuestSupervisor.settle_behind`).
-4. hand-off: the destination answers only once the checkpoint is durable there and the guest
-   runs; only then, and once the capture is durable here too, is the copy here dropped. If
-   anything fails before that answer the unit resumes here from the capture, durable by then.
+   and its fsync and rename run beside the send (`GuestSupervisor.settle_behind`). On an
+   eviction it leaves sooner still: each piece goes on as it comes up the pipe, and the hash
+   follows the state as a trailer (`prepare`, `Links.start_fed`).
+4. hand-off: the destination checks the hash against what arrived and answers only once the
+   checkpoint is durable there and the guest runs; only then, and once the capture is durable
+   here too, is the copy here dropped. If anything fails before that answer (a hash that does
+   not match included: the destination keeps nothing of it) the unit resumes here from the
+   capture, durable by then.
 5. the master learns the new location. If that message is lost, the destination's first report
    (with the higher epoch) tells it; a copy with an older epoch is stopped at its next report.
 
@@ -30,9 +34,13 @@ What a crash at each point leaves (kill -9 of one side; the other side sees a br
 - the destination dies after it answered: its master restarts the unit from the newest replica,
   as for any host that dies.
 
-After an eviction the capture has already happened (the owner wanted the CPU within a second);
-`relocate` then tries the location policy's candidates in order and, if none takes the unit,
-returns it to its master's queue with its checkpoint.
+An eviction never waits for a peer (the owner wants the CPU within a second): the capture starts
+at once, and `prepare` negotiates beside it with the location policy's first candidate that takes
+the unit, then sends it the capture as it comes (the guest is stopped once its whole state is in,
+and killed once it is in hand, as without a move). `relocate`, once the guest is gone, waits for
+that destination's answer; if it refused or failed, or the guest missed its deadline, it hands
+the capture in hand to it whole, then tries the other candidates in order, as before, and, if
+none takes the unit, returns it to its master's queue with its checkpoint.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import trio
 
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.host import Hosted, HostService, Stay
+from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
@@ -56,6 +65,20 @@ log = logging.getLogger("frost.migration")
 
 RETURN_RETRY = 5.0
 """Seconds between attempts to give an evicted unit back to a master that is out of reach."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Ahead:
+    """An evicted unit's move prepared while its guest is captured (`Migrator.prepare`)."""
+
+    hosted: Hosted
+    destination: str | None = None
+    fed: CaptureFeed | None = None
+    """Where the capture went as it came, once the destination took the offer."""
+    sent: float = 0.0
+    verdict: Verdict | None = None
+    negotiated: trio.Event = dataclasses.field(default_factory=trio.Event)
+    done: trio.Event = dataclasses.field(default_factory=trio.Event)
 
 
 class Migrator:
@@ -74,12 +97,16 @@ class Migrator:
         self._destinations = destinations
         self._observe_transfer = observe_transfer
         self._move_deadline = move_deadline
+        self._ahead: dict[str, _Ahead] = {}
+        """By task id: evicted units whose destination is found, and their capture sent, while they are captured."""
 
     async def move_out(self, home: HostService, hosted: Hosted, destination: str) -> Verdict:
         """Move a running guest to `destination` now; a refusal or failure leaves it running here."""
         task_id = hosted.task.task_id
         if destination == self._node_id:
             return Verdict(ok=False, reason=f"{task_id} already runs on this node")
+        if task_id in self._ahead and self._ahead[task_id].hosted is hosted:
+            return Verdict(ok=False, reason=f"{task_id} is being evicted: it leaves for the peer that takes it")
         last = self._supervisor.figures()
         state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
         refusal = await self._negotiate(hosted, destination, state_bytes)
@@ -103,12 +130,60 @@ class Migrator:
                 home.replicate(hosted, record)
         return verdict
 
+    def prepare(self, hosted: Hosted, nursery: trio.Nursery) -> None:
+        """The owner evicts `hosted`: while its guest is captured, find the peer that takes it and send
+        it the capture as it comes up the guest's pipe (`relocate` then learns how that went)."""
+        ahead = self._ahead[hosted.task.task_id] = _Ahead(hosted)
+        nursery.start_soon(self._send_ahead, ahead)
+
+    async def _send_ahead(self, ahead: _Ahead) -> None:
+        hosted = ahead.hosted
+        task_id = hosted.task.task_id
+        try:
+            last = self._supervisor.figures()
+            state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
+            for destination in self._destinations(hosted, state_bytes):
+                if await self._negotiate(hosted, destination, state_bytes) is None:
+                    ahead.destination = destination
+                    break
+            ahead.negotiated.set()
+            feed = CaptureFeed()
+            if ahead.destination is None or not self._supervisor.feed_capture(task_id, feed):
+                return
+            ahead.fed = feed
+            spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
+            ahead.sent = time.monotonic()
+            try:
+                ahead.verdict = await self._links.start_fed(ahead.destination, spec, feed)
+            except FrostError as error:
+                ahead.verdict = Verdict(ok=False, reason=error.message)
+            finally:
+                feed.close("the move that sent it ended")  # never leave the guest's side waiting for it
+                feed.release()
+        finally:
+            ahead.negotiated.set()
+            ahead.done.set()
+
     async def relocate(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
         """An evicted unit (already stopped): to the best peer that takes it, else back to its master."""
         began = time.monotonic()
         state_bytes = record.size if record is not None else 0
+        ahead = self._ahead.pop(hosted.task.task_id, None)
+        tried = None
+        if ahead is not None and ahead.hosted is hosted:
+            await ahead.negotiated.wait()
+            tried = ahead.destination
+            if ahead.fed is not None:
+                ahead.fed.close("the unit left without it")  # the capture came, or never will now
+                await ahead.done.wait()
+            if ahead.verdict is not None and ahead.verdict.ok:
+                await self._handed_over(home, hosted, record, ahead.destination, began, ahead.sent,
+                                        how="sent while it was captured")
+                return
+            if tried is not None and (await self._hand_over(home, hosted, record, tried, began)).ok:
+                return  # (fed or not: the capture in hand, durable here, sent whole as before)
         for destination in self._destinations(hosted, state_bytes):
-            if await self._negotiate(hosted, destination, state_bytes) is not None:
+            if destination == tried or await self._negotiate(hosted, destination, state_bytes) is not None:
                 continue
             if (await self._hand_over(home, hosted, record, destination, began)).ok:
                 return
@@ -128,27 +203,31 @@ class Migrator:
                          destination: str, began: float) -> Verdict:
         """Transfer under the next epoch; drop the local copy only once the destination runs the unit."""
         spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
-        task_id = hosted.task.task_id
         sent = time.monotonic()
         try:
             verdict = await self._links.host(destination).start(self._node_id, spec, record, moved=True)
         except FrostError as error:
             verdict = Verdict(ok=False, reason=error.message)
-        if not verdict.ok:
-            return verdict
+        if verdict.ok:
+            await self._handed_over(home, hosted, record, destination, began, sent)
+        return verdict
+
+    async def _handed_over(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None,
+                           destination: str, began: float, sent: float, how: str = "sent whole") -> None:
+        """The destination runs the unit under the next epoch: drop the copy here, tell the master."""
+        task_id, epoch = hosted.task.task_id, hosted.spec.epoch + 1
         size = record.size if record is not None else 0
         if size:
             self._observe_transfer(destination, size, time.monotonic() - sent)
         await self._supervisor.settled(task_id)  # its write here ends before the copy is dropped, not after
         home.forget(hosted, moved_to=destination)
         self._events.add("move", f"{task_id} moved to {destination[:8]} with "
-                         f"{f'checkpoint {record.seq} ({size} bytes)' if record else 'no checkpoint'} "
-                         f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {spec.epoch})")
+                         f"{f'checkpoint {record.seq} ({size} bytes, {how})' if record else 'no checkpoint'} "
+                         f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {epoch})")
         try:
-            await self._links.master(hosted.master).host_moved(self._node_id, task_id, spec.epoch, destination)
+            await self._links.master(hosted.master).host_moved(self._node_id, task_id, epoch, destination)
         except NodeUnavailableError as error:
             log.info("master not told of the move of %s (%s); the destination's report will", task_id, error.message)
-        return verdict
 
     async def _return_to_master(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
         """No peer took the unit: its master queues it again, from this checkpoint."""

@@ -26,6 +26,7 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
+from frost_core.guest.capture_feed import CaptureFeed, FeedingSink
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
@@ -102,6 +103,8 @@ class GuestHost(Protocol):
     def next_request_id(self) -> int: ...
 
     def settle_behind(self, task_id: str, settle: Callable[[], Awaitable[None]]) -> bool: ...
+
+    def take_feed(self, task_id: str) -> CaptureFeed | None: ...
 
     def emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None: ...
 
@@ -432,25 +435,37 @@ class RunningGuest:
                         plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
                         seq=self.next_seq, taken_at=time.time())
         staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
+        feed = self.host.take_feed(task.task_id) if self.evicting else None  # a move sends it on as it comes
+        sink = staging if feed is None else FeedingSink(staging, feed, identity, self._stop_for_capture)
         behind = False
         try:
-            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=staging)
+            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=sink)
             self.progress = message.progress
             pending.received.set()
             if self.evicting:
-                behind = await self._settle_behind(pending, message, identity, data, staging)
+                behind = await self._settle_behind(pending, message, identity, data, staging, feed)
             if not behind:
                 await self._store_checkpoint(pending, message, functools.partial(
                     store.commit, **identity, state=data, staged=staging.incoming))
+                if feed is not None and pending.record is not None and pending.record.seq == identity["seq"]:
+                    feed.seal(pending.record.sha256)
         finally:
+            if feed is not None:
+                feed.close("the guest's state did not come whole")  # (a no-op once sealed)
             if not behind:
                 await staging.abort()  # a no-op once the checkpoint is in place
 
+    def _stop_for_capture(self) -> None:
+        """The whole capture is in while a move still sends it: stop the guest now (SIGSTOP; a SIGKILL
+        follows once the state is in hand, as for any eviction), its CPU is the owner's."""
+        self.signal(signal.SIGSTOP)
+
     async def _settle_behind(self, pending: _Pending, message: GuestCheckpoint, identity: dict,
-                             data: bytes, staging: StagingSink) -> bool:
-        """A capture leaves as soon as its hash is known: the move sends it while this disk syncs and
-        installs it behind (the supervisor's `settle_behind`, which the move waits for before it lets
-        go of the unit here). False where nothing can run behind: the caller writes it first then."""
+                             data: bytes, staging: StagingSink, feed: CaptureFeed | None) -> bool:
+        """A capture leaves as soon as its hash is known (or, with a `feed`, while it arrives, its hash
+        sealed after it): the move sends it while this disk syncs and installs it behind (the
+        supervisor's `settle_behind`, which the move waits for before it lets go of the unit here).
+        False where nothing can run behind: the caller writes it first then."""
         incoming = staging.incoming
         try:
             if incoming is not None:  # hashed while it came up the pipe: only the last piece is left
@@ -475,6 +490,8 @@ class RunningGuest:
         if not self.host.settle_behind(self.task.task_id, settle):
             return False
         pending.record = record
+        if feed is not None:
+            feed.seal(record.sha256)
         pending.done.set()
         return True
 

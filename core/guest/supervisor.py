@@ -27,6 +27,7 @@ from pathlib import Path
 import trio
 
 from frost_core.guest import checks
+from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.guest.containment import Containment
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
@@ -79,6 +80,8 @@ class GuestSupervisor:
         """Set, by task id, once such a reap is over: the unit's next run here waits for its scratch folder."""
         self._settling: dict[str, trio.Event] = {}
         """Set, by task id, once a capture that left before it was durable here is durable (or failed)."""
+        self._feeds: dict[str, CaptureFeed] = {}
+        """By task id: where the guest's next capture goes piece by piece as it comes up the pipe (`feed_capture`)."""
 
     # --- running ---------------------------------------------------------------------------
 
@@ -153,6 +156,9 @@ class GuestSupervisor:
                 elif not kept:
                     await self._reap(guest, scratch)
             del self._guests[task.task_id]
+            feed = self._feeds.pop(task.task_id, None)
+            if feed is not None:
+                feed.close(f"{task.task_id} ended before its state came")
         assert guest.outcome is not None
         self._report_outcome(task.task_id, guest.outcome)
         return dataclasses.replace(guest.outcome, cpu_seconds=guest.cpu)
@@ -254,6 +260,19 @@ class GuestSupervisor:
         if not isinstance(guest.outcome, Evicted):
             raise KeyError(f"guest {task_id} ended before it could be captured")
         return guest.outcome.checkpoint
+
+    def feed_capture(self, task_id: str, feed: CaptureFeed) -> bool:
+        """Hand the guest's next state, as it comes up its pipe, to `feed` too (a move sends it on at
+        once); False if no guest `task_id` runs here. The feed is closed if no state comes."""
+        guest = self._guests.get(task_id)
+        if guest is None or guest.outcome is not None or task_id in self._feeds:
+            return False
+        self._feeds[task_id] = feed
+        return True
+
+    def take_feed(self, task_id: str) -> CaptureFeed | None:
+        """The feed for the state that begins to come up `task_id`'s pipe now, if a move waits for it."""
+        return self._feeds.pop(task_id, None)
 
     def settle_behind(self, task_id: str, settle: Callable[[], Awaitable[None]]) -> bool:
         """Run a capture's durable write (`settle`) beside the move that sends it; False where

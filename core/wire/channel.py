@@ -148,11 +148,13 @@ class Channel:
         else:
             self._sending = False
 
-    async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes], *,
-                        ready: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def send_bulk(self, header: Message, data: bytes | AsyncIterable[bytes | memoryview], *,
+                        size: int | None = None, ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Send `header`, then `data` as raw chunks of at most 256 KiB, then BULK_END.
 
-        An async generator passed as `data` is consumed and closed, even on cancellation.
+        An async generator passed as `data` is consumed and closed, even on cancellation; `size`,
+        if given, is announced for it (the receiver then lands the chunks in place, and may write
+        them to disk as they come), and no reference to a piece is kept once it is sent.
         `ready`, awaited between the header and the data with the channel still held, lets the
         peer act on the header first (a guest loads its plugin while its state is synced); what
         it raises ends the send, leaving the header alone on the channel.
@@ -170,15 +172,16 @@ class Channel:
                     await self._send_frame(MessageCode.BULK_CHUNK, view[start : start + MAX_CHUNK_SIZE])
                 size = len(view)
             else:
-                await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(None)))
+                await self._send_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(size)))
                 size = 0
                 try:
                     async for piece in data:
                         piece_view = memoryview(piece)
+                        del piece  # a piece may be a view into its sender's buffer: hold none once sent
                         for start in range(0, len(piece_view), MAX_CHUNK_SIZE):
-                            chunk = piece_view[start : start + MAX_CHUNK_SIZE]
-                            await self._send_frame(MessageCode.BULK_CHUNK, chunk)
-                            size += len(chunk)
+                            await self._send_frame(MessageCode.BULK_CHUNK, piece_view[start : start + MAX_CHUNK_SIZE])
+                        size += len(piece_view)
+                        del piece_view
                 finally:
                     if isinstance(data, AsyncGenerator):
                         await data.aclose()  # an abandoned generator would be finalised by the GC

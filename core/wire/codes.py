@@ -46,6 +46,7 @@ class MessageCode(enum.IntEnum):
     REPLICA_FETCH = 61
     FIGURES_QUERY = 62
     FIGURES_REPLY = 63
+    CHECKPOINT_TRAILER = 64
     # Plugin code by content hash (core/cluster/code_shipping.py).
     PLUGIN_FETCH = 65
     PLUGIN_CODE = 66

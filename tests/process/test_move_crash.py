@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import trio
@@ -21,40 +20,10 @@ from frost_core.api.errors import CheckpointError
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import Completed, Failed
 from tests.guest_kit import (
-    COUNTER, HEADER, LONG, MIB, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin,
+    BALLAST, COUNTER, LONG, MIB, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin,
 )
 from tests.waiting import wait_until
 
-# A counter whose state carries 2 MiB of ballast: the capture's write, fsync and rename are what
-# runs behind the send.
-BALLAST = HEADER + textwrap.dedent(
-    """
-    class Ballast(Plugin):
-        name = "ballast"
-        version = "1"
-
-        def start(self, unit):
-            return {"i": 0, "n": unit.data["n"], "total": 0, "ballast": bytes(range(256)) * 8192}
-
-        def step(self, state):
-            i = state["i"]
-            if i >= state["n"]:
-                return Done({"total": state["total"], "n": i, "ballast": sum(state["ballast"][::4096])})
-            extra = 0
-            for k in range(3000):
-                extra = (extra + k * i) % 1000003
-            return {**state, "i": i + 1, "total": (state["total"] * 31 + i * i + extra) % (1 << 61)}
-
-        def progress(self, state):
-            return state["i"] / state["n"]
-
-        def split(self, params):
-            return []
-
-        def combine(self, params, results):
-            return results
-    """
-) + "\nplugin = Ballast()\n"
 UNIT = {"n": 4000}   # about a second of steps: a capture at 10 % comes well before the end, however idle the machine
 
 SOURCE = """

@@ -83,6 +83,10 @@ class StandInGuests:
     async def settled(self, task_id: str) -> None:
         """Captures here are durable before capture() returns."""
 
+    def feed_capture(self, task_id: str, feed) -> bool:
+        """No pipe here: a capture is whole at once, so a move sends it whole."""
+        return False
+
     async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
         ids = [t for t in list(self._ends) if task_id in (None, t)]
         for t in ids:
