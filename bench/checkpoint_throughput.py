@@ -26,7 +26,10 @@ Baselines, same bytes (the enveloped state), same directory:
   the least any crash-safe replace must do.
 Each round times every variant in rotating order after WARMUP unmeasured rounds; a ratio
 baseline/variant is taken within each round and its median reported, so a slow moment of the
-shared machine hits both sides of a ratio alike. Quick run: `--sizes 0.1,1`.
+shared machine hits both sides of a ratio alike. An untimed pause of SETTLE seconds follows each
+variant (since 2026-11-26 09:00 UTC), so that work one leaves behind (the store frees a replaced
+checkpoint in a thread once the commit returned, as a node does between checkpoints minutes apart)
+does not land in the next one's time. Quick run: `--sizes 0.1,1`.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ from frost_core.wire.pipe import read_frame, write_bulk  # noqa: E402
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}
 """Measured rounds per state size in MB (each round times every variant and both baselines once)."""
 WARMUP = 2
+SETTLE = 0.03
+"""Seconds between two timed variants (ext4 frees 100 MB in ~25 ms)."""
 LIMIT = 1 << 40
 GOAL_RAW = 0.6
 """Of raw write+fsync, from 1 MB up."""
@@ -257,6 +262,7 @@ async def _time_rounds(runs: dict[str, Callable[[], None] | Callable[[], Awaitab
                 took = await trio.to_thread.run_sync(_time_one, runs[name])
             if round_index >= WARMUP:
                 times[name].append(took)
+            await trio.sleep(SETTLE)
 
 
 def _time_one(run: Callable[[], None]) -> float:
