@@ -72,10 +72,10 @@ class _Ahead:
     """An evicted unit's move prepared while its guest is captured (`Migrator.prepare`)."""
 
     hosted: Hosted
+    began: float = dataclasses.field(default_factory=time.monotonic)
     destination: str | None = None
     fed: CaptureFeed | None = None
     """Where the capture went as it came, once the destination took the offer."""
-    sent: float = 0.0
     verdict: Verdict | None = None
     negotiated: trio.Event = dataclasses.field(default_factory=trio.Event)
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
@@ -114,13 +114,28 @@ class Migrator:
             return Verdict(ok=False, reason=refusal)
         began = time.monotonic()
         hosted.change(Stay.MOVING)  # before the guest stops, so the host leaves its Evicted outcome to this move
-        try:
-            # The checkpoint stays on this disk until the destination confirms it runs the unit.
-            record = await self._supervisor.capture(task_id, self._move_deadline())
-        except KeyError:
-            hosted.change(Stay.RUNNING)
-            return Verdict(ok=False, reason=f"{task_id} ended before it could move")
-        verdict = await self._hand_over(home, hosted, record, destination, began)
+        feed = CaptureFeed()
+        fed: list[Verdict] = []
+        async with trio.open_nursery() as nursery:
+            if self._supervisor.feed_capture(task_id, feed):  # sent as it comes up the guest's pipe
+
+                async def send() -> None:
+                    fed.append(await self._feed_to(destination, hosted, feed))
+
+                nursery.start_soon(send)
+            try:
+                # The checkpoint stays on this disk until the destination confirms it runs the unit.
+                record = await self._supervisor.capture(task_id, self._move_deadline())
+            except KeyError:
+                feed.close(f"{task_id} ended before it could move")
+                hosted.change(Stay.RUNNING)
+                return Verdict(ok=False, reason=f"{task_id} ended before it could move")
+            feed.close("the unit left without it")  # the capture came, or never will now
+        if fed and fed[0].ok:
+            await self._handed_over(home, hosted, record, destination, began, feed.began_at,
+                                    how="sent while it was captured")
+            return fed[0]
+        verdict = await self._hand_over(home, hosted, record, destination, began)  # whole, as before
         if not verdict.ok:
             self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
                              "it resumes here", severity="warning")
@@ -151,18 +166,21 @@ class Migrator:
             if ahead.destination is None or not self._supervisor.feed_capture(task_id, feed):
                 return
             ahead.fed = feed
-            spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
-            ahead.sent = time.monotonic()
-            try:
-                ahead.verdict = await self._links.start_fed(ahead.destination, spec, feed)
-            except FrostError as error:
-                ahead.verdict = Verdict(ok=False, reason=error.message)
-            finally:
-                feed.close("the move that sent it ended")  # never leave the guest's side waiting for it
-                feed.release()
+            ahead.verdict = await self._feed_to(ahead.destination, hosted, feed)
         finally:
             ahead.negotiated.set()
             ahead.done.set()
+
+    async def _feed_to(self, destination: str, hosted: Hosted, feed: CaptureFeed) -> Verdict:
+        """Hand the unit over under the next epoch with the capture `feed` brings, sent as it comes."""
+        spec = dataclasses.replace(hosted.spec, epoch=hosted.spec.epoch + 1)
+        try:
+            return await self._links.start_fed(destination, spec, feed)
+        except FrostError as error:
+            return Verdict(ok=False, reason=error.message)
+        finally:
+            feed.close("the move that sent it ended")  # never leave the guest's side waiting for it
+            feed.release()
 
     async def relocate(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
         """An evicted unit (already stopped): to the best peer that takes it, else back to its master."""
@@ -176,8 +194,8 @@ class Migrator:
             if ahead.fed is not None:
                 ahead.fed.close("the unit left without it")  # the capture came, or never will now
                 await ahead.done.wait()
-            if ahead.verdict is not None and ahead.verdict.ok:
-                await self._handed_over(home, hosted, record, ahead.destination, began, ahead.sent,
+            if ahead.fed is not None and ahead.verdict is not None and ahead.verdict.ok:
+                await self._handed_over(home, hosted, record, ahead.destination, ahead.began, ahead.fed.began_at,
                                         how="sent while it was captured")
                 return
             if tried is not None and (await self._hand_over(home, hosted, record, tried, began)).ok:

@@ -11,6 +11,7 @@ and waits for the sender to catch up (`FEED_LAG` at most) before it lets go of t
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ class CaptureFeed:
         self.identity: dict[str, Any] = {}
         """The checkpoint's identity fields (`checkpoints.IDENTITY`), once begun."""
         self.size = 0
+        self.began_at = 0.0
+        """`time.monotonic()` when the state began to come (what a move's transfer is timed from)."""
         self.sha256: str | None = None
         self._pieces: list[memoryview] = []
         self._handed = 0
@@ -43,7 +46,7 @@ class CaptureFeed:
     # --- the guest's side --------------------------------------------------------------------
 
     def begin(self, identity: dict[str, Any], size: int) -> None:
-        self.identity, self.size = dict(identity), size
+        self.identity, self.size, self.began_at = dict(identity), size, time.monotonic()
         self._began.set()
         if not size:
             self._consumed.set()

@@ -303,8 +303,10 @@ class CheckpointStore:
             raise _not_written(record, error) from error
 
     def receiving(self, size: int, **identity: Any) -> IncomingCheckpoint:
-        """`incoming` for this node's own guest's checkpoint, still on its way up the pipe: `commit` with
-        `staged=` seals it once whole, with the hash its writer took as the pieces came."""
+        """`incoming` for a checkpoint whose hash is not known yet: this node's own guest's, still on its
+        way up the pipe (`commit` with `staged=` seals it once whole, with the hash its writer took as
+        the pieces came), or a peer's sent while it was captured, its hash after it (`write` checks that
+        hash against the one taken here)."""
         return self.incoming(CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER), size)
 
     def _seal_staged(self, unsealed: CheckpointRecord, staged: IncomingCheckpoint) -> CheckpointRecord:
