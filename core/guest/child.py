@@ -118,8 +118,8 @@ class GuestRunner:
         self.deferred = []
         os.environ.update(HOME=start.scratch, TMPDIR=start.scratch)
         saved: bytes | mmap.mmap = read_bulk_data(self.inbox, max_size=start.max_state_bytes)
-        if start.handed:
-            saved = self._handed_state(start, saved)
+        if start.handed and not saved:  # else the node could not hand it over, and sent it
+            saved = self._handed_state(start)
         try:
             unit = WorkUnit.from_plain(decode_plain(start.unit, "work unit"))
         except PluginError as error:
@@ -127,10 +127,10 @@ class GuestRunner:
         with unit_files(self):
             self._run(start, plugin, unit, saved)
 
-    def _handed_state(self, start: GuestStart, sent: bytes) -> mmap.mmap:
+    def _handed_state(self, start: GuestStart) -> mmap.mmap:
         """The state the node handed over instead of sending it (after the empty bulk data, so only once the
         node let it go), mapped read-only."""
-        if self.handoff is None or sent or not 0 < start.handed <= start.max_state_bytes:
+        if self.handoff is None or not 0 < start.handed <= start.max_state_bytes:
             raise ProtocolError(f"a handed state of {start.handed} bytes that this guest cannot take")
         return receive_state(self.handoff, start.handed)
 

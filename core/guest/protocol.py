@@ -36,8 +36,9 @@ class GuestStart(Message):
     address_space: int  # RLIMIT_AS in bytes; 0 for none
     readable: tuple[str, ...] = ()  # what the guest may read besides scratch (see confine.py); () leaves files open
     handed: int = 0
-    """The saved state's size when it was handed over as a sealed memfd (see handoff.py) and the bulk data that
-    follows is empty; 0 when the state, if any, follows as bulk data."""
+    """The saved state's size when it is handed over as a sealed memfd (see handoff.py): the bulk data that
+    follows is then empty, or the state itself where the node could not hand it over. 0: the state, if any,
+    follows as bulk data."""
 
 
 @register

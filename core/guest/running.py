@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -251,7 +251,7 @@ class RunningGuest:
         nursery.start_soon(self._watch, child.seen())
         nursery.start_soon(self._checkpoint_periodically)
         state = self.resume_from.state if self.resume_from else b""
-        handed = bool(state) and await self._hand_over(child, state)
+        handing = bool(state) and child.handoff is not None
         start = GuestStart(
             task_id=task.task_id,
             plugin_path=str(task.plugin_path),
@@ -262,28 +262,28 @@ class RunningGuest:
             scratch=str(scratch),
             address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
             readable=readable,
-            handed=len(state) if handed else 0,
+            handed=len(state) if handing else 0,
         )
         try:
-            await self.channel.send_bulk(start, b"" if handed else state, ready=ready)
+            await self.channel.send_bulk(start, self._hand_over(child, state) if handing else state, ready=ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The guest died before reading; the message reader reports why.
         except CheckpointError as error:
             self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
 
-    async def _hand_over(self, child: Child, state: bytes) -> bool:
-        """Hand `state` to `child` as a sealed memfd (see handoff.py); False when the pipe must carry it.
+    async def _hand_over(self, child: Child, state: bytes) -> AsyncIterator[bytes]:
+        """The bulk data after a GuestStart that announced `state` handed over: none once it went to `child` as
+        a sealed memfd (see handoff.py), else the state itself; a failure costs the pipe's speed, never the unit.
 
-        Sent ahead of GuestStart, the guest takes it only after the (empty) bulk data that follows
-        `ready`. A failure costs the pipe's speed, never the unit."""
-        if child.handoff is None:
-            return False
+        It runs after `ready`, while the guest settles in and loads its plugin, which the GuestStart
+        before it set going: the copy into the memfd is off the guest's path. The guest takes the fd
+        only after this data's end."""
+        assert child.handoff is not None
         try:
             await trio.to_thread.run_sync(hand_state, child.handoff, state)
         except OSError as error:
             log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
-            return False
-        return True
+            yield state
 
     async def reap(self) -> None:
         self.kill()

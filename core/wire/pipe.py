@@ -112,8 +112,10 @@ def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
     CBOR decoder reads `bytes` in place, where it would copy a bytearray whole first.
     """
     begin = read_frame(fileobj)
-    if not isinstance(begin, BulkBegin) or begin.size is None or not 0 <= begin.size <= max_size:
+    if not isinstance(begin, BulkBegin) or not (begin.size is None or 0 <= begin.size <= max_size):
         raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
+    if begin.size is None:
+        return _read_unsized(fileobj, max_size)
     data = io.BytesIO(bytes(begin.size))  # its only owner: written in place, no memset (see `Channel`'s `_room_for`)
     received = 0
     with data.getbuffer() as view:
@@ -129,6 +131,22 @@ def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
     if not isinstance(end, BulkEnd) or end.size != received or begin.size != received:
         raise ProtocolError(f"bulk transfer announced {begin.size} bytes but carried {received}")
     return data.getvalue()
+
+
+def _read_unsized(fileobj: BinaryIO, max_size: int) -> bytes:
+    """Bulk data of no announced size, gathered and joined: empty where a state was handed over instead (see
+    `guest.handoff`), and only when that failed the state itself, which then pays one more copy."""
+    parts: list[bytes] = []
+    received = 0
+    while (header := _read_header(fileobj))[0] == MessageCode.BULK_CHUNK:
+        received += header[1]
+        if received > max_size:
+            raise ProtocolError(f"bulk transfer ran past its limit of {max_size} bytes")
+        parts.append(_read_exactly(fileobj, header[1]))
+    end = decode_message(header[0], _read_exactly(fileobj, header[1]))
+    if not isinstance(end, BulkEnd) or end.size != received:
+        raise ProtocolError(f"bulk transfer carried {received} bytes but ended with {end!r}")
+    return b"".join(parts)
 
 
 def read_bulk(fileobj: BinaryIO, *, max_size: int) -> tuple[Message, bytes]:

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from frost_core.api.errors import ProtocolError
 from frost_core.guest.protocol import GuestProgress
-from frost_core.wire.framing import MAX_CHUNK_SIZE
+from frost_core.wire.codes import MessageCode
+from frost_core.wire.framing import MAX_CHUNK_SIZE, encode_frame
+from frost_core.wire.messages import BulkBegin, BulkEnd, encode_message
 from frost_core.wire.pipe import read_bulk, write_bulk
 
 
@@ -59,3 +61,22 @@ def test_a_bulk_transfer_over_its_limit_is_refused_before_it_is_read():
     with pytest.raises(ProtocolError, match="up to 1999"):
         read_bulk(stream, max_size=1999)
     assert stream.tell() < 100  # refused at BULK_BEGIN, not after buffering the data
+
+
+def unsized(chunks: list[bytes]) -> io.BytesIO:
+    """Bulk data as the node's channel sends it from pieces of no announced size (see `Channel.send_bulk`)."""
+    out = io.BytesIO()
+    out.write(encode_frame(GuestProgress.CODE, encode_message(GuestProgress(progress=0.5, steps=3))))
+    out.write(encode_frame(MessageCode.BULK_BEGIN, encode_message(BulkBegin(None))))
+    for chunk in chunks:
+        out.write(encode_frame(MessageCode.BULK_CHUNK, chunk))
+    out.write(encode_frame(MessageCode.BULK_END, encode_message(BulkEnd(sum(map(len, chunks))))))
+    return io.BytesIO(out.getvalue())
+
+
+def test_bulk_data_of_no_announced_size_arrives_whole_and_within_its_limit():
+    chunks = [bytes(range(256)) * 1024, b"", b"tail"]
+    assert read_bulk(unsized(chunks), max_size=256 * 1024 + 4)[1] == b"".join(chunks)
+    assert read_bulk(unsized([]), max_size=0)[1] == b""  # a state handed over: nothing follows
+    with pytest.raises(ProtocolError, match="past its limit of 1000"):
+        read_bulk(unsized([bytes(600), bytes(600)]), max_size=1000)
