@@ -36,7 +36,9 @@ their min / median / max, and the same ratios over the whole of evict -> running
 first step on the destination: how issue 15 measured "end to end") beside. Since issue 15 the
 guest's start event on the destination comes before the checkpoint there is durable (the guest
 loads its plugin meanwhile, and gets its state after), so the first figure no longer holds the
-destination's fsync: the second one holds everything. Run:
+destination's fsync: the second one holds everything. Since the move that streams (issue 15, later)
+an eviction's capture is sent while it comes up the guest's pipe, and the destination's start event
+may come before the source's "guest left": the first figure can then be negative, meaningless. Run:
 `.venv/bin/python bench/migration_throughput.py` (2-3 minutes; `--quick`: 1 MiB isolated, 10 MiB
 end to end).
 """

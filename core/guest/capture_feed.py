@@ -5,8 +5,9 @@ lands in the buffer the state is received into, and seals it with the SHA-256 on
 state is hashed; the move's side reads `begun`, `pieces` and `sealed` and sends them on (the
 hash as a trailer after the state). The pieces are views into that buffer: while one is held,
 the buffer cannot become the record's bytes without a copy, so once the whole state is in, the
-receiving side stops the guest (SIGSTOP: its CPU is free from then on, as a kill would make it)
-and waits for the sender to catch up (`FEED_LAG` at most) before it lets go of the buffer.
+receiving side says so (the eviction kills the guest then, as without a move) and waits for the
+sender to catch up (`FEED_LAG` at most) before it lets go of the buffer. A state that does not
+come whole (the guest missed its deadline, or died) fails the sender at once.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from frost_core.api.errors import CheckpointError
 from frost_core.wire.channel import BulkSink
 
 FEED_LAG = 5.0
-"""Seconds the pipe's receiver waits, once the whole state is in and the guest stopped, for the move
-to have sent every piece (on loopback 100 MiB go in ~0.1-0.4 s); past that the state is copied out
-of the buffer the pieces still point into (a 100 MiB copy, ~50 ms) and the capture goes on."""
+"""Seconds the pipe's receiver waits, once the whole state is in (the guest killed meanwhile), for the
+move to have sent every piece (on loopback 100 MiB go in ~0.1-0.4 s); past that the state is copied
+out of the buffer the pieces still point into (a 100 MiB copy, ~50 ms) and the capture goes on."""
 
 
 class CaptureFeed:
@@ -129,7 +130,7 @@ class CaptureFeed:
 
 class FeedingSink:
     """A `BulkSink` that hands each piece to `inner` (the durable write) and to a `CaptureFeed`;
-    `whole` is called once every byte is in (the guest has nothing more to send: stop it)."""
+    `whole` is called once every byte is in (the guest has nothing more to send)."""
 
     def __init__(self, inner: BulkSink, feed: CaptureFeed, identity: dict[str, Any],
                  whole: Callable[[], None]) -> None:
@@ -148,5 +149,7 @@ class FeedingSink:
     async def drained(self) -> None:
         if self._received == self._feed.size:
             self._whole()
+        else:
+            self._feed.close("the guest's state did not come whole")
         await self._inner.drained()
         await self._feed.caught_up(FEED_LAG)

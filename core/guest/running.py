@@ -116,6 +116,8 @@ class _Pending:
     request_id: int
     sent_at: float
     received: trio.Event = dataclasses.field(default_factory=trio.Event)
+    arrived: trio.Event = dataclasses.field(default_factory=trio.Event)
+    """The whole state is off the pipe (set with `received`, or before it while a move still sends it on)."""
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
     record: CheckpointRecord | None = None
 
@@ -436,11 +438,16 @@ class RunningGuest:
                         seq=self.next_seq, taken_at=time.time())
         staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
         feed = self.host.take_feed(task.task_id) if self.evicting else None  # a move sends it on as it comes
-        sink = staging if feed is None else FeedingSink(staging, feed, identity, self._stop_for_capture)
+        sink = staging if feed is None else FeedingSink(staging, feed, identity, pending.arrived.set)
         behind = False
         try:
-            data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=sink)
+            try:
+                data = await self.channel.receive_bulk_data(max_size=self.host.settings.max_state_bytes, sink=sink)
+            except BaseException:
+                pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+                raise
             self.progress = message.progress
+            pending.arrived.set()
             pending.received.set()
             if self.evicting:
                 behind = await self._settle_behind(pending, message, identity, data, staging, feed)
@@ -454,11 +461,6 @@ class RunningGuest:
                 feed.close("the guest's state did not come whole")  # (a no-op once sealed)
             if not behind:
                 await staging.abort()  # a no-op once the checkpoint is in place
-
-    def _stop_for_capture(self) -> None:
-        """The whole capture is in while a move still sends it: stop the guest now (SIGSTOP; a SIGKILL
-        follows once the state is in hand, as for any eviction), its CPU is the owner's."""
-        self.signal(signal.SIGSTOP)
 
     async def _settle_behind(self, pending: _Pending, message: GuestCheckpoint, identity: dict,
                              data: bytes, staging: StagingSink, feed: CaptureFeed | None) -> bool:
@@ -732,10 +734,10 @@ class RunningGuest:
             self.kill()
             return self.last_record
         with trio.move_on_after(deadline):
-            await pending.received.wait()
+            await pending.arrived.wait()  # (a move may still be sending it on: the guest need not wait for that)
         self._sample_cpu()  # its last CPU time, which its Evicted outcome carries
         self.kill()  # the state is in hand (or late): free the CPU before the disk write
-        if pending.received.is_set():
+        if pending.arrived.is_set():
             await pending.done.wait()
         return pending.record or self.last_record
 
