@@ -168,3 +168,14 @@ async def test_no_spare_waits_when_the_owner_wants_none(tmp_path):
             await trio.sleep(0.2)
             assert not waiting_workers()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_workers_exit_handlers_still_run(tmp_path):
+    marker = tmp_path / "cleaned"
+    info = write(tmp_path, good_source().replace(
+        "def split(self, params):\n",
+        f"def split(self, params):\n        import atexit, pathlib\n"
+        f"        atexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes')\n",
+    ))
+    assert len(await split_units(info, {})) == 3
+    assert marker.read_text() == "yes"  # a plugin's clean-up at exit (a temporary folder's, say) still happens
