@@ -9,6 +9,7 @@ plugin code ever runs twice in one process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -69,7 +70,8 @@ class SpareWorker:
                     gone, self._spare = self._spare, None
                     await close_worker(gone)
                 if self._spare is None and self.wanted():
-                    self._spare = await start_worker()
+                    with contextlib.suppress(OSError):  # no process to spare now (fork refused): the next look tries
+                        self._spare = await start_worker()
                 self._taken = trio.Event()
                 with trio.move_on_after(CHECK_INTERVAL):
                     await self._taken.wait()

@@ -179,3 +179,20 @@ async def test_a_workers_exit_handlers_still_run(tmp_path):
     ))
     assert len(await split_units(info, {})) == 3
     assert marker.read_text() == "yes"  # a plugin's clean-up at exit (a temporary folder's, say) still happens
+
+
+async def test_a_spare_that_cannot_start_leaves_the_calls_to_fresh_workers(tmp_path, monkeypatch):
+    info = write(tmp_path, PID_SOURCE)
+
+    async def refused() -> trio.Process:
+        raise BlockingIOError("fork refused")
+
+    monkeypatch.setattr("frost_core.plugin.spare.start_worker", refused)
+    spare = SpareWorker(lambda: True)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(spare.keep_warm)
+            await trio.sleep(0.1)
+            monkeypatch.undo()  # the calls' own fresh workers start again
+            assert len(await split_units(info, {}, spare=spare)) == 3
+            nursery.cancel_scope.cancel()
