@@ -26,15 +26,19 @@ Baselines, same bytes (the enveloped state), same directory:
   the least any crash-safe replace must do.
 Each round times every variant in rotating order after WARMUP unmeasured rounds; a ratio
 baseline/variant is taken within each round and its median reported, so a slow moment of the
-shared machine hits both sides of a ratio alike. An untimed pause of SETTLE seconds follows each
-variant (since 2026-11-26 09:00 UTC), so that work one leaves behind (the store frees a replaced
-checkpoint in a thread once the commit returned, as a node does between checkpoints minutes apart)
-does not land in the next one's time. Quick run: `--sizes 0.1,1`.
+shared machine hits both sides of a ratio alike. After each variant the next one waits, untimed,
+until no file of the run is held open after its removal (since 2026-11-26): the store frees a
+replaced checkpoint in a thread once the commit returned, as a node does between checkpoints
+minutes apart, and that work must not land in the next variant's time (in a fixed order, "raw"
+always follows "node"). A fixed 30 ms sleep did that in two runs of 2026-11-26 and made the
+guest's path ~1 ms slower even on tmpfs: after a sleep each of its process and thread wake-ups
+finds an idle CPU to wake first. Quick run: `--sizes 0.1,1`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import statistics
@@ -65,8 +69,6 @@ from frost_core.wire.pipe import read_frame, write_bulk  # noqa: E402
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}
 """Measured rounds per state size in MB (each round times every variant and both baselines once)."""
 WARMUP = 2
-SETTLE = 0.03
-"""Seconds between two timed variants (ext4 frees 100 MB in ~25 ms)."""
 LIMIT = 1 << 40
 GOAL_RAW = 0.6
 """Of raw write+fsync, from 1 MB up."""
@@ -208,7 +210,7 @@ async def _main() -> None:
             }
             times: dict[str, list[float]] = {name: [] for name in runs}
             try:
-                await _time_rounds(runs, {"guest"}, times, WARMUP + repeats)
+                await _time_rounds(runs, {"guest"}, times, WARMUP + repeats, folder)
             finally:
                 await guest.aclose()
             variants = ("guest", "guest_from_thread", "bare", "node")
@@ -247,9 +249,10 @@ async def _main() -> None:
 
 
 async def _time_rounds(runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]], in_trio: set[str],
-                       times: dict[str, list[float]], rounds: int) -> None:
+                       times: dict[str, list[float]], rounds: int, folder: Path) -> None:
     """Time each variant once a round, in rotating order: those in `in_trio` on trio's thread (as a
-    node's loop runs them), the others in a worker thread, timed there (the old guest's enters trio)."""
+    node's loop runs them), the others in a worker thread, timed there (the old guest's enters trio);
+    between two, untimed, until what one left to free under `folder` is freed."""
     for round_index in range(rounds):
         names = list(runs)
         shift = round_index % len(names)
@@ -262,7 +265,23 @@ async def _time_rounds(runs: dict[str, Callable[[], None] | Callable[[], Awaitab
                 took = await trio.to_thread.run_sync(_time_one, runs[name])
             if round_index >= WARMUP:
                 times[name].append(took)
-            await trio.sleep(SETTLE)
+            await trio.to_thread.run_sync(_wait_freed, folder)
+
+
+def _wait_freed(folder: Path) -> None:
+    """Until no file under `folder` is held open after its removal (Linux; elsewhere at once)."""
+    prefix = str(folder)
+    while any(path.startswith(prefix) and path.endswith(" (deleted)") for path in _open_files()):
+        time.sleep(0.0002)
+
+
+def _open_files() -> list[str]:
+    paths = []
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # an fd may close while it is listed
+                paths.append(os.readlink(f"/proc/self/fd/{name}"))
+    return paths
 
 
 def _time_one(run: Callable[[], None]) -> float:
