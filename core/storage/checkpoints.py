@@ -34,6 +34,7 @@ import cbor2
 
 from frost_core.api.errors import CheckpointError
 from frost_core.wire.codec import encode
+from frost_core.wire.pipe import write_pieces
 
 log = logging.getLogger("frost.checkpoints")
 
@@ -268,7 +269,7 @@ class CheckpointStore:
                 fd = self._create(temp)
                 try:
                     if digest is None and record.size < PARALLEL_HASH_FROM:
-                        _write_pieces(fd, [header, record.state])  # hashed already: one writev
+                        write_pieces(fd, [header, record.state])  # hashed already: one writev
                     else:
                         _write_all(fd, record.state, len(header))
                         if sealing:
@@ -632,17 +633,6 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
             _start_writeback(fd, offset, written)
         view = view[written:]
         offset += written
-
-
-def _write_pieces(fd: int, pieces: list[bytes]) -> None:
-    """Write `pieces` one after another from the current position: one writev unless the kernel takes less."""
-    views = [memoryview(piece) for piece in pieces if piece]
-    while views:
-        written = os.writev(fd, views)
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
-        if views:
-            views[0] = views[0][written:]
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
