@@ -80,6 +80,11 @@ class SpareWorker:
             if spare is not None:
                 await close_worker(spare)
 
+    @property
+    def pid(self) -> int | None:
+        """The waiting spare's process id; None while none waits."""
+        return None if self._spare is None else self._spare.pid
+
     async def take(self) -> trio.Process | None:
         """The waiting spare, if there is one still alive (`keep_warm` then starts the next)."""
         spare, self._spare = self._spare, None

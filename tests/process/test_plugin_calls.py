@@ -132,13 +132,16 @@ async def test_a_spare_worker_takes_the_next_request_and_another_waits_for_the_o
     with trio.fail_after(30):  # a generous bound on a hang, not a timing assertion
         async with trio.open_nursery() as nursery:
             nursery.start_soon(spare.keep_warm)
-            first = await wait_until(waiting_workers, timeout=20, what="a spare worker")
+            first = await wait_until(lambda: spare.pid, timeout=20, what="a spare worker")
+            assert first in waiting_workers()
             units = await split_units(info, {}, spare=spare)
-            assert {u.data["x"] for u in units} == first  # the split ran in the worker started ahead
-            second = await wait_until(lambda: waiting_workers() - first, timeout=20, what="the next spare")
+            assert {u.data["x"] for u in units} == {first}  # the split ran in the worker started ahead
+            second = await wait_until(lambda: spare.pid not in (None, first) and spare.pid, timeout=20,
+                                      what="the next spare")
             output = await combine_output(info, {}, [0, 1, 4], spare=spare)
             assert output.data == b"[0, 1, 4]"
-            assert await wait_until(lambda: waiting_workers() - first - second, timeout=20, what="a third spare")
+            assert await wait_until(lambda: spare.pid not in (None, first, second), timeout=20, what="a third spare")
+            assert first not in waiting_workers() and second not in waiting_workers()  # each answered once, then went
             nursery.cancel_scope.cancel()
     assert not waiting_workers()  # the spare ends with its keeper
 
@@ -149,7 +152,7 @@ async def test_a_spare_killed_from_outside_is_not_handed_a_request(tmp_path):
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(spare.keep_warm)
-            (killed,) = await wait_until(waiting_workers, timeout=20, what="a spare worker")
+            killed = await wait_until(lambda: spare.pid, timeout=20, what="a spare worker")
             os.kill(killed, 9)
             await wait_until(lambda: killed not in waiting_workers(), timeout=20, what="the spare to die")
             units = await split_units(info, {}, spare=spare)
