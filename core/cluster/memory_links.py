@@ -16,6 +16,8 @@ import trio
 from frost_core.api.errors import NodeUnavailableError
 from frost_core.cluster.links import HostSide, KeeperSide, MasterSide, offer_each, start_each
 from frost_core.cluster.messages import UnitOffer, UnitOfferReply, UnitSpec, Verdict
+from frost_core.guest.capture_feed import CaptureFeed
+from frost_core.storage.checkpoints import CheckpointRecord
 
 
 class MemoryNetwork:
@@ -73,6 +75,13 @@ class MemoryLinks:
 
     async def start_units(self, node_id: str, specs: tuple[UnitSpec, ...]) -> tuple[Verdict, ...]:
         return await start_each(self.host(node_id), self.node_id, specs)
+
+    async def start_fed(self, node_id: str, spec: UnitSpec, feed: CaptureFeed) -> Verdict:
+        """The capture gathered as it comes (there is no wire here), then started with its trailer's hash."""
+        await feed.begun()
+        state = b"".join([bytes(piece) async for piece in feed.pieces()])
+        record = CheckpointRecord(**feed.identity, state=state, sha256=await feed.sealed())
+        return await self.host(node_id).start(self.node_id, spec, record, moved=True)
 
     def _side(self, node_id: str, which: int) -> Any:
         assert self.sides is not None, "bind() first"

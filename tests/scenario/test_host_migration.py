@@ -7,7 +7,7 @@ bookkeeping are the real ones.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import cbor2
@@ -29,7 +29,8 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.guest.capture_feed import CaptureFeed
+from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore
 
 MASTER, A, B = "aaaaaaaa-master", "bbbbbbbb-host", "cccccccc-host"
 TASK = "aaaaaaaa-1.0"
@@ -52,6 +53,9 @@ class StandInGuests:
         self.state = "running"  # what every guest here reports (a test pauses them)
         self.cpu = 10.0         # the CPU each guest's process has used, at every look and at its end
         self._tasks: dict[str, GuestTask] = {}
+        self.streams = False    # True: a capture goes to a move's feed as it comes, as from a real guest's pipe
+        self.trailer: Callable[[str], str] = lambda sha256: sha256   # what the feed is sealed with
+        self._feeds: dict[str, CaptureFeed] = {}
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
                   task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
@@ -72,20 +76,29 @@ class StandInGuests:
     async def capture(self, task_id: str, deadline: float) -> CheckpointRecord | None:
         if task_id not in self._ends:
             raise KeyError(task_id)
+        await trio.sleep(0.05)  # the guest answers at its next migration point
         task = self._tasks[task_id]
         latest = self.store.latest(task_id)
         record = self.store.commit(task_id=task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
                                    plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
                                    seq=(latest.seq + 1) if latest else 1, taken_at=0.0, state=b"state of " + A.encode())
+        feed = self._feeds.pop(task_id, None)
+        if feed is not None:
+            feed.begin({name: getattr(record, name) for name in IDENTITY}, record.size)
+            feed.filled(memoryview(record.state))
+            feed.seal(self.trailer(record.sha256))
         self._end(task_id, Evicted(record, cpu_seconds=self.cpu))
         return record
 
     async def settled(self, task_id: str) -> None:
         """Captures here are durable before capture() returns."""
 
-    def feed_capture(self, task_id: str, feed) -> bool:
-        """No pipe here: a capture is whole at once, so a move sends it whole."""
-        return False
+    def feed_capture(self, task_id: str, feed: CaptureFeed) -> bool:
+        """Unless `streams`, no pipe here: a capture is whole at once, so a move sends it whole."""
+        if not self.streams or task_id not in self._ends:
+            return False
+        self._feeds[task_id] = feed
+        return True
 
     async def evict(self, task_id: str | None = None, *, deadline: float | None = None) -> tuple[str, ...]:
         ids = [t for t in list(self._ends) if task_id in (None, t)]
@@ -161,13 +174,14 @@ class Cluster:
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
         self.accepting = {A: True, B: True}   # False: the owner paused hosting there
         self.outboxes: list[Outbox] = []
+        self.events: dict[str, EventLog] = {}
         self.given: list[tuple[str, str, str, int, float]] = []   # (host, master, task, epoch, CPU) of every run
         self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
         self.nursery = nursery
 
     def _host(self, node: str, data_dir: Path) -> HostService:
         links = self.network.links(node)
-        events = EventLog()
+        events = self.events[node] = EventLog()
         others = tuple(n for n in (A, B) if n != node)
         migrator = Migrator(node_id=node, supervisor=self.guests[node], links=links, events=events,  # type: ignore[arg-type]
                             destinations=lambda hosted, state_bytes: others, observe_transfer=lambda *args: None,
@@ -268,6 +282,25 @@ async def test_an_evicted_unit_relocates_to_the_peer_the_ranking_names(tmp_path,
             await cluster.master.told_of_a_move.wait()  # the last step of the hand-over: B runs it, A let go
         assert cluster.running(B) == [TASK] and cluster.running(A) == [] and cluster.master.returned == []
         assert cluster.master.moved == [(A, TASK, 2, B)]
+
+
+@pytest.mark.parametrize("trailer", ["sound", "damaged"])
+async def test_an_evicted_units_capture_goes_as_it_comes_and_a_damaged_trailer_sends_it_again_whole(
+        tmp_path, autojump_clock, trailer):
+    async with running_cluster(tmp_path) as cluster:
+        cluster.guests[A].streams = True
+        if trailer == "damaged":
+            cluster.guests[A].trailer = lambda sha256: ("1" if sha256[0] == "0" else "0") + sha256[1:]
+        assert await cluster.hosts[A].evict(TASK) == (TASK,)
+        with trio.fail_after(60):
+            await cluster.master.told_of_a_move.wait()
+        assert cluster.running(B) == [TASK] and cluster.running(A) == [] and cluster.master.moved == [(A, TASK, 2, B)]
+        arrived = cluster.guests[B].started[TASK]
+        assert arrived is not None and arrived.seq == 1 and arrived.state == b"state of " + A.encode()
+        assert cluster.guests[B].store.latest(TASK) == arrived.verify(), "B keeps A's capture, bit-identical"
+        moved = [e.message for e in cluster.events[A].recent() if e.kind == "move"]
+        how = "sent while it was captured" if trailer == "sound" else "sent whole"
+        assert len(moved) == 1 and how in moved[0], moved
 
 
 async def test_a_replica_tells_the_master_the_progress_and_cpu_time_its_checkpoint_was_taken_at(tmp_path, autojump_clock):
