@@ -96,8 +96,12 @@ class WarmSpare:
                     await close_spare(dead)
                 if self.wanted() and self._spare is None:
                     spare = await start_child(self.folder, self.options())
-                    with contextlib.suppress(OSError):
-                        spare.cgroup = await trio.to_thread.run_sync(self.contain, spare.process.pid)
+                    try:
+                        with contextlib.suppress(OSError):
+                            spare.cgroup = await trio.to_thread.run_sync(self.contain, spare.process.pid)
+                    except BaseException:  # cancelled before it was ours to close in `finally` below
+                        await close_spare(spare)
+                        raise
                     self._spare = spare
                 elif not self.wanted() and self._spare is not None:
                     spare, self._spare = self._spare, None
