@@ -1,3 +1,5 @@
+import signal
+
 import pytest
 
 from frost_core.wire.security import ClusterKey
@@ -25,4 +27,8 @@ def nodes(tmp_path, cluster_key):
 
     yield start
     for node in started:
+        ended_alone = node.process.poll() not in (None, 0, -signal.SIGKILL)  # not stopped, nor killed by the test
         node.stop()
+        if ended_alone:  # shown with the failing test's report: the node's log goes with tmp_path
+            print(f"node {node.name} ended by itself (exit {node.process.returncode}); the end of its output:")
+            print("".join((node.data_dir / "stdout.log").read_text(errors="replace").splitlines(True)[-60:]))
