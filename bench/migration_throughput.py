@@ -292,21 +292,25 @@ def main() -> None:
             print(f"{size} end to end: no eviction moved the unit ({f['not_moved_but_requeued']})")
             continue
         goal = GOALS[f["state_MiB"]]
+        f["goal_ratio_to_kept"], f["goal_met_by_evict_to_running"] = goal, f["median_whole_ratio_to_kept"] >= goal
         spread = [f"{f['min_' + name]:.2f} / {f['median_' + name]:.2f} / {f['max_' + name]:.2f}"
                   for name in ("ratio_to_kept", "ratio", "whole_ratio_to_kept", "whole_ratio")]
         ends.append([size, f"{len(f['per_trial'])} (+{len(f['not_moved_but_requeued'])} via queue)", f["median_raw_kept_MBps"], f["median_raw_socket_MBps"],
-                     f["median_move_MBps"], *spread, f"{goal}: {'yes' if f['median_ratio_to_kept'] >= goal else 'NO'}",
+                     f["median_move_MBps"], *spread,
+                     f"{goal}: {'yes' if f['median_whole_ratio_to_kept'] >= goal else 'NO'}",
                      f["median_evict_to_running_ms"], f["p95_evict_to_running_ms"]])
     print_table(["checkpoint", "raw kept MB/s", "raw discarded MB/s", "channel MB/s", "move MB/s",
-                 "channel/discarded", "move/discarded", "move/kept", "issue 15 goal of kept",
+                 "channel/discarded", "move/discarded", "move/kept", "issue 15 goal of kept (the transfer alone)",
                  f"issue 4: >= {GOAL_RATIO:.0%} of kept"], rows)
     print("\nend to end, real nodes (guest left the source -> guest started on the destination):")
     print_table(["state", "trials", "raw kept MB/s", "raw discarded MB/s", "move MB/s",
                  "move/kept min/med/max", "move/discarded min/med/max", "evict->running: /kept",
-                 "/discarded", "issue 15 goal of kept (median)", "evict->running p50 ms", "p95"], ends)
+                 "/discarded", "issue 15 goal (evict->running / kept, median)", "evict->running p50 ms", "p95"], ends)
     print("move/...: over guest left the source -> its start event on the destination (since issue 15 that event "
           "comes before the destination's fsync ends, which the guest's state waits for); evict->running /...: "
-          "over the whole evict call -> first step on the destination, as issue 15 measured 'end to end'")
+          "over the whole evict call -> first step on the destination, as issue 15 measured 'end to end', and what "
+          "its goal is judged on (since the capture streams, 'left -> started' overlaps the capture and can even be "
+          "negative: it is no measure of the move)")
     write_results("migration_throughput", {
         "setup": "isolated: UnitStart over an authenticated channel from this process to a receiver process whose "
                  "host side answers at once, against raw TCP copies to the same process that keep the bytes "
