@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 SIZE = (132, 40)
 MONOSPACE_FONT = "DejaVu Sans Mono"
 BRAILLE_FONT = "DejaVu Sans"
+SETTLE_TRIES = 10
+"""Exports after the first, 50 ms apart, a shot waits at most for two in a row to agree."""
 _BRAILLE_TEXT = re.compile(r"<text [^>]*>[\u2800-\u28ff]+</text>")
 
 # (file stem, keys to press after start-up) for each picture
@@ -44,13 +46,26 @@ async def take_shots(app: App, pilot: Pilot, shots=SHOTS) -> dict[str, str]:
     for stem, keys in shots:
         for key in keys:
             await pilot.press(key)
-        await pilot.pause()
-        svgs[stem] = app.export_screenshot(title="frost-tui")
+        svgs[stem] = await settled_screenshot(app, pilot)
         while len(app.screen_stack) > 1:
             app.pop_screen()
         await pilot.press("1")
         await pilot.pause()
     return svgs
+
+
+async def settled_screenshot(app: App, pilot: Pilot, tries: int = SETTLE_TRIES) -> str:
+    """The screen once two exports in a row agree: on a loaded machine one `pause` could return while a
+    refresh was still on its way (a CI run's Settings picture once differed from its stored one this way)."""
+    await pilot.pause()
+    svg = app.export_screenshot(title="frost-tui")
+    for _ in range(tries):
+        await pilot.pause(0.05)
+        again = app.export_screenshot(title="frost-tui")
+        if again == svg:
+            break
+        svg = again
+    return svg
 
 
 def convert_to_png(svg: Path) -> Path:
