@@ -80,9 +80,11 @@ def move_and_wait(master, task_id: str, destination, assignment_id: str) -> None
              what=f"the master to learn that {destination.data_dir.name} runs the unit")
     arrived = wait_for(lambda: [g["progress"] for g in destination.call("status")["guests"] if g["task_id"] == task_id],
                        timeout=20, what="the guest at its new host")
+    # "running", not just more progress: a resumed guest reports its state's progress before its first
+    # step (state "starting"), which can be ahead of what was seen as it arrived (0 before that report).
     wait_for(lambda: [g["progress"] for g in destination.call("status")["guests"]
-                      if g["task_id"] == task_id and g["progress"] > arrived[0]], timeout=30,
-             what=f"the unit to make progress on {destination.data_dir.name}")
+                      if g["task_id"] == task_id and g["state"] == "running" and g["progress"] > arrived[0]],
+             timeout=30, what=f"the unit to make progress on {destination.data_dir.name}")
 
 
 def test_a_moving_unit_keeps_its_input_and_output_files(nodes, tmp_path):
