@@ -689,6 +689,11 @@ class HostService:
         seq, progress, cpu = hosted.checkpoint
         progress, cpu = (progress, cpu) if seq == record.seq else (0.0, 0.0)
         try:
+            try:
+                record = await trio.to_thread.run_sync(record.loaded)  # a guest's handed state is on disk only
+            except (FrostError, OSError) as error:
+                log.info("replica of %s not sent: its checkpoint cannot be read back: %s", record.task_id, error)
+                return
             for index, holder in enumerate([None, *holders[:k]]):
                 try:
                     if holder is None:

@@ -5,7 +5,7 @@ runs, so none ever runs at a higher priority, without its cap, unconfined or as 
 file and the modules it imports are read as the node's user (preload.py), then the child confines
 its files and drops its user and capabilities, then it executes the plugin. The protocol runs on two
 private pipe fds given on the command line, a saved state may come as a sealed memfd on a third
-(handoff.py); fd 1 and 2 belong to the plugin (its prints go to the node's event log), so a stray
+(handoff.py), and its checkpoints may leave through a memfd the node sends on it; fd 1 and 2 belong to the plugin (its prints go to the node's event log), so a stray
 print cannot corrupt a frame.
 
 After a unit's result the process stays warm: it waits on its pipe for the next unit of the same
@@ -16,6 +16,8 @@ imported; its sandbox is per process and stays as it is. It exits when the node 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import mmap
 import os
 import select
@@ -31,13 +33,14 @@ from frost_core.guest.limits import MIB, apply_memory_limits
 from frost_core.guest import envelope
 from frost_core.guest.confine import become_user, leave_network, restrict_files
 from frost_core.guest.failure import GuestFailure, PipeLost
-from frost_core.guest.handoff import receive_state
+from frost_core.guest.handoff import GuestHandoff, fill_outbox
 from frost_core.guest.member import run_member
 from frost_core.guest.preload import import_codecs, import_named_modules, read_plugin
 from frost_core.guest.priority import drop_capabilities, forbid_raising, lower_priority
 from frost_core.guest.refusals import RefusalLog, watch_refusals
 from frost_core.guest.protocol import (
     GuestCheckpoint,
+    GuestCheckpointHash,
     GuestCheckpointRequest,
     GuestDenied,
     GuestFailed,
@@ -55,6 +58,7 @@ from frost_core.plugin.api import Done, Plugin, WorkUnit, collect_outputs, unit_
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
+from frost_core.storage.checkpoints import PARALLEL_HASH_FROM
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 EXIT_FAILED = 3
@@ -74,8 +78,9 @@ class GuestRunner:
                  handoff: socket.socket | None = None) -> None:
         self.inbox = inbox
         self.outbox = outbox
-        self.handoff = handoff
-        """Where the node hands a unit's saved state over as a sealed memfd (see handoff.py); None where it cannot."""
+        self.handoff = GuestHandoff(handoff) if handoff is not None else None
+        """Where the node hands a unit's saved state over as a sealed memfd, and the memfd checkpoints go out
+        through (see handoff.py); None where it cannot."""
         self.strict = strict
         self.user = user
         """The (uid, gid) to drop to before plugin code runs (a root node's guests); None keeps the node's."""
@@ -132,7 +137,7 @@ class GuestRunner:
         node let it go), mapped read-only."""
         if self.handoff is None or not 0 < start.handed <= start.max_state_bytes:
             raise ProtocolError(f"a handed state of {start.handed} bytes that this guest cannot take")
-        return receive_state(self.handoff, start.handed)
+        return self.handoff.state(start.handed)
 
     def _next_start(self, first: GuestStart) -> GuestStart | None:
         """Wait, blocked on the pipe (no CPU), for the next unit; None once the node closes the pipe.
@@ -227,7 +232,30 @@ class GuestRunner:
                 steps=self.steps,
                 encode_seconds=time.perf_counter() - began,
             )
-            write_bulk(self.outbox, header, data)
+            if not self._hand_out(request, header, data):
+                write_bulk(self.outbox, header, data)
+
+    def _hand_out(self, request: GuestCheckpointRequest, header: GuestCheckpoint, pieces: list[bytes]) -> bool:
+        """Answer through the checkpoint memfd where the request allows it and the node sent one; False if not
+        (the pipe then). A big state's hash follows its answer: the node copies the memfd meanwhile."""
+        outbox = self.handoff.newest_outbox() if request.hash_prefix and self.handoff is not None else None
+        if outbox is None:
+            return False
+        try:
+            size = fill_outbox(outbox, pieces)
+        except OSError as error:
+            write_frame(self.outbox, GuestLog(level="warning", text=f"checkpoint through the pipe: its memfd: {error}"))
+            return False
+        hasher = hashlib.sha256(request.hash_prefix)
+        if size >= PARALLEL_HASH_FROM:
+            write_frame(self.outbox, dataclasses.replace(header, handed=size))
+        for piece in pieces:
+            hasher.update(piece)
+        if size >= PARALLEL_HASH_FROM:
+            write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=hasher.hexdigest()))
+        else:
+            write_frame(self.outbox, dataclasses.replace(header, handed=size, sha256=hasher.hexdigest()))
+        return True
 
     # --- files (plugin_api.UnitFiles) -------------------------------------------------------
 

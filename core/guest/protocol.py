@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from frost_core.plugin.limits import MAX_OUTBOX_BYTES
+from frost_core.storage.checkpoints import HEADER_CAP
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 
@@ -58,21 +59,42 @@ class GuestCheckpointRequest(Message):
     """Node -> guest: send your state at the next migration point."""
 
     CODE = MessageCode.GUEST_CHECKPOINT_REQUEST
-    MAX_SIZE = 64
+    MAX_SIZE = 64 + HEADER_CAP
     request_id: int
+    hash_prefix: bytes = b""
+    """What the checkpoint's SHA-256 hashes before the state (`checkpoints.identity_prefix`): given, the guest
+    may answer through the checkpoint memfd the node sent it (see handoff.py), with the size and that hash,
+    instead of sending the state up the pipe. Empty: through the pipe (a move's capture, which the node
+    sends on while it comes up)."""
 
 
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestCheckpoint(Message):
-    """Guest -> node: answers a request; the canonical CBOR state follows as bulk data."""
+    """Guest -> node: answers a request; the canonical CBOR state follows as bulk data, unless it is `handed`."""
 
     CODE = MessageCode.GUEST_CHECKPOINT
-    MAX_SIZE = 128
+    MAX_SIZE = 256
     request_id: int
     progress: float
     steps: int
     encode_seconds: float
+    handed: int = 0
+    """The state's size when it is in the checkpoint memfd (no bulk data follows); 0: it follows as bulk data."""
+    sha256: str = ""
+    """With `handed`: the hash of the request's `hash_prefix` and the state, or "" when a GuestCheckpointHash
+    follows with it (a big state: the node copies it while the guest hashes)."""
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class GuestCheckpointHash(Message):
+    """Guest -> node, right after a handed GuestCheckpoint without its hash: the hash, once taken."""
+
+    CODE = MessageCode.GUEST_CHECKPOINT_HASH
+    MAX_SIZE = 128
+    request_id: int
+    sha256: str
 
 
 @register

@@ -17,7 +17,9 @@ import signal
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 from typing import Protocol
 
 import psutil
@@ -30,11 +32,12 @@ from frost_core.guest.capture_feed import CaptureFeed, FeedingSink
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
-from frost_core.guest.handoff import hand_state
+from frost_core.guest.handoff import hand_outbox, hand_state, open_outbox
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
+    GuestCheckpointHash,
     GuestCheckpointRequest,
     GuestDenied,
     GuestFailed,
@@ -60,7 +63,7 @@ from frost_core.guest.views import (
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import encode_plain
 from frost_core.policies.checkpoint_interval import young_interval
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, identity_prefix
 from frost_core.storage.staging import STAGE_FROM, StagingSink
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
@@ -69,6 +72,9 @@ MAX_LOG_LINE = 1000
 CPU_WINDOW = 1.0
 PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
+KEEP_OUTBOX_BYTES = 4 << 20
+"""A checkpoint memfd that held more than this is emptied once its state is on disk (its pages are charged to
+the guest, which must not hold a big state twice); a smaller one keeps its pages for the next checkpoint."""
 
 log = logging.getLogger("frost.guest")
 
@@ -120,6 +126,8 @@ class _Pending:
     """The whole state is off the pipe (set with `received`, or before it while a move still sends it on)."""
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
     record: CheckpointRecord | None = None
+    identity: dict[str, Any] | None = None
+    """The checkpoint's identity when the request let the guest answer through the checkpoint memfd."""
 
 
 class RunningGuest:
@@ -168,6 +176,12 @@ class RunningGuest:
         """The guest's own cgroup (see containment.py); None where the machine offers none."""
         self.scratch: Path | None = None
         self.fork_refusals = 0
+        self.outbox: int | None = None
+        """The checkpoint memfd sent to the guest (see handoff.py), once a request let it answer through one."""
+        self.outbox_closed = False
+        """Its message reader has ended: no checkpoint comes through a memfd any more."""
+        self.started = False
+        """GuestStart and its state have gone: whatever else goes on the hand-off socket goes after them."""
 
     @property
     def paused(self) -> bool:
@@ -272,6 +286,8 @@ class RunningGuest:
             pass  # The guest died before reading; the message reader reports why.
         except CheckpointError as error:
             self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
+        finally:
+            self.started = True
 
     async def _hand_over(self, child: Child, state: bytes) -> AsyncIterator[bytes]:
         """The bulk data after a GuestStart that announced `state` handed over: none once it went to `child` as
@@ -340,6 +356,8 @@ class RunningGuest:
             problem = None
         except ProtocolError as error:
             problem = error.message
+        finally:
+            self._close_outbox()  # only this task copies from it, and it is done
         if self.killed or self.outcome is not None:
             return
         assert self.process is not None
@@ -425,6 +443,13 @@ class RunningGuest:
         self.emit("guest-log", f"input file {name} ready ({wanted.size} bytes)")
         return GuestFileReady(name=name, path=str(path))
 
+    def _identity(self) -> dict[str, Any]:
+        """The identity fields of the checkpoint the guest is asked for now (`checkpoints.IDENTITY`)."""
+        task = self.task
+        return dict(task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
+                    plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
+                    seq=self.next_seq, taken_at=time.time())
+
     async def _take_checkpoint(self, message: GuestCheckpoint) -> None:
         """Receive the state the guest sends for the open request; a big one is written to disk and
         hashed while it comes up the pipe, so only the fsync and the rename wait for its end."""
@@ -432,12 +457,13 @@ class RunningGuest:
         pending = self.pending
         if pending is None or pending.request_id != message.request_id:
             raise ProtocolError(f"the guest answered checkpoint request {message.request_id}, which is not open")
-        task, store = self.task, self.host.store
-        identity = dict(task_id=task.task_id, plugin_name=task.plugin_name, plugin_version=task.plugin_version,
-                        plugin_hash=task.plugin_hash, unit_index=task.unit.index, epoch=task.epoch,
-                        seq=self.next_seq, taken_at=time.time())
+        if message.handed:
+            await self._take_handed(pending, message)
+            return
+        store = self.host.store
+        identity = self._identity()
         staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
-        feed = self.host.take_feed(task.task_id) if self.evicting else None  # a move sends it on as it comes
+        feed = self.host.take_feed(self.task.task_id) if self.evicting else None  # a move sends it on as it comes
         sink = staging if feed is None else FeedingSink(staging, feed, identity, pending.arrived.set)
         behind = False
         try:
@@ -461,6 +487,74 @@ class RunningGuest:
                 feed.close("the guest's state did not come whole")  # (a no-op once sealed)
             if not behind:
                 await staging.abort()  # a no-op once the checkpoint is in place
+
+    async def _take_handed(self, pending: _Pending, message: GuestCheckpoint) -> None:
+        """The state is in the checkpoint memfd: copied to disk kernel to kernel (never through this process's
+        memory), a big one while the guest hashes it, its hash coming after the answer."""
+        assert self.channel is not None
+        if pending.identity is None or self.outbox is None:
+            raise ProtocolError("the guest answered through a checkpoint memfd it was not asked to use")
+        sha256: Future[str] = Future()
+        copying = self.host.store.copy_handed(self.outbox, message.handed, self.host.settings.max_state_bytes,
+                                              sha256, **pending.identity)
+        try:
+            sha256.set_result(message.sha256 or await self._receive_hash(message.request_id))
+        except BaseException:
+            sha256.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
+            pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+            raise
+        self.progress = message.progress
+        pending.arrived.set()  # the guest may go now: the state stays in the memfd this node holds
+        pending.received.set()
+        await self._store_checkpoint(pending, message, functools.partial(self._settle_handed, copying, message.handed))
+
+    async def _receive_hash(self, request_id: int) -> str:
+        assert self.channel is not None
+        message = await self.channel.receive()
+        if not isinstance(message, GuestCheckpointHash) or message.request_id != request_id:
+            raise ProtocolError(f"the guest sent {type(message).__name__} where the hash of checkpoint request "
+                                f"{request_id} belongs")
+        return message.sha256
+
+    def _settle_handed(self, copying: Future[CheckpointRecord], size: int) -> CheckpointRecord:
+        """Wait for a handed state's copy to be durable (in a worker thread); then empty a big state's memfd."""
+        try:
+            return copying.result()
+        finally:
+            if size > KEEP_OUTBOX_BYTES and self.outbox is not None:
+                try:
+                    os.ftruncate(self.outbox, 0)
+                except OSError as error:
+                    log.debug("task %s: its checkpoint memfd stays full: %s", self.task.task_id, error)
+
+    def _open_outbox(self) -> bool:
+        """Whether the guest may answer the next request through its checkpoint memfd, sending it one if it has
+        none yet. Not for a move's capture (the node sends that on as it comes up the pipe), nor before the
+        unit's GuestStart and its state have gone (a saved state handed over comes first on that socket)."""
+        if self.outbox is not None:
+            return not self.evicting
+        handoff = self.child.handoff if self.child is not None else None
+        if handoff is None or self.evicting or not self.started or self.outbox_closed:
+            return False
+        try:
+            fd = open_outbox()
+        except OSError as error:
+            log.debug("task %s: checkpoints go through the pipe: %s", self.task.task_id, error)
+            return False
+        try:
+            hand_outbox(handoff, fd)
+        except OSError as error:
+            os.close(fd)
+            log.debug("task %s: checkpoints go through the pipe: %s", self.task.task_id, error)
+            return False
+        self.outbox = fd
+        return True
+
+    def _close_outbox(self) -> None:
+        self.outbox_closed = True
+        if self.outbox is not None:
+            os.close(self.outbox)
+            self.outbox = None
 
     async def _settle_behind(self, pending: _Pending, message: GuestCheckpoint, identity: dict,
                              data: bytes, staging: StagingSink, feed: CaptureFeed | None) -> bool:
@@ -656,10 +750,14 @@ class RunningGuest:
             return None  # still starting: nothing to ask yet
         if self.pending is None:
             pending = self.pending = _Pending(self.host.next_request_id(), trio.current_time())
+            request = GuestCheckpointRequest(request_id=pending.request_id)
+            if self._open_outbox():
+                pending.identity = self._identity()
+                request = dataclasses.replace(request, hash_prefix=identity_prefix(pending.identity))
             try:
                 # Shielded: a frame cut by a cancel would garble the pipe a warm process keeps for its next unit.
                 with trio.CancelScope(shield=True):
-                    await self.channel.send(GuestCheckpointRequest(request_id=pending.request_id))
+                    await self.channel.send(request)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.pending = None
         return self.pending
@@ -723,6 +821,8 @@ class RunningGuest:
             # It must run to answer; at idle priority that costs the owner nothing noticeable.
             self._thaw()
         record = await self._checkpoint_then_kill(deadline)
+        if record is not None:  # it leaves: a state handed through the memfd is read back once, off the loop
+            record = await trio.to_thread.run_sync(record.loaded)
         self.finish(Evicted(record, progress=self.progress))
         if self.process is not None:
             await self.process.wait()  # gone, not just signalled, when evict() returns

@@ -108,3 +108,4 @@ class MessageCode(enum.IntEnum):
     GUEST_MEMBER_FINISH = 217
     GUEST_MEMBER_RESULT = 218
     GUEST_MEMBER_READY = 219
+    GUEST_CHECKPOINT_HASH = 220  # after a GUEST_CHECKPOINT handed through the checkpoint memfd

@@ -2,6 +2,7 @@
 
 import dataclasses
 import errno
+import hashlib
 import logging
 import os
 import random
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -476,3 +478,89 @@ def test_a_damaged_or_refused_checkpoint_written_while_it_arrives_leaves_the_old
     staged(store, good, good.state, 5000).staged.abort()  # the host did not take the unit
     assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
     assert store.latest(good.task_id) == make_record(1)
+
+
+# --- a guest's state handed over through its checkpoint memfd (guest/handoff.py) ---------------------------------
+
+def handed(state: bytes) -> int:
+    """A memfd holding `state`, as a guest fills it."""
+    fd = os.memfd_create("frost-checkpoint", os.MFD_CLOEXEC)
+    os.write(fd, state)
+    return fd
+
+
+def guest_hash(state: bytes, identity: dict = IDENTITY) -> str:
+    """What the guest sends: the hash of the request's prefix and its state, taken without the store."""
+    return hashlib.sha256(store_module.identity_prefix(identity) + state).hexdigest()
+
+
+def known(value: str) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+memfd_only = pytest.mark.skipif(not hasattr(os, "memfd_create") or not hasattr(os, "splice"), reason="Linux's")
+
+
+@memfd_only
+@pytest.mark.parametrize("size", [1000, 3 * 1024 * 1024], ids=["small", "big"])
+@pytest.mark.parametrize("copy", ["splice", "sendfile"])
+def test_a_state_handed_through_a_memfd_is_copied_bit_identical_and_sealed_as_if_written_whole(
+        tmp_path, monkeypatch, size, copy):
+    if copy == "sendfile":
+        monkeypatch.delattr(os, "splice")  # as before Python 3.10
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(size)
+    fd = handed(state)
+    try:
+        record = store.copy_handed(fd, size, size, known(guest_hash(state)), **IDENTITY).result()
+    finally:
+        os.close(fd)
+    assert isinstance(record, store_module.StoredCheckpoint) and record.size == size
+    assert record == CheckpointRecord.seal(**IDENTITY, state=state)  # the same hash and bytes as a whole write's
+    assert read_record(tmp_path / record.task_id / f"{2:016d}.ckpt").state == state  # checked on read
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    store.commit(**{**IDENTITY, "seq": 3}, state=b"newer")  # removes the file's name...
+    assert record.state == state  # ...but the record still reads its bytes, through the fd it keeps
+
+
+@memfd_only
+def test_a_memfd_shorter_than_announced_or_a_state_over_the_limit_fails_cleanly_and_keeps_the_old_one(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(2 * 1024 * 1024)
+    fd = handed(state)
+    try:
+        os.ftruncate(fd, len(state) // 2)  # a guest that cut its memfd (or lied about its size)
+        with pytest.raises(CheckpointError, match="holds 1048576 bytes, not the 2097152"):
+            store.copy_handed(fd, len(state), 1 << 30, known(guest_hash(state)), **IDENTITY).result()
+        with pytest.raises(CheckpointError, match="over the limit of 1000"):
+            store.copy_handed(fd, 1001, 1000, known(guest_hash(state)), **IDENTITY).result()
+        with pytest.raises(CheckpointError, match="malformed hash"):
+            store.copy_handed(fd, 1000, 1000, known("../" * 22), **IDENTITY).result()
+        never: Future = Future()
+        never.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
+        with pytest.raises(CheckpointError, match="never came"):
+            store.copy_handed(fd, 1000, 1000, never, **IDENTITY).result()
+    finally:
+        os.close(fd)
+    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert store.latest("abcd1234-1.0") == make_record(1)
+
+
+@memfd_only
+def test_a_guest_that_lies_about_its_hash_ruins_only_that_checkpoint_which_fails_its_check_on_read(tmp_path, caplog):
+    store = CheckpointStore(tmp_path)
+    state = os.urandom(5000)
+    fd = handed(state)
+    try:
+        store.copy_handed(fd, len(state), 1 << 20, known(guest_hash(b"another state")), **IDENTITY).result()
+    finally:
+        os.close(fd)
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        read_record(tmp_path / "abcd1234-1.0" / f"{2:016d}.ckpt")
+    with caplog.at_level(logging.WARNING, logger="frost.checkpoints"):
+        assert store.latest("abcd1234-1.0") is None  # no guest resumes from it
+    assert "skipping unreadable checkpoint" in caplog.text

@@ -31,7 +31,7 @@ def test_the_guest_maps_exactly_the_bytes_the_node_handed_and_decodes_them_from_
     value = {"blob": os.urandom(3 << 20), "rows": [{"k": k} for k in range(1000)]}
     data = b"\x00" * 7 + encode_plain(value)  # decoded from an offset, as the child skips the envelope's head
     handoff.hand_state(node_end, data)
-    mapping = handoff.receive_state(guest_end, len(data))
+    mapping = handoff.GuestHandoff(guest_end).state(len(data))
     assert mapping[:] == data
     assert decode_plain(mapping, start=7) == value
     mapping.close()  # decoding left no view on it behind
@@ -71,7 +71,7 @@ def test_a_handed_fd_that_is_not_a_sealed_memfd_of_the_announced_size_is_refused
     node_end, guest_end = pair
     handoff.hand_state(node_end, b"x" * 100)
     with pytest.raises(ProtocolError, match="sealed memfd of 99 bytes"):
-        handoff.receive_state(guest_end, 99)
+        handoff.GuestHandoff(guest_end).state(99)
     plain = tmp_path / "state"
     plain.write_bytes(b"x" * 100)
     fd = os.open(plain, os.O_RDONLY)
@@ -80,7 +80,7 @@ def test_a_handed_fd_that_is_not_a_sealed_memfd_of_the_announced_size_is_refused
     finally:
         os.close(fd)
     with pytest.raises(ProtocolError):
-        handoff.receive_state(guest_end, 100)
+        handoff.GuestHandoff(guest_end).state(100)
 
 
 def test_a_sealed_state_is_sealed_before_it_leaves(monkeypatch):
@@ -96,3 +96,30 @@ def test_a_sealed_state_is_sealed_before_it_leaves(monkeypatch):
     with pytest.raises(OSError, match="not sealed"):
         handoff.sealed_state(b"abc")
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_checkpoint_memfds_and_handed_states_share_the_socket_each_told_by_its_mark(pair):
+    node_end, guest_end = pair
+    guest = handoff.GuestHandoff(guest_end)
+    assert guest.newest_outbox() is None  # nothing sent: it does not wait
+    first, second = handoff.open_outbox(), handoff.open_outbox()
+    try:
+        handoff.hand_outbox(node_end, first)  # a unit's, never used (its request crossed its result)
+        handoff.hand_state(node_end, b"saved" * 100)  # the next unit's saved state
+        mapping = guest.state(500)  # takes the state, keeps the checkpoint memfd sent before it
+        assert mapping[:5] == b"saved"
+        mapping.close()
+        handoff.hand_outbox(node_end, second)
+        outbox = guest.newest_outbox()
+        assert os.path.samestat(os.fstat(outbox), os.fstat(second))  # the newest; the older one closed
+        assert handoff.fill_outbox(outbox, [b"a" * 3000, b"b" * 10]) == 3010
+        assert handoff.fill_outbox(outbox, [b"c" * 5]) == 5  # what the bigger state left is cut off
+        assert os.pread(second, 100, 0) == b"ccccc"  # the node reads what the guest wrote
+        handoff.hand_state(node_end, b"x" * 10)
+        with pytest.raises(ProtocolError, match="a handed state came where a checkpoint memfd belongs"):
+            guest.newest_outbox()
+    finally:
+        os.close(first)
+        os.close(second)
+        if guest.outbox is not None:
+            os.close(guest.outbox)

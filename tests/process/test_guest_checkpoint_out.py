@@ -1,0 +1,88 @@
+"""A guest's checkpoints leave through the memfd the node gives it, not its pipe: real guests, real files."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import trio
+
+from frost_core.guest import Completed, GuestSupervisor, envelope, handoff
+from frost_core.plugin.plain import decode_plain
+from frost_core.storage.checkpoints import StoredCheckpoint
+from tests.guest_kit import BALLAST, COUNTER, MIB, Recorder, broken, counter_result, fast_settings, make_task, write_plugin
+
+pytestmark = pytest.mark.skipif(not handoff.AVAILABLE, reason="memfds are Linux's")
+
+# Honest at its first checkpoint, then it lies through the runtime it shares a process with (plugin code may
+# patch it): its memfd cut to half the size it announces, or a size over any limit.
+LIAR = broken(
+    """
+    calls = []
+    def start(self, unit):
+        import sys
+        child = sys.modules["__main__"]  # the guest runtime, frost_core.guest.child
+        honest, calls = child.fill_outbox, self.calls
+        def fill(fd, pieces):
+            size = honest(fd, pieces)
+            calls.append(size)
+            if len(calls) == 1:
+                return size
+            if unit.data["lie"] == "cut":
+                os.ftruncate(fd, size // 2)
+                return size
+            return 1 << 50
+        child.fill_outbox = fill
+        return {"i": 0, "pad": b"p" * unit.data["pad"]}
+    def step(self, state):
+        if len(self.calls) >= 3:  # two lies told
+            return Done({"lies": len(self.calls) - 1})
+        return {**state, "i": state["i"] + 1}
+    def progress(self, state):
+        return 0.5
+    """
+)
+
+
+@pytest.mark.parametrize("plugin, data, memory", [
+    (COUNTER, {"n": 1500, "spin": 2000}, 8 * MIB),  # its hash comes with the answer
+    (BALLAST, {"n": 400, "mib": 2}, 64 * MIB),      # its hash follows: the node copies meanwhile
+], ids=["small", "big"])
+async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_identical(tmp_path, plugin, data, memory):
+    records = []
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
+                             on_checkpoint=lambda task, record: records.append(record))
+    path = write_plugin(tmp_path, plugin.split("class ")[1].split("(")[0].lower(), plugin)
+    task = make_task(path, data, memory=memory)
+    outcome = await guests.run(task)
+    assert isinstance(outcome, Completed)
+    if plugin is COUNTER:
+        assert outcome.value() == counter_result(path, data)
+    assert len(records) >= 2
+    assert all(isinstance(record, StoredCheckpoint) for record in records), "through the memfd, not the pipe"
+    durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)  # read back and its hash checked
+    assert durable == records[-1]
+    state = decode_plain(envelope.unpack(envelope.STATE, durable.state)[0], "state")
+    assert 0 < state["i"] <= data["n"]
+    if plugin is BALLAST:
+        assert state["ballast"] == bytes(range(256)) * (2 * 4096)
+
+
+@pytest.mark.parametrize("lie, pad, error", [
+    ("cut", 3 * MIB, "holds .* bytes, not the"),
+    ("cut", 100, "holds .* bytes, not the"),
+    ("size", 100, "over the limit"),
+])
+async def test_a_guest_that_cuts_its_memfd_or_lies_about_its_size_loses_that_checkpoint_only(tmp_path, lie, pad, error):
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "broken", LIAR)
+    task = make_task(path, {"lie": lie, "pad": pad}, memory=64 * MIB)
+    outcome = await guests.run(task)
+    assert isinstance(outcome, Completed) and outcome.value() == {"lies": 2}  # it ran on, not killed
+    errors = recorder.messages("error")
+    assert len(errors) == 2 and all(re.search(error, message) for message in errors), errors
+    assert "the previous checkpoint is kept" in errors[0]
+    assert [m.split(":")[0] for m in recorder.messages("checkpoint")] == ["checkpoint 1"]
+    durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)
+    assert durable is not None and durable.seq == 1  # the honest one stays, and reads back whole
