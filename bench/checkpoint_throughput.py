@@ -4,13 +4,22 @@ Question: how much of the disk's durable-write speed does a checkpoint keep? Goa
 the guest path >= 0.6 of raw write+fsync from 1 MB up, and >= 0.8 of a raw durable replace at
 every size. Variants, each timed once a round:
 - guest: what a checkpoint costs from the node's request to a durable file, on the path a guest's
-  takes. The node, inside trio as a node is, sends `GuestCheckpointRequest` down a pipe to a child
-  process (at normal priority: a real guest's is the lowest) that answers with the guest child's
-  own code (`GuestRunner._encode_state` and `GuestRunner._pack`: the state's CBOR pieces, then the
-  envelope with the unit's output files, none here, written with `write_bulk` up a pipe widened as
-  the supervisor widens it); the node's end reads them with `Channel.receive_bulk_data` and commits
-  them as core/guest/running.py does: from STAGE_FROM bytes on, written and hashed while they
-  arrive (`CheckpointStore.receiving`), then `commit(staged=...)`, in a worker thread;
+  takes. The node, inside trio as a node is, gives a child process (at normal priority: a real
+  guest's is the lowest) a checkpoint memfd over a hand-off socketpair, as core/guest/running.py
+  does on a unit's first request, then sends `GuestCheckpointRequest` with the checkpoint's
+  identity prefix down a pipe; the child answers with the guest child's own code
+  (`GuestRunner._encode_state`, `GuestRunner._pack`: the state's CBOR pieces, then the envelope
+  with the unit's output files, none here; `GuestRunner._hand_out`: the pieces written into the
+  memfd and hashed, the answer on the pipe with size and hash, a big state's hash after it); the
+  node copies the memfd to disk kernel to kernel and commits it as running.py does
+  (`CheckpointStore.copy_handed`, then, in a worker thread, its result and the memfd emptied if
+  big). Since 2026-11-26 11:00 UTC (issue 15's checkpoint hand-out); before that "guest" timed
+  what is now "guest_pipe";
+- guest_pipe: the same child answering through its pipe (a request without the prefix, as a
+  move's capture still goes): `write_bulk` up a pipe widened as the supervisor widens it; the
+  node reads it with `Channel.receive_bulk_data` and commits it as running.py does: from
+  STAGE_FROM bytes on, written and hashed while it arrives (`CheckpointStore.receiving`), then
+  `commit(staged=...)`, in a worker thread;
 - guest_from_thread: this script's "guest" until 2026-11-26 09:00 UTC, kept beside it: the child's
   end a thread of this process (sharing its GIL) and every round entered into trio from a worker
   thread (`trio.from_thread.run`) with a nursery of its own, which a node already inside trio never
@@ -44,9 +53,11 @@ import os
 import statistics
 import subprocess
 import sys
+import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -56,12 +67,13 @@ from _common import print_table, write_results  # noqa: E402
 import trio  # noqa: E402
 import trio.testing  # noqa: E402
 
-from frost_core.guest import envelope  # noqa: E402
+from frost_core.guest import envelope, handoff  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
-from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointRequest  # noqa: E402
+from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointHash, GuestCheckpointRequest  # noqa: E402
+from frost_core.guest.running import KEEP_OUTBOX_BYTES  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
-from frost_core.storage.checkpoints import CheckpointStore  # noqa: E402
+from frost_core.storage.checkpoints import CheckpointStore, identity_prefix  # noqa: E402
 from frost_core.storage.staging import STAGE_FROM, StagingSink  # noqa: E402
 from frost_core.wire.channel import Channel  # noqa: E402
 from frost_core.wire.pipe import read_frame, write_bulk  # noqa: E402
@@ -81,24 +93,45 @@ def make_state(size: int) -> dict:
     return {"row": 17, "width": 640, "seed": 12345, "pixels": os.urandom(size)}
 
 
-def guest_runner(output_dir: Path) -> GuestRunner:
-    """The guest child's runner, with an empty output folder: only its state encoding is used."""
-    runner = GuestRunner(sys.stdin.buffer, sys.stdout.buffer)
+def guest_runner(output_dir: Path, handoff_end: socket.socket | None = None) -> GuestRunner:
+    """The guest child's runner, with an empty output folder: its state encoding and hand-out are used."""
+    runner = GuestRunner(sys.stdin.buffer, sys.stdout.buffer, handoff=handoff_end)
     runner.output_dir = output_dir
     runner.max_state_bytes = LIMIT
     return runner
 
 
-async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict) -> None:
-    """The node's end of a checkpoint, as core/guest/running.py takes it: the header, then the state,
-    a big one written while it arrives, then the commit in a worker thread."""
-    await channel.receive()
+async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict, outbox: int = -1) -> None:
+    """The node's end of a checkpoint, as core/guest/running.py takes it: the answer, then a state handed
+    through the `outbox` memfd copied to disk while a big one's hash comes (`_take_handed`), or the state
+    up the pipe, a big one written while it arrives, then the commit in a worker thread."""
+    answer = await channel.receive()
+    if isinstance(answer, GuestCheckpoint) and answer.handed:
+        sha256: Future[str] = Future()
+        copying = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity)
+        if answer.sha256:
+            sha256.set_result(answer.sha256)
+        else:
+            sealed = await channel.receive()
+            assert isinstance(sealed, GuestCheckpointHash)
+            sha256.set_result(sealed.sha256)
+        await trio.to_thread.run_sync(settle_handed, copying, outbox, answer.handed)
+        return
     staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
     try:
         data = await channel.receive_bulk_data(max_size=LIMIT, sink=staging)
         await trio.to_thread.run_sync(functools.partial(store.commit, **identity, state=data, staged=staging.incoming))
     finally:
         await staging.abort()
+
+
+def settle_handed(copying: Future, outbox: int, size: int) -> None:
+    """`RunningGuest._settle_handed`: the copy durable, then a big state's memfd emptied."""
+    try:
+        copying.result()
+    finally:
+        if size > KEEP_OUTBOX_BYTES:
+            os.ftruncate(outbox, 0)
 
 
 class GuestPipe:
@@ -123,36 +156,47 @@ class GuestPipe:
 
 
 class GuestProcess:
-    """A child process answering checkpoint requests with the guest child's code, over real pipes both ways."""
+    """A child process answering checkpoint requests with the guest child's code, over real pipes both ways
+    and, as a guest, a hand-off socket its checkpoint memfd comes on."""
 
     def __init__(self, size: int) -> None:
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
         for pipe_end in (to_child_write, from_child_write):
             widen_pipe(pipe_end)
+        opened = handoff.open_handoff()
+        assert opened is not None, "the guest path's hand-out needs Linux"
+        self.handoff, guest_end = opened
         try:
-            self.process = subprocess.Popen([sys.executable, __file__, "--child", str(size)],
-                                            stdin=to_child_read, stdout=from_child_write)
+            self.process = subprocess.Popen([sys.executable, __file__, "--child", str(size), str(guest_end)],
+                                            stdin=to_child_read, stdout=from_child_write, pass_fds=(guest_end,))
         finally:
             os.close(to_child_read)
             os.close(from_child_write)
+            os.close(guest_end)
         self.node_end = Channel(trio.lowlevel.FdStream(to_child_write), trio.lowlevel.FdStream(from_child_read))
         self.requests = iter(range(1, 1 << 30))
+        self.outbox = handoff.open_outbox()
+        handoff.hand_outbox(self.handoff, self.outbox)
 
-    async def checkpoint(self, store: CheckpointStore, identity: dict) -> None:
-        """Ask for the state; receive and commit it as core/guest/running.py does."""
-        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests)))
-        await receive_and_commit(self.node_end, store, identity)
+    async def checkpoint(self, store: CheckpointStore, identity: dict, *, through_pipe: bool = False) -> None:
+        """Ask for the state (through the memfd, as running.py asks, or the pipe); receive and commit it."""
+        prefix = b"" if through_pipe else identity_prefix(identity)
+        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests), hash_prefix=prefix))
+        await receive_and_commit(self.node_end, store, identity, self.outbox)
 
     async def aclose(self) -> None:
         await self.node_end.aclose()  # the child reads the end of its input and leaves
         await trio.to_thread.run_sync(self.process.wait)
+        self.handoff.close()
+        os.close(self.outbox)
 
 
-def child(size: int) -> None:
-    """The child's end of `GuestProcess`: each request answered with a state of `size` random bytes."""
+def child(size: int, handoff_fd: int) -> None:
+    """The child's end of `GuestProcess`: each request answered with a state of `size` random bytes, as
+    `GuestRunner._answer_requests` answers (through the memfd where the request allows it)."""
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as output_dir:
-        runner = guest_runner(Path(output_dir))
+        runner = guest_runner(Path(output_dir), socket.socket(fileno=handoff_fd))
         state = make_state(size)
         inbox, outbox = sys.stdin.buffer, sys.stdout.buffer
         while True:
@@ -160,14 +204,16 @@ def child(size: int) -> None:
                 request = read_frame(inbox)
             except EOFError:
                 return
+            assert isinstance(request, GuestCheckpointRequest)
             pieces = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
-            write_bulk(outbox, GuestCheckpoint(request_id=request.request_id, progress=0.5, steps=1,
-                                               encode_seconds=0.0), pieces)
+            header = GuestCheckpoint(request_id=request.request_id, progress=0.5, steps=1, encode_seconds=0.0)
+            if not runner._hand_out(request, header, pieces):
+                write_bulk(outbox, header, pieces)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(int(sys.argv[2]))
+        child(int(sys.argv[2]), int(sys.argv[3]))
         return
     trio.run(_main)
 
@@ -202,6 +248,7 @@ async def _main() -> None:
             guest = GuestProcess(len(state["pixels"]))
             runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]] = {
                 "guest": lambda: guest.checkpoint(store, identity()),
+                "guest_pipe": lambda: guest.checkpoint(store, identity(), through_pipe=True),
                 "guest_from_thread": lambda: trio.from_thread.run(pipe.checkpoint, runner, state, store, identity()),
                 "bare": lambda: commit(encode_state(state, "state", LIMIT)),
                 "node": lambda: commit(packed),
@@ -210,10 +257,10 @@ async def _main() -> None:
             }
             times: dict[str, list[float]] = {name: [] for name in runs}
             try:
-                await _time_rounds(runs, {"guest"}, times, WARMUP + repeats, folder)
+                await _time_rounds(runs, {"guest", "guest_pipe"}, times, WARMUP + repeats, folder)
             finally:
                 await guest.aclose()
-            variants = ("guest", "guest_from_thread", "bare", "node")
+            variants = ("guest", "guest_pipe", "guest_from_thread", "bare", "node")
             of_raw = {name: statistics.median(raw / took for raw, took in zip(times["raw"], times[name]))
                       for name in variants}
             of_replace = {name: statistics.median(base / took for base, took in zip(times["replace"], times[name]))
@@ -223,7 +270,8 @@ async def _main() -> None:
             met = of_replace["guest"] >= GOAL_REPLACE and (size_mb < 1 or of_raw["guest"] >= GOAL_RAW)
             rows.append([size_mb, size / median["guest"] / 1e6, size / median["raw"] / 1e6,
                          size / median["replace"] / 1e6, of_raw["guest"], of_replace["guest"],
-                         of_raw["guest_from_thread"], of_replace["guest_from_thread"], of_raw["bare"],
+                         of_raw["guest_pipe"], of_replace["guest_pipe"], of_raw["guest_from_thread"],
+                         of_replace["guest_from_thread"], of_raw["bare"],
                          of_raw["node"], of_replace["node"], "yes" if met else "NO"])
             figures[f"{size_mb}MB"] = {
                 "state_bytes": size,
@@ -234,6 +282,8 @@ async def _main() -> None:
                 "raw_replace_MBps": size / median["replace"] / 1e6,
                 "ratio_guest_of_raw": of_raw["guest"],
                 "ratio_guest_of_replace": of_replace["guest"],
+                "ratio_guest_pipe_of_raw": of_raw["guest_pipe"],
+                "ratio_guest_pipe_of_replace": of_replace["guest_pipe"],
                 "ratio_guest_from_thread_of_raw": of_raw["guest_from_thread"],
                 "ratio_guest_from_thread_of_replace": of_replace["guest_from_thread"],
                 "ratio_bare_of_raw": of_raw["bare"],
@@ -242,7 +292,8 @@ async def _main() -> None:
                 "goal_met": met,
             }
     print_table(["state MB", "guest MB/s", "raw write+fsync MB/s", "raw replace MB/s", "guest/raw",
-                 "guest/replace", "guest_from_thread/raw (old 'guest')", "guest_from_thread/replace",
+                 "guest/replace", "guest_pipe/raw ('guest' until 11:00)", "guest_pipe/replace",
+                 "guest_from_thread/raw (old 'guest')", "guest_from_thread/replace",
                  "bare/raw (old 'full')", "node/raw", "node/replace",
                  f">= {GOAL_RAW} raw (1 MB up), >= {GOAL_REPLACE} replace"], rows)
     write_results("checkpoint_throughput", figures)
