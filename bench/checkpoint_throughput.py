@@ -10,11 +10,12 @@ every size. Variants, each timed once a round:
   identity prefix down a pipe; the child answers with the guest child's own code
   (`GuestRunner._encode_state`, `GuestRunner._pack`: the state's CBOR pieces, then the envelope
   with the unit's output files, none here; `GuestRunner._hand_out`: the pieces written into the
-  memfd and hashed, the answer on the pipe with size and hash, a big state's hash after it); the
-  node copies the memfd to disk kernel to kernel and commits it as running.py does
-  (`CheckpointStore.copy_handed`, then, in a worker thread, its result and the memfd emptied if
-  big). Since 2026-11-26 11:00 UTC (issue 15's checkpoint hand-out); before that "guest" timed
-  what is now "guest_pipe";
+  memfd, from 1 MiB on hashed in a second thread meanwhile, the answer with the size, the hash
+  with it or after it; past 16 MiB the answer before the writing); the node copies the memfd to
+  disk kernel to kernel and commits it as running.py does (`CheckpointStore.commit_handed` in a
+  worker thread, a big state's copy following the child's writing until its hash comes, then
+  `settle_handed`: a memfd past 16 MiB emptied). Since 2026-11-26 11:00 UTC (issue 15's
+  checkpoint hand-out); before that "guest" timed what is now "guest_pipe";
 - guest_pipe: the same child answering through its pipe (a request without the prefix, as a
   move's capture still goes): `write_bulk` up a pipe widened as the supervisor widens it; the
   node reads it with `Channel.receive_bulk_data` and commits it as running.py does: from
@@ -70,7 +71,7 @@ import trio.testing  # noqa: E402
 from frost_core.guest import envelope, handoff  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
 from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointHash, GuestCheckpointRequest  # noqa: E402
-from frost_core.guest.running import KEEP_OUTBOX_BYTES  # noqa: E402
+from frost_core.guest.running import settle_handed  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
 from frost_core.storage.checkpoints import CheckpointStore, identity_prefix  # noqa: E402
@@ -107,15 +108,16 @@ async def receive_and_commit(channel: Channel, store: CheckpointStore, identity:
     up the pipe, a big one written while it arrives, then the commit in a worker thread."""
     answer = await channel.receive()
     if isinstance(answer, GuestCheckpoint) and answer.handed:
-        sha256: Future[str] = Future()
-        copying = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity)
         if answer.sha256:
-            sha256.set_result(answer.sha256)
+            commit = functools.partial(store.commit_handed, outbox, answer.handed, LIMIT, answer.sha256, **identity)
         else:
+            sha256: Future[str] = Future()
+            commit = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity).result
             sealed = await channel.receive()
             assert isinstance(sealed, GuestCheckpointHash)
             sha256.set_result(sealed.sha256)
-        await trio.to_thread.run_sync(settle_handed, copying, outbox, answer.handed)
+        await trio.to_thread.run_sync(functools.partial(settle_handed, commit, outbox,
+                                                        empty=answer.handed > handoff.KEEP_OUTBOX_BYTES))
         return
     staging = StagingSink(functools.partial(store.receiving, **identity), from_size=STAGE_FROM)
     try:
@@ -123,15 +125,6 @@ async def receive_and_commit(channel: Channel, store: CheckpointStore, identity:
         await trio.to_thread.run_sync(functools.partial(store.commit, **identity, state=data, staged=staging.incoming))
     finally:
         await staging.abort()
-
-
-def settle_handed(copying: Future, outbox: int, size: int) -> None:
-    """`RunningGuest._settle_handed`: the copy durable, then a big state's memfd emptied."""
-    try:
-        copying.result()
-    finally:
-        if size > KEEP_OUTBOX_BYTES:
-            os.ftruncate(outbox, 0)
 
 
 class GuestPipe:

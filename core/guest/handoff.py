@@ -35,6 +35,11 @@ AVAILABLE = hasattr(os, "memfd_create") and hasattr(socket, "send_fds") and hasa
 """Whether this OS can hand a state over at all (Linux): elsewhere guests get no hand-off socket."""
 _MARK = b"S"
 _OUTBOX_MARK = b"O"
+KEEP_OUTBOX_BYTES = 16 << 20
+"""A checkpoint memfd keeps its pages for the next checkpoint up to this size (a 10 MiB state is written into
+kept pages in 1.3 ms, into fresh ones in 4.5); past it the node empties it after each commit (the pages are
+charged to the guest, which must not hold a big state twice) and the guest announces the next state before
+it writes it, so the node copies while it fills."""
 _FD_SIZE = array.array("i").itemsize
 
 

@@ -32,7 +32,7 @@ from frost_core.guest.capture_feed import CaptureFeed, FeedingSink
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
-from frost_core.guest.handoff import hand_outbox, hand_state, open_outbox
+from frost_core.guest.handoff import KEEP_OUTBOX_BYTES, hand_outbox, hand_state, open_outbox
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
@@ -72,11 +72,22 @@ MAX_LOG_LINE = 1000
 CPU_WINDOW = 1.0
 PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
-KEEP_OUTBOX_BYTES = 4 << 20
-"""A checkpoint memfd that held more than this is emptied once its state is on disk (its pages are charged to
-the guest, which must not hold a big state twice); a smaller one keeps its pages for the next checkpoint."""
 
 log = logging.getLogger("frost.guest")
+
+
+def settle_handed(commit: Callable[[], CheckpointRecord], outbox: int, *, empty: bool) -> CheckpointRecord:
+    """A state handed through the checkpoint memfd `outbox`, made durable or waited for (in a worker thread);
+    then, if `empty` (past `handoff.KEEP_OUTBOX_BYTES`), the memfd emptied: a big state's pages are charged to
+    its guest, which must not hold it twice, while a smaller one's stay for its next checkpoint."""
+    try:
+        return commit()
+    finally:
+        if empty:
+            try:
+                os.ftruncate(outbox, 0)
+            except OSError as error:
+                log.debug("a checkpoint memfd stays full: %s", error)
 
 
 class GuestPhase(enum.Enum):
@@ -490,23 +501,27 @@ class RunningGuest:
 
     async def _take_handed(self, pending: _Pending, message: GuestCheckpoint) -> None:
         """The state is in the checkpoint memfd: copied to disk kernel to kernel (never through this process's
-        memory), a big one while the guest hashes it, its hash coming after the answer."""
+        memory); a big one while the guest writes and hashes it, its hash coming once it is whole."""
         assert self.channel is not None
         if pending.identity is None or self.outbox is None:
             raise ProtocolError("the guest answered through a checkpoint memfd it was not asked to use")
-        sha256: Future[str] = Future()
-        copying = self.host.store.copy_handed(self.outbox, message.handed, self.host.settings.max_state_bytes,
-                                              sha256, **pending.identity)
-        try:
-            sha256.set_result(message.sha256 or await self._receive_hash(message.request_id))
-        except BaseException:
-            sha256.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
-            pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
-            raise
+        store, limit, size = self.host.store, self.host.settings.max_state_bytes, message.handed
+        if message.sha256:  # a small state's hash came with it: one thread does it all
+            commit = functools.partial(store.commit_handed, self.outbox, size, limit, message.sha256, **pending.identity)
+        else:
+            sha256: Future[str] = Future()
+            commit = store.copy_handed(self.outbox, size, limit, sha256, **pending.identity).result
+            try:
+                sha256.set_result(await self._receive_hash(message.request_id))
+            except BaseException:
+                sha256.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
+                pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+                raise
         self.progress = message.progress
         pending.arrived.set()  # the guest may go now: the state stays in the memfd this node holds
         pending.received.set()
-        await self._store_checkpoint(pending, message, functools.partial(self._settle_handed, copying, message.handed))
+        await self._store_checkpoint(pending, message, functools.partial(
+            settle_handed, commit, self.outbox, empty=size > KEEP_OUTBOX_BYTES))
 
     async def _receive_hash(self, request_id: int) -> str:
         assert self.channel is not None
@@ -515,17 +530,6 @@ class RunningGuest:
             raise ProtocolError(f"the guest sent {type(message).__name__} where the hash of checkpoint request "
                                 f"{request_id} belongs")
         return message.sha256
-
-    def _settle_handed(self, copying: Future[CheckpointRecord], size: int) -> CheckpointRecord:
-        """Wait for a handed state's copy to be durable (in a worker thread); then empty a big state's memfd."""
-        try:
-            return copying.result()
-        finally:
-            if size > KEEP_OUTBOX_BYTES and self.outbox is not None:
-                try:
-                    os.ftruncate(self.outbox, 0)
-                except OSError as error:
-                    log.debug("task %s: its checkpoint memfd stays full: %s", self.task.task_id, error)
 
     def _open_outbox(self) -> bool:
         """Whether the guest may answer the next request through its checkpoint memfd, sending it one if it has

@@ -28,6 +28,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,9 @@ handed to the disk as they go."""
 WRITE_CHUNK = 8 << 20
 """The piece of a big state written (then handed to the disk) at a time."""
 SPLICE_CHUNK = 1 << 20
+"""The pipe a handed state is spliced through: the default pipe-max-size, which an unprivileged node may ask for."""
+FOLLOW_POLL = 0.0005
+"""Seconds between two looks at a memfd the guest is still writing, when the copy has caught up with it."""
 """The pipe a handed state is spliced through: the default pipe-max-size, which an unprivileged node may ask for."""
 _PLACEHOLDER = "0" * 64
 _LENGTH = struct.Struct(">I")
@@ -281,7 +285,7 @@ class CheckpointStore:
             return self._write_durably(record)[0]
         if record.size < PARALLEL_HASH_FROM:
             return self._write_durably(record.verify())[0]
-        return self._write_durably(record, _in_thread(functools.partial(_digest, record._identity(), record.state)))[0]
+        return self._write_durably(record, in_thread(functools.partial(_digest, record._identity(), record.state)))[0]
 
     def commit(
         self,
@@ -314,32 +318,31 @@ class CheckpointStore:
         if len(whole) < PARALLEL_HASH_FROM:
             record = dataclasses.replace(unsealed, sha256=_digest(unsealed._identity(), whole), verified=True)
             return self._write_durably(record)[1]
-        digest = _in_thread(functools.partial(_digest, unsealed._identity(), whole))
+        digest = in_thread(functools.partial(_digest, unsealed._identity(), whole))
         return self._write_durably(unsealed, digest)[1]
 
     def copy_handed(self, source: int, size: int, limit: int, sha256: Future[str],
                     **identity: Any) -> Future[StoredCheckpoint]:
-        """`commit_handed` in a worker thread, started at once (the guest's hash may still be on its way);
-        CheckpointError before any copy if `size` is not in 1..`limit`."""
-        if not 0 < size <= limit:
-            refused: Future[StoredCheckpoint] = Future()
-            refused.set_exception(CheckpointError(
-                f"checkpoint {identity['seq']} of task {identity['task_id']}: the guest's state is {size} bytes, "
-                f"over the limit of {limit}; the previous checkpoint is kept"))
-            return refused
-        return _in_thread(functools.partial(self.commit_handed, source, size, sha256, **identity))
+        """`commit_handed` in a worker thread, started at once: the guest's hash may still be on its way."""
+        return in_thread(functools.partial(self.commit_handed, source, size, limit, sha256, **identity))
 
-    def commit_handed(self, source: int, size: int, sha256: Future[str], **identity: Any) -> StoredCheckpoint:
+    def commit_handed(self, source: int, size: int, limit: int, sha256: str | Future[str],
+                      **identity: Any) -> StoredCheckpoint:
         """Copy `size` bytes from the start of `source`, a guest's checkpoint memfd, into a temp file kernel to
         kernel (never mapped: a guest that truncates it meanwhile makes the copy short, a CheckpointError, not
-        a SIGBUS), then, once `sha256` (the guest's hash of identity and state, which comes while the copy
-        runs) is known, write the header, fsync, rename, fsync the directory.
+        a SIGBUS), then, once `sha256` (the guest's hash of identity and state) is known, write the header,
+        fsync, rename, fsync the directory. A `sha256` still to come says the guest is still writing its
+        memfd: the copy follows it (`_copy_range`), so the two overlap.
 
         The guest may lie about the hash or change its memfd during the copy: it ruins only its own
         checkpoint, which then fails its check when read (as a guest could send any garbage state).
         Any failure, `sha256`'s included, raises CheckpointError and leaves the previous checkpoint
-        exactly as it was. The record keeps its state in the file (`StoredCheckpoint`).
+        exactly as it was; a `size` not in 1..`limit` does so before anything is copied. The record
+        keeps its state in the file (`StoredCheckpoint`).
         """
+        if not 0 < size <= limit:
+            raise CheckpointError(f"checkpoint {identity['seq']} of task {identity['task_id']}: the guest's state "
+                                  f"is {size} bytes, over the limit of {limit}; the previous checkpoint is kept")
         check_task_id(identity["task_id"])
         unsealed = CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER)
         temp = self._folder(unsealed.task_id) / f"{TEMP_PREFIX}{unsealed.seq}-{secrets.token_hex(4)}"
@@ -348,9 +351,9 @@ class CheckpointStore:
             try:
                 header = encode_header(unsealed, size)
                 fd = self._create(temp, os.O_RDWR)
-                _copy_range(source, fd, size, len(header))
+                _copy_range(source, fd, size, len(header), None if isinstance(sha256, str) else sha256)
             finally:
-                digest = sha256.result()  # never leave it unread, even on failure
+                digest = sha256 if isinstance(sha256, str) else sha256.result()  # never left unread, even on failure
             if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
                 raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} came with a "
                                       "malformed hash; the previous checkpoint is kept")
@@ -578,7 +581,7 @@ class IncomingCheckpoint:
         self._handed = 0
         self._pieces: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
         self._to_hash: queue.SimpleQueue[memoryview | threading.Event | None] = queue.SimpleQueue()
-        self._digest = _in_thread(functools.partial(self._hash, hashlib.sha256(encode(list(record._identity())))))
+        self._digest = in_thread(functools.partial(self._hash, hashlib.sha256(encode(list(record._identity())))))
         """The state's hash, taken beside the writing: each is one pass over memory, and both release the GIL."""
         self._done: Future[str] = Future()
         header = encode_header(record, size)
@@ -692,8 +695,8 @@ def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
     return hasher.hexdigest()
 
 
-def _in_thread(work: Callable[[], Any]) -> Future[Any]:
-    """Run `work` in one of `_workers`' threads, beside the caller."""
+def in_thread(work: Callable[[], Any]) -> Future[Any]:
+    """Run `work` in one of `_workers`' threads, beside the caller (a guest hashes its handed state there too)."""
     return _workers.submit(work)
 
 
@@ -757,11 +760,15 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-def _copy_range(source: int, fd: int, size: int, offset: int) -> None:
+def _copy_range(source: int, fd: int, size: int, offset: int, whole: Future[str] | None = None) -> None:
     """Copy `size` bytes from the start of `source` to `fd` at `offset`, kernel to kernel; OSError if `source`
     holds fewer. Through a pipe of our own with splice (as fast as a write from memory, measured: sendfile from
     a memfd ran 25 % slower at 10-100 MB), else sendfile; from PARALLEL_HASH_FROM bytes on, each chunk's
-    writeback started as it lands, as `_write_all` does."""
+    writeback started as it lands, as `_write_all` does.
+
+    `whole`: done once the guest has written all of `source` (its hash came). Until then only what
+    `source` holds already is copied, following it as the guest writes it (a memfd's size grows page
+    by page as a write lands, and the guest empties it first), looked at every FOLLOW_POLL seconds."""
     splice = getattr(os, "splice", None)
     pipe = os.pipe() if splice is not None else None
     try:
@@ -772,7 +779,13 @@ def _copy_range(source: int, fd: int, size: int, offset: int) -> None:
             os.lseek(fd, offset, os.SEEK_SET)  # sendfile writes where the file stands
         done = 0
         while done < size:
-            want = min(size - done, SPLICE_CHUNK)
+            ready = size
+            if whole is not None and not whole.done():
+                ready = min(size, os.fstat(source).st_size)
+                if ready <= done:
+                    futures.wait([whole], timeout=FOLLOW_POLL)
+                    continue
+            want = min(ready - done, SPLICE_CHUNK)
             if pipe is None:
                 moved = os.sendfile(fd, source, done, want)
             else:

@@ -564,3 +564,22 @@ def test_a_guest_that_lies_about_its_hash_ruins_only_that_checkpoint_which_fails
     with caplog.at_level(logging.WARNING, logger="frost.checkpoints"):
         assert store.latest("abcd1234-1.0") is None  # no guest resumes from it
     assert "skipping unreadable checkpoint" in caplog.text
+
+
+@memfd_only
+def test_a_handed_state_still_being_written_is_copied_as_it_grows_until_its_hash_comes(tmp_path):
+    store = CheckpointStore(tmp_path)
+    state = os.urandom(3 * 1024 * 1024)
+    fd = handed(b"")  # announced before the guest writes it (a state past KEEP_OUTBOX_BYTES)
+    try:
+        sha256: Future = Future()
+        copying = store.copy_handed(fd, len(state), 1 << 30, sha256, **IDENTITY)
+        for start in range(0, len(state), 256 * 1024):
+            os.write(fd, state[start:start + 256 * 1024])
+            time.sleep(0.001)
+        sha256.set_result(guest_hash(state))
+        record = copying.result()
+    finally:
+        os.close(fd)
+    assert record == CheckpointRecord.seal(**IDENTITY, state=state)
+    assert store.latest("abcd1234-1.0") == record

@@ -15,28 +15,33 @@ from tests.guest_kit import BALLAST, COUNTER, MIB, Recorder, broken, counter_res
 pytestmark = pytest.mark.skipif(not handoff.AVAILABLE, reason="memfds are Linux's")
 
 # Honest at its first checkpoint, then it lies through the runtime it shares a process with (plugin code may
-# patch it): its memfd cut to half the size it announces, or a size over any limit.
+# patch it): its memfd cut to half the size it announces, or a size announced over any limit.
 LIAR = broken(
     """
-    calls = []
+    fills, answers = [], []
     def start(self, unit):
-        import sys
+        import dataclasses, sys
         child = sys.modules["__main__"]  # the guest runtime, frost_core.guest.child
-        honest, calls = child.fill_outbox, self.calls
+        honest_fill, honest_write, lie = child.fill_outbox, child.write_frame, unit.data["lie"]
+        fills, answers = self.fills, self.answers
         def fill(fd, pieces):
-            size = honest(fd, pieces)
-            calls.append(size)
-            if len(calls) == 1:
-                return size
-            if unit.data["lie"] == "cut":
-                os.ftruncate(fd, size // 2)
-                return size
-            return 1 << 50
-        child.fill_outbox = fill
+            fills.append(1)
+            if len(fills) > 1 and lie == "cut":
+                whole = b"".join(pieces)
+                honest_fill(fd, [whole[: len(whole) // 2]])
+                return len(whole)
+            return honest_fill(fd, pieces)
+        def write_frame(outbox, message):
+            if getattr(message, "handed", 0):
+                answers.append(1)
+                if len(answers) > 1 and lie == "size":
+                    message = dataclasses.replace(message, handed=1 << 50)
+            honest_write(outbox, message)
+        child.fill_outbox, child.write_frame = fill, write_frame
         return {"i": 0, "pad": b"p" * unit.data["pad"]}
     def step(self, state):
-        if len(self.calls) >= 3:  # two lies told
-            return Done({"lies": len(self.calls) - 1})
+        if len(self.fills) >= 3 and len(self.answers) >= 3:  # two lies told
+            return Done({"lies": 2})
         return {**state, "i": state["i"] + 1}
     def progress(self, state):
         return 0.5
@@ -46,8 +51,9 @@ LIAR = broken(
 
 @pytest.mark.parametrize("plugin, data, memory", [
     (COUNTER, {"n": 1500, "spin": 2000}, 8 * MIB),  # its hash comes with the answer
-    (BALLAST, {"n": 400, "mib": 2}, 64 * MIB),      # its hash follows: the node copies meanwhile
-], ids=["small", "big"])
+    (BALLAST, {"n": 2000, "mib": 6}, 64 * MIB),     # its hash follows the answer: the node copies meanwhile
+    (BALLAST, {"n": 2000, "mib": 20}, 160 * MIB),   # announced before it is written: the node's copy follows it
+], ids=["small", "hash-after", "announced"])
 async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_identical(tmp_path, plugin, data, memory):
     records = []
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
@@ -58,26 +64,28 @@ async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_id
     assert isinstance(outcome, Completed)
     if plugin is COUNTER:
         assert outcome.value() == counter_result(path, data)
-    assert len(records) >= 2
+    assert records
     assert all(isinstance(record, StoredCheckpoint) for record in records), "through the memfd, not the pipe"
     durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)  # read back and its hash checked
     assert durable == records[-1]
     state = decode_plain(envelope.unpack(envelope.STATE, durable.state)[0], "state")
     assert 0 < state["i"] <= data["n"]
     if plugin is BALLAST:
-        assert state["ballast"] == bytes(range(256)) * (2 * 4096)
+        assert state["ballast"] == bytes(range(256)) * (data["mib"] * 4096)
 
 
 @pytest.mark.parametrize("lie, pad, error", [
-    ("cut", 3 * MIB, "holds .* bytes, not the"),
     ("cut", 100, "holds .* bytes, not the"),
+    ("cut", 6 * MIB, "holds .* bytes, not the"),
+    ("cut", 20 * MIB, "holds .* bytes, not the"),
     ("size", 100, "over the limit"),
+    ("size", 20 * MIB, "over the limit"),
 ])
 async def test_a_guest_that_cuts_its_memfd_or_lies_about_its_size_loses_that_checkpoint_only(tmp_path, lie, pad, error):
     recorder = Recorder()
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
     path = write_plugin(tmp_path, "broken", LIAR)
-    task = make_task(path, {"lie": lie, "pad": pad}, memory=64 * MIB)
+    task = make_task(path, {"lie": lie, "pad": pad}, memory=160 * MIB)
     outcome = await guests.run(task)
     assert isinstance(outcome, Completed) and outcome.value() == {"lies": 2}  # it ran on, not killed
     errors = recorder.messages("error")
