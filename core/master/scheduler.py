@@ -40,7 +40,7 @@ from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
 from frost_core.guest import envelope
 from frost_core.events import EventLog
-from frost_core.plugin.api import WorkUnit
+from frost_core.plugin.api import Output, WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.calls import combine_output
 from frost_core.plugin.spare import SpareWorker
@@ -956,6 +956,12 @@ class MasterScheduler:
             self._store.mark_combining(assignment_id)
             nursery.start_soon(self._combine, assignment_id)
 
+    def _store_output(self, assignment_id: str, output: Output) -> None:
+        """Store the combined output (a durable commit) and export it: in a worker thread, one trip for both."""
+        self._store.finish_assignment(assignment_id, data=output.data, media_type=output.media_type,
+                                      filename=output.filename)
+        export_result(self._store, self._results_dir, assignment_id)
+
     async def _combine(self, assignment_id: str) -> None:
         """Combine in a throwaway subprocess; a crash here leaves the assignment 'combining' for the next start."""
         record = self._store.assignment(assignment_id)
@@ -967,10 +973,7 @@ class MasterScheduler:
             self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
             self._events.error(error)
         else:
-            self._store.finish_assignment(
-                assignment_id, data=output.data, media_type=output.media_type, filename=output.filename
-            )
-            await self._blocking(export_result, self._store, self._results_dir, assignment_id)
+            await self._blocking(self._store_output, assignment_id, output)
             self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
             done = self._store.assignment(assignment_id)
             checked = verification.summary(done.verify, len(done.units), done.verified)

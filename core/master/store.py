@@ -211,9 +211,10 @@ class Delivery:
 
 
 class MasterStore:
-    """One SQLite file per node, used from the node's trio thread, except `place_units`, `accept_results`,
-    `record_copy` and `settle_unchecked`, which any one thread may call (they write on a connection of
-    their own)."""
+    """One SQLite file per node, used from the node's trio thread, except `create_assignment`, `place_units`,
+    `accept_results`, `record_copy`, `settle_unchecked` and `finish_assignment`, which any one thread may call
+    (they write on a connection of their own): the node runs them off its event loop, which would otherwise
+    wait for their fsync."""
 
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
@@ -293,7 +294,7 @@ class MasterStore:
         `forced`, kept for a restart.
         """
         now = time.time() if now is None else now
-        with self._transaction() as db:
+        with self._batching, self._transaction(self._batches) as db:
             (seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM assignments").fetchone()
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
@@ -381,7 +382,7 @@ class MasterStore:
             yield {} if files is None else cbor2.loads(files)
 
     def finish_assignment(self, assignment_id: str, *, data: bytes, media_type: str, filename: str) -> None:
-        with self._transaction() as db:
+        with self._batching, self._transaction(self._batches) as db:
             db.execute(
                 "UPDATE assignments SET state = 'done', finished_at = ?, result = ?, result_media_type = ?,"
                 " result_filename = ? WHERE id = ? AND state IN ('running', 'combining')",
@@ -499,6 +500,10 @@ class MasterStore:
                 accepted.append(cursor.rowcount == 1)
                 if cursor.rowcount == 1:
                     self.index.finish(d.assignment_id, d.index)
+            for assignment_id in {d.assignment_id for d, taken in zip(deliveries, accepted) if taken}:
+                if not self.index.has_units_left(assignment_id):   # its last result: combining, in this commit
+                    db.execute("UPDATE assignments SET state = 'combining' WHERE id = ? AND state = 'running'",
+                               (assignment_id,))
         return accepted
 
     def record_copy(
@@ -665,6 +670,11 @@ class MasterStore:
         return _unit_from_row(row)
 
     def mark_combining(self, assignment_id: str) -> None:
+        """Store that an assignment's units are all done; a read and no commit where the transaction that
+        accepted its last result did so already (`accept_results`)."""
+        row = self._db.execute("SELECT state FROM assignments WHERE id = ?", (assignment_id,)).fetchone()
+        if row is None or row[0] != "running":
+            return
         with self._transaction() as db:
             db.execute("UPDATE assignments SET state = 'combining' WHERE id = ? AND state = 'running'", (assignment_id,))
 

@@ -81,6 +81,12 @@ class UnitIndex:
         heads = sorted(self._heads.values(), key=lambda head: head.seq)
         return [h.id for h in heads if h.id not in busy and not self._queued.get(h.id)]
 
+    @_locked
+    def has_units_left(self, assignment_id: str) -> bool:
+        """Whether a unit of the assignment waits, runs or failed for good: it is not ready to combine."""
+        return (bool(self._queued.get(assignment_id)) or assignment_id in self._unfinished
+                or any(key[0] == assignment_id for key in self._running))
+
     def head(self, assignment_id: str) -> AssignmentHead | None:
         """Without the lock: one read of a dict whose values never change (the lock is held by a writer's
         whole transaction body, and the master asks for a head once per result)."""

@@ -8,7 +8,7 @@ import cbor2
 import pytest
 
 from frost_core.master import store as store_module
-from frost_core.master.store import Delivery, MasterStore, NewUnit
+from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement
 
 NODE_ID = "ab" * 16
 
@@ -80,6 +80,37 @@ def test_an_assignment_with_a_unit_failed_for_good_is_never_combined_even_across
     assert store.fail_unit(aid, 1, epoch=epoch, error="boom")   # a crash here: the assignment's failure unstored
     assert store.combining_assignments() == []
     assert new_store(tmp_path).combining_assignments() == []
+
+
+def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_loops_connection(tmp_path, monkeypatch):
+    """Its creation, its last result's transaction (which also marks it combining) and its finish: the number of
+    commits does not grow with its units, and none is on the connection the node's event loop uses, whose fsync
+    the node would wait for (the others run in a worker thread, on the store's second connection)."""
+    commits: list[list[int]] = []
+    opened = store_module.open_durably
+
+    def open_counted(path, schema):
+        db = opened(path, schema)
+        counted = [0]
+        commits.append(counted)
+        db.set_trace_callback(lambda sql: counted.__setitem__(0, counted[0] + (sql == "COMMIT")))
+        return db
+
+    monkeypatch.setattr(store_module, "open_durably", open_counted)
+    for count in (1, 30):
+        commits.clear()
+        store = MasterStore(tmp_path / f"{count}.sqlite", node_id=NODE_ID)
+        loop_connection, batch_connection = commits   # opened in this order
+        loop_connection[0] = batch_connection[0] = 0
+        aid = submit(store, count)
+        epochs = store.place_units([Placement(aid, index, "me") for index in range(count)])
+        store.accept_results([Delivery(aid, index, epoch, cbor2.dumps(index)) for index, epoch in enumerate(epochs)])
+        assert store.assignment(aid).state == "combining"
+        for ready in store.combining_assignments():
+            store.mark_combining(ready)
+        store.finish_assignment(aid, data=b"out", media_type="text/plain", filename="out.txt")
+        assert store.assignment(aid).state == "done"
+        assert (loop_connection[0], batch_connection[0]) == (0, 4), count   # create, place, results, finish
 
 
 def test_intents_survive_reopening(tmp_path):
