@@ -1,11 +1,12 @@
 """The master's copy of each gang's last global checkpoint on disk: a gang outlives its master's crash.
 
-One folder per gang in a CheckpointStore (task id = the gang's assignment id), holding one file:
-the p members' MemberCheckpoint bytes of one barrier as a CBOR list, its seq the superstep they
-resume at. It is written as unit checkpoints are (temp file, fsync, rename, fsync the folder,
-SHA-256 checked on read), so a kill at any moment leaves either the previous complete global
-checkpoint or the new one, and the install removes the previous. Writes run in a worker thread
-one at a time; one older than the gang's file, or for a gang that ended, is dropped.
+One folder per gang in a CheckpointStore (task id = the gang's assignment id): a file holds the
+p members' MemberCheckpoint bytes of one barrier as a CBOR list, its seq the superstep they
+resume at. It is written as unit checkpoints are (into the slot not holding the newest, or a
+temp file renamed for a big one; SHA-256 checked on read), so a kill at any moment leaves either
+the previous complete global checkpoint or the new one, and the newest that reads whole is
+resumed from. Writes run in a worker thread one at a time; one older than the gang's newest, or
+for a gang that ended, is dropped.
 """
 
 from __future__ import annotations

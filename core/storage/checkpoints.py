@@ -1,14 +1,19 @@
-"""Crash-safe checkpoint files: temp file, fsync, rename, fsync the directory, verify on read.
+"""Crash-safe checkpoint files: two slots overwritten in turn, or temp file and rename; verify on read.
 
-One directory per task under the store's root, holding the newest durable checkpoint (and,
-only while a newer one is being written, the one before it). A file is a small CBOR header
-followed by the raw state bytes, so a migration can stream it without decoding the state:
+One directory per task under the store's root. A file is a small CBOR header followed by the
+raw state bytes, so a migration can stream it without decoding the state:
 
     MAGIC (8 bytes) | header length (4 bytes, big endian) | CBOR header | state bytes
 
 The SHA-256 covers the identity fields and the state, so a flipped bit anywhere is caught
-before a guest resumes from it. Everything here is blocking file I/O: the trio side calls it
-through `trio.to_thread.run_sync`.
+before a guest resumes from it, and the newest checkpoint is the file with the highest header
+seq that verifies. A state under SLOTS_BELOW bytes overwrites, in place, whichever of the task's
+two slot files does not hold its newest valid checkpoint (one write at offset 0 and an
+fdatasync: no rename, no directory fsync); a crash mid-write tears only that slot, whose hash
+then fails, and the other is read (as LMDB's two meta pages). Bigger states, and states written
+while they arrive (`IncomingCheckpoint`), go to a temp file, fsync, rename to "{seq}.ckpt",
+fsync the directory. Everything here is blocking file I/O: the trio side calls it through
+`trio.to_thread.run_sync`.
 """
 
 from __future__ import annotations
@@ -55,7 +60,12 @@ SPLICE_CHUNK = 1 << 20
 """The pipe a handed state is spliced through: the default pipe-max-size, which an unprivileged node may ask for."""
 FOLLOW_POLL = 0.0005
 """Seconds between two looks at a memfd the guest is still writing, when the copy has caught up with it."""
-"""The pipe a handed state is spliced through: the default pipe-max-size, which an unprivileged node may ask for."""
+SLOTS_BELOW = 8 << 20
+"""States under this size are written in place into a slot (disk use about twice the state, where it is
+small); from it on a temp file is renamed into place, as `storage.staging` writes a guest's while it arrives."""
+SLOT_NAMES = ("slot-0" + SUFFIX, "slot-1" + SUFFIX)
+TRIM_OVER = 2
+"""A slot longer than this many times what it is rewritten with is cut to size (else the rest stays: unread)."""
 _PLACEHOLDER = "0" * 64
 _LENGTH = struct.Struct(">I")
 _TASK_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$")
@@ -248,6 +258,8 @@ def read_record(path: Path) -> CheckpointRecord:
             raise CheckpointError(f"{path.name} is truncated inside its header")
         fields = decode_header(raw_header)
         expected = os.fstat(file.fileno()).st_size - len(prefix) - header_len
+        if path.name in SLOT_NAMES and fields["state_size"] < expected:
+            expected = fields["state_size"]  # a slot keeps what a longer checkpoint left after its state
         if fields["state_size"] != expected:
             raise CheckpointError(
                 f"{path.name} holds {expected} state bytes but its header says {fields['state_size']}"
@@ -264,9 +276,8 @@ class CheckpointStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._newest: dict[str, Path] = {}
-        """The file each task's last install left here: the next install removes just that one, where
-        listing the folder (once per task and process, for what a crash left) would cost a scan a commit."""
+        self._tasks: dict[str, _Task] = {}
+        self._tasks_lock = threading.Lock()
 
     def write(self, record: CheckpointRecord) -> Path:
         """Make `record` durable, then drop the task's older checkpoints.
@@ -328,11 +339,12 @@ class CheckpointStore:
 
     def commit_handed(self, source: int, size: int, limit: int, sha256: str | Future[str],
                       **identity: Any) -> StoredCheckpoint:
-        """Copy `size` bytes from the start of `source`, a guest's checkpoint memfd, into a temp file kernel to
-        kernel (never mapped: a guest that truncates it meanwhile makes the copy short, a CheckpointError, not
-        a SIGBUS), then, once `sha256` (the guest's hash of identity and state) is known, write the header,
-        fsync, rename, fsync the directory. A `sha256` still to come says the guest is still writing its
-        memfd: the copy follows it (`_copy_range`), so the two overlap.
+        """Copy `size` bytes from the start of `source`, a guest's checkpoint memfd, into a file kernel to kernel
+        (never mapped: a guest that truncates it meanwhile makes the copy short, a CheckpointError, not a
+        SIGBUS), then, once `sha256` (the guest's hash of identity and state) is known, write the header and
+        make it durable: in a slot under SLOTS_BELOW bytes (fdatasync), else a temp file (fsync, rename,
+        fsync the directory). A `sha256` still to come says the guest is still writing its memfd: the copy
+        follows it (`_copy_range`), so the two overlap.
 
         The guest may lie about the hash or change its memfd during the copy: it ruins only its own
         checkpoint, which then fails its check when read (as a guest could send any garbage state).
@@ -345,21 +357,16 @@ class CheckpointStore:
                                   f"is {size} bytes, over the limit of {limit}; the previous checkpoint is kept")
         check_task_id(identity["task_id"])
         unsealed = CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER)
+        offset = len(encode_header(unsealed, size))
+        fill = functools.partial(_hand_in, source, size, offset, sha256, unsealed)
+        hold = functools.partial(_stored, offset, size)
+        if size < SLOTS_BELOW:
+            return self._into_slot(unsealed, offset + size, fill, hold)[1]
         temp = self._folder(unsealed.task_id) / f"{TEMP_PREFIX}{unsealed.seq}-{secrets.token_hex(4)}"
         fd = -1
         try:
-            try:
-                header = encode_header(unsealed, size)
-                fd = self._create(temp, os.O_RDWR)
-                _copy_range(source, fd, size, len(header), None if isinstance(sha256, str) else sha256)
-            finally:
-                digest = sha256 if isinstance(sha256, str) else sha256.result()  # never left unread, even on failure
-            if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
-                raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} came with a "
-                                      "malformed hash; the previous checkpoint is kept")
-            sealed = dataclasses.replace(unsealed, sha256=digest)
-            os.pwrite(fd, encode_header(sealed, size), 0)  # same length: the digest is fixed-size hex
-            _sync(fd)
+            fd = self._create(temp, os.O_RDWR)
+            sealed = fill(fd, _sync)
         except CheckpointError:
             _close_quietly(fd)
             _remove_quietly(temp)
@@ -373,43 +380,28 @@ class CheckpointStore:
         except BaseException:
             _close_quietly(fd)
             raise
-        return StoredCheckpoint(fd, len(header), size, **identity, sha256=digest)
+        return hold(fd, sealed)
 
     def _write_durably(
         self, record: CheckpointRecord, digest: Future[str] | None = None
     ) -> tuple[Path, CheckpointRecord]:
-        """temp file, state, header (once the hash is known), fsync, rename, fsync the directory.
+        """Into a slot under SLOTS_BELOW bytes, else a temp file renamed into place; the path and the sealed record.
 
         With `digest`: if `record` carries the placeholder hash, the digest's result replaces it
         once the state is written; otherwise the result must equal the record's hash, checked
-        after the fsync (so the two overlap) and before the rename. The sealed record is
-        returned with the path.
+        after the sync (so the two overlap) and before the checkpoint counts as the newest.
         """
+        if record.size < SLOTS_BELOW:
+            return self._into_slot(record, len(encode_header(record)) + record.size,
+                                   functools.partial(_fill, record=record, digest=digest))
         folder = self._folder(record.task_id)
         temp = folder / f"{TEMP_PREFIX}{record.seq}-{secrets.token_hex(4)}"
-        sealing = digest is not None and record.sha256 == _PLACEHOLDER
         try:
+            fd = self._create(temp)
             try:
-                header = encode_header(record)
-                fd = self._create(temp)
-                try:
-                    if digest is None and record.size < PARALLEL_HASH_FROM:
-                        write_pieces(fd, [header, record.state])  # hashed already: one writev
-                    else:
-                        _write_all(fd, record.state, len(header))
-                        if sealing:
-                            record = dataclasses.replace(record, sha256=digest.result(), verified=True)
-                            header = encode_header(record)  # same length: the digest is fixed-size hex
-                        os.pwrite(fd, header, 0)
-                    _sync(fd)
-                finally:
-                    os.close(fd)
-                if digest is not None and not sealing:
-                    record._check(digest.result())
-                    record = dataclasses.replace(record, verified=True)
+                record = _fill(fd, _sync, record=record, digest=digest)
             finally:
-                if digest is not None:
-                    digest.result()  # never leave the hashing thread behind, even on failure
+                os.close(fd)
         except CheckpointError:
             _remove_quietly(temp)
             raise
@@ -417,6 +409,67 @@ class CheckpointStore:
             _remove_quietly(temp)
             raise _not_written(record, error) from error
         return self._install(temp, record), record
+
+    def _into_slot(
+        self,
+        unsealed: CheckpointRecord,
+        length: int,
+        fill: Callable[[int, Callable[[int], None]], CheckpointRecord],
+        hold: Callable[[int, CheckpointRecord], StoredCheckpoint] | None = None,
+    ) -> tuple[Path, CheckpointRecord]:
+        """Overwrite in place the slot that does not hold the task's newest valid checkpoint.
+
+        `fill(fd, end)` writes the file's `length` bytes from offset 0, calls `end(fd)` (the sync) and
+        returns the sealed record; `hold(fd, sealed)`, if given, makes the record that keeps reading the
+        file through `fd` (else `fd` is closed). The task's lock keeps `latest` from reading the slot while
+        it is torn. A failure removes the slot (it may even read whole) and leaves the newest checkpoint as
+        it was. A slot that a `StoredCheckpoint` still reads is not overwritten: the new file is written
+        beside it and renamed over its name, so the old inode stays with its reader.
+        """
+        folder = self._folder(unsealed.task_id)
+        task = self._task(unsealed.task_id)
+        with task.lock:
+            self._learn(unsealed.task_id, task)
+            target = folder / SLOT_NAMES[task.newest == folder / SLOT_NAMES[0]]
+            reader = task.readers.pop(target, None)
+            beside = None
+            if reader is not None and reader() is not None:
+                beside = folder / f"{TEMP_PREFIX}{unsealed.seq}-{secrets.token_hex(4)}"
+            fd = -1
+            try:
+                if beside is not None:
+                    fd = self._create(beside, os.O_RDWR)
+                    sealed = fill(fd, _sync)
+                    os.rename(beside, target)
+                    _sync_directory(folder)
+                else:
+                    try:
+                        fd, created = os.open(target, os.O_RDWR), False
+                    except FileNotFoundError:
+                        fd, created = self._create(target, os.O_RDWR), True
+                    sealed = fill(fd, functools.partial(_end_slot, length))
+                    if created:
+                        _sync_directory(folder)  # the new slot's name, once: later writes change only its blocks
+            except (CheckpointError, OSError) as error:
+                _close_quietly(fd)
+                for path in (beside, target):
+                    if path is not None:
+                        _remove_quietly(path)  # the slot may even read whole, but failed: the next write makes it anew
+                if isinstance(error, CheckpointError):
+                    raise
+                raise _not_written(unsealed, error) from error
+            if hold is None:
+                os.close(fd)
+                record = sealed
+            else:
+                record = hold(fd, sealed)
+                task.readers[target] = weakref.ref(record)
+            keep = {target, folder / SLOT_NAMES[target.name == SLOT_NAMES[0]]}
+            if record.seq <= task.newest_seq:
+                keep = {target}  # the one before would outrank it: what was written last is what resumes
+            _drop_others(task, folder, keep, {task.newest})
+            task.newest, task.newest_seq = target, record.seq
+        return target, record
 
     def incoming(self, record: CheckpointRecord, size: int) -> IncomingCheckpoint:
         """Start writing the `size` bytes of `record`'s state, which are still arriving, to a temp file."""
@@ -465,36 +518,42 @@ class CheckpointStore:
         return final
 
     def _install(self, temp: Path, record: CheckpointRecord) -> Path:
-        """Rename a synced temp file into place, fsync the directory, then drop the task's older checkpoints."""
+        """Rename a synced temp file into place, fsync the directory, then drop the task's other checkpoints."""
         folder = temp.parent
         final = folder / f"{record.seq:016d}{SUFFIX}"
-        try:
-            os.rename(temp, final)
-        except OSError as error:
-            _remove_quietly(temp)
-            raise _not_written(record, error) from error
-        try:
-            _sync_directory(folder)
-        except OSError as error:
-            _remove_quietly(final)
-            raise CheckpointError(
-                f"checkpoint {record.seq} of task {record.task_id} could not be made durable "
-                f"(directory fsync: {error.strerror or error}); the previous checkpoint is kept"
-            ) from error
-        previous = self._newest.get(record.task_id)
-        self._newest[record.task_id] = final
-        if previous is not None:
-            if previous != final:
-                _remove_replaced(previous)
-            return final
-        for other in folder.iterdir():
-            if other != final and (other.suffix == SUFFIX or other.name.startswith(TEMP_PREFIX)):
-                _remove_quietly(other)
+        task = self._task(record.task_id)
+        with task.lock:
+            try:
+                os.rename(temp, final)
+            except OSError as error:
+                _remove_quietly(temp)
+                raise _not_written(record, error) from error
+            try:
+                _sync_directory(folder)
+            except OSError as error:
+                _remove_quietly(final)
+                raise CheckpointError(
+                    f"checkpoint {record.seq} of task {record.task_id} could not be made durable "
+                    f"(directory fsync: {error.strerror or error}); the previous checkpoint is kept"
+                ) from error
+            _drop_others(task, folder, {final}, {task.newest, folder / SLOT_NAMES[0], folder / SLOT_NAMES[1]})
+            task.newest, task.newest_seq, task.known = final, record.seq, True
         return final
 
     def latest(self, task_id: str) -> CheckpointRecord | None:
         """The newest checkpoint of `task_id` that verifies; unreadable ones are logged and skipped."""
         check_task_id(task_id)
+        task = self._task(task_id)
+        with task.lock:
+            return self._newest_valid(task_id, task)
+
+    def _learn(self, task_id: str, task: _Task) -> None:
+        """Find which file holds the task's newest valid checkpoint, once per task and process (under its lock):
+        a slot write must never overwrite the only valid copy, nor one a crash left newer than it thinks."""
+        if not task.known:
+            self._newest_valid(task_id, task)
+
+    def _newest_valid(self, task_id: str, task: _Task) -> CheckpointRecord | None:
         for path in self.files(task_id):
             try:
                 record = read_record(path)
@@ -504,7 +563,11 @@ class CheckpointStore:
             if record.task_id != task_id:
                 log.warning("skipping checkpoint %s: it belongs to task %s", path, record.task_id)
                 continue
+            if not task.known:
+                task.newest, task.newest_seq, task.known = path, record.seq, True
             return record
+        if not task.known:
+            task.newest, task.newest_seq, task.known = None, -1, True
         return None
 
     def holds(self, task_id: str) -> bool:
@@ -515,17 +578,20 @@ class CheckpointStore:
     def discard(self, task_id: str) -> None:
         """Remove every checkpoint of a task (after its result is safe, or when it moved away)."""
         check_task_id(task_id)
-        self._newest.pop(task_id, None)
-        folder = self._folder(task_id)
-        if not folder.is_dir():
-            return
-        for path in folder.iterdir():
-            if path.suffix == SUFFIX or path.name.startswith(TEMP_PREFIX):
-                path.unlink(missing_ok=True)
-        try:
-            folder.rmdir()
-        except OSError as error:
-            log.warning("kept checkpoint folder %s: %s", folder, error)
+        task = self._task(task_id)
+        with task.lock:
+            with self._tasks_lock:
+                self._tasks.pop(task_id, None)
+            folder = self._folder(task_id)
+            if not folder.is_dir():
+                return
+            for path in folder.iterdir():
+                if path.suffix == SUFFIX or path.name.startswith(TEMP_PREFIX):
+                    path.unlink(missing_ok=True)
+            try:
+                folder.rmdir()
+            except OSError as error:
+                log.warning("kept checkpoint folder %s: %s", folder, error)
 
     def list_tasks(self) -> list[str]:
         """Task ids that have at least one checkpoint file (not yet verified)."""
@@ -540,12 +606,17 @@ class CheckpointStore:
     def _folder(self, task_id: str) -> Path:
         return self.root / task_id
 
+    def _task(self, task_id: str) -> _Task:
+        with self._tasks_lock:
+            return self._tasks.setdefault(task_id, _Task())
+
     def files(self, task_id: str) -> list[Path]:
-        """The task's checkpoint files, newest first (not yet verified)."""
+        """The task's checkpoint files: those whose header does not read first (so a reader says why it skips
+        them), then the others by their header's seq, highest first (none verified yet)."""
         folder = self._folder(task_id)
         if not folder.is_dir():
             return []
-        return sorted(folder.glob(f"*{SUFFIX}"), reverse=True)
+        return sorted(folder.glob(f"*{SUFFIX}"), key=_header_seq, reverse=True)
 
     def _create(self, temp: Path, access: int = os.O_WRONLY) -> int:
         """Open a new temp file; its task's folder is made only when missing (no stat on every commit)."""
@@ -561,6 +632,35 @@ class CheckpointStore:
         self.root.mkdir(parents=True, exist_ok=True)
         folder.mkdir(exist_ok=True)
         _sync_directory(self.root)
+
+
+@dataclass
+class _Task:
+    """What this process knows of one task's folder. The lock orders slot writes, installs and reads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    known: bool = False
+    """Whether `newest` was learnt here (by a write, or by reading every newer file and finding it invalid)."""
+    newest: Path | None = None
+    """The file that holds the task's newest valid checkpoint."""
+    newest_seq: int = -1
+    readers: dict[Path, weakref.ref[StoredCheckpoint]] = field(default_factory=dict)
+    """The slots a `StoredCheckpoint` reads through its descriptor: written beside and renamed over, never in place."""
+    tidy: bool = False
+    """Whether this process removed what a crash or an earlier run left in the folder (temp files, old names)."""
+
+
+def _drop_others(task: _Task, folder: Path, keep: set[Path], others: set[Path | None]) -> None:
+    """Remove the task's checkpoint files but `keep`: `others` (those this process knows of), or, the first
+    time, whatever the folder holds (listing it once per task and process, where a scan a commit would cost)."""
+    if task.tidy:
+        for other in others - keep - {None}:
+            _remove_replaced(other)
+        return
+    for other in folder.iterdir():
+        if other not in keep and (other.suffix == SUFFIX or other.name.startswith(TEMP_PREFIX)):
+            _remove_quietly(other)
+    task.tidy = True
 
 
 class IncomingCheckpoint:
@@ -685,6 +785,73 @@ class IncomingCheckpoint:
                 hasher.update(piece)
             del piece  # let go of the caller's buffer before waiting for the next piece
         return hasher.hexdigest()
+
+
+def _header_seq(path: Path) -> int:
+    """The seq in a checkpoint file's header (one read of at most HEADER_CAP bytes and its prefix); above any seq
+    if it does not read."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(MAGIC) + _LENGTH.size + HEADER_CAP)
+        (length,) = _LENGTH.unpack_from(head, len(MAGIC))
+        if head[:len(MAGIC)] == MAGIC and len(head) >= len(MAGIC) + _LENGTH.size + length:
+            return decode_header(head[len(MAGIC) + _LENGTH.size:][:length])["seq"]
+    except (OSError, struct.error, CheckpointError):
+        pass
+    return 1 << 64
+
+
+def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
+          digest: Future[str] | None) -> CheckpointRecord:
+    """Write header and state from the start of `fd`, then `end(fd)` (the sync); the record, sealed or checked
+    against `digest` (see `CheckpointStore._write_durably`). CheckpointError on a hash mismatch, else OSError."""
+    sealing = digest is not None and record.sha256 == _PLACEHOLDER
+    try:
+        header = encode_header(record)
+        if digest is None and record.size < PARALLEL_HASH_FROM:
+            write_pieces(fd, [header, record.state])  # hashed already: one writev
+        else:
+            _write_all(fd, record.state, len(header))
+            if sealing:
+                record = dataclasses.replace(record, sha256=digest.result(), verified=True)
+                header = encode_header(record)  # same length: the digest is fixed-size hex
+            os.pwrite(fd, header, 0)
+        end(fd)
+        if digest is not None and not sealing:
+            record._check(digest.result())
+            record = dataclasses.replace(record, verified=True)
+    finally:
+        if digest is not None:
+            digest.result()  # never leave the hashing thread behind, even on failure
+    return record
+
+
+def _hand_in(source: int, size: int, offset: int, sha256: str | Future[str], unsealed: CheckpointRecord, fd: int,
+             end: Callable[[int], None]) -> CheckpointRecord:
+    """Copy a guest's memfd into `fd` after the header's `offset` bytes, then write the header with the guest's
+    hash and `end(fd)` (the sync); the record sealed with that hash (see `CheckpointStore.commit_handed`)."""
+    try:
+        _copy_range(source, fd, size, offset, None if isinstance(sha256, str) else sha256)
+    finally:
+        digest = sha256 if isinstance(sha256, str) else sha256.result()  # never left unread, even on failure
+    if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
+        raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} came with a "
+                              "malformed hash; the previous checkpoint is kept")
+    sealed = dataclasses.replace(unsealed, sha256=digest)
+    os.pwrite(fd, encode_header(sealed, size), 0)  # same length: the digest is fixed-size hex
+    end(fd)
+    return sealed
+
+
+def _stored(offset: int, size: int, fd: int, sealed: CheckpointRecord) -> StoredCheckpoint:
+    return StoredCheckpoint(fd, offset, size, **dict(zip(IDENTITY, sealed._identity())), sha256=sealed.sha256)
+
+
+def _end_slot(length: int, fd: int) -> None:
+    """Cut a slot much longer than its new `length` bytes, then fdatasync: its inode's times need not be durable."""
+    if os.fstat(fd).st_size > TRIM_OVER * max(length, 4096):
+        os.ftruncate(fd, length)
+    _sync_data(fd)
 
 
 def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
@@ -821,6 +988,14 @@ def _sync(fd: int) -> None:
         except OSError as error:
             log.debug("F_FULLFSYNC not supported here (%s); using fsync", error)
     os.fsync(fd)
+
+
+def _sync_data(fd: int) -> None:
+    """fdatasync (F_FULLFSYNC on macOS, which has no fdatasync that reaches the platter)."""
+    if getattr(fcntl, "F_FULLFSYNC", None) is not None or not hasattr(os, "fdatasync"):
+        _sync(fd)
+    else:
+        os.fdatasync(fd)
 
 
 def _sync_directory(folder: Path) -> None:

@@ -43,6 +43,34 @@ def checkpoint_files(store: CheckpointStore, task_id: str = "abcd1234-1.0") -> l
     return sorted(p.name for p in (store.root / task_id).iterdir())
 
 
+def valid_seqs(store: CheckpointStore, task_id: str = "abcd1234-1.0") -> list[int]:
+    """The seqs of the task's files that read whole, highest first (a torn slot has none)."""
+    seqs = []
+    for path in (store.root / task_id).iterdir():
+        try:
+            seqs.append(read_record(path).seq)
+        except CheckpointError:
+            pass
+    return sorted(seqs, reverse=True)
+
+
+def file_of(store: CheckpointStore, seq: int, task_id: str = "abcd1234-1.0"):
+    """The file that holds checkpoint `seq` whole."""
+    return next(path for path in (store.root / task_id).iterdir()
+                if not path.name.startswith(".") and read_record(path).seq == seq)
+
+
+def no_temp_files(store: CheckpointStore, task_id: str = "abcd1234-1.0") -> bool:
+    return not [name for name in checkpoint_files(store, task_id) if name.startswith(".tmp-")]
+
+
+def old_style(store: CheckpointStore, record: CheckpointRecord) -> None:
+    """Leave `record` as the versions before slots did: a file named for its seq."""
+    folder = store.root / record.task_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{record.seq:016d}.ckpt").write_bytes(encode_header(record) + record.state)
+
+
 def test_round_trip_keeps_every_field(tmp_path):
     store = CheckpointStore(tmp_path)
     record = make_record(7, state=b"\x00state\xff" * 100)
@@ -51,20 +79,32 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert store.list_tasks() == [record.task_id]
 
 
-def test_a_new_checkpoint_replaces_the_old_one_only_once_written(tmp_path):
+def test_a_new_small_checkpoint_overwrites_the_slot_that_does_not_hold_the_newest(tmp_path):
     store = CheckpointStore(tmp_path)
-    store.write(make_record(1))
-    store.write(make_record(2))
-    assert store.latest("abcd1234-1.0").seq == 2
-    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    for seq in (1, 2, 3):
+        store.write(make_record(seq))
+        assert store.latest("abcd1234-1.0").seq == seq
+        assert valid_seqs(store) == list(range(seq, max(seq - 2, 0), -1)), "the newest and the one before"
+    assert checkpoint_files(store) == ["slot-0.ckpt", "slot-1.ckpt"]
 
 
-@pytest.mark.parametrize("size", [100_000, 9 * 1024 * 1024], ids=["small", "big"])
-def test_a_replaced_checkpoint_is_gone_by_name_at_once_and_released_off_the_commits_thread(tmp_path, monkeypatch, size):
+def test_a_slot_much_longer_than_its_new_checkpoint_is_cut_and_a_shorter_one_keeps_the_rest_unread(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1, state=os.urandom(1 << 20)))
+    store.write(make_record(2, state=os.urandom(600_000)))
+    store.write(make_record(3, state=b"c" * 600_000))   # over a 1 MiB slot: kept as long, the rest not read
+    assert file_of(store, 3).stat().st_size > 1 << 20 and store.latest("abcd1234-1.0") == make_record(3, b"c" * 600_000)
+    store.write(make_record(4, state=b"d" * 1000))      # over a 600 kB slot: cut to size
+    assert file_of(store, 4).stat().st_size < 2000 and store.latest("abcd1234-1.0") == make_record(4, b"d" * 1000)
+
+
+@pytest.mark.parametrize(("first", "second"), [(9 << 20, 9 << 20), (9 << 20, 100_000)], ids=["big", "big-then-slot"])
+def test_a_replaced_checkpoint_is_gone_by_name_at_once_and_released_off_the_commits_thread(tmp_path, monkeypatch,
+                                                                                             first, second):
     """Its name goes before the commit returns (a scan sees one checkpoint); its blocks are freed by the
     last close, which no commit waits for, and no replaced file stays open."""
     store = CheckpointStore(tmp_path)
-    store.write(make_record(1, state=os.urandom(size)))
+    store.write(make_record(1, state=os.urandom(first)))
     old = str(tmp_path / "abcd1234-1.0" / f"{1:016d}.ckpt")
     events = []  # ("open", fd) of the replaced file, ("close", fd, thread) of every file, in order
     real_open, real_close = os.open, os.close
@@ -86,8 +126,8 @@ def test_a_replaced_checkpoint_is_gone_by_name_at_once_and_released_off_the_comm
 
     monkeypatch.setattr(store_module.os, "open", watched_open)
     monkeypatch.setattr(store_module.os, "close", watched_close)
-    store.write(make_record(2, state=os.urandom(size)))
-    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    store.write(make_record(2, state=os.urandom(second)))
+    assert checkpoint_files(store) == [f"{2:016d}.ckpt" if second == first else "slot-0.ckpt"]
     assert [event for event in events if event[0] == "open"], "the replaced file was opened to be released"
     closer = wait_for(closer_of_the_replaced_file, timeout=10, what="the replaced file's close")
     monkeypatch.undo()
@@ -157,27 +197,129 @@ def test_task_ids_that_could_escape_the_store_are_refused(tmp_path, task_id):
         (lambda data: b"", "truncated"),                                         # empty file
     ],
 )
-def test_a_damaged_newest_checkpoint_is_skipped_with_a_log_line(tmp_path, caplog, damage, problem):
+@pytest.mark.parametrize("named", [False, True], ids=["slots", "older-version-names"])
+def test_a_damaged_newest_checkpoint_is_skipped_with_a_log_line(tmp_path, caplog, damage, problem, named):
     store = CheckpointStore(tmp_path)
-    store.write(make_record(1))
-    older = store.root / "abcd1234-1.0" / f"{1:016d}.ckpt"
-    saved = older.read_bytes()
-    store.write(make_record(2))
-    older.write_bytes(saved)  # as if the crash came before the old one was removed
-    newest = store.root / "abcd1234-1.0" / f"{2:016d}.ckpt"
+    if named:  # as if the crash came before the old one was removed
+        old_style(store, make_record(1))
+        old_style(store, make_record(2))
+    else:
+        store.write(make_record(1))
+        store.write(make_record(2))
+    newest = file_of(store, 2)
     newest.write_bytes(damage(newest.read_bytes()))
+    store = CheckpointStore(tmp_path)
     with caplog.at_level(logging.WARNING, logger="frost_core.storage.checkpoints"):
         record = store.latest("abcd1234-1.0")
     assert record is not None and record.seq == 1
     assert "skipping unreadable checkpoint" in caplog.text and problem in caplog.text
 
 
+def torn(path, new: bytes, at: int, cut: bool) -> None:
+    """`path` as a crash in the middle of overwriting it in place with `new` leaves it: the first `at` bytes
+    written, then either the file's end (a slot written for the first time) or what it held before."""
+    old = path.read_bytes()
+    path.write_bytes(new[:at] if cut else new[:at] + old[at:])
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["over-the-old", "cut"])
+@pytest.mark.parametrize("where", ["magic", "header", "state-start", "middle", "last-byte"])
+def test_a_torn_newest_slot_reads_as_the_checkpoint_before_and_a_restart_writes_over_the_torn_one(tmp_path, where,
+                                                                                                   cut):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    store.write(make_record(2))
+    new = make_record(3, state=b"\x03" * 1002)  # as long as seq 1's: a tear leaves no length to notice
+    replaced = file_of(store, 1)
+    data = encode_header(new) + new.state
+    at = {"magic": 5, "header": 30, "state-start": len(encode_header(new)) + 1, "middle": len(data) // 2,
+          "last-byte": len(data) - 1}[where]
+    torn(replaced, data, at, cut)
+    restarted = CheckpointStore(tmp_path)
+    assert restarted.latest("abcd1234-1.0") == make_record(2)
+    restarted.write(make_record(3))
+    assert valid_seqs(restarted) == [3, 2], "the write went over the torn slot, not the newest valid one"
+
+
+def test_a_restarted_store_never_overwrites_the_only_valid_checkpoint(tmp_path):
+    """The first slot holds the only valid checkpoint, the second a torn newer one: without `latest` first,
+    a restarted store's write must still find which is which."""
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    store.write(make_record(2))
+    second = file_of(store, 2)
+    torn(second, encode_header(make_record(3)) + make_record(3).state, 100, cut=False)
+    restarted = CheckpointStore(tmp_path)
+    restarted.write(make_record(3, state=b"x" * 10))
+    assert valid_seqs(restarted) == [3, 1]
+    restarted.write(make_record(4))
+    assert valid_seqs(restarted) == [4, 3]
+
+
+def test_older_versions_files_are_read_by_their_headers_seq_and_replaced_cleanly(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    store.write(make_record(2))
+    old_style(store, make_record(9))  # named for its seq, as an older version or a big state's rename leaves it
+    restarted = CheckpointStore(tmp_path)
+    assert restarted.latest("abcd1234-1.0") == make_record(9), "ordered by the header's seq, not the name"
+    restarted.write(make_record(10))
+    assert valid_seqs(restarted) == [10, 2] and f"{9:016d}.ckpt" not in checkpoint_files(restarted)
+    restarted.write(make_record(11, state=os.urandom(9 << 20)))  # too big for a slot: renamed into place, alone
+    assert checkpoint_files(restarted) == [f"{11:016d}.ckpt"]
+    restarted.write(make_record(12))
+    assert valid_seqs(restarted) == [12] and checkpoint_files(restarted) == ["slot-0.ckpt"]
+    restarted.write(make_record(13))
+    assert CheckpointStore(tmp_path).latest("abcd1234-1.0") == make_record(13) and valid_seqs(restarted) == [13, 12]
+
+
+def test_a_checkpoint_written_last_is_the_newest_even_with_a_lower_seq(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(5))
+    store.write(make_record(3))  # as the old one-file store did: what was written last is what resumes
+    assert CheckpointStore(tmp_path).latest("abcd1234-1.0") == make_record(3)
+
+
+def test_a_read_that_writes_overtake_still_returns_a_whole_checkpoint_no_older_than_when_it_began(tmp_path,
+                                                                                              monkeypatch):
+    """Each time the reader has a file's header and is about to read its state, writers come: two, then one.
+    Were they let in, the slot it reads would be overwritten twice in place and the other once, both torn
+    under it: it would find nothing. The task's lock holds them until the read is done."""
+    def big(seq):  # read in more than one go, so a write can come between the header and the state
+        return make_record(seq, state=bytes([seq]) * 100_000)
+
+    store = CheckpointStore(tmp_path)
+    store.write(big(1))
+    store.write(big(2))
+    reader, bursts, writers = threading.current_thread(), [[3, 4], [5]], []
+    real_fstat = os.fstat
+
+    def writers_come(fd):
+        if threading.current_thread() is reader and bursts:
+            burst = bursts.pop(0)
+            writers.append(threading.Thread(target=lambda: [store.write(big(seq)) for seq in burst]))
+            writers[-1].start()
+            writers[-1].join(timeout=0.3)  # long enough for the writes, were they not held back
+        return real_fstat(fd)
+
+    monkeypatch.setattr(store_module.os, "fstat", writers_come)
+    try:
+        record = store.latest("abcd1234-1.0")
+    finally:
+        monkeypatch.undo()
+        for writer in writers:
+            writer.join()
+    assert record is not None and record.seq >= 2
+    assert store.latest("abcd1234-1.0") == big(max(seq for burst in ([3, 4], [5]) if burst not in bursts
+                                                   for seq in burst))
+
+
 def test_only_damaged_checkpoints_means_none(tmp_path):
     store = CheckpointStore(tmp_path)
     store.write(make_record(1))
-    path = store.root / "abcd1234-1.0" / f"{1:016d}.ckpt"
+    path = file_of(store, 1)
     path.write_bytes(path.read_bytes()[:-3])
-    assert store.latest("abcd1234-1.0") is None
+    assert CheckpointStore(tmp_path).latest("abcd1234-1.0") is None
 
 
 def test_temp_files_of_an_interrupted_write_are_ignored_and_cleaned(tmp_path):
@@ -188,30 +330,33 @@ def test_temp_files_of_an_interrupted_write_are_ignored_and_cleaned(tmp_path):
     assert store.latest("abcd1234-1.0").seq == 1
     restarted = CheckpointStore(tmp_path)  # a leftover is a crash's: the next write is a new process's
     restarted.write(make_record(2))
-    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
+    assert no_temp_files(store) and valid_seqs(store) == [2, 1]
     restarted.write(make_record(3))
-    assert checkpoint_files(store) == [f"{3:016d}.ckpt"]
+    assert no_temp_files(store) and valid_seqs(store) == [3, 2]
 
 
+@pytest.mark.parametrize("size", [1000, 9 << 20], ids=["slot", "renamed"])
 @pytest.mark.parametrize("failing_call", [1, 2], ids=["file-fsync", "directory-fsync"])
-def test_an_fsync_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch, failing_call):
+def test_an_fsync_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch, failing_call, size):
     store = CheckpointStore(tmp_path)
     store.write(make_record(1))
     calls = []
-    real_fsync = os.fsync
 
-    def failing_fsync(fd):
-        calls.append(fd)
-        if len(calls) == failing_call:
-            raise OSError(errno.EIO, "Input/output error")
-        real_fsync(fd)
+    def failing(real):
+        def sync(fd):
+            calls.append(fd)
+            if len(calls) == failing_call:
+                raise OSError(errno.EIO, "Input/output error")
+            real(fd)
+        return sync
 
-    monkeypatch.setattr(store_module.os, "fsync", failing_fsync)
+    monkeypatch.setattr(store_module.os, "fsync", failing(os.fsync))
+    monkeypatch.setattr(store_module.os, "fdatasync", failing(os.fdatasync))
     with pytest.raises(CheckpointError, match="previous checkpoint is kept"):
-        store.write(make_record(2))
+        store.write(make_record(2, state=b"2" * size))  # the first write into the second slot syncs its folder
     monkeypatch.undo()
     assert store.latest("abcd1234-1.0") == make_record(1)
-    assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+    assert valid_seqs(store) == [1] and no_temp_files(store)
 
 
 def test_a_write_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch):
@@ -227,7 +372,7 @@ def test_a_write_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, mo
         store.write(make_record(2))
     monkeypatch.undo()
     assert store.latest("abcd1234-1.0") == make_record(1)
-    assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+    assert valid_seqs(store) == [1] and no_temp_files(store)
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"), reason="needs root to mount a tiny tmpfs")
@@ -242,7 +387,7 @@ def test_a_really_full_disk_keeps_the_old_checkpoint(tmp_path):
         with pytest.raises(CheckpointError, match="previous checkpoint is kept"):
             store.write(make_record(2, state=b"b" * 1_000_000))
         assert store.latest("abcd1234-1.0") == make_record(1, state=b"a" * 100_000)
-        assert checkpoint_files(store) == [f"{1:016d}.ckpt"]
+        assert valid_seqs(store) == [1] and no_temp_files(store)
     finally:
         subprocess.run(["umount", str(mount_point)], check=True)
 
@@ -367,7 +512,7 @@ def test_a_record_from_a_peer_is_checked_as_it_is_written(tmp_path, size):
     with pytest.raises(CheckpointError, match="SHA-256"):
         store.write(unverified(make_record(3, state=good.state), bytes(damaged)))
     assert store.latest("abcd1234-1.0") == good, "the copy before the damaged one is still there, whole"
-    assert checkpoint_files(store) == [f"{2:016d}.ckpt"], "no temp file is left behind"
+    assert valid_seqs(store)[0] == 2 and no_temp_files(store)
 
 
 def test_commit_that_fails_keeps_the_old_checkpoint(tmp_path, monkeypatch):
@@ -378,6 +523,7 @@ def test_commit_that_fails_keeps_the_old_checkpoint(tmp_path, monkeypatch):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(store_module.os, "fsync", broken_disk)
+    monkeypatch.setattr(store_module.os, "fdatasync", broken_disk)
     with pytest.raises(CheckpointError, match="Input/output error"):
         store.commit(task_id="abcd1234-1.0", plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
                      unit_index=0, epoch=3, seq=2, taken_at=1.0, state=os.urandom(2 * 1024 * 1024))
@@ -461,7 +607,7 @@ def test_a_guests_checkpoint_cut_off_on_the_pipe_leaves_the_old_one(tmp_path):
     incoming.abort()  # the guest died mid-transfer
     with pytest.raises(CheckpointError, match="staged as another one"):
         store.commit(**{**IDENTITY, "seq": 3}, state=bytes(4096), staged=store.receiving(4096, **IDENTITY))
-    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert no_temp_files(store)
     assert store.latest("abcd1234-1.0") == make_record(1)
 
 
@@ -476,7 +622,7 @@ def test_a_damaged_or_refused_checkpoint_written_while_it_arrives_leaves_the_old
     with pytest.raises(CheckpointError, match="not the 1048576 announced"):  # truncated
         store.write(staged(store, good, good.state[:-10], 1000))
     staged(store, good, good.state, 5000).staged.abort()  # the host did not take the unit
-    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert no_temp_files(store)
     assert store.latest(good.task_id) == make_record(1)
 
 
@@ -520,10 +666,15 @@ def test_a_state_handed_through_a_memfd_is_copied_bit_identical_and_sealed_as_if
         os.close(fd)
     assert isinstance(record, store_module.StoredCheckpoint) and record.size == size
     assert record == CheckpointRecord.seal(**IDENTITY, state=state)  # the same hash and bytes as a whole write's
-    assert read_record(tmp_path / record.task_id / f"{2:016d}.ckpt").state == state  # checked on read
-    assert checkpoint_files(store) == [f"{2:016d}.ckpt"]
-    store.commit(**{**IDENTITY, "seq": 3}, state=b"newer")  # removes the file's name...
-    assert record.state == state  # ...but the record still reads its bytes, through the fd it keeps
+    assert read_record(file_of(store, 2)).state == state  # checked on read
+    assert valid_seqs(store) == [2, 1] and no_temp_files(store)
+    store.commit(**{**IDENTITY, "seq": 3}, state=b"newer")  # into the other slot
+    store.commit(**{**IDENTITY, "seq": 4}, state=b"newest")  # round to the record's slot: beside it, renamed over
+    assert record.state == state  # the record still reads its bytes, through the fd it keeps
+    assert valid_seqs(store) == [4, 3] and no_temp_files(store)
+    store.commit(**{**IDENTITY, "seq": 5}, state=b"5")
+    store.commit(**{**IDENTITY, "seq": 6}, state=b"6")  # in place: the renamed file has no reader
+    assert store.latest("abcd1234-1.0").seq == 6 and record.state == state
 
 
 @memfd_only
@@ -546,7 +697,7 @@ def test_a_memfd_shorter_than_announced_or_a_state_over_the_limit_fails_cleanly_
             store.copy_handed(fd, 1000, 1000, never, **IDENTITY).result()
     finally:
         os.close(fd)
-    assert checkpoint_files(store) == [f"{1:016d}.ckpt"], "no temp file is left behind"
+    assert valid_seqs(store) == [1] and no_temp_files(store)
     assert store.latest("abcd1234-1.0") == make_record(1)
 
 
@@ -560,7 +711,7 @@ def test_a_guest_that_lies_about_its_hash_ruins_only_that_checkpoint_which_fails
     finally:
         os.close(fd)
     with pytest.raises(CheckpointError, match="SHA-256"):
-        read_record(tmp_path / "abcd1234-1.0" / f"{2:016d}.ckpt")
+        read_record(store.files("abcd1234-1.0")[0])
     with caplog.at_level(logging.WARNING, logger="frost.checkpoints"):
         assert store.latest("abcd1234-1.0") is None  # no guest resumes from it
     assert "skipping unreadable checkpoint" in caplog.text

@@ -12,6 +12,7 @@ import trio
 
 from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor
 from frost_core.guest.spawn import close_child
+from frost_core.storage.checkpoints import read_record
 from tests.guest_kit import (
     COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
@@ -156,7 +157,7 @@ async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_wit
     (outcome,) = outcome_box
     assert isinstance(outcome, Evicted) and outcome.checkpoint == captured
     assert guests.store.latest(task.task_id) == captured  # durable here until a destination runs it
-    assert [p.name for p in (guests.store.root / task.task_id).iterdir()] == [f"{1:016d}.ckpt"]
+    assert [read_record(p) for p in (guests.store.root / task.task_id).iterdir()] == [captured]
     with pytest.raises(KeyError):
         await guests.capture(task.task_id, deadline=1)  # nothing runs any more
 

@@ -37,7 +37,7 @@ async def test_a_newer_checkpoint_replaces_the_last_and_an_older_one_is_dropped(
     await kept.save(SPEC, global_checkpoint(2))
     assert await kept.save(SPEC, global_checkpoint(5))
     assert not await kept.save(SPEC, global_checkpoint(3))   # written late: it must not replace superstep 5
-    assert files(kept) == [f"{5:016d}.ckpt"]
+    assert len(files(kept)) == 2, "the file before the newest is the slot the next save overwrites"
     checkpoint, errors = await kept.load(SPEC.assignment_id, SPEC.plugin_hash, 3)
     assert checkpoint.superstep == 5 and not errors
 
@@ -55,7 +55,7 @@ async def test_a_gang_that_ended_has_no_checkpoint_left_and_a_late_save_does_not
 async def test_a_corrupt_or_truncated_file_is_an_error_naming_the_gang_and_the_file(tmp_path, damage):
     kept = GangCheckpoints(tmp_path)
     await kept.save(SPEC, global_checkpoint(2))
-    path = tmp_path / SPEC.assignment_id / f"{2:016d}.ckpt"
+    [path] = kept.store.files(SPEC.assignment_id)
     data = bytearray(path.read_bytes())
     if damage == "flip a bit":
         data[-10] ^= 0x01
