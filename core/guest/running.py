@@ -63,7 +63,7 @@ from frost_core.guest.views import (
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import encode_plain
 from frost_core.policies.checkpoint_interval import young_interval
-from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, identity_prefix
+from frost_core.storage.checkpoints import HEADER_CAP, CheckpointRecord, CheckpointStore, identity_prefix
 from frost_core.storage.staging import STAGE_FROM, StagingSink
 from frost_core.wire.channel import Channel
 from frost_core.wire.messages import MAX_MESSAGE_SIZE
@@ -191,8 +191,8 @@ class RunningGuest:
         """The checkpoint memfd sent to the guest (see handoff.py), once a request let it answer through one."""
         self.outbox_closed = False
         """Its message reader has ended: no checkpoint comes through a memfd any more."""
-        self.started = False
-        """GuestStart and its state have gone: whatever else goes on the hand-off socket goes after them."""
+        self.handed_in = False
+        """No saved state is still to go on the hand-off socket (a checkpoint memfd sent there goes after it)."""
 
     @property
     def paused(self) -> bool:
@@ -291,6 +291,7 @@ class RunningGuest:
             readable=readable,
             handed=len(state) if handing else 0,
         )
+        self.handed_in = not handing
         try:
             await self.channel.send_bulk(start, self._hand_over(child, state) if handing else state, ready=ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -298,7 +299,7 @@ class RunningGuest:
         except CheckpointError as error:
             self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
         finally:
-            self.started = True
+            self.handed_in = True
 
     async def _hand_over(self, child: Child, state: bytes) -> AsyncIterator[bytes]:
         """The bulk data after a GuestStart that announced `state` handed over: none once it went to `child` as
@@ -313,6 +314,8 @@ class RunningGuest:
         except OSError as error:
             log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
             yield state
+        finally:
+            self.handed_in = True
 
     async def reap(self) -> None:
         self.kill()
@@ -534,11 +537,11 @@ class RunningGuest:
     def _open_outbox(self) -> bool:
         """Whether the guest may answer the next request through its checkpoint memfd, sending it one if it has
         none yet. Not for a move's capture (the node sends that on as it comes up the pipe), nor before the
-        unit's GuestStart and its state have gone (a saved state handed over comes first on that socket)."""
+        unit's saved state has been handed over (it comes first on that socket)."""
         if self.outbox is not None:
             return not self.evicting
         handoff = self.child.handoff if self.child is not None else None
-        if handoff is None or self.evicting or not self.started or self.outbox_closed:
+        if handoff is None or self.evicting or not self.handed_in or self.outbox_closed:
             return False
         try:
             fd = open_outbox()
@@ -755,9 +758,11 @@ class RunningGuest:
         if self.pending is None:
             pending = self.pending = _Pending(self.host.next_request_id(), trio.current_time())
             request = GuestCheckpointRequest(request_id=pending.request_id)
-            if self._open_outbox():
-                pending.identity = self._identity()
-                request = dataclasses.replace(request, hash_prefix=identity_prefix(pending.identity))
+            identity = self._identity()
+            prefix = identity_prefix(identity)
+            if len(prefix) <= HEADER_CAP and self._open_outbox():  # (a longer one fails either way, as a header)
+                pending.identity = identity
+                request = dataclasses.replace(request, hash_prefix=prefix)
             try:
                 # Shielded: a frame cut by a cancel would garble the pipe a warm process keeps for its next unit.
                 with trio.CancelScope(shield=True):

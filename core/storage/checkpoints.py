@@ -199,6 +199,9 @@ class StoredCheckpoint(CheckpointRecord):
     def loaded(self) -> CheckpointRecord:
         return CheckpointRecord(*self._identity(), state=self.state, sha256=self.sha256)
 
+    def verify(self) -> CheckpointRecord:
+        return self.loaded().verify()
+
     def __eq__(self, other: object) -> bool:
         """Equal to the record of the same checkpoint however it is held (the dataclass's own needs one class)."""
         if not isinstance(other, CheckpointRecord):

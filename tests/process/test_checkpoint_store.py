@@ -666,6 +666,7 @@ def test_a_state_handed_through_a_memfd_is_copied_bit_identical_and_sealed_as_if
         os.close(fd)
     assert isinstance(record, store_module.StoredCheckpoint) and record.size == size
     assert record == CheckpointRecord.seal(**IDENTITY, state=state)  # the same hash and bytes as a whole write's
+    assert not record.verified and record.verify().verified  # the guest's hash, checked where asked
     assert read_record(file_of(store, 2)).state == state  # checked on read
     assert valid_seqs(store) == [2, 1] and no_temp_files(store)
     store.commit(**{**IDENTITY, "seq": 3}, state=b"newer")  # into the other slot
