@@ -24,7 +24,11 @@ Usage: .venv/bin/python bench/unit_throughput.py [--units 100 1000 10000] [--lim
 from __future__ import annotations
 
 import argparse
+import bisect
+import contextlib
+import datetime
 import multiprocessing
+import os
 import sys
 import tempfile
 import threading
@@ -48,17 +52,27 @@ RAYTRACE = {"width": 240, "height": 160, "rows_per_unit": 8, "max_depth": 2}
 
 
 class MasterWatch:
-    """Samples the master node process's own CPU time and resident memory while an assignment runs."""
+    """Samples the master node process's own CPU time and resident memory while an assignment runs, and its
+    threads' CPU every `CPU_SAMPLE_INTERVAL` for the phases of a run (`phases`)."""
 
     def __init__(self, pid: int) -> None:
         self._process = psutil.Process(pid)
+        self._pid = pid
         self._stop = threading.Event()
         self.peak_rss = 0
+        self.cpu_samples: list[tuple[float, float]] = []
+        """(wall time, the node's threads' CPU seconds): from the scheduler's nanosecond counts, where psutil's
+        figure moves in 10 ms ticks (a 100-unit run's phases are tens of ms)."""
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def cpu(self) -> float:
         times = self._process.cpu_times()
         return times.user + times.system
+
+    def cpu_at(self, when: float) -> float | None:
+        """The threads' CPU seconds at the first sample at or after `when`; None outside the samples."""
+        index = bisect.bisect_left(self.cpu_samples, (when, -1.0))
+        return self.cpu_samples[index][1] if index < len(self.cpu_samples) else None
 
     def __enter__(self) -> MasterWatch:
         self._thread.start()
@@ -69,8 +83,75 @@ class MasterWatch:
         self._thread.join()
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.25):
-            self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+        next_rss = 0.0
+        while not self._stop.wait(CPU_SAMPLE_INTERVAL):
+            threads = threads_cpu(self._pid)
+            if threads is not None:
+                self.cpu_samples.append((time.time(), threads))
+            if time.monotonic() >= next_rss:
+                next_rss = time.monotonic() + 0.25
+                self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+
+
+CPU_SAMPLE_INTERVAL = 0.005
+"""Seconds between two samples of the node's threads' CPU for the phases of a run."""
+
+
+def threads_cpu(pid: int) -> float | None:
+    """CPU seconds of `pid`'s live threads, from /proc/PID/task/*/schedstat (nanoseconds; Linux); None where
+    there is none. A thread that ended takes its time with it: a phase's figure is then low, never high."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as stats:
+                total += int(stats.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
+
+
+def result_times(data_dir: Path, assignment_id: str) -> list[float]:
+    """When each unit result of `assignment_id` came in (the host's "unit finished" line, wall time, ms), from the
+    node's log files: its event list keeps only the latest events, the log all of a 10,000-unit run's."""
+    times = []
+    for log in sorted((data_dir / "logs").glob("frost-tui.log*")):
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if "unit finished" in line and f" {assignment_id}." in line:
+                    with contextlib.suppress(ValueError):
+                        times.append(datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp())
+    return sorted(times)
+
+
+FIRST_RESULTS = 100
+"""The phases compare a run's first this many results with the rest: every run starts as the 100-unit one does."""
+
+
+def phases(watch: MasterWatch, began: float, results: list[float], done_at: float | None) -> dict:
+    """The node's CPU (ms, its threads') from the submit to the first result, to the FIRST_RESULTS-th, per result
+    after that, and from the last result to the "is done" event."""
+    at = {"submit": watch.cpu_at(began), "done": watch.cpu_at(done_at) if done_at else None}
+    if results:
+        at["first"], at["last"] = watch.cpu_at(results[0]), watch.cpu_at(results[-1])
+    if len(results) >= FIRST_RESULTS:
+        at["nth"] = watch.cpu_at(results[FIRST_RESULTS - 1])
+
+    def between(start: str, end: str) -> float | None:
+        if at.get(start) is None or at.get(end) is None:
+            return None
+        return round(1000 * (at[end] - at[start]), 1)
+
+    after = between("nth", "last")
+    rest = len(results) - FIRST_RESULTS
+    return {"cpu_ms_to_first_result": between("submit", "first"),
+            f"cpu_ms_to_result_{FIRST_RESULTS}": between("submit", "nth"),
+            f"cpu_ms_per_result_after_{FIRST_RESULTS}": round(after / rest, 3) if after is not None and rest > 0 else None,
+            "cpu_ms_last_result_to_done": between("last", "done"),
+            "cpu_ms_submit_to_done": between("submit", "done")}
 
 
 def idle_between_units(events: list[dict]) -> list[float]:
@@ -151,7 +232,9 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float) -
             "master_idle_cpu_ms_per_s": round(1000 * rate, 1),
             "master_marginal_cpu_ms_per_unit": round(1000 * (cpu - rate * seconds) / max(done_units, 1), 2),
             "master_peak_rss_mb": round(watch.peak_rss / 2**20, 1), "hosts_seen": len(hosts),
-            "idle_between_units_ms": round(1000 * gaps[len(gaps) // 2], 1) if gaps else None}
+            "idle_between_units_ms": round(1000 * gaps[len(gaps) // 2], 1) if gaps else None,
+            "phases": phases(watch, began_wall, result_times(master.data_dir, assignment_id),
+                             done_at[0] if done_at else None)}
 
 
 def one_process(units: int) -> dict:
@@ -220,6 +303,11 @@ def main() -> int:
                      run["idle_between_units_ms"] if run["nodes"] == 1 else "—"])
     print_table(["nodes", "units", "done", "seconds", "units/s", "1-process units/s", "x slower",
                  "master CPU ms/unit", "marginal", "idle ms/s", "master peak MB", "hosts used", "idle ms between units (median)"], rows)
+    print(f"\nThe node's CPU (ms, its threads') by phase: a run's first {FIRST_RESULTS} results are what the "
+          f"{FIRST_RESULTS}-unit run is")
+    print_table(["nodes", "units", "submit -> 1st result", f"-> {FIRST_RESULTS}th", f"per result after the {FIRST_RESULTS}th",
+                 "last result -> done", "submit -> done"],
+                [[run["nodes"], run["units"], *run["phases"].values()] for run in figures["runs"]])
     if figures["raytrace"]:
         r = figures["raytrace"]
         print(f"\nraytrace {RAYTRACE} ({r['units']} units): one node {r['node_s']} s, two plain processes "
