@@ -6,16 +6,15 @@ from collections.abc import Callable
 
 import trio
 
-from frost_core.storage.checkpoints import SLOTS_BELOW, IncomingCheckpoint
+from frost_core.storage.checkpoints import IncomingCheckpoint
 
-STAGE_FROM = SLOTS_BELOW
+STAGE_FROM = 8 << 20
 """A guest's state from this size on is written to disk while it comes up the pipe; below it, it is
-received whole, then committed in one go, into one of the task's two slots (a staged state goes to a
-temp file and is renamed: the slots take every state that is not staged). Staged, each checkpoint
-pays hand-offs between the loop and the writing threads, which only a large state's overlap repays:
-from 30 MB on staging won, at 10 MB they were even, at 1 MB received-whole kept 0.36-0.56 of a raw
-write+fsync against 0.23-0.27 (load 10-11; once hand-offs were cut, 0.33-0.43 against 0.40-0.42 at
-load 8: even)."""
+received whole, then committed in one go. Staged, each checkpoint pays hand-offs between the loop
+and the writing threads, which only a large state's overlap repays: from 30 MB on staging won, at
+10 MB they were even, at 1 MB received-whole kept 0.36-0.56 of a raw write+fsync against 0.23-0.27
+(load 10-11; once hand-offs were cut, 0.33-0.43 against 0.40-0.42 at load 8: even). A staged state
+is renamed into place (`CheckpointStore.write`), never written into one of the task's slots."""
 
 
 class StagingSink:

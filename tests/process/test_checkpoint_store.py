@@ -31,6 +31,10 @@ from frost_core.api.errors import CheckpointError
 from tests.waiting import wait_for
 
 
+BIG = store_module.SLOTS_BELOW + (1 << 20)
+"""A state too big for a slot: written to a temp file and renamed into place."""
+
+
 def make_record(seq: int, state: bytes | None = None, task_id: str = "abcd1234-1.0") -> CheckpointRecord:
     return CheckpointRecord.seal(
         task_id=task_id, plugin_name="counter", plugin_version="1", plugin_hash="f" * 64,
@@ -98,7 +102,7 @@ def test_a_slot_much_longer_than_its_new_checkpoint_is_cut_and_a_shorter_one_kee
     assert file_of(store, 4).stat().st_size < 2000 and store.latest("abcd1234-1.0") == make_record(4, b"d" * 1000)
 
 
-@pytest.mark.parametrize(("first", "second"), [(9 << 20, 9 << 20), (9 << 20, 100_000)], ids=["big", "big-then-slot"])
+@pytest.mark.parametrize(("first", "second"), [(BIG, BIG), (BIG, 100_000)], ids=["big", "big-then-slot"])
 def test_a_replaced_checkpoint_is_gone_by_name_at_once_and_released_off_the_commits_thread(tmp_path, monkeypatch,
                                                                                              first, second):
     """Its name goes before the commit returns (a scan sees one checkpoint); its blocks are freed by the
@@ -265,7 +269,7 @@ def test_older_versions_files_are_read_by_their_headers_seq_and_replaced_cleanly
     assert restarted.latest("abcd1234-1.0") == make_record(9), "ordered by the header's seq, not the name"
     restarted.write(make_record(10))
     assert valid_seqs(restarted) == [10, 2] and f"{9:016d}.ckpt" not in checkpoint_files(restarted)
-    restarted.write(make_record(11, state=os.urandom(9 << 20)))  # too big for a slot: renamed into place, alone
+    restarted.write(make_record(11, state=os.urandom(BIG)))  # too big for a slot: renamed into place, alone
     assert checkpoint_files(restarted) == [f"{11:016d}.ckpt"]
     restarted.write(make_record(12))
     assert valid_seqs(restarted) == [12] and checkpoint_files(restarted) == ["slot-0.ckpt"]
@@ -335,7 +339,7 @@ def test_temp_files_of_an_interrupted_write_are_ignored_and_cleaned(tmp_path):
     assert no_temp_files(store) and valid_seqs(store) == [3, 2]
 
 
-@pytest.mark.parametrize("size", [1000, 9 << 20], ids=["slot", "renamed"])
+@pytest.mark.parametrize("size", [1000, BIG], ids=["slot", "renamed"])
 @pytest.mark.parametrize("failing_call", [1, 2], ids=["file-fsync", "directory-fsync"])
 def test_an_fsync_failure_fails_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch, failing_call, size):
     store = CheckpointStore(tmp_path)
