@@ -279,7 +279,12 @@ def read_record(path: Path) -> CheckpointRecord:
 
 
 class CheckpointStore:
-    """Durable checkpoints under `root`, one directory per task; safe against a kill at any moment."""
+    """Durable checkpoints under `root`, one directory per task; safe against a kill at any moment.
+
+    One store writes a root at a time (a node has one per folder): which slot holds a task's newest
+    checkpoint is learnt once and then kept here, and the per-task locks that keep a read from a
+    slot being written are this store's.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
