@@ -134,12 +134,14 @@ class GuestSupervisor:
                 except OSError as error:
                     guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
                 else:
+                    if guest.outcome is None and not warm:
+                        with trio.CancelScope(shield=True):   # a cancel comes once the guest holds the child
+                            child.cgroup = await self._contain(task, child)
                     if guest.outcome is not None:
                         # Evicted or stopped while its process was being made ready: give it no unit.
                         await end(child)
                     else:
-                        cgroup = child.cgroup if warm else self._contain(task, child)
-                        await guest.start(child, scratch, nursery, paused=self._paused, cgroup=cgroup,
+                        await guest.start(child, scratch, nursery, paused=self._paused, cgroup=child.cgroup,
                                           readable=self.containment.readable(task), ready=durable)
                 task_status.started()
                 await guest.finished.wait()
@@ -192,8 +194,10 @@ class GuestSupervisor:
         child.cgroup_cpu_seen, child.fork_refusals = guest.cgroup_cpu_seen, guest.fork_refusals
         return child.units < self.settings.units_per_process and await self._idle.park(key, child)
 
-    def _contain(self, task: GuestTask, child: Child) -> GuestCgroup | None:
-        """The cgroup `child` runs `task` in: the one it waited in as the spare, sized for `task`, or a new one."""
+    async def _contain(self, task: GuestTask, child: Child) -> GuestCgroup | None:
+        """The cgroup `child` runs `task` in: the one it waited in as the spare, sized for `task`, or a new one,
+        made in a worker thread as the spare's is (its folders and the move of the pid into them took 0.5-16 ms,
+        which the event loop, and every other guest's result, would wait for)."""
         if child.cgroup is not None:
             try:
                 self.containment.size_for(child.cgroup, task)
@@ -201,7 +205,7 @@ class GuestSupervisor:
                 self.emit(task.task_id, "error", f"the guest runs without its cgroup's memory limit: {error}", "warning")
             return child.cgroup
         try:
-            return self.containment.cgroup_for(child.process.pid, task)
+            return await trio.to_thread.run_sync(self.containment.cgroup_for, child.process.pid, task)
         except OSError as error:
             self.emit(task.task_id, "error", f"the guest runs without its own cgroup: {error}", "warning")
             return None

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -136,6 +137,29 @@ async def test_a_guest_over_its_declared_memory_is_killed_by_its_cgroup_and_may_
     assert "16 MiB" in outcome.reason
     assert outcome.retryable  # the master retries it per guests.max_retries
     assert any(m.startswith("memory: the guest was killed") for m in events.messages("failed"))
+
+
+async def test_a_guest_started_without_the_spare_is_put_in_its_cgroup_from_a_worker_thread(tmp_path, monkeypatch):
+    """Making a cgroup's folders and moving the pid in took 0.5-16 ms: the node's event loop, with every other
+    guest's result behind it, does not wait for that (the spare's cgroup is made the same way, ahead of need)."""
+    require_containment()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+    from_loop_thread = []
+    cgroup_for = guests.containment.cgroup_for
+
+    def recorded(pid, task):
+        from_loop_thread.append(threading.current_thread() is threading.main_thread())
+        return cgroup_for(pid, task)
+
+    monkeypatch.setattr(guests.containment, "cgroup_for", recorded)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    data = {"n": 3, "spin": 10}
+    try:
+        outcome = await guests.run(make_task(path, data))   # no keep_warm: no spare, a fresh guest process
+    finally:
+        guests.close()
+    assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, data)
+    assert from_loop_thread == [False]
 
 
 def test_cgroups_left_by_a_node_killed_with_minus_9_are_removed_by_the_next(tmp_path):
