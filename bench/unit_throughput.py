@@ -81,6 +81,9 @@ class MasterWatch:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        threads = threads_cpu(self._pid)   # the run's end may come between two samples
+        if threads is not None:
+            self.cpu_samples.append((time.time(), threads))
 
     def _sample(self) -> None:
         next_rss = 0.0
