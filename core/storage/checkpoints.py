@@ -378,7 +378,7 @@ class CheckpointStore:
         fd = -1
         try:
             fd = self._create(temp, os.O_RDWR)
-            sealed = fill(fd, _sync)
+            sealed = fill(fd, _sync, sync_first=True)
         except CheckpointError:
             _close_quietly(fd)
             _remove_quietly(temp)
@@ -838,12 +838,18 @@ def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
     return record
 
 
-def _hand_in(source: int, size: int, offset: int, sha256: str | Future[str], unsealed: CheckpointRecord, fd: int,
-             end: Callable[[int], None]) -> CheckpointRecord:
+def _hand_in(source: int, size: int, offset: int, sha256: str | Future[str], unsealed: CheckpointRecord,
+             fd: int, end: Callable[[int], None], *, sync_first: bool = False) -> CheckpointRecord:
     """Copy a guest's memfd into `fd` after the header's `offset` bytes, then write the header with the guest's
-    hash and `end(fd)` (the sync); the record sealed with that hash (see `CheckpointStore.commit_handed`)."""
+    hash and `end(fd)` (the sync); the record sealed with that hash (see `CheckpointStore.commit_handed`).
+
+    `sync_first`: if the hash is still to come once the state is copied, sync the state's blocks meanwhile,
+    so the last sync has only the header left (a big temp file: at 10 MB 0.12-0.14 of raw write+fsync
+    gained; in a slot at 1 MB the second sync cost more than the overlap saved)."""
     try:
         _copy_range(source, fd, size, offset, None if isinstance(sha256, str) else sha256)
+        if sync_first and not isinstance(sha256, str) and not sha256.done():
+            _sync_data(fd)
     finally:
         digest = sha256 if isinstance(sha256, str) else sha256.result()  # never left unread, even on failure
     if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
@@ -875,7 +881,7 @@ def _digest(identity: tuple[Any, ...], *pieces: bytes) -> str:
 
 
 def in_thread(work: Callable[[], Any]) -> Future[Any]:
-    """Run `work` in one of `_workers`' threads, beside the caller (a guest hashes its handed state there too)."""
+    """Run `work` in one of `_workers`' threads, beside the caller."""
     return _workers.submit(work)
 
 

@@ -38,10 +38,10 @@ LIAR = broken(
                     message = dataclasses.replace(message, handed=1 << 50)
             honest_write(outbox, message)
         child.fill_outbox, child.write_frame = fill, write_frame
-        return {"i": 0, "pad": b"p" * unit.data["pad"]}
+        return {"i": 0, "pad": b"p" * unit.data["pad"], "lie": lie}
     def step(self, state):
-        if len(self.fills) >= 3 and len(self.answers) >= 3:  # two lies told
-            return Done({"lies": 2})
+        if len(self.fills) >= 3 and len(self.answers) >= 3:  # two lies told (or more)
+            return Done({"lies": len(self.fills if state["lie"] == "cut" else self.answers) - 1})
         return {**state, "i": state["i"] + 1}
     def progress(self, state):
         return 0.5
@@ -87,9 +87,10 @@ async def test_a_guest_that_cuts_its_memfd_or_lies_about_its_size_loses_that_che
     path = write_plugin(tmp_path, "broken", LIAR)
     task = make_task(path, {"lie": lie, "pad": pad}, memory=160 * MIB)
     outcome = await guests.run(task)
-    assert isinstance(outcome, Completed) and outcome.value() == {"lies": 2}  # it ran on, not killed
+    assert isinstance(outcome, Completed)  # it ran on, not killed
+    lies = outcome.value()["lies"]
     errors = recorder.messages("error")
-    assert len(errors) == 2 and all(re.search(error, message) for message in errors), errors
+    assert lies >= 2 and len(errors) == lies and all(re.search(error, message) for message in errors), errors
     assert "the previous checkpoint is kept" in errors[0]
     honest = recorder.messages("checkpoint")  # (one may have come up the pipe, asked before the unit's start went)
     assert 1 <= len(honest) <= 2
