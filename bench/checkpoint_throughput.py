@@ -183,7 +183,9 @@ class GuestProcess:
     async def checkpoint(self, store: CheckpointStore, identity: dict, *, through_pipe: bool = False) -> None:
         """Ask for the state (through the memfd, as running.py asks, or the pipe); receive and commit it."""
         prefix = b"" if through_pipe else identity_prefix(identity)
-        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests), hash_prefix=prefix))
+        # Room for any size: this child has no memory cap (a node offers what the guest's cap leaves, limits.outbox_room).
+        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests), hash_prefix=prefix,
+                                                        outbox_room=0 if through_pipe else LIMIT))
         await receive_and_commit(self.node_end, store, identity, self.outbox)
 
     async def aclose(self) -> None:

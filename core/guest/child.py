@@ -253,6 +253,8 @@ class GuestRunner:
         if outbox is None:
             return False
         size = sum(len(piece) for piece in pieces)
+        if size > request.outbox_room:
+            return False  # its pages would count against this guest's memory cap, beside the state
         announce = size > KEEP_OUTBOX_BYTES
         sha256 = hashlib.sha256(request.hash_prefix)
         beside = None

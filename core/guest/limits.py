@@ -48,6 +48,24 @@ def memory_verdict(rss_bytes: int, memory_bytes: int, slack_bytes: int) -> str |
     )
 
 
+OUTBOX_MARGIN = 16 * MIB
+"""What the room for a checkpoint memfd keeps back under the cap: the encoding's own small allocations."""
+
+
+def outbox_room(rss_bytes: int, kept_bytes: int, memory_bytes: int, slack_bytes: int) -> int:
+    """The biggest state a guest using `rss_bytes` may put in its checkpoint memfd (which holds `kept_bytes`
+    already), and not be killed for it; 0 until its memory was measured. Bigger ones go up the pipe.
+
+    The memfd's pages are charged to the guest, beside its state and whatever the encoding
+    copied of it (as much again, at worst): through the pipe a 48 MiB state under a 104 MiB cap
+    is checkpointed, through the memfd its cgroup killed it at the first checkpoint. So only half
+    of what the cap leaves is offered.
+    """
+    if rss_bytes <= 0:
+        return 0
+    return max(0, (memory_bytes + slack_bytes - OUTBOX_MARGIN - rss_bytes - kept_bytes) // 2)
+
+
 def memory_kill_reason(memory_bytes: int, slack_bytes: int) -> str:
     """Why the kernel killed a guest in its memory cgroup, whose limit is its declaration plus slack."""
     return (

@@ -66,6 +66,9 @@ class GuestCheckpointRequest(Message):
     may answer through the checkpoint memfd the node sent it (see handoff.py), with the size and that hash,
     instead of sending the state up the pipe. Empty: through the pipe (a move's capture, which the node
     sends on while it comes up)."""
+    outbox_room: int = 0
+    """The biggest state that may go through the memfd (its pages count against the guest's memory cap,
+    `limits.outbox_room`); a bigger one goes up the pipe."""
 
 
 @register

@@ -33,7 +33,7 @@ from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
 from frost_core.guest.handoff import KEEP_OUTBOX_BYTES, hand_outbox, hand_state, open_outbox
-from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict
+from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict, outbox_room
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
     GuestCheckpoint,
@@ -557,6 +557,11 @@ class RunningGuest:
         self.outbox = fd
         return True
 
+    def _outbox_room(self) -> int:
+        """The biggest state the guest may put in its checkpoint memfd now, as its memory stands."""
+        kept = os.fstat(self.outbox).st_size if self.outbox is not None else 0
+        return outbox_room(self.rss, kept, self.task.unit.memory_bytes, self.host.settings.memory_slack_bytes)
+
     def _close_outbox(self) -> None:
         self.outbox_closed = True
         if self.outbox is not None:
@@ -760,9 +765,10 @@ class RunningGuest:
             request = GuestCheckpointRequest(request_id=pending.request_id)
             identity = self._identity()
             prefix = identity_prefix(identity)
-            if len(prefix) <= HEADER_CAP and self._open_outbox():  # (a longer one fails either way, as a header)
+            room = self._outbox_room()
+            if room and len(prefix) <= HEADER_CAP and self._open_outbox():  # (a longer one fails either way)
                 pending.identity = identity
-                request = dataclasses.replace(request, hash_prefix=prefix)
+                request = dataclasses.replace(request, hash_prefix=prefix, outbox_room=room)
             try:
                 # Shielded: a frame cut by a cancel would garble the pipe a warm process keeps for its next unit.
                 with trio.CancelScope(shield=True):

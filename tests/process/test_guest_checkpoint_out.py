@@ -96,3 +96,15 @@ async def test_a_guest_that_cuts_its_memfd_or_lies_about_its_size_loses_that_che
     assert 1 <= len(honest) <= 2
     durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)
     assert durable is not None and honest[-1].startswith(f"checkpoint {durable.seq}:")  # it stays, and reads back whole
+
+
+async def test_a_state_that_fits_its_guests_memory_once_but_not_twice_goes_up_the_pipe_and_the_unit_runs_on(tmp_path):
+    # 48 MiB of state under a cap of 40 MiB declared + 64 MiB slack: through the memfd, whose pages count
+    # against that cap beside the state, its memory cgroup killed the guest at its first checkpoint.
+    records = []
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
+                             on_checkpoint=lambda task, record: records.append(record))
+    path = write_plugin(tmp_path, "ballast", BALLAST)
+    outcome = await guests.run(make_task(path, {"n": 400, "mib": 48}, memory=40 * MIB))
+    assert isinstance(outcome, Completed), outcome
+    assert records and not any(isinstance(record, StoredCheckpoint) for record in records), "up the pipe"
