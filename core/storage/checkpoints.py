@@ -59,7 +59,10 @@ WRITE_CHUNK = 8 << 20
 SPLICE_CHUNK = 1 << 20
 """The pipe a handed state is spliced through: the default pipe-max-size, which an unprivileged node may ask for."""
 FOLLOW_POLL = 0.0005
-"""Seconds between two looks at a memfd the guest is still writing, when the copy has caught up with it."""
+"""Seconds between two looks at a memfd the guest is still writing, when the copy has caught up with it;
+doubled at each look that finds nothing new, up to FOLLOW_POLL_MAX (a guest the owner paused mid-write
+must not keep a node thread waking 2,000 times a second)."""
+FOLLOW_POLL_MAX = 0.05
 SLOTS_BELOW = 16 << 20
 """States under this size are written in place into a slot (disk use about twice the state, where it is
 small); from it on a temp file is renamed into place, as a state written while it arrives always is. The
@@ -962,14 +965,16 @@ def _copy_range(source: int, fd: int, size: int, offset: int, whole: Future[str]
                 fcntl.fcntl(pipe[1], getattr(fcntl, "F_SETPIPE_SZ", 1031), SPLICE_CHUNK)
         else:
             os.lseek(fd, offset, os.SEEK_SET)  # sendfile writes where the file stands
-        done = 0
+        done, poll = 0, FOLLOW_POLL
         while done < size:
             ready = size
             if whole is not None and not whole.done():
                 ready = min(size, os.fstat(source).st_size)
                 if ready <= done:
-                    futures.wait([whole], timeout=FOLLOW_POLL)
+                    futures.wait([whole], timeout=poll)
+                    poll = min(poll * 2, FOLLOW_POLL_MAX)
                     continue
+                poll = FOLLOW_POLL
             want = min(ready - done, SPLICE_CHUNK)
             if pipe is None:
                 moved = os.sendfile(fd, source, done, want)
