@@ -34,6 +34,7 @@ class Discovery:
         self.replies_received = 0
         self._settled: dict[str, float] = {}
         self._said_settled = False
+        self._joining = False
 
     async def announce_periodically(self) -> None:
         node = self.node
@@ -101,8 +102,10 @@ class Discovery:
     def on_reply(self, address: Address, reply: AnnounceReply) -> None:
         """Someone answered our announcement: pull the whole table from it at once, then say so.
 
-        If gossip brought us the table before any reply did, we still say so at the first
-        reply: the other members hold their replies only once they hear it.
+        Whatever gossip brought before the reply, the pull is made: exchanges carry news, not
+        tables, so the members a newcomer heard of by then may be a handful (10 of 31 in a
+        simulated run) and the rest would wait for a full exchange (`full_sync_interval`). The
+        other members hold their replies only once it says so.
         """
         node = self.node
         self.replies_received += 1
@@ -110,16 +113,17 @@ class Discovery:
         if peer is None:
             return
         node.table.touch(peer, trio.current_time())
-        if node.table.active_peer_count() <= 1:
+        if not self._said_settled and not self._joining:
+            self._joining = True
             node.nursery.start_soon(self._join_through, node.table.get(peer).address)
-        elif not self._said_settled:
-            self._said_settled = True
-            node.nursery.start_soon(self._announce)
 
     async def _join_through(self, address: Address) -> None:
-        if await self.node.gossip.push_pull(address):
-            self._said_settled = True
-            await self._announce()
+        try:
+            if await self.node.gossip.push_pull(address):
+                self._said_settled = True
+                await self._announce()
+        finally:
+            self._joining = False  # a failed pull waits for the next reply
 
     async def _announce(self) -> None:
         """Broadcast who we are and how many members we know (more than one: "no more replies")."""
