@@ -20,7 +20,7 @@ from typing import Protocol
 
 import trio
 
-from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore
+from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore, StoredCheckpoint
 from frost_core.storage.staging import StagingSink
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.cluster.messages import (
@@ -373,8 +373,14 @@ async def _receive_trailer(channel: Channel) -> str:
     return trailer.sha256
 
 
-def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:
-    return (None, b"") if record is None else (CheckpointMeta.of(record), record.state)
+async def _checkpoint_parts(record: CheckpointRecord | None) -> tuple[CheckpointMeta | None, bytes]:
+    """What a call sends of `record`: its description and its state, a guest's handed state read back from its
+    file in a worker thread (up to a few hundred MB: never on the event loop)."""
+    if record is None:
+        return None, b""
+    if isinstance(record, StoredCheckpoint):
+        record = await trio.to_thread.run_sync(record.loaded)
+    return CheckpointMeta.of(record), record.state
 
 
 class _RemoteMaster:
@@ -391,7 +397,7 @@ class _RemoteMaster:
         return (await self._verdict(UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds), result)).ok
 
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
-        meta, state = _checkpoint_parts(record)
+        meta, state = await _checkpoint_parts(record)
         return (await self._verdict(UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta), state,
                                     timeout=START_TIMEOUT)).ok
 
@@ -403,7 +409,7 @@ class _RemoteMaster:
 
     async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
                            cpu_seconds: float = 0.0) -> None:
-        meta, state = _checkpoint_parts(record)
+        meta, state = await _checkpoint_parts(record)
         assert meta is not None
         answer = await self._verdict(CheckpointReplica(checkpoint=meta, progress=progress, cpu_seconds=cpu_seconds),
                                      state, timeout=START_TIMEOUT)
@@ -424,7 +430,7 @@ class _RemoteKeeper:
         self._links, self._node = links, node_id
 
     async def keep(self, master: str, record: CheckpointRecord) -> None:
-        meta, state = _checkpoint_parts(record)
+        meta, state = await _checkpoint_parts(record)
         assert meta is not None
         await self._links.call(self._node, CheckpointReplica(checkpoint=meta, held_for=master), state,
                                timeout=START_TIMEOUT)
@@ -444,7 +450,7 @@ class _RemoteHost:
 
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
                     moved: bool = False) -> Verdict:
-        meta, state = _checkpoint_parts(record)
+        meta, state = await _checkpoint_parts(record)
         return await self._verdict(UnitStart(spec=spec, checkpoint=meta, moved=moved), state, START_TIMEOUT)
 
     async def move(self, task_id: str, destination: str) -> Verdict:
