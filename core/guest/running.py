@@ -32,7 +32,7 @@ from frost_core.guest.capture_feed import CaptureFeed, FeedingSink
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
 from frost_core.guest.containment import Containment
-from frost_core.guest.handoff import KEEP_OUTBOX_BYTES, hand_outbox, hand_state, open_outbox
+from frost_core.guest.handoff import KEEP_OUTBOX_BYTES, hand_outbox, open_outbox, sealed_state, send_sealed
 from frost_core.guest.limits import address_space_cap, memory_kill_reason, memory_verdict, outbox_room
 from frost_core.guest.priority import PriorityView, read_priority
 from frost_core.guest.protocol import (
@@ -292,25 +292,57 @@ class RunningGuest:
             handed=len(state) if handing else 0,
         )
         self.handed_in = not handing
+        sealed: list[int] = []
         try:
-            await self.channel.send_bulk(start, self._hand_over(child, state) if handing else state, ready=ready)
+            await self.channel.send_bulk(start, self._hand_over(child, state, sealed) if handing else state,
+                                         ready=self._sealing(state, sealed, ready) if handing else ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The guest died before reading; the message reader reports why.
         except CheckpointError as error:
             self.finish(Failed(f"checkpoint: {error.message}", retryable=True))
         finally:
             self.handed_in = True
+            for fd in sealed:
+                os.close(fd)  # the guest's copy of the fd (in flight, then received) keeps it alive
 
-    async def _hand_over(self, child: Child, state: bytes) -> AsyncIterator[bytes]:
-        """The bulk data after a GuestStart that announced `state` handed over: none once it went to `child` as
-        a sealed memfd (see handoff.py), else the state itself; a failure costs the pipe's speed, never the unit.
+    def _sealing(self, state: bytes, sealed: list[int],
+                 ready: Callable[[], Awaitable[None]] | None) -> Callable[[], Awaitable[None]]:
+        """`ready` with `state` copied into a sealed memfd beside it (into `sealed`; nothing there if that failed).
 
-        It runs after `ready`, while the guest settles in and loads its plugin, which the GuestStart
-        before it set going: the copy into the memfd is off the guest's path. The guest takes the fd
-        only after this data's end."""
+        Both run while the guest settles in and loads its plugin, which the GuestStart before them
+        set going: a moved-in guest's state is copied for it while it is made durable here (one
+        pass over 100 MiB, ~45 ms, that came after the sync), and is handed over only after."""
+
+        async def seal() -> None:
+            try:
+                sealed.append(await trio.to_thread.run_sync(sealed_state, state))
+            except OSError as error:
+                log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
+
+        async def sealed_and_ready() -> None:
+            refused: list[CheckpointError] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(seal)
+                if ready is not None:
+                    try:
+                        await ready()
+                    except CheckpointError as error:  # raised as itself once the copy is done, not in a group
+                        refused.append(error)
+            if refused:
+                raise refused[0]
+
+        return sealed_and_ready
+
+    async def _hand_over(self, child: Child, state: bytes, sealed: list[int]) -> AsyncIterator[bytes]:
+        """The bulk data after a GuestStart that announced `state` handed over: none once its `sealed` memfd
+        went to `child` (see handoff.py), else the state itself; a failure costs the pipe's speed, never the unit.
+        The guest takes the fd only after this data's end."""
         assert child.handoff is not None
         try:
-            await trio.to_thread.run_sync(hand_state, child.handoff, state)
+            if not sealed:
+                yield state  # (`_sealing` said why)
+                return
+            send_sealed(child.handoff, sealed[0])
         except OSError as error:
             log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
             yield state

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -191,17 +192,14 @@ async def test_a_unit_resumed_in_the_spare_gets_its_state_handed_over_and_ends_b
                                                                                            caplog, way):
     handed = []
 
-    def hand_state(node_end, state):
+    def sealed_state(state):
         handed.append(len(state))
-        real_hand_state(node_end, state)
-
-    real_hand_state = handoff.hand_state
-    monkeypatch.setattr("frost_core.guest.running.hand_state", hand_state)
-    if way == "memfd-fails":
-        def no_memfd(state):
+        if way == "memfd-fails":
             raise OSError("no memfd today")
-        monkeypatch.setattr(handoff, "sealed_state", no_memfd)
-    elif way == "no-memfd-here":
+        return handoff.sealed_state(state)
+
+    monkeypatch.setattr("frost_core.guest.running.sealed_state", sealed_state)
+    if way == "no-memfd-here":
         monkeypatch.setattr(handoff, "AVAILABLE", False)  # as on macOS: guests get no hand-off socket at all
     caplog.set_level(logging.DEBUG, logger="frost.guest")
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(warm_spare=True), on_event=Recorder())
@@ -253,3 +251,42 @@ def _fd_links(pid: int) -> list[str]:
         except FileNotFoundError:
             continue
     return links
+
+
+async def test_a_moved_in_state_is_copied_into_its_memfd_while_it_is_made_durable_and_the_unit_ends_bit_identical(
+        tmp_path, monkeypatch):
+    copied = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    def sealed_state(state):
+        fd = handoff.sealed_state(state)
+        trio.from_thread.run_sync(copied.set, trio_token=token)
+        return fd
+
+    monkeypatch.setattr("frost_core.guest.running.sealed_state", sealed_state)
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+    path = write_plugin(tmp_path, "rolling", ROLLING)
+    data = {"n": 4000, "size": 2 * MIB}
+    task = make_task(path, data, memory=64 * MIB)
+    outcomes, overlapped = [], []
+
+    async def durable() -> None:
+        # What a move's destination does here is sync the arrived checkpoint: the copy for the guest goes beside it.
+        with trio.move_on_after(10):
+            await copied.wait()
+        overlapped.append(copied.is_set())
+
+    async with trio.open_nursery() as nursery:
+        async def run(**arrived) -> None:
+            outcomes.append(await guests.run(task, **arrived))
+
+        nursery.start_soon(run)
+        await wait_until(lambda: any(f.progress > 0 for f in guests.figures()))
+        assert await guests.evict(task.task_id) == (task.task_id,)
+        await wait_until(lambda: outcomes)
+        (evicted,) = outcomes
+        assert isinstance(evicted, Evicted) and evicted.checkpoint is not None
+        nursery.start_soon(functools.partial(run, checkpoint=evicted.checkpoint, durable=durable))
+        await wait_until(lambda: len(outcomes) == 2, timeout=90)
+    assert overlapped == [True]
+    assert isinstance(outcomes[1], Completed) and outcomes[1].value() == rolling_result(**data)
