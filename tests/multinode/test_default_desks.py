@@ -46,7 +46,10 @@ def test_on_the_defaults_an_evicted_guest_finishes_on_the_other_desk_with_the_re
     assert task_id not in {g["task_id"] for g in desk_a.call("status")["guests"]}
     wait_for(lambda: assignment(desk_a, assignment_id)["state"] == "done", timeout=120, what="the assignment")
     (unit,) = assignment(desk_a, assignment_id)["units"]
-    assert unit["host"] == desk_b.node_id and unit["moves"] >= 1, unit
+    assert unit["moves"] >= 1, unit
+    # Desk b ran it to its end (the unit's host now may be another: `cluster.verify` has a second host check
+    # 2 % of units, on the defaults).
+    assert any(e["message"].startswith(f"{task_id}: unit finished") for e in desk_b.call("events"))
     assert not running_units(desk_a, assignment_id)
     assert result_sha256(desk_a, assignment_id, tmp_path) == reference_sha256("raytrace", ONE_UNIT)
 
