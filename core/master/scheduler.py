@@ -13,7 +13,7 @@ its host was declared dead while other peers stayed reachable, the host says it 
 or it was silent for `cluster.host_timeout` while this master could hear. A master that lost every
 peer at once is the likely one cut off (a laptop's Wi-Fi, a closed lid): it leaves its units
 running where they are for `cluster.unit_lease`, and when it hears its peers again it first asks
-each host what it holds (`reconcile`) before re-placing anything.
+each host what it holds (`reconcile`) before re-placing anything. A master that starts again asks too.
 """
 
 from __future__ import annotations
@@ -163,6 +163,8 @@ class MasterScheduler:
         self._checkpoint_heard: dict[str, tuple[int, int, float, float]] = {}
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
         self._reconciling: set[str] = set()                  # hosts being asked what they hold
+        self._unasked: set[str] | None = None                # hosts of units running elsewhere at this master's
+                                                             # start, not yet asked what they hold (None: not looked)
         self._kept_older: set[tuple[str, int]] = set()       # (task id, epoch): an older copy further along, let run
         self._unit_seconds: dict[str, float] = {}           # assignment -> its units' typical placement-to-result time
         self.reach = Reach(events, clock)
@@ -832,14 +834,23 @@ class MasterScheduler:
         return set(self._alive()) - {self._node_id}
 
     def _watch_peers(self) -> None:
-        """Notice when this master lost every peer at once, and when it hears them again."""
+        """Notice when this master lost every peer at once, and when it hears them again.
+
+        A master that starts (after a crash, a reboot) could not hear its hosts while it was down either:
+        each host of its running units is asked what it holds as soon as it is a peer, as after a cut. Its
+        finished results then come at once, and a unit it lost restarts now, not after `host_timeout`.
+        """
         remote = [u for u in self._store.running_units() if u.host != self._node_id]
+        hosts = {u.host for u in remote}
         peers = self._peers()
         woke = self.reach.woke()
         healed = self.reach.observe(peers=bool(peers), remote_units=len(remote))
-        if healed or woke:
-            for host in {u.host for u in remote} & peers:
-                self._reconcile_soon(host)
+        if self._unasked is None:
+            self._unasked = set(hosts)
+        ask = (hosts & peers if healed or woke else set()) | (self._unasked & peers)
+        self._unasked -= peers
+        for host in ask:
+            self._reconcile_soon(host)
 
     def _recover_dead(self) -> None:
         now = self._clock()

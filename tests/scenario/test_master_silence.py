@@ -73,11 +73,16 @@ class World:
         self.alive = [MASTER, *HOSTS]
         # Only the stand-in hosts take guests: the master's own machine does not (its units never go silent).
         self.views = [NodeView(node_id=h, available=1.0, guests=0, cpus=4) for h in HOSTS]
-        self.scheduler = MasterScheduler(
+        self._tmp_path, self._settings = tmp_path, settings
+        self.scheduler = self.started_scheduler()
+
+    def started_scheduler(self) -> MasterScheduler:
+        """A master over this world's store, as a (re)started node builds it: it remembers only what is durable."""
+        return MasterScheduler(
             node_id=MASTER, store=self.store, registry=None, links=self.links, events=self.events,
-            results_dir=tmp_path / "results", replicas=CheckpointStore(tmp_path / "replicas"),
-            local_checkpoints=CheckpointStore(tmp_path / "local"), hosts=lambda: self.views,
-            settings=lambda: settings, on_change=lambda: None, alive=lambda: list(self.alive),
+            results_dir=self._tmp_path / "results", replicas=CheckpointStore(self._tmp_path / "replicas"),
+            local_checkpoints=CheckpointStore(self._tmp_path / "local"), hosts=lambda: self.views,
+            settings=lambda: self._settings, on_change=lambda: None, alive=lambda: list(self.alive),
             clock=trio.current_time, blocking=inline,
         )
 
@@ -413,3 +418,30 @@ def test_a_copy_given_up_as_lost_is_taken_back_while_its_unit_still_waits_but_a_
         assert [(world.unit(i).state, world.unit(i).epoch) for i in (0, 1)] == [("running", 1), ("queued", 1)]
 
     run(scenario, tmp_path)
+
+
+def test_a_restarted_master_asks_its_hosts_at_once_and_re_places_only_the_unit_its_host_lost(tmp_path):
+    async def main():
+        world = World(tmp_path)
+        try:
+            async with trio.open_nursery() as before:
+                await before.start(world.scheduler.serve)
+                for index in (0, 1):
+                    await placed(world, 1, index)
+                before.cancel_scope.cancel()            # the master's process ends
+            # Unit 0's host still runs it; unit 1's host lost it (its machine rebooted meanwhile).
+            world.links.hosts[world.unit(0).host].held.append(UnitStatus(world.task(0), 1, 0.5))
+            world.scheduler = world.started_scheduler()
+            restarted = trio.current_time()
+            async with trio.open_nursery() as after:
+                await after.start(world.scheduler.serve)
+                again = await placed(world, 2, 1)
+                assert again - restarted < SETTINGS.host_timeout / 3, "the lost unit waited out the silence limit"
+                assert any("no longer has it" in m for m in world.messages())
+                await trio.sleep(SETTINGS.host_timeout - 5)
+                assert (world.unit(0).state, world.unit(0).epoch) == ("running", 1), "a running copy was given up"
+                after.cancel_scope.cancel()
+        finally:
+            world.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
