@@ -9,13 +9,18 @@ every size. Variants, each timed once a round:
   does on a unit's first request, then sends `GuestCheckpointRequest` with the checkpoint's
   identity prefix down a pipe; the child answers with the guest child's own code
   (`GuestRunner._encode_state`, `GuestRunner._pack`: the state's CBOR pieces, then the envelope
-  with the unit's output files, none here; `GuestRunner._hand_out`: the pieces written into the
-  memfd, from 1 MiB on hashed in a second thread meanwhile, the answer with the size, the hash
-  with it or after it; past 16 MiB the answer before the writing); the node copies the memfd to
-  disk kernel to kernel and commits it as running.py does (`CheckpointStore.commit_handed` in a
-  worker thread, a big state's copy following the child's writing until its hash comes, then
-  `settle_handed`: a memfd past 16 MiB emptied). Since 2026-11-26 11:00 UTC (issue 15's
-  checkpoint hand-out); before that "guest" timed what is now "guest_pipe";
+  with the unit's output files, none here; `GuestRunner._hand_out`: from HAND_OUT_FROM, 4 MiB, on
+  the pieces written into the memfd, the answer with the size once they are, the hash after it,
+  taken in the child's one thread; past 16 MiB the answer before the writing and the hash taken
+  in a second thread beside it; below 4 MiB the state up the pipe, as "guest_pipe" takes it);
+  the node copies the memfd to disk kernel to kernel and commits it as running.py does
+  (`CheckpointStore.commit_handed` in a worker thread, the copy following the child's writing
+  until its hash comes, then `settle_handed`: a memfd past 16 MiB emptied). Since 2026-11-26
+  11:00 UTC (issue 15's checkpoint hand-out); before that "guest" timed what is now
+  "guest_pipe". Until 2026-11-26 14:00 UTC the child handed states of every size through the
+  memfd, under 4 MiB with the hash in the answer (0.1 and 1 MB: the figures in bench/README.md
+  before that date); this docstring said "from 1 MiB on hashed in a second thread", which
+  the child at 0d4ae67 did not do (its one thread hashed, past 16 MiB a second one);
 - guest_pipe: the same child answering through its pipe (a request without the prefix, as a
   move's capture still goes): `write_bulk` up a pipe widened as the supervisor widens it; the
   node reads it with `Channel.receive_bulk_data` and commits it as running.py does: from

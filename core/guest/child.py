@@ -64,12 +64,16 @@ from frost_core.storage.checkpoints import in_thread
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_frame
 
 EXIT_FAILED = 3
-HASH_AFTER_FROM = 4 << 20
-"""A checkpoint handed through the memfd from this size on is answered once it is written and its hash sent after,
-so the node copies it (and a big one's blocks to disk) while the guest hashes; below, the hash comes with the
-answer (at 1 MiB the second frame read 0.05-0.09 of raw write+fsync below the pipe, one frame 0.01-0.06).
-The hash runs in the guest's one thread: a second one beside the writing did not pay on 2 shared cores
-(10 MiB written and hashed side by side took 9.2 ms, one after the other 2.1 + 6.2 ms, at load 2)."""
+HAND_OUT_FROM = 4 << 20
+"""A checkpoint from this size on leaves through the checkpoint memfd where the node offers one; a smaller one
+goes up the pipe, where the node hashes it beside its write to disk, not before it as this one-threaded process
+would (bench/checkpoint_throughput.py at 2026-11-26 13:53 UTC, load 3-4, the pipe's path against the memfd's,
+of raw write+fsync: 0.54 against 0.45-0.49 at 1 MB in three runs, 0.59-0.60 against 0.53-0.54 at 2 MB and
+0.65-0.66 against 0.61-0.62 at 4 MB in two; at 0.1 MB even, 0.37-0.45 against 0.35-0.44). A handed state
+is answered once it is written and its hash follows, so the node copies it (and its blocks to disk) while
+this process hashes. The hash runs in the guest's one thread: a second one beside the writing did not pay on
+2 shared cores (10 MiB written and hashed side by side took 9.2 ms, one after the other 2.1 + 6.2 ms, at load
+2; 1 MiB with the benchmark's other variants between, 2.4-2.5 against 2.1-2.2 ms on tmpfs at load 4)."""
 EXIT_PROTOCOL = 2
 MAX_REASON_BYTES = 4000
 
@@ -244,15 +248,17 @@ class GuestRunner:
                 write_bulk(self.outbox, header, data)
 
     def _hand_out(self, request: GuestCheckpointRequest, header: GuestCheckpoint, pieces: list[bytes]) -> bool:
-        """Answer through the checkpoint memfd where the request allows it and the node sent one; False if not
-        (the pipe then). From HASH_AFTER_FROM bytes on, the answer goes once the state is written and the hash
-        follows it, so the node copies and syncs while this process hashes; past KEEP_OUTBOX_BYTES (an
+        """Answer through the checkpoint memfd where the request allows it, the node sent one and the state has
+        HAND_OUT_FROM bytes or more; False if not (the pipe then). The answer goes once the state is written and
+        the hash follows it, so the node copies and syncs while this process hashes; past KEEP_OUTBOX_BYTES (an
         emptied memfd) the answer goes even before the writing, and the node's copy follows it (the memfd's
         size shows how far it got)."""
         outbox = self.handoff.newest_outbox() if request.hash_prefix and self.handoff is not None else None
         if outbox is None:
             return False
         size = sum(len(piece) for piece in pieces)
+        if size < HAND_OUT_FROM:
+            return False  # faster up the pipe
         if size > request.outbox_room:
             return False  # its pages would count against this guest's memory cap, beside the state
         announce = size > KEEP_OUTBOX_BYTES
@@ -275,18 +281,14 @@ class GuestRunner:
             write_frame(self.outbox, GuestLog(level="warning", text=f"checkpoint lost: its memfd: {error}"))
             write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=""))  # fails it
             return True
-        after = size >= HASH_AFTER_FROM
-        if after and not announce:
+        if not announce:
             write_frame(self.outbox, dataclasses.replace(header, handed=size))
         if beside is not None:
             beside.result()
         else:
             for piece in pieces:
                 sha256.update(piece)
-        if after:
-            write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=sha256.hexdigest()))
-        else:
-            write_frame(self.outbox, dataclasses.replace(header, handed=size, sha256=sha256.hexdigest()))
+        write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=sha256.hexdigest()))
         return True
 
     # --- files (plugin_api.UnitFiles) -------------------------------------------------------

@@ -49,12 +49,13 @@ LIAR = broken(
 )
 
 
-@pytest.mark.parametrize("plugin, data, memory", [
-    (COUNTER, {"n": 1500, "spin": 2000}, 8 * MIB),  # its hash comes with the answer
-    (BALLAST, {"n": 2000, "mib": 6}, 64 * MIB),     # its hash follows the answer: the node copies meanwhile
-    (BALLAST, {"n": 2000, "mib": 20}, 160 * MIB),   # announced before it is written: the node's copy follows it
+@pytest.mark.parametrize("plugin, data, memory, handed", [
+    (COUNTER, {"n": 1500, "spin": 2000}, 8 * MIB, False),  # under HAND_OUT_FROM: up the pipe, memfd or not
+    (BALLAST, {"n": 2000, "mib": 6}, 64 * MIB, True),      # its hash follows the answer: the node copies meanwhile
+    (BALLAST, {"n": 2000, "mib": 20}, 160 * MIB, True),    # announced before it is written: the node's copy follows it
 ], ids=["small", "hash-after", "announced"])
-async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_identical(tmp_path, plugin, data, memory):
+async def test_a_guests_checkpoints_leave_through_its_memfd_from_hand_out_from_and_read_back_bit_identical(
+        tmp_path, plugin, data, memory, handed):
     records = []
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
                              on_checkpoint=lambda task, record: records.append(record))
@@ -65,7 +66,8 @@ async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_id
     if plugin is COUNTER:
         assert outcome.value() == counter_result(path, data)
     assert records
-    assert all(isinstance(record, StoredCheckpoint) for record in records), "through the memfd, not the pipe"
+    assert [isinstance(record, StoredCheckpoint) for record in records] == [handed] * len(records), \
+        "through the memfd" if handed else "up the pipe"
     durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)  # read back and its hash checked
     assert durable == records[-1]
     state = decode_plain(envelope.unpack(envelope.STATE, durable.state)[0], "state")
@@ -75,10 +77,9 @@ async def test_a_guests_checkpoints_leave_through_its_memfd_and_read_back_bit_id
 
 
 @pytest.mark.parametrize("lie, pad, error", [
-    ("cut", 100, "holds .* bytes, not the"),
     ("cut", 6 * MIB, "holds .* bytes, not the"),
     ("cut", 20 * MIB, "holds .* bytes, not the"),
-    ("size", 100, "over the limit"),
+    ("size", 6 * MIB, "over the limit"),
     ("size", 20 * MIB, "over the limit"),
 ])
 async def test_a_guest_that_cuts_its_memfd_or_lies_about_its_size_loses_that_checkpoint_only(tmp_path, lie, pad, error):
