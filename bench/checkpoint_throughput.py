@@ -4,8 +4,10 @@ Question: how much of the disk's durable-write speed does a checkpoint keep? Goa
 the guest path >= 0.6 of raw write+fsync from 1 MB up, and >= 0.8 of a raw durable replace at
 every size. Variants, each timed once a round:
 - guest: what a checkpoint costs from the node's request to a durable file, on the path a guest's
-  takes. The node, inside trio as a node is, gives a child process (at normal priority: a real
-  guest's is the lowest) a checkpoint memfd over a hand-off socketpair, as core/guest/running.py
+  takes. The node, inside trio as a node is, gives a child process (at a guest's priority, the
+  lowest: in a session and so an autogroup of its own, `priority.lower_priority` first thing, as
+  core/guest/child.py does; at normal priority until 2026-11-26 14:05 UTC, the figures in
+  bench/README.md before that) a checkpoint memfd over a hand-off socketpair, as core/guest/running.py
   does on a unit's first request, then sends `GuestCheckpointRequest` with the checkpoint's
   identity prefix down a pipe; the child answers with the guest child's own code
   (`GuestRunner._encode_state`, `GuestRunner._pack`: the state's CBOR pieces, then the envelope
@@ -83,6 +85,7 @@ import trio.testing  # noqa: E402
 
 from frost_core.guest import envelope, handoff  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
+from frost_core.guest.priority import lower_priority  # noqa: E402
 from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointHash, GuestCheckpointRequest  # noqa: E402
 from frost_core.guest.running import settle_handed  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
@@ -175,7 +178,8 @@ class GuestProcess:
         self.handoff, guest_end = opened
         try:
             self.process = subprocess.Popen([sys.executable, __file__, "--child", str(size), str(guest_end)],
-                                            stdin=to_child_read, stdout=from_child_write, pass_fds=(guest_end,))
+                                            stdin=to_child_read, stdout=from_child_write, pass_fds=(guest_end,),
+                                            start_new_session=True)  # its own autogroup, as a guest's
         finally:
             os.close(to_child_read)
             os.close(from_child_write)
@@ -201,8 +205,11 @@ class GuestProcess:
 
 
 def child(size: int, handoff_fd: int) -> None:
-    """The child's end of `GuestProcess`: each request answered with a state of `size` random bytes, as
-    `GuestRunner._answer_requests` answers (through the memfd where the request allows it)."""
+    """The child's end of `GuestProcess`: at a guest's priority, each request answered with a state of `size`
+    random bytes, as `GuestRunner._answer_requests` answers (through the memfd where the request allows it)."""
+    for step, outcome in lower_priority().steps:
+        if outcome != "ok":
+            print(f"checkpoint_throughput: the child's {step}: {outcome}", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as output_dir:
         runner = guest_runner(Path(output_dir), socket.socket(fileno=handoff_fd))
         state = make_state(size)
