@@ -411,8 +411,9 @@ class CheckpointStore:
         after the sync (so the two overlap) and before the checkpoint counts as the newest.
         """
         if record.size < SLOTS_BELOW:
-            return self._into_slot(record, len(encode_header(record)) + record.size,
-                                   functools.partial(_fill, record=record, digest=digest))
+            header = encode_header(record)
+            return self._into_slot(record, len(header) + record.size,
+                                   functools.partial(_fill, record=record, digest=digest, header=header))
         folder = self._folder(record.task_id)
         temp = folder / f"{TEMP_PREFIX}{record.seq}-{secrets.token_hex(4)}"
         try:
@@ -821,12 +822,13 @@ def _header_seq(path: Path) -> int:
 
 
 def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
-          digest: Future[str] | None) -> CheckpointRecord:
+          digest: Future[str] | None, header: bytes | None = None) -> CheckpointRecord:
     """Write header and state from the start of `fd`, then `end(fd)` (the sync); the record, sealed or checked
-    against `digest` (see `CheckpointStore._write_durably`). CheckpointError on a hash mismatch, else OSError."""
+    against `digest` (see `CheckpointStore._write_durably`). CheckpointError on a hash mismatch, else OSError.
+    `header`: `record`'s, if the caller encoded it already (it is encoded once where the hash is known)."""
     sealing = digest is not None and record.sha256 == _PLACEHOLDER
     try:
-        header = encode_header(record)
+        header = encode_header(record) if header is None else header
         if digest is None and record.size < PARALLEL_HASH_FROM:
             write_pieces(fd, [header, record.state])  # hashed already: one writev
         else:

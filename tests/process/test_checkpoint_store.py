@@ -682,6 +682,16 @@ def test_a_state_handed_through_a_memfd_is_copied_bit_identical_and_sealed_as_if
     assert store.latest("abcd1234-1.0").seq == 6 and record.state == state
 
 
+def test_a_state_committed_into_a_slot_has_its_header_encoded_once(tmp_path, monkeypatch):
+    """The header's CBOR, in pure Python, costs tens of microseconds cold: a small state's commit pays it once."""
+    store = CheckpointStore(tmp_path)
+    headers = []
+    real_header = store_module.encode_header
+    monkeypatch.setattr(store_module, "encode_header", lambda *args: headers.append(args) or real_header(*args))
+    record = store.commit(**IDENTITY, state=b"s" * 100_000)
+    assert len(headers) == 1 and read_record(file_of(store, 2)) == record
+
+
 @memfd_only
 def test_a_small_handed_state_with_its_hash_is_copied_in_one_call_under_a_header_encoded_once(tmp_path, monkeypatch):
     """Up to SPLICE_CHUNK a state whole in its memfd goes with one sendfile, not through a pipe of the store's own
