@@ -154,6 +154,10 @@ class Migrator:
     async def _send_ahead(self, ahead: _Ahead) -> None:
         hosted = ahead.hosted
         task_id = hosted.task.task_id
+        # Asked for before any peer is: a guest at its migration point answers within the offer's round trip
+        # (2 ms steps), and a state that began to come before it was asked for went whole, after the guest.
+        feed = CaptureFeed()
+        fed = self._supervisor.feed_capture(task_id, feed)
         try:
             last = self._supervisor.figures()
             state_bytes = next((f.checkpoint_bytes for f in last if f.task_id == task_id), 0)
@@ -162,12 +166,13 @@ class Migrator:
                     ahead.destination = destination
                     break
             ahead.negotiated.set()
-            feed = CaptureFeed()
-            if ahead.destination is None or not self._supervisor.feed_capture(task_id, feed):
+            if ahead.destination is None or not fed:
                 return
             ahead.fed = feed
             ahead.verdict = await self._feed_to(ahead.destination, hosted, feed)
         finally:
+            feed.close("no peer took the unit")  # (a no-op once sent): the guest's side waits for no sender
+            feed.release()
             ahead.negotiated.set()
             ahead.done.set()
 

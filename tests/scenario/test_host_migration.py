@@ -438,3 +438,22 @@ async def test_what_each_host_gave_the_masters_units_is_what_the_master_received
     for host in (A, B):
         given = sum(cpu for h, master, _, _, cpu in cluster.given if (h, master) == (host, MASTER))
         assert sum(cpu for h, _, _, cpu in received if h == host) == given, f"{host}: given {given}, got {received}"
+
+
+async def test_an_evicted_units_capture_goes_as_it_comes_even_when_the_peer_answers_the_offer_after_the_guest(
+        tmp_path, autojump_clock, monkeypatch):
+    async with running_cluster(tmp_path) as cluster:
+        cluster.guests[A].streams = True
+        offer = cluster.hosts[B].offer
+
+        async def slow_offer(source, unit_offer):
+            await trio.sleep(0.2)  # past the guest's migration point (0.05 s here): its state is coming already
+            return await offer(source, unit_offer)
+
+        monkeypatch.setattr(cluster.hosts[B], "offer", slow_offer)
+        assert await cluster.hosts[A].evict(TASK) == (TASK,)
+        with trio.fail_after(60):
+            await cluster.master.told_of_a_move.wait()
+        assert cluster.running(B) == [TASK] and cluster.guests[B].started[TASK].state == b"state of " + A.encode()
+        moved = [e.message for e in cluster.events[A].recent() if e.kind == "move"]
+        assert len(moved) == 1 and "sent while it was captured" in moved[0], moved
