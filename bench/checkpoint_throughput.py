@@ -48,7 +48,12 @@ two slots are: what a checkpoint under SLOTS_BELOW costs the disk, without hash,
 hand-off. It is why the guest path may beat "raw": an O_TRUNC overwrite frees and reallocates
 the file's blocks and fsync commits that and the inode's times, which an fdatasync of blocks
 already allocated does not wait for.
-Each round times every variant in rotating order after WARMUP unmeasured rounds; a ratio
+Each round times every variant in an order of its own (shuffled, seeded: the same each run)
+after WARMUP unmeasured rounds; until 2026-11-26 14:10 UTC the order rotated, so each variant
+always followed the same one, and "guest_pipe" always came right after "guest", with the node's
+loop and threads (and, while they shared a child, the child) just woken by it: at 0.1 and 1 MB
+it read 10-15 % faster than "guest" when both took the same path. Since then "guest_pipe" has a
+child of its own too. A ratio
 baseline/variant is taken within each round and its median reported, so a slow moment of the
 shared machine hits both sides of a ratio alike. After each variant the next one waits, untimed,
 until no file of the run is held open after its removal (since 2026-11-26): the store frees a
@@ -66,6 +71,7 @@ import contextlib
 import functools
 import itertools
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -98,6 +104,8 @@ from frost_core.wire.pipe import read_frame, write_bulk  # noqa: E402
 REPEATS = {0.1: 31, 1: 21, 10: 11, 100: 7}
 """Measured rounds per state size in MB (each round times every variant and every baseline once)."""
 WARMUP = 2
+ORDER_SEED = 15
+"""Seeds the order of the variants in each round, so every run of a size times them in the same orders."""
 LIMIT = 1 << 40
 GOAL_RAW = 0.6
 """Of raw write+fsync, from 1 MB up."""
@@ -261,10 +269,10 @@ async def _main() -> None:
             repeats = REPEATS.get(size_mb, 11)
             state = make_state(int(size_mb * 1024 * 1024))
             packed = b"".join(runner._pack(envelope.STATE, runner._encode_state(state), LIMIT))
-            guest = GuestProcess(len(state["pixels"]))
+            guest, piping = GuestProcess(len(state["pixels"])), GuestProcess(len(state["pixels"]))
             runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]] = {
                 "guest": lambda: guest.checkpoint(store, identity()),
-                "guest_pipe": lambda: guest.checkpoint(store, identity(), through_pipe=True),
+                "guest_pipe": lambda: piping.checkpoint(store, identity(), through_pipe=True),
                 "guest_from_thread": lambda: trio.from_thread.run(pipe.checkpoint, runner, state, store, identity()),
                 "bare": lambda: commit(encode_state(state, "state", LIMIT)),
                 "node": lambda: commit(packed),
@@ -276,7 +284,10 @@ async def _main() -> None:
             try:
                 await _time_rounds(runs, {"guest", "guest_pipe"}, times, WARMUP + repeats, folder)
             finally:
-                await guest.aclose()
+                try:
+                    await guest.aclose()
+                finally:
+                    await piping.aclose()
             variants = ("guest", "guest_pipe", "guest_from_thread", "bare", "node")
             of_raw = {name: statistics.median(raw / took for raw, took in zip(times["raw"], times[name]))
                       for name in variants}
@@ -323,13 +334,14 @@ async def _main() -> None:
 
 async def _time_rounds(runs: dict[str, Callable[[], None] | Callable[[], Awaitable[None]]], in_trio: set[str],
                        times: dict[str, list[float]], rounds: int, folder: Path) -> None:
-    """Time each variant once a round, in rotating order: those in `in_trio` on trio's thread (as a
-    node's loop runs them), the others in a worker thread, timed there (the old guest's enters trio);
-    between two, untimed, until what one left to free under `folder` is freed."""
+    """Time each variant once a round, in an order shuffled anew each round: those in `in_trio` on trio's
+    thread (as a node's loop runs them), the others in a worker thread, timed there (the old guest's enters
+    trio); between two, untimed, until what one left to free under `folder` is freed."""
+    order = random.Random(ORDER_SEED)
     for round_index in range(rounds):
         names = list(runs)
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        order.shuffle(names)
+        for name in names:
             if name in in_trio:
                 began = time.perf_counter()
                 await runs[name]()  # type: ignore[misc]

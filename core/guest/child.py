@@ -66,10 +66,11 @@ from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_f
 EXIT_FAILED = 3
 HAND_OUT_FROM = 4 << 20
 """A checkpoint from this size on leaves through the checkpoint memfd where the node offers one; a smaller one
-goes up the pipe, where the node hashes it beside its write to disk, not before it as this one-threaded process
-would (bench/checkpoint_throughput.py at 2026-11-26 13:53 UTC, load 3-4, the pipe's path against the memfd's,
-of raw write+fsync: 0.54 against 0.45-0.49 at 1 MB in three runs, 0.59-0.60 against 0.53-0.54 at 2 MB and
-0.65-0.66 against 0.61-0.62 at 4 MB in two; at 0.1 MB even, 0.37-0.45 against 0.35-0.44). A handed state
+goes up the pipe, where the node hashes it (beside its write to disk from 1 MiB on), not this one-threaded
+process before it answers. bench/checkpoint_throughput.py, 2026-11-26 14:08 UTC, load 3-4, three runs, each
+path with a child of its own and the variants in shuffled order, the pipe's against the memfd's (medians,
+ms): 0.98-1.07 against 1.15-1.29 at 0.1 MB; in the two runs of three whose disk did not stall, 2.52-2.61
+against 2.64-2.84 at 1 MB, 3.75-4.17 against 3.98-4.32 at 2 MB, 6.36-7.00 against 7.01-7.37 at 4 MB. A handed state
 is answered once it is written and its hash follows, so the node copies it (and its blocks to disk) while
 this process hashes. The hash runs in the guest's one thread: a second one beside the writing did not pay on
 2 shared cores (10 MiB written and hashed side by side took 9.2 ms, one after the other 2.1 + 6.2 ms, at load

@@ -848,7 +848,8 @@ def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
 
 
 def _hand_in(source: int, size: int, offset: int, sha256: str | Future[str], unsealed: CheckpointRecord,
-             header: bytes | None, fd: int, end: Callable[[int], None], *, sync_first: bool = False) -> CheckpointRecord:
+             header: bytes | None, fd: int, end: Callable[[int], None], *,
+             sync_first: bool = False) -> CheckpointRecord:
     """Copy a guest's memfd into `fd` after the header's `offset` bytes, then write the header with the guest's
     hash (`header`, if it came with the state) and `end(fd)` (the sync); the record sealed with that hash (see
     `CheckpointStore.commit_handed`).
