@@ -485,9 +485,9 @@ class MasterScheduler:
         lost = self._given_up.get(key)
         if lost is not None:
             own = cpu_then[1] if cpu_then is not None and cpu_then[0] == lost.epoch else None
-            self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE,
-                            seconds=waste.redone(lost.run, start, own))
-            self._given_up[key] = Copy(lost.epoch, lost.host, waste.resumed(lost.run, start, own))
+            seconds = waste.redone(lost.run, start, own)
+            self._add_waste(unit.assignment_id, unit.index, epoch=lost.epoch, reason=waste.REDONE, seconds=seconds)
+            self._given_up[key] = Copy(lost.epoch, lost.host, waste.resumed(lost.run, start, own, seconds))
 
     # -- what hosts tell the master (links.MasterSide) ----------------------------------------------
 

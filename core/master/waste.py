@@ -79,16 +79,21 @@ def redone(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) ->
     return max(0.0, lost.progress - resumed_from) * rate
 
 
-def resumed(lost: CopyRun, resumed_from: float, cpu_then: float | None = None) -> CopyRun:
+def resumed(lost: CopyRun, resumed_from: float, cpu_then: float | None = None, counted: float = 0.0) -> CopyRun:
     """`lost` as counted on once its replacement resumed from its checkpoint at `resumed_from` (taken at
-    `cpu_then` CPU-seconds, if its host said): what it did up to there was kept, even past its last
-    report (cut off right after the checkpoint), so what it does later counts only from there."""
+    `cpu_then` CPU-seconds, if its host said) and `counted` seconds of it were charged as `redone`: what it
+    did up to there was kept, even past its last report (cut off right after the checkpoint), so what it
+    does later counts only from there. With `cpu_then` known, that is from `cpu_then` + `counted`: in all it
+    is charged its CPU time past the checkpoint, even when `redone` had to estimate its part by rate or
+    clock (its reports' CPU figure had not moved)."""
+    if cpu_then is not None:
+        return replace(lost, progress=max(lost.progress, resumed_from), cpu=max(lost.cpu, cpu_then + counted))
     if resumed_from <= lost.progress:
         return lost
     rate = lost.seconds_per_progress()
-    if cpu_then is None and rate is not None and lost.cpu > lost.cpu_start:
-        cpu_then = lost.cpu + (resumed_from - lost.progress) * rate
-    return replace(lost, progress=resumed_from, cpu=max(lost.cpu, cpu_then or 0.0))
+    if rate is None or lost.cpu <= lost.cpu_start:
+        return replace(lost, progress=resumed_from)
+    return replace(lost, progress=resumed_from, cpu=lost.cpu + (resumed_from - lost.progress) * rate)
 
 
 def ran_on(lost: CopyRun, progress: float, now: float, cpu: float = 0.0) -> float:

@@ -92,3 +92,14 @@ def test_late_figures_count_on_from_the_last_one_counted_in_whatever_order_they_
             run = counted_to(run, progress, 999.0, cpu)
         assert total == pytest.approx(19.0 - 12.5)
         assert late_reason(run, SUPERSEDED) == SUPERSEDED
+
+
+def test_a_redone_part_estimated_by_the_clock_is_not_counted_again_by_the_copy_s_late_result():
+    # Its reports' CPU figure did not move (0.25 when the master began following it) while its progress did,
+    # so what its replacement redoes from the checkpoint (taken at 0.25) is estimated by the clock. Its late
+    # result (3.37 CPU-seconds) settles the rest: in all, its CPU time past that checkpoint.
+    lost = CopyRun(placed_at=100.0, start=0.0, heard_at=102.0, progress=0.3, cpu_start=0.25, cpu=0.25, reported=True)
+    estimate = redone(lost, resumed_from=0.1, cpu_then=0.25)
+    assert estimate == pytest.approx(2.0 / 0.3 * 0.2)
+    late = ran_on(resumed(lost, 0.1, 0.25, estimate), progress=1.0, now=999.0, cpu=3.37)
+    assert estimate + late == pytest.approx(3.37 - 0.25)
