@@ -141,9 +141,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "step_timeout", float, 120.0,
            "Seconds one plugin step may take before the guest counts as stuck.", 1, 86400),
     Option("guests", "warm_spare", bool, True,
-           "Keep one guest process started and waiting at the lowest priority (no CPU, ~15 MiB), so an "
-           "arriving unit skips the interpreter's start-up (~0.1 s); and one plugin worker (~15 MiB more) "
-           "for the next split or combine of an assignment."),
+           "Keep a guest process started and waiting at the lowest priority for each guest CPU, up to 4 (no "
+           "CPU, ~15 MiB each), so the units an assignment starts at once skip the interpreter's start-up "
+           "(~0.1 s); and one plugin worker (~15 MiB more) for the next split or combine of an assignment."),
     Option("guests", "units_per_process", int, 1000,
            "Units of one assignment a guest process runs in turn (its plugin imported once; module globals "
            "survive between them) before a fresh process takes over; 1 gives every unit its own process.",

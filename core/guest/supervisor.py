@@ -71,7 +71,7 @@ class GuestSupervisor:
         self._paused = False
         self.containment = Containment(data_dir=self.data_dir, input_roots=input_roots, settings=settings)
         """The isolation layers; `input_roots` are the folders `open_input`'s files live in, which guests may read."""
-        self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, lambda: self.settings.warm_spare,
+        self._spare = WarmSpare(self._scratch_root / SPARE_FOLDER, self._spares_wanted,
                                 self.containment.child_options, self.containment.spare_cgroup)
         self._idle = IdleGuests(self._scratch_root)
         self._reaper: trio.Nursery | None = None
@@ -210,6 +210,9 @@ class GuestSupervisor:
             self.emit(task.task_id, "error", f"the guest runs without its own cgroup: {error}", "warning")
             return None
 
+    def _spares_wanted(self) -> int:
+        return self.settings.spares if self.settings.warm_spare else 0
+
     def isolation(self) -> IsolationReport:
         """Which isolation layers hold this node's guests, and why any is missing."""
         return self.containment.report()
@@ -219,7 +222,7 @@ class GuestSupervisor:
         self.containment.close()
 
     async def keep_warm(self) -> None:
-        """Keep one guest process started and waiting while `settings.warm_spare` says so (see
+        """Keep guest processes started and waiting (`settings.spares`) while `settings.warm_spare` says so (see
         `spawn.WarmSpare`), and processes between two units of an assignment (see `warm.py`: without
         this running, every unit gets a process of its own); runs until cancelled."""
         try:

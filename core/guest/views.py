@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,7 @@ from frost_core.guest.limits import MIB
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_STATE_BYTES
 from frost_core.plugin.plain import decode_plain
+from frost_core.policies.prefetch import spares_for
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,9 @@ class GuestSettings:
     watch_interval: float = 0.1
     log_lines_per_second: int = 50
     warm_spare: bool = False
-    """Keep one guest process started ahead (`GuestSupervisor.keep_warm`); the node turns it on."""
+    """Keep guest processes started ahead (`GuestSupervisor.keep_warm`); the node turns it on."""
+    spares: int = 1
+    """How many, with `warm_spare`: one for each unit an assignment starts at once (see `spawn.WarmSpare`)."""
     units_per_process: int = 1000
     """Units of one assignment a guest process runs in turn before a fresh one takes over (see `warm.py`)."""
     isolation: str = "best-effort"
@@ -78,6 +82,7 @@ class GuestSettings:
             interruptions_per_hour=float(config.get("checkpoints.owner_interruptions_per_hour")),
             step_timeout=float(config.get("guests.step_timeout")),
             warm_spare=bool(config.get("guests.warm_spare")),
+            spares=spares_for(int(config.get("guests.cpus")) or os.cpu_count() or 1),
             units_per_process=int(config.get("guests.units_per_process")),
             isolation=str(config.get("guests.isolation")),
             cpu_cap_percent=float(config.get("guests.cpu_cap_percent")),

@@ -23,7 +23,7 @@ def guest_processes(node_pid: int) -> list[psutil.Process]:
 
 
 def spare_processes(node_pid: int) -> list[psutil.Process]:
-    """The node's warm spare guest process (one at most), waiting for a unit."""
+    """The node's warm spare guest processes (one per guest CPU, up to `spares_for`'s cap), waiting for a unit."""
     return [process for process, folder in _guest_runtime_children(node_pid) if folder == SPARE_FOLDER]
 
 

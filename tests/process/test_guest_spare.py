@@ -70,6 +70,34 @@ async def test_a_unit_runs_in_the_waiting_spare_lowered_and_capped_and_a_new_spa
     assert guest_processes() == []  # the spare is stopped with the supervisor's keep_warm
 
 
+async def test_an_assignments_first_units_on_two_cpus_both_start_in_waiting_spares(tmp_path):
+    # One spare per guest CPU: with a single one, the second unit started its interpreter from nothing at the
+    # lowest priority while holding its CPU's slot, and a run's first results went through one process.
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(warm_spare=True, spares=2),
+                             on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    tasks = [make_task(path, {"n": 5}, task_id=f"n0de0001-1.{i}") for i in range(2)]
+    outcomes = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guests.keep_warm)
+        waiting = await wait_until(lambda: len(found := spares()) == 2 and found, what="two spares")
+
+        async def run(task) -> None:
+            outcomes.append(await guests.run(task))
+
+        for task in tasks:
+            nursery.start_soon(run, task)
+        await wait_until(lambda: len(outcomes) == 2)
+        started = {int(m.split("(pid ")[1].rstrip(")")) for m in recorder.messages("start") if "(pid " in m}
+        assert started == {p.pid for p in waiting}   # no unit started a process of its own
+        await wait_until(lambda: len([p for p in spares() if p.pid not in {w.pid for w in waiting}]) == 2,
+                         what="two new spares")
+        nursery.cancel_scope.cancel()
+    assert [o.value() for o in outcomes] == [counter_result(path, {"n": 5})] * 2
+    assert guest_processes() == []
+
+
 async def test_the_spare_waits_in_a_cgroup_of_its_own_and_its_unit_runs_there_under_the_units_memory_limit(tmp_path):
     require_containment()
     settings = fast_settings(warm_spare=True)
