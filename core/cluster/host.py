@@ -777,7 +777,7 @@ class HostService:
         capacity = self._capacity()
         if not capacity.accepts_guests:
             return f"not taking guests: {capacity.reason}"
-        if task_id in capacity.sent_away:
+        if capacity.sent_away.get(task_id, 0.0) > time.time():  # (an ended hold may be listed for up to a second)
             until = time.strftime("%H:%M:%S", time.localtime(capacity.sent_away[task_id]))
             return f"the owner evicted {task_id} from here; not taking it back before {until}"
         if task_id in self._hosted or task_id in self._reserved or task_id in self._ahead:

@@ -193,6 +193,7 @@ class Migrator:
         state_bytes = record.size if record is not None else 0
         ahead = self._ahead.pop(hosted.task.task_id, None)
         tried = None
+        why: list[str] = []
         if ahead is not None and ahead.hosted is hosted:
             await ahead.negotiated.wait()
             tried = ahead.destination
@@ -203,14 +204,22 @@ class Migrator:
                 await self._handed_over(home, hosted, record, ahead.destination, ahead.began, ahead.fed.began_at,
                                         how="sent while it was captured")
                 return
-            if tried is not None and (await self._hand_over(home, hosted, record, tried, began)).ok:
-                return  # (fed or not: the capture in hand, durable here, sent whole as before)
+            if tried is not None:
+                verdict = await self._hand_over(home, hosted, record, tried, began)
+                if verdict.ok:
+                    return  # (fed or not: the capture in hand, durable here, sent whole as before)
+                why.append(f"{tried[:8]}: {verdict.reason}")
         for destination in self._destinations(hosted, state_bytes):
-            if destination == tried or await self._negotiate(hosted, destination, state_bytes) is not None:
+            if destination == tried:
                 continue
-            if (await self._hand_over(home, hosted, record, destination, began)).ok:
-                return
-        await self._return_to_master(home, hosted, record)
+            refusal = await self._negotiate(hosted, destination, state_bytes)
+            if refusal is None:
+                verdict = await self._hand_over(home, hosted, record, destination, began)
+                if verdict.ok:
+                    return
+                refusal = verdict.reason
+            why.append(f"{destination[:8]}: {refusal}")
+        await self._return_to_master(home, hosted, record, "; ".join(why) or "no peer is ranked to take it")
 
     async def _negotiate(self, hosted: Hosted, destination: str, state_bytes: int) -> str | None:
         """None if `destination` takes the unit, else its reason (or why it could not be asked)."""
@@ -252,8 +261,9 @@ class Migrator:
         except NodeUnavailableError as error:
             log.info("master not told of the move of %s (%s); the destination's report will", task_id, error.message)
 
-    async def _return_to_master(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None) -> None:
-        """No peer took the unit: its master queues it again, from this checkpoint."""
+    async def _return_to_master(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None,
+                                why: str) -> None:
+        """No peer took the unit (`why`): its master queues it again, from this checkpoint."""
         task = hosted.task
         while True:
             try:
@@ -269,4 +279,4 @@ class Migrator:
         await self._supervisor.settled(task.task_id)
         home.forget(hosted)
         self._events.add("evict", f"{task.task_id} went back to its master's queue"
-                         + (f" with checkpoint {record.seq}" if record else ""))
+                         + (f" with checkpoint {record.seq}" if record else "") + f" (no peer took it: {why})")

@@ -7,6 +7,7 @@ bookkeeping are the real ones.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -173,6 +174,7 @@ class Cluster:
             self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
         self.accepting = {A: True, B: True}   # False: the owner paused hosting there
+        self.sent_away: dict[str, dict[str, float]] = {A: {}, B: {}}   # task -> until: the owner evicted it there
         self.outboxes: list[Outbox] = []
         self.events: dict[str, EventLog] = {}
         self.given: list[tuple[str, str, str, int, float]] = []   # (host, master, task, epoch, CPU) of every run
@@ -193,7 +195,7 @@ class Cluster:
         host = HostService(
             node_id=node, supervisor=self.guests[node], links=links,  # type: ignore[arg-type]
             capacity=lambda: Capacity(self.accepting[node], "paused by the owner", cpus=2, memory_pool_bytes=1 << 30,
-                                      available=1.0),
+                                      available=1.0, sent_away=self.sent_away[node]),
             plugin_source=plugin_source, has_plugin=lambda plugin_hash: True, outbox=self._outbox(data_dir),
             events=events, settings=lambda: HostSettings(report_interval=1.0), on_change=lambda: None,
             alive=lambda: [MASTER, A, B], own_figures=lambda: NodeView(node, available=1.0, guests=0),
@@ -457,3 +459,33 @@ async def test_an_evicted_units_capture_goes_as_it_comes_even_when_the_peer_answ
         assert cluster.running(B) == [TASK] and cluster.guests[B].started[TASK].state == b"state of " + A.encode()
         moved = [e.message for e in cluster.events[A].recent() if e.kind == "move"]
         assert len(moved) == 1 and "sent while it was captured" in moved[0], moved
+
+
+async def test_an_evicted_unit_no_peer_takes_goes_back_to_its_master_and_the_event_says_why(tmp_path, autojump_clock):
+    async with running_cluster(tmp_path) as cluster:
+        cluster.accepting[B] = False   # B's owner paused hosting: it refuses the offer
+        assert await cluster.hosts[A].evict(TASK) == (TASK,)
+        with trio.fail_after(60):
+            while not cluster.master.returned:
+                await trio.sleep(0.1)
+        assert [(host, task) for host, task, _ in cluster.master.returned] == [(A, TASK)]
+        (back,) = [e.message for e in cluster.events[A].recent() if "went back to its master's queue" in e.message]
+        assert f"no peer took it: {B[:8]}: not taking guests: paused by the owner" in back, back
+
+
+@pytest.mark.parametrize("hold", ["ended", "on"])
+async def test_an_evicted_unit_goes_to_a_peer_whose_owner_sent_it_away_only_once_that_hold_has_ended(
+        tmp_path, autojump_clock, hold):
+    async with running_cluster(tmp_path) as cluster:
+        # B's owner evicted the unit before; the node drops an ended hold from its list only at its next tick.
+        cluster.sent_away[B][TASK] = time.time() + (-1.0 if hold == "ended" else 60.0)
+        assert await cluster.hosts[A].evict(TASK) == (TASK,)
+        with trio.fail_after(60):
+            while not (cluster.master.moved or cluster.master.returned):
+                await trio.sleep(0.1)
+        if hold == "ended":
+            assert cluster.master.moved == [(A, TASK, 2, B)] and cluster.master.returned == []
+        else:
+            assert cluster.master.moved == [] and [task for _, task, _ in cluster.master.returned] == [TASK]
+            (back,) = [e.message for e in cluster.events[A].recent() if "went back to its master's queue" in e.message]
+            assert f"{B[:8]}: the owner evicted {TASK} from here" in back, back
