@@ -72,6 +72,7 @@ max_interval = 3600
 """
 """No periodic checkpoints during the trials: only the evictions take any."""
 _MOVED = re.compile(r"moved to \S+ with checkpoint \d+ \((\d+) bytes[^)]*\) in (\d+) ms")
+_NO_PEER = re.compile(r"went back to its master's queue.*\(no peer took it: (.*)\)$")
 
 
 def main() -> None:
@@ -147,7 +148,9 @@ def measure_size(nodes: list[BenchNode], size: int, trials: int, folder: Path,
             if trial < WARMUP:
                 continue
             if not moved:
-                returned_via_queue.append(f"{source.name}->{destination.name}: {(arrival - since) * 1000:.0f} ms")
+                why = next((m.group(1) for e in source_events if (m := _NO_PEER.search(e["message"]))), "?")
+                returned_via_queue.append(f"{source.name}->{destination.name}: {(arrival - since) * 1000:.0f} ms"
+                                          f" (no peer took it: {why})")
                 continue
             samples.append({
                 "direction": f"{source.name}->{destination.name}",
