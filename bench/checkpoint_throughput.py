@@ -128,18 +128,15 @@ def guest_runner(output_dir: Path, handoff_end: socket.socket | None = None) -> 
 
 async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict, outbox: int = -1) -> None:
     """The node's end of a checkpoint, as core/guest/running.py takes it: the answer, then a state handed
-    through the `outbox` memfd copied to disk while a big one's hash comes (`_take_handed`), or the state
+    through the `outbox` memfd copied to disk while its hash comes (`_take_handed`), or the state
     up the pipe, a big one written while it arrives, then the commit in a worker thread."""
     answer = await channel.receive()
     if isinstance(answer, GuestCheckpoint) and answer.handed:
-        if answer.sha256:
-            commit = functools.partial(store.commit_handed, outbox, answer.handed, LIMIT, answer.sha256, **identity)
-        else:
-            sha256: Future[str] = Future()
-            commit = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity).result
-            sealed = await channel.receive()
-            assert isinstance(sealed, GuestCheckpointHash)
-            sha256.set_result(sealed.sha256)
+        sha256: Future[str] = Future()
+        commit = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity).result
+        sealed = await channel.receive()
+        assert isinstance(sealed, GuestCheckpointHash)
+        sha256.set_result(sealed.sha256)
         await trio.to_thread.run_sync(functools.partial(settle_handed, commit, outbox,
                                                         empty=answer.handed > handoff.KEEP_OUTBOX_BYTES))
         return

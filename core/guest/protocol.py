@@ -83,16 +83,15 @@ class GuestCheckpoint(Message):
     steps: int
     encode_seconds: float
     handed: int = 0
-    """The state's size when it is in the checkpoint memfd (no bulk data follows); 0: it follows as bulk data."""
-    sha256: str = ""
-    """With `handed`: the hash of the request's `hash_prefix` and the state, or "" when a GuestCheckpointHash
-    follows with it (a big state: the node copies it while the guest hashes)."""
+    """The state's size when it is in the checkpoint memfd (no bulk data follows; a GuestCheckpointHash follows
+    with the hash of the request's `hash_prefix` and the state, so the node copies it while the guest hashes);
+    0: it follows as bulk data."""
 
 
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestCheckpointHash(Message):
-    """Guest -> node, right after a handed GuestCheckpoint without its hash: the hash, once taken."""
+    """Guest -> node, right after a handed GuestCheckpoint: the hash, once taken."""
 
     CODE = MessageCode.GUEST_CHECKPOINT_HASH
     MAX_SIZE = 128

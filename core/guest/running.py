@@ -536,22 +536,19 @@ class RunningGuest:
 
     async def _take_handed(self, pending: _Pending, message: GuestCheckpoint) -> None:
         """The state is in the checkpoint memfd: copied to disk kernel to kernel (never through this process's
-        memory); a big one while the guest writes and hashes it, its hash coming once it is whole."""
+        memory) while the guest hashes it (a big one while the guest still writes it), its hash coming after."""
         assert self.channel is not None
         if pending.identity is None or self.outbox is None:
             raise ProtocolError("the guest answered through a checkpoint memfd it was not asked to use")
         store, limit, size = self.host.store, self.host.settings.max_state_bytes, message.handed
-        if message.sha256:  # a small state's hash came with it: one thread does it all
-            commit = functools.partial(store.commit_handed, self.outbox, size, limit, message.sha256, **pending.identity)
-        else:
-            sha256: Future[str] = Future()
-            commit = store.copy_handed(self.outbox, size, limit, sha256, **pending.identity).result
-            try:
-                sha256.set_result(await self._receive_hash(message.request_id))
-            except BaseException:
-                sha256.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
-                pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
-                raise
+        sha256: Future[str] = Future()
+        commit = store.copy_handed(self.outbox, size, limit, sha256, **pending.identity).result
+        try:
+            sha256.set_result(await self._receive_hash(message.request_id))
+        except BaseException:
+            sha256.set_exception(CheckpointError("the guest's hash of its checkpoint never came"))
+            pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+            raise
         self.progress = message.progress
         pending.arrived.set()  # the guest may go now: the state stays in the memfd this node holds
         pending.received.set()

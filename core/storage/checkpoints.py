@@ -352,13 +352,13 @@ class CheckpointStore:
         """`commit_handed` in a worker thread, started at once: the guest's hash may still be on its way."""
         return in_thread(functools.partial(self.commit_handed, source, size, limit, sha256, **identity))
 
-    def commit_handed(self, source: int, size: int, limit: int, sha256: str | Future[str],
+    def commit_handed(self, source: int, size: int, limit: int, sha256: Future[str],
                       **identity: Any) -> StoredCheckpoint:
         """Copy `size` bytes from the start of `source`, a guest's checkpoint memfd, into a file kernel to kernel
         (never mapped: a guest that truncates it meanwhile makes the copy short, a CheckpointError, not a
         SIGBUS), then, once `sha256` (the guest's hash of identity and state) is known, write the header and
         make it durable: in a slot under SLOTS_BELOW bytes (fdatasync), else a temp file (fsync, rename,
-        fsync the directory). A `sha256` still to come says the guest is still writing its memfd: the copy
+        fsync the directory). Until `sha256` is done the guest may still be writing its memfd: the copy
         follows it (`_copy_range`), so the two overlap.
 
         The guest may lie about the hash or change its memfd during the copy: it ruins only its own
@@ -372,12 +372,8 @@ class CheckpointStore:
                                   f"is {size} bytes, over the limit of {limit}; the previous checkpoint is kept")
         check_task_id(identity["task_id"])
         unsealed = CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER)
-        if isinstance(sha256, str):  # known already: the header is encoded once, sealed
-            header: bytes | None = encode_header(_sealed(unsealed, sha256), size)
-            offset = len(header)
-        else:
-            header, offset = None, len(encode_header(unsealed, size))
-        fill = functools.partial(_hand_in, source, size, offset, sha256, unsealed, header)
+        offset = len(encode_header(unsealed, size))
+        fill = functools.partial(_hand_in, source, size, offset, sha256, unsealed)
         hold = functools.partial(_stored, offset, size)
         if size < SLOTS_BELOW:
             return self._into_slot(unsealed, offset + size, fill, hold)[1]
@@ -847,34 +843,27 @@ def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
     return record
 
 
-def _hand_in(source: int, size: int, offset: int, sha256: str | Future[str], unsealed: CheckpointRecord,
-             header: bytes | None, fd: int, end: Callable[[int], None], *,
-             sync_first: bool = False) -> CheckpointRecord:
+def _hand_in(source: int, size: int, offset: int, sha256: Future[str], unsealed: CheckpointRecord,
+             fd: int, end: Callable[[int], None], *, sync_first: bool = False) -> CheckpointRecord:
     """Copy a guest's memfd into `fd` after the header's `offset` bytes, then write the header with the guest's
-    hash (`header`, if it came with the state) and `end(fd)` (the sync); the record sealed with that hash (see
-    `CheckpointStore.commit_handed`).
+    hash and `end(fd)` (the sync); the record sealed with that hash (see `CheckpointStore.commit_handed`).
 
     `sync_first`: if the hash is still to come once the state is copied, sync the state's blocks meanwhile,
     so the last sync has only the header left: for a temp file (from SLOTS_BELOW on), not a slot (at 1 MiB
     a slot's second sync read 0.13-0.15 of raw write+fsync below the pipe, 0.05-0.09 without it)."""
     try:
-        _copy_range(source, fd, size, offset, None if isinstance(sha256, str) else sha256)
-        if sync_first and not isinstance(sha256, str) and not sha256.done():
+        _copy_range(source, fd, size, offset, sha256)
+        if sync_first and not sha256.done():
             _sync_data(fd)
     finally:
-        digest = sha256 if isinstance(sha256, str) else sha256.result()  # never left unread, even on failure
-    sealed = _sealed(unsealed, digest)
-    os.pwrite(fd, encode_header(sealed, size) if header is None else header, 0)  # same length: fixed-size hex
-    end(fd)
-    return sealed
-
-
-def _sealed(unsealed: CheckpointRecord, digest: object) -> CheckpointRecord:
-    """`unsealed` with the guest's hash; CheckpointError if that is not a SHA-256 in hex."""
+        digest = sha256.result()  # never left unread, even on failure
     if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
         raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} came with a "
                               "malformed hash; the previous checkpoint is kept")
-    return dataclasses.replace(unsealed, sha256=digest)
+    sealed = dataclasses.replace(unsealed, sha256=digest)
+    os.pwrite(fd, encode_header(sealed, size), 0)  # same length: the digest is fixed-size hex
+    end(fd)
+    return sealed
 
 
 def _stored(offset: int, size: int, fd: int, sealed: CheckpointRecord) -> StoredCheckpoint:
@@ -961,18 +950,17 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
         offset += written
 
 
-def _copy_range(source: int, fd: int, size: int, offset: int, whole: Future[str] | None = None) -> None:
+def _copy_range(source: int, fd: int, size: int, offset: int, whole: Future[str]) -> None:
     """Copy `size` bytes from the start of `source` to `fd` at `offset`, kernel to kernel; OSError if `source`
     holds fewer. Through a pipe of our own with splice (as fast as a write from memory, measured: sendfile from
-    a memfd ran 25 % slower at 10-100 MB), else, and for a state whole in the memfd up to SPLICE_CHUNK, with
-    sendfile: one call where the pipe costs six (at 0.1 MB 9 against 19 us hot, 24 against 75 in the guest's
-    path); from PARALLEL_HASH_FROM bytes on, each chunk's writeback started as it lands, as `_write_all` does.
+    a memfd ran 25 % slower at 10-100 MB), else sendfile; from PARALLEL_HASH_FROM bytes on, each chunk's
+    writeback started as it lands, as `_write_all` does.
 
     `whole`: done once the guest has written all of `source` (its hash came). Until then only what
     `source` holds already is copied, following it as the guest writes it (a memfd's size grows page
     by page as a write lands, and the guest empties it first), looked at every FOLLOW_POLL seconds."""
     splice = getattr(os, "splice", None)
-    pipe = os.pipe() if splice is not None and (whole is not None or size > SPLICE_CHUNK) else None
+    pipe = os.pipe() if splice is not None else None
     try:
         if pipe is not None:
             with contextlib.suppress(OSError):  # a smaller pipe only costs more turns
@@ -982,7 +970,7 @@ def _copy_range(source: int, fd: int, size: int, offset: int, whole: Future[str]
         done, poll = 0, FOLLOW_POLL
         while done < size:
             ready = size
-            if whole is not None and not whole.done():
+            if not whole.done():
                 ready = min(size, os.fstat(source).st_size)
                 if ready <= done:
                     futures.wait([whole], timeout=poll)

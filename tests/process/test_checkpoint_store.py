@@ -693,29 +693,6 @@ def test_a_state_committed_into_a_slot_has_its_header_encoded_once(tmp_path, mon
 
 
 @memfd_only
-def test_a_small_handed_state_with_its_hash_is_copied_in_one_call_under_a_header_encoded_once(tmp_path, monkeypatch):
-    """Up to SPLICE_CHUNK a state whole in its memfd goes with one sendfile, not through a pipe of the store's own
-    (six calls), and a hash that came with it is put in the header the first time it is encoded."""
-    store = CheckpointStore(tmp_path)
-    state = os.urandom(100_000)
-    fd = handed(state)
-    headers = []
-    real_header = store_module.encode_header
-    monkeypatch.setattr(store_module, "encode_header", lambda *args: headers.append(args) or real_header(*args))
-
-    def no_pipe() -> tuple[int, int]:
-        raise AssertionError("a small handed state went through a pipe of the store's own")
-
-    monkeypatch.setattr(os, "pipe", no_pipe)
-    try:
-        record = store.commit_handed(fd, len(state), len(state), guest_hash(state), **IDENTITY)
-    finally:
-        os.close(fd)
-    assert record == CheckpointRecord.seal(**IDENTITY, state=state) and len(headers) == 1
-    assert read_record(file_of(store, 2)).state == state
-
-
-@memfd_only
 def test_a_memfd_shorter_than_announced_or_a_state_over_the_limit_fails_cleanly_and_keeps_the_old_one(tmp_path):
     store = CheckpointStore(tmp_path)
     store.write(make_record(1))
