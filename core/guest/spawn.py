@@ -85,6 +85,8 @@ class WarmSpare:
         unit's start then contains it)."""
         self._spares: list[Child] = []
         self._taken = trio.Event()
+        self._starting = False       # between starting a spare and adding it to the ones waiting
+        self._added = trio.Event()   # set (and replaced) each time that ends
 
     async def keep_warm(self) -> None:
         """Keep `wanted()` spares started and waiting; runs until cancelled.
@@ -105,14 +107,20 @@ class WarmSpare:
                 while len(self._spares) > wanted:
                     await close_spare(self._spares.pop())
                 while len(self._spares) < wanted:
-                    spare = await start_child(self.folder, self.options())
+                    self._starting = True
                     try:
-                        with contextlib.suppress(OSError):
-                            spare.cgroup = await trio.to_thread.run_sync(self.contain, spare.process.pid)
-                    except BaseException:  # cancelled before it was ours to close in `finally` below
-                        await close_spare(spare)
-                        raise
-                    self._spares.append(spare)
+                        spare = await start_child(self.folder, self.options())
+                        try:
+                            with contextlib.suppress(OSError):
+                                spare.cgroup = await trio.to_thread.run_sync(self.contain, spare.process.pid)
+                        except BaseException:  # cancelled before it was ours to close in `finally` below
+                            await close_spare(spare)
+                            raise
+                        self._spares.append(spare)
+                    finally:
+                        self._starting = False
+                        self._added.set()
+                        self._added = trio.Event()
                 self._taken = trio.Event()
                 with trio.move_on_after(SPARE_CHECK_INTERVAL):
                     await self._taken.wait()
@@ -122,7 +130,14 @@ class WarmSpare:
                 await close_spare(spare)
 
     async def take(self) -> Child | None:
-        """A spare, if one waits and is still alive; `keep_warm` then starts the next."""
+        """A spare, if one waits and is still alive; `keep_warm` then starts the next.
+
+        One that is being started is waited for: its process is already there and its cgroup a thread hop
+        away, while a process of the unit's own would start its interpreter from nothing (~0.1 s). (Two
+        units that start together on two CPUs met that race, and the second started its own.)
+        """
+        while not self._spares and self._starting:
+            await self._added.wait()
         if not self._spares:
             return None
         spare = self._spares.pop(0)
