@@ -52,7 +52,7 @@ def _burn() -> None:
         pass
 
 
-def _no_memfd(node_end, state) -> None:
+def _no_memfd(state) -> int:
     raise OSError("this trial sends the state through the pipe")
 
 
@@ -90,7 +90,7 @@ async def measure_size(folder: Path, size_mib: float, trials: int) -> dict[str, 
                      plugin_version=plugin.version, plugin_hash=content_hash(PLUGIN), plugin_path=str(PLUGIN),
                      unit=unit, epoch=1)
     seconds: dict[str, list[float]] = {way: [] for way in WAYS}
-    real_hand_state = running.hand_state
+    real_sealed_state = running.sealed_state
     async with trio.open_nursery() as nursery:
         nursery.start_soon(guests.keep_warm)
         outcome = []
@@ -113,7 +113,7 @@ async def measure_size(folder: Path, size_mib: float, trials: int) -> dict[str, 
                 evicted = None
         for trial in range(trials * len(WAYS)):
             way = WAYS[trial % len(WAYS)]
-            running.hand_state = real_hand_state if way == "memfd" else _no_memfd
+            running.sealed_state = real_sealed_state if way == "memfd" else _no_memfd
             await spare_ready(os.getpid())
             steps.times.clear()
             began = time.time()
@@ -126,7 +126,7 @@ async def measure_size(folder: Path, size_mib: float, trials: int) -> dict[str, 
             while not outcome:
                 await trio.sleep(0.01)
             outcome.clear()
-        running.hand_state = real_hand_state
+        running.sealed_state = real_sealed_state
         nursery.cancel_scope.cancel()
     guests.close()
     return seconds

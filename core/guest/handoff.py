@@ -72,15 +72,6 @@ def sealed_state(state: bytes) -> int:
     return fd
 
 
-def hand_state(node_end: socket.socket, state: bytes) -> None:
-    """Put `state` in a sealed memfd and send it over `node_end`; OSError (and nothing sent) if any step fails."""
-    fd = sealed_state(state)
-    try:
-        send_sealed(node_end, fd)
-    finally:
-        os.close(fd)  # the guest's copy of the fd (in flight, then received) keeps it alive
-
-
 def send_sealed(node_end: socket.socket, fd: int) -> None:
     """Send the sealed state memfd `fd` (from `sealed_state`) over `node_end`; the caller still closes its `fd`."""
     socket.send_fds(node_end, [_MARK], [fd])

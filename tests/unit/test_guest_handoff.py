@@ -26,11 +26,19 @@ def pair():
     guest_end.close()
 
 
+def hand_state(node_end, state: bytes) -> None:
+    """What the node does for a starting guest (running.py's `_sealing` and `_hand_over`): seal, send, close its fd."""
+    fd = handoff.sealed_state(state)
+    try:
+        handoff.send_sealed(node_end, fd)
+    finally:
+        os.close(fd)
+
 def test_the_guest_maps_exactly_the_bytes_the_node_handed_and_decodes_them_from_the_mapping(pair):
     node_end, guest_end = pair
     value = {"blob": os.urandom(3 << 20), "rows": [{"k": k} for k in range(1000)]}
     data = b"\x00" * 7 + encode_plain(value)  # decoded from an offset, as the child skips the envelope's head
-    handoff.hand_state(node_end, data)
+    hand_state(node_end, data)
     mapping = handoff.GuestHandoff(guest_end).state(len(data))
     assert mapping[:] == data
     assert decode_plain(mapping, start=7) == value
@@ -39,7 +47,7 @@ def test_the_guest_maps_exactly_the_bytes_the_node_handed_and_decodes_them_from_
 
 def test_what_the_guest_receives_it_can_neither_write_nor_map_writable_nor_resize_nor_reseal(pair):
     node_end, guest_end = pair
-    handoff.hand_state(node_end, b"state" * 1000)
+    hand_state(node_end, b"state" * 1000)
     _, (fd,), _, _ = socket.recv_fds(guest_end, 1, 1)  # what plugin code would get if it took the fd itself
     try:
         with pytest.raises(PermissionError):
@@ -69,7 +77,7 @@ def test_the_guest_cannot_talk_back_on_its_end(pair):
 
 def test_a_handed_fd_that_is_not_a_sealed_memfd_of_the_announced_size_is_refused(pair, tmp_path):
     node_end, guest_end = pair
-    handoff.hand_state(node_end, b"x" * 100)
+    hand_state(node_end, b"x" * 100)
     with pytest.raises(ProtocolError, match="sealed memfd of 99 bytes"):
         handoff.GuestHandoff(guest_end).state(99)
     plain = tmp_path / "state"
@@ -105,7 +113,7 @@ def test_checkpoint_memfds_and_handed_states_share_the_socket_each_told_by_its_m
     first, second = handoff.open_outbox(), handoff.open_outbox()
     try:
         handoff.hand_outbox(node_end, first)  # a unit's, never used (its request crossed its result)
-        handoff.hand_state(node_end, b"saved" * 100)  # the next unit's saved state
+        hand_state(node_end, b"saved" * 100)  # the next unit's saved state
         mapping = guest.state(500)  # takes the state, keeps the checkpoint memfd sent before it
         assert mapping[:5] == b"saved"
         mapping.close()
@@ -115,7 +123,7 @@ def test_checkpoint_memfds_and_handed_states_share_the_socket_each_told_by_its_m
         assert handoff.fill_outbox(outbox, [b"a" * 3000, b"b" * 10]) == 3010
         assert handoff.fill_outbox(outbox, [b"c" * 5]) == 5  # what the bigger state left is cut off
         assert os.pread(second, 100, 0) == b"ccccc"  # the node reads what the guest wrote
-        handoff.hand_state(node_end, b"x" * 10)
+        hand_state(node_end, b"x" * 10)
         with pytest.raises(ProtocolError, match="a handed state came where a checkpoint memfd belongs"):
             guest.newest_outbox()
     finally:
