@@ -26,6 +26,7 @@ from frost_core import (
 
 from frost_tui import tables
 from frost_tui.check_every import parse_check_every
+from frost_tui.shots import HISTORY_SECONDS, MAX_HISTORY_SECONDS, MIN_HISTORY_SECONDS, render_screenshots
 
 JSON_SCHEMA_VERSION = 1
 """The `schema` field of every `--json` document; raised when a shape changes incompatibly."""
@@ -236,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     shots.add_argument("--dedicated", action="store_true",
                        help="with --live: this machine's node too runs as a dedicated server (owner policy always), "
                             "where other work keeps the default policy from lending the CPU")
+    shots.add_argument("--history", type=float, default=HISTORY_SECONDS, metavar="SECONDS",
+                       help=f"with --live: seconds of measurements in the charts before the ray trace starts, "
+                            f"{MIN_HISTORY_SECONDS:g} to {MAX_HISTORY_SECONDS:g} (default: {HISTORY_SECONDS:g})")
     completion = verb("completion", "print the shell completion script: "
                                     "eval \"$(frost-tui completion bash)\", or see docs/cli.md")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -432,15 +436,17 @@ def _measure(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Meas
 
 
 def _screenshots(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[str, ...], int]:
-    from frost_tui.shots import render_screenshots
-
+    if not MIN_HISTORY_SECONDS <= args.history <= MAX_HISTORY_SECONDS:
+        raise ConfigError(f"--history {args.history:g}: the charts' seconds before the ray trace must be from "
+                          f"{MIN_HISTORY_SECONDS:g} to {MAX_HISTORY_SECONDS:g}")
     try:
         import cairosvg  # noqa: F401 - checked before any screen is rendered, not after the first one
     except (ImportError, OSError) as error:  # cairosvg, or the cairo library it loads, is missing
         raise ConfigError(f"`frost-tui screenshots` needs the screenshots extra ({error}): "
                           "pip install 'frost-tui[screenshots]' (and the cairo library, e.g. apt install libcairo2)",
                           title="Screenshots not installed") from error
-    saved = tuple(str(path) for path in render_screenshots(args.out, live=args.live, dedicated=args.dedicated))
+    saved = tuple(str(path) for path in render_screenshots(args.out, live=args.live, dedicated=args.dedicated,
+                                                           history=args.history))
     out.say("\n".join(saved))
     return saved, EXIT_OK
 

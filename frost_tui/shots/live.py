@@ -75,7 +75,6 @@ PEER_OPTIONS: dict[str, Any] = {"owner.policy": "always"}  # the peers only: see
 # A scene that keeps each unit busy for minutes even on a fast machine (~0.4 s of CPU a row).
 SCENE = {"width": 1280, "height": 960, "samples": 4, "max_depth": 3}
 PEERS_GUEST = {"samples": 200_000_000, "units": 1}  # montecarlo-pi: one unit, minutes of CPU
-HISTORY_SECONDS = 30.0  # of measurements in the charts before the ray trace starts
 VISIBLE_PROGRESS = 0.02  # of the units pictured: a few rows of the ray trace
 STEP_TIMEOUT = 30.0  # seconds for each stage (peers up, joined, placed, progressing, moved)
 STOP_TIMEOUT = 10.0
@@ -106,10 +105,11 @@ class Peer:
             return ""
 
 
-def export_live_shots(shots=SHOTS, *, dedicated: bool = False) -> dict[str, str]:
+def export_live_shots(shots=SHOTS, *, dedicated: bool, history: float) -> dict[str, str]:
     """Start the cluster, stage it, take every shot, stop it all; the SVG of each shot by name.
 
-    `dedicated`: the desk runs with the peers' owner policy (`always`) instead of the default.
+    `dedicated`: the desk runs with the peers' owner policy (`always`) instead of the default;
+    `history`: seconds of measurements the charts show before the ray trace starts.
     """
     from frost_core import Node
 
@@ -123,7 +123,7 @@ def export_live_shots(shots=SHOTS, *, dedicated: bool = False) -> dict[str, str]
                 call_node(peer.paths, PauseHosting())
             guests: list[psutil.Process] = []
             try:
-                return asyncio.run(_capture(node, peers, shots, guests))
+                return asyncio.run(_capture(node, peers, shots, guests, history))
             finally:
                 _kill_running(guests)  # the node stops its guests itself; this is for when it could not
 
@@ -219,21 +219,21 @@ def _kill_running(processes: list[psutil.Process]) -> None:
                 process.kill()
 
 
-async def _capture(node, peers: list[Peer], shots, guests: list[psutil.Process]) -> dict[str, str]:
+async def _capture(node, peers: list[Peer], shots, guests: list[psutil.Process], history: float) -> dict[str, str]:
     """Stage the cluster through the app's node and take the shots; `guests` learns the guest processes here."""
     from frost_tui.app import create_app
 
     app = create_app(node)
     async with app.run_test(size=SIZE) as pilot:
         try:
-            return await _stage_and_shoot(app, pilot, peers, shots)
+            return await _stage_and_shoot(app, pilot, peers, shots, history)
         finally:
             for pid in node.supervisor.guest_pids():
                 with contextlib.suppress(psutil.Error):
                     guests.append(psutil.Process(pid))
 
 
-async def _stage_and_shoot(app, pilot, peers: list[Peer], shots) -> dict[str, str]:
+async def _stage_and_shoot(app, pilot, peers: list[Peer], shots, history: float) -> dict[str, str]:
     """Bring the cluster to the state the pictures show, then take them."""
     stage = _Stage(app, pilot)
     names = {peer.name for peer in peers}
@@ -243,8 +243,8 @@ async def _stage_and_shoot(app, pilot, peers: list[Peer], shots) -> dict[str, st
                       f"a guest from {peers[0].name} running here")
     for peer in peers:
         await asyncio.to_thread(call_node, peer.paths, ResumeHosting())
-    await stage.reach(lambda s: s.history[-1].at - s.history[0].at >= HISTORY_SECONDS,
-                      f"{HISTORY_SECONDS:.0f} s of measurements", timeout=HISTORY_SECONDS + STEP_TIMEOUT)
+    await stage.reach(lambda s: s.history[-1].at - s.history[0].at >= history,
+                      f"{history:g} s of measurements", timeout=history + STEP_TIMEOUT)
     slots = DESK[1] + sum(cpus for _, cpus in PEERS)
     units = slots - 2  # one CPU holds the peer's guest, one stays free for the move
     rows = math.ceil(SCENE["height"] / units)

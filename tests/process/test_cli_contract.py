@@ -137,6 +137,8 @@ def test_usage_and_configuration_errors_are_2_and_create_nothing(tmp_path):
     assert _error(_run("status", "--frobnicate", "--json"), 2)["title"] == "Usage"
     since = _run("stats", "--since", "yesterday", "--data-dir", str(tmp_path))
     assert since.returncode == 2 and "--since 'yesterday': expected a positive duration" in since.stderr
+    history = _run("screenshots", "--live", "--history", "0", "--out", str(tmp_path / "shots"))
+    assert history.returncode == 2 and "--history 0: " in history.stderr and not (tmp_path / "shots").exists()
     assert _run("nosuchcommand").returncode == 2
 
 
