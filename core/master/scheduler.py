@@ -837,8 +837,9 @@ class MasterScheduler:
         """Notice when this master lost every peer at once, and when it hears them again.
 
         A master that starts (after a crash, a reboot) could not hear its hosts while it was down either:
-        each host of its running units is asked what it holds as soon as it is a peer, as after a cut. Its
-        finished results then come at once, and a unit it lost restarts now, not after `host_timeout`.
+        each host of its running units is asked what it holds as soon as it is a peer, as after a cut. A unit
+        it lost restarts now, not after `host_timeout`; its finished results it still sends on its outbox's
+        next retry (`cluster.report_interval`), each counted as heard meanwhile.
         """
         remote = [u for u in self._store.running_units() if u.host != self._node_id]
         hosts = {u.host for u in remote}
