@@ -33,6 +33,7 @@ from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest import envelope
+from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask
 from frost_core.plugin.api import WorkUnit
@@ -176,8 +177,10 @@ class _Install:
         self.error: CheckpointError | None = None
 
     async def run(self, blocking: Callable[..., Awaitable[Any]], write: Callable[[CheckpointRecord], Any],
-                  record: CheckpointRecord) -> None:
+                  record: CheckpointRecord, arriving: ArrivingState | None) -> None:
         try:
+            if arriving is not None:
+                record = await arriving.whole()
             await blocking(write, record)  # also drops any older copy here
         except CheckpointError as error:
             self.error = error
@@ -291,8 +294,11 @@ class HostService:
         )
 
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
-                    moved: bool = False) -> Verdict:
-        """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off)."""
+                    moved: bool = False, arriving: ArrivingState | None = None) -> Verdict:
+        """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off).
+
+        `arriving` (a moved unit's, `record` then its header): the state still arriving, which the
+        guest, started meanwhile, gets once it is in and durable here."""
         if spec.task_id in self._hosted or spec.task_id in self._starting or spec.task_id in self._ahead:
             return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         reserved = self._reserved.pop(spec.task_id, None)
@@ -305,12 +311,13 @@ class HostService:
         self._receiving += 1
         self._starting.add(spec.task_id)
         try:
-            return await self._start(source, spec, record, moved)
+            return await self._start(source, spec, record, moved, arriving)
         finally:
             self._receiving -= 1
             self._starting.discard(spec.task_id)
 
-    async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool) -> Verdict:
+    async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool,
+                     arriving: ArrivingState | None) -> Verdict:
         try:
             info = await self._plugin_source(spec.plugin_hash, tuple(dict.fromkeys((spec.master, source))))
             unit = WorkUnit.from_plain(decode_plain(spec.unit, "work unit"))
@@ -319,7 +326,7 @@ class HostService:
             if record is not None and moved:
                 install = _Install()  # written beside the guest's start (see below)
                 assert self._nursery is not None
-                self._nursery.start_soon(install.run, self._blocking, store.write, record)
+                self._nursery.start_soon(install.run, self._blocking, store.write, record, arriving)
             elif record is not None:
                 await self._blocking(store.write, record)  # also drops any older copy here
             elif store.holds(spec.task_id):
@@ -343,8 +350,9 @@ class HostService:
         if install is None:
             await self._nursery.start(self._run, hosted, record)
         else:
-            # A moved-in guest settles in and loads its plugin while its checkpoint is synced and
-            # renamed into place here; it gets its state, and the source its answer, once it is durable.
+            # A moved-in guest settles in and loads its plugin while its checkpoint arrives (`arriving`),
+            # is synced and renamed into place here; it gets its state, and the source its answer, once
+            # it is durable.
             async def durable() -> None:
                 await install.done.wait()
                 if install.error is not None:
@@ -355,7 +363,7 @@ class HostService:
 
             async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
                 try:
-                    await self._run(hosted, record, durable=durable, task_status=task_status)
+                    await self._run(hosted, record, durable=durable, arriving=arriving, task_status=task_status)
                 finally:
                     gone.set()
 
@@ -496,12 +504,13 @@ class HostService:
     # -- one guest's life ---------------------------------------------------------------------------
 
     async def _run(self, hosted: Hosted, arrived: CheckpointRecord | None = None, *,
-                   durable: Callable[[], Awaitable[None]] | None = None,
+                   durable: Callable[[], Awaitable[None]] | None = None, arriving: ArrivingState | None = None,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already
-        or once `durable()` returns (see `GuestSupervisor.run`)."""
+        or once `durable()` returns, its state perhaps still `arriving` (see `GuestSupervisor.run`)."""
         task = hosted.task
-        outcome = await self.supervisor.run(task, checkpoint=arrived, durable=durable, task_status=task_status)
+        outcome = await self.supervisor.run(task, checkpoint=arrived, durable=durable, arriving=arriving,
+                                            task_status=task_status)
         if not isinstance(outcome, Evicted):
             self._hosted.pop(task.task_id, None)   # its CPU is free: a unit placed ahead takes it now
         self._start_ahead()

@@ -59,10 +59,12 @@ class StandInGuests:
         self._feeds: dict[str, CaptureFeed] = {}
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
-                  task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
+                  arriving=None, task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
         if durable is not None:
             try:
                 await durable()  # the guest gets its state once it is durable here
+                if arriving is not None:
+                    checkpoint = await arriving.whole()
             except CheckpointError as error:
                 task_status.started()
                 return Failed(f"checkpoint: {error.message}", retryable=True)
