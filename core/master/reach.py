@@ -17,6 +17,7 @@ import trio
 
 from frost_core.api.wording import counted
 from frost_core.events import EventLog
+from frost_core.membership.ticks import sleep_to_tick
 
 SLEEP_CHECK = 0.5
 """Seconds between two looks at the clock."""
@@ -71,7 +72,7 @@ class Reach:
         """Notice a stopped process: a look at the clock that comes far later than asked."""
         self._ticked = self._clock()
         while True:
-            await trio.sleep(SLEEP_CHECK)
+            await sleep_to_tick(SLEEP_CHECK)  # with the membership's lag watcher: one wake-up for both
             self._check(self._clock())
 
     def _check(self, now: float) -> None:

@@ -40,6 +40,7 @@ from frost_core.membership.records import (
     refute,
 )
 from frost_core.membership.swim import Prober
+from frost_core.membership.ticks import sleep_to_tick
 from frost_core.membership.table import MemberTable
 from frost_core.membership.transport_protocol import Transport
 from frost_core.wire.codes import PROTOCOL_VERSION, MessageCode
@@ -259,6 +260,8 @@ class Membership:
     def _report(self, before: NodeRecord | None, after: NodeRecord) -> None:
         if after.state == MemberState.SUSPECT:
             self.prober.note_suspect()
+        if after.is_active:
+            self.prober.note_peer()
         if self.on_event is None:
             return
         if before is None:
@@ -323,8 +326,7 @@ class Membership:
         """Notice our own loop being starved (by the UI, or a busy owner) and stretch our timeouts."""
         interval = self.config.lag_check_interval
         while True:
-            before = trio.current_time()
-            await trio.sleep(interval)
-            overshoot = trio.current_time() - before - interval
+            deadline = await sleep_to_tick(interval)
+            overshoot = trio.current_time() - deadline
             if overshoot > self.config.lag_tolerance:
                 self.awareness.apply(1 + int(overshoot / self.config.probe_interval))

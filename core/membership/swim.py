@@ -44,6 +44,7 @@ class Prober:
         self._order: list[str] = []
         self._checking: set[str] = set()
         self._new_suspect = trio.Event()
+        self._new_peer = trio.Event()
         self.rtt: dict[str, float] = {}
         """Smoothed round-trip time in seconds per member, from direct probes only."""
 
@@ -54,10 +55,13 @@ class Prober:
             started = trio.current_time()
             interval = node.awareness.scale(node.config.probe_interval)
             target = self._next_target()
-            if target is not None:
-                outcome = await self.probe(target, started + interval)
-                if outcome is False:
-                    self.suspect(target)
+            if target is None:  # alone: no wake-ups (four a second) until a peer appears
+                self._new_peer = trio.Event()
+                await self._new_peer.wait()
+                continue
+            outcome = await self.probe(target, started + interval)
+            if outcome is False:
+                self.suspect(target)
             await trio.sleep_until(started + interval)
 
     def _next_target(self) -> NodeRecord | None:
@@ -170,6 +174,10 @@ class Prober:
                     next_due = min(next_due, due)
             for gone in node.table.forget(now - node.config.dead_retention):
                 self.rtt.pop(gone.node_id, None)
+
+    def note_peer(self) -> None:
+        """A peer is active (it joined or came back): wake the prober if it waits alone."""
+        self._new_peer.set()
 
     def note_suspect(self) -> None:
         """A record turned suspect (our decision or news): wake the sweeper if it sleeps."""

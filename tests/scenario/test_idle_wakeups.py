@@ -1,0 +1,49 @@
+"""An idle node's loop sleeps between its timers: a lone member probes nobody, and the clock watchers wake together."""
+
+import trio
+
+from frost_core.events import EventLog
+from frost_core.master.reach import Reach
+from frost_core.membership import MembershipConfig
+from frost_core.membership.testing import open_sim_cluster
+
+IDLE_SECONDS = 60.0
+
+
+class WakeCount(trio.abc.Instrument):
+    """The moments at which some task ran: under the autojump clock, each is one wake-up of a real node's loop."""
+
+    def __init__(self) -> None:
+        self.moments: set[float] = set()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.moments.add(trio.current_time())
+
+    @property
+    def wakes(self) -> int:
+        return len(self.moments)
+
+
+async def test_a_lone_idle_node_wakes_about_twice_a_second(autojump_clock):
+    # The membership's lag watcher and the master's stop watcher each look at the clock every 0.5 s;
+    # the prober had nobody to probe but still woke every 0.25 s. Announces off: the rate is the timers'.
+    async with open_sim_cluster(1, config=MembershipConfig(announce_interval=1e6)) as cluster:
+        await cluster.start_node()
+        reach = Reach(EventLog(), trio.current_time)
+        cluster.nursery.start_soon(reach.watch_for_sleep)
+        await trio.sleep(5)  # past the start-up's joins and first rounds
+        count = WakeCount()
+        trio.lowlevel.add_instrument(count)
+        await trio.sleep(IDLE_SECONDS)
+        trio.lowlevel.remove_instrument(count)
+    # Left: the two watchers on one 0.5 s grid (2 a second) and a gossip round every 2 s, 2.5 a second; it was 6.5.
+    assert count.wakes / IDLE_SECONDS < 3.0, f"{count.wakes / IDLE_SECONDS:.2f} wake-ups a second"
+
+
+async def test_a_node_alone_at_first_probes_a_peer_that_joins_later(autojump_clock):
+    async with open_sim_cluster(2, config=MembershipConfig(announce_interval=1e6)) as cluster:
+        first = await cluster.start_node()
+        await trio.sleep(30)  # alone long enough for its prober to wait for a peer
+        second = await cluster.start_node(seeds=(first.address,))
+        await trio.sleep(10)
+        assert second.node_id in first.membership.prober.rtt, "the lone node never probed the newcomer"
