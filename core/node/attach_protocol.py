@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from frost_core.api.snapshot import NodeSnapshot
+from frost_core.node.event_cbor import encoded_events
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import decode_strict, encode
 from frost_core.wire.codes import MessageCode
@@ -62,7 +63,9 @@ class KeepAlive(Message):
 
 
 async def send_snapshot(channel: Channel, snapshot: NodeSnapshot) -> None:
-    await channel.send_bulk(SnapshotPush(), encode(to_plain(NodeSnapshot, snapshot)))
+    plain = to_plain(NodeSnapshot, snapshot)
+    plain["events"] = encoded_events(snapshot.events)  # up to 500 events, ten pushes a second during a sweep
+    await channel.send_bulk(SnapshotPush(), encode(plain))
 
 
 async def receive_snapshot(channel: Channel) -> NodeSnapshot:

@@ -24,8 +24,9 @@ import trio
 from frost_core.config import Paths
 from frost_core.api.commands import Command
 from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
-from frost_core.api.queries import Query
+from frost_core.api.queries import NodeStatus, Query
 from frost_core.node.attach_protocol import AttachRequest
+from frost_core.node.event_cbor import encoded_events
 from frost_core.wire.channel import Channel
 from frost_core.wire.pipe import read_bulk_data, read_frame, write_frame
 from frost_core.wire.codec import decode_strict, encode
@@ -205,7 +206,7 @@ async def answer_request(request: ControlRequest, handler: Handler) -> ControlRe
             typed = from_plain(cls, decode_strict(request.fields))
         except ProtocolError as error:
             raise ProtocolError(f"bad {request.kind}: {error.message}") from None
-        return ControlReply(ok=True, body=encode(plain_reply(typed, await handler(typed))))
+        return ControlReply(ok=True, body=reply_body(typed, await handler(typed)))
     except FrostError as error:
         return ControlReply(ok=False, error_title=error.title, error_message=error.message)
     except Exception as error:  # a bug behind one reply must not take the node and its guests down with it
@@ -228,6 +229,15 @@ async def receive_reply_body(channel: Channel, reply: ControlReply) -> ControlRe
     if not reply.bulk:
         return reply
     return dataclasses.replace(reply, body=bytes(await channel.receive_bulk_data(max_size=MAX_REPLY_BYTES)), bulk=False)
+
+
+def reply_body(request: Request, reply: Any) -> bytes:
+    """The CBOR of `request`'s REPLY; a status's events each encoded once (a client polling `status` gets the same
+    latest events again and again: they were most of the reply's encoding)."""
+    plain = plain_reply(request, reply)
+    if isinstance(reply, NodeStatus):
+        plain["events"] = encoded_events(reply.events)
+    return encode(plain)
 
 
 def plain_reply(request: Request, reply: Any) -> Any:

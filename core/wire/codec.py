@@ -46,6 +46,11 @@ def encode(obj: object) -> bytes:
     return bytes(out)
 
 
+class Encoded(bytes):
+    """One item's CBOR, encoded already: `encode` splices it as it is (each of a status's events, say, encoded
+    once rather than at every call that carries it again)."""
+
+
 def canonical_key_order(encoded_key: bytes) -> tuple[int, bytes]:
     """Sort key of a map key's encoding: length first, then bytewise (RFC 7049 §3.9).
 
@@ -153,6 +158,8 @@ def _encode_into(out: bytearray, obj: object, depth: int) -> None:
         out.append(0xF5 if obj else 0xF4)
     elif cls is float:
         out += _encode_float(obj)  # type: ignore[arg-type]
+    elif cls is Encoded:
+        out += obj  # type: ignore[operator]
     elif cls is list or cls is tuple:
         out += _head(4, len(obj))  # type: ignore[arg-type]
         for item in obj:  # type: ignore[attr-defined]
