@@ -23,6 +23,11 @@ every size. Variants, each timed once a round:
   memfd, under 4 MiB with the hash in the answer (0.1 and 1 MB: the figures in bench/README.md
   before that date); this docstring said "from 1 MiB on hashed in a second thread", which
   the child at 0d4ae67 did not do (its one thread hashed, past 16 MiB a second one);
+  Since 2026-11-26 17:00 UTC (as running.py does since then) the node's end, once it has sent the
+  request, lends the pipe to a thread (`Channel.lend_pipe`) that reads the answer and commits a state
+  under STAGE_FROM that comes up it (`running.answer_up_the_pipe`): the guest's answer wakes that
+  thread, not trio's loop, and the loop learns once, of the durable checkpoint. Before, the loop read
+  the answer and the state and handed the commit to a worker thread (two wake-ups more);
 - guest_pipe: the same child answering through its pipe (a request without the prefix, as a
   move's capture still goes): `write_bulk` up a pipe widened as the supervisor widens it; the
   node reads it with `Channel.receive_bulk_data` and commits it as running.py does: from
@@ -93,7 +98,7 @@ from frost_core.guest import envelope, handoff  # noqa: E402
 from frost_core.guest.child import GuestRunner  # noqa: E402
 from frost_core.guest.priority import lower_priority  # noqa: E402
 from frost_core.guest.protocol import GuestCheckpoint, GuestCheckpointHash, GuestCheckpointRequest  # noqa: E402
-from frost_core.guest.running import settle_handed  # noqa: E402
+from frost_core.guest.running import answer_up_the_pipe, settle_handed  # noqa: E402
 from frost_core.guest.spawn import widen_pipe  # noqa: E402
 from frost_core.guest.state_codec import encode_state  # noqa: E402
 from frost_core.storage.checkpoints import CheckpointStore, identity_prefix  # noqa: E402
@@ -126,11 +131,22 @@ def guest_runner(output_dir: Path, handoff_end: socket.socket | None = None) -> 
     return runner
 
 
-async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict, outbox: int = -1) -> None:
-    """The node's end of a checkpoint, as core/guest/running.py takes it: the answer, then a state handed
-    through the `outbox` memfd copied to disk while its hash comes (`_take_handed`), or the state
-    up the pipe, a big one written while it arrives, then the commit in a worker thread."""
-    answer = await channel.receive()
+async def receive_and_commit(channel: Channel, store: CheckpointStore, identity: dict, outbox: int = -1,
+                             request_id: int | None = None) -> None:
+    """The node's end of a checkpoint, as core/guest/running.py takes it: for an open request (`request_id`)
+    the pipe lent to a thread that reads the answer and commits a state under STAGE_FROM that comes up it
+    (`answer_up_the_pipe`, the loop woken once, by the durable checkpoint); else the answer read by the
+    loop, then a state handed through the `outbox` memfd copied to disk while its hash comes
+    (`_take_handed`), or the state up the pipe, a big one written while it arrives, then the commit in a
+    worker thread."""
+    if request_id is not None and channel.lendable:
+        answer, record = await channel.lend_pipe(functools.partial(
+            answer_up_the_pipe, request_id=request_id, limit=LIMIT,
+            commit=lambda data: store.commit(**identity, state=data), take=lambda: True))
+        if record is not None:
+            return
+    else:
+        answer = await channel.receive()
     if isinstance(answer, GuestCheckpoint) and answer.handed:
         sha256: Future[str] = Future()
         commit = store.copy_handed(outbox, answer.handed, LIMIT, sha256, **identity).result
@@ -198,9 +214,10 @@ class GuestProcess:
         """Ask for the state (through the memfd, as running.py asks, or the pipe); receive and commit it."""
         prefix = b"" if through_pipe else identity_prefix(identity)
         # Room for any size: this child has no memory cap (a node offers what the guest's cap leaves, limits.outbox_room).
-        await self.node_end.send(GuestCheckpointRequest(request_id=next(self.requests), hash_prefix=prefix,
+        request_id = next(self.requests)
+        await self.node_end.send(GuestCheckpointRequest(request_id=request_id, hash_prefix=prefix,
                                                         outbox_room=0 if through_pipe else LIMIT))
-        await receive_and_commit(self.node_end, store, identity, self.outbox)
+        await receive_and_commit(self.node_end, store, identity, self.outbox, request_id)
 
     async def aclose(self) -> None:
         await self.node_end.aclose()  # the child reads the end of its input and leaves

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import psutil
 import trio
@@ -67,7 +67,10 @@ from frost_core.policies.checkpoint_interval import young_interval
 from frost_core.storage.checkpoints import HEADER_CAP, CheckpointRecord, CheckpointStore, identity_prefix
 from frost_core.storage.staging import STAGE_FROM, StagingSink
 from frost_core.wire.channel import Channel
-from frost_core.wire.messages import MAX_MESSAGE_SIZE
+from frost_core.wire.framing import encode_frame
+from frost_core.wire.lent import LentPipe
+from frost_core.wire.messages import MAX_MESSAGE_SIZE, BulkBegin, encode_message
+from frost_core.wire.pipe import read_bulk_data, read_frame
 
 MAX_LOG_LINE = 1000
 CPU_WINDOW = 1.0
@@ -75,6 +78,7 @@ PROTOCOL_GRACE = 1.0
 STDERR_TAIL = 5
 
 log = logging.getLogger("frost.guest")
+T = TypeVar("T")
 
 
 def settle_handed(commit: Callable[[], CheckpointRecord], outbox: int, *, empty: bool) -> CheckpointRecord:
@@ -89,6 +93,23 @@ def settle_handed(commit: Callable[[], CheckpointRecord], outbox: int, *, empty:
                 os.ftruncate(outbox, 0)
             except OSError as error:
                 log.debug("a checkpoint memfd stays full: %s", error)
+
+
+def answer_up_the_pipe(pipe: LentPipe, request_id: int, limit: int, commit: Callable[[bytes], T], *,
+                       take: Callable[[], bool]) -> tuple[object, T | None]:
+    """In a thread, with a guest's pipe lent (`Channel.lend_pipe`): its next message, and where that answers
+    checkpoint request `request_id` up the pipe with a state under STAGE_FROM bytes (and `take()` still
+    holds), the state read and `commit(state)`'s outcome. Anything else (a handed or staged state, another
+    message) is left on the pipe from after the message on, for the loop: (message, None)."""
+    pipe.between_frames()
+    message = read_frame(pipe)
+    if not isinstance(message, GuestCheckpoint) or message.handed or message.request_id != request_id:
+        return message, None
+    begin = read_frame(pipe)
+    pipe.unread(encode_frame(begin.CODE, encode_message(begin)))
+    if not isinstance(begin, BulkBegin) or begin.size is None or begin.size >= STAGE_FROM or not take():
+        return message, None
+    return message, commit(read_bulk_data(pipe, max_size=limit))
 
 
 class GuestPhase(enum.Enum):
@@ -192,6 +213,8 @@ class RunningGuest:
         """The checkpoint memfd sent to the guest (see handoff.py), once a request let it answer through one."""
         self.outbox_closed = False
         """Its message reader has ended: no checkpoint comes through a memfd any more."""
+        self.receiving: trio.CancelScope | None = None
+        """The loop's read of the guest's pipe while no checkpoint request is open (see `_receive`)."""
         self.handed_in = False
         """No saved state is still to go on the hand-off socket (a checkpoint memfd sent there goes after it)."""
 
@@ -433,8 +456,9 @@ class RunningGuest:
         assert self.channel is not None
         try:
             while True:
-                message = await self.channel.receive()
-                await self._handle(message)
+                message = await self._receive()
+                if message is not None:
+                    await self._handle(message)
         except trio.EndOfChannel:
             problem = None
         except ProtocolError as error:
@@ -458,11 +482,60 @@ class RunningGuest:
             return
         self.finish(checks.crash_failure(code, list(self.stderr_tail)))
 
-    async def _handle(self, message: object) -> None:
-        assert self.channel is not None and self.process is not None
+    async def _receive(self) -> object | None:
+        """The guest's next message, or None for none yet. While a checkpoint request is open (and no eviction),
+        a thread reads the pipe (`_answer`) and commits a state that comes up it: its arrival wakes that
+        thread, not this loop, and the loop learns once, of the durable checkpoint (None then: it is taken).
+        Otherwise the loop reads, until a request opens (`_request_checkpoint` cancels that read)."""
+        assert self.channel is not None
+        pending = self.pending
+        if pending is not None and not pending.received.is_set() and not self.evicting and self.channel.lendable:
+            try:
+                message, taken = await self.channel.lend_pipe(functools.partial(self._answer, pending, self._identity()))
+            except EOFError:
+                pending.done.set()
+                raise trio.EndOfChannel("the guest closed its pipe") from None
+            except BaseException:
+                pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+                raise
+            if taken is None:
+                return message
+            self._first_message()
+            self.progress = message.progress  # type: ignore[attr-defined]
+            pending.arrived.set()
+            pending.received.set()
+            self._stored(pending, message, *taken)  # type: ignore[arg-type]
+            return None
+        message = None
+        with trio.CancelScope() as self.receiving:
+            message = await self.channel.receive()
+        self.receiving = None
+        return message
+
+    def _answer(self, pending: _Pending, identity: dict[str, Any],
+                pipe: LentPipe) -> tuple[object, tuple[float, CheckpointRecord | CheckpointError] | None]:
+        """In a thread, with the guest's pipe lent (`answer_up_the_pipe`): the state committed, with the guest's
+        CPU time at its arrival, unless an eviction began (a move sends it on as it comes: the loop's)."""
+
+        def commit(data: bytes) -> tuple[float, CheckpointRecord | CheckpointError]:
+            cpu = self._sample_cpu()
+            try:
+                return cpu, self.host.store.commit(**identity, state=data)
+            except CheckpointError as error:
+                return cpu, error
+
+        return answer_up_the_pipe(pipe, pending.request_id, self.host.settings.max_state_bytes, commit,
+                                  take=lambda: not self.evicting)
+
+    def _first_message(self) -> None:
+        assert self.process is not None
         if self.priority_floor is None:
             # The child lowers itself before it sends anything: what it runs at now is its floor.
             self.priority_floor = read_priority(self.process.pid)
+
+    async def _handle(self, message: object) -> None:
+        assert self.channel is not None and self.process is not None
+        self._first_message()
         if isinstance(message, GuestProgress):
             self.progress = message.progress
             self.steps_seen = self.steps_seen or message.steps > 0
@@ -673,10 +746,22 @@ class RunningGuest:
                                 commit: Callable[[], CheckpointRecord]) -> None:
         cpu = self._sample_cpu()
         try:
-            record = await trio.to_thread.run_sync(commit)
+            record: CheckpointRecord | CheckpointError = await trio.to_thread.run_sync(commit)
         except CheckpointError as error:
-            self.emit("error", error.message, "warning")
-        else:
+            record = error
+        except BaseException:
+            self.pending = None
+            pending.done.set()
+            raise
+        self._stored(pending, message, cpu, record)
+
+    def _stored(self, pending: _Pending, message: GuestCheckpoint, cpu: float,
+                record: CheckpointRecord | CheckpointError) -> None:
+        """The bookkeeping of a checkpoint made durable (or not: `record` is why) for the open request."""
+        try:
+            if isinstance(record, CheckpointError):
+                self.emit("error", record.message, "warning")
+                return
             self.next_seq += 1
             self.last_record = pending.record = record
             self.checkpoint_at = trio.current_time()
@@ -841,6 +926,9 @@ class RunningGuest:
                     await self.channel.send(request)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 self.pending = None
+            else:
+                if self.receiving is not None:
+                    self.receiving.cancel()  # the reader hands the pipe to a thread for the answer (`_receive`)
         return self.pending
 
     async def checkpoint(self, deadline: float) -> CheckpointRecord | None:

@@ -8,19 +8,21 @@ import os
 import select
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import trio
 
 from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
+from frost_core.wire.lent import LentInterrupted, LentPipe
 from frost_core.wire.messages import (
     BulkBegin, BulkEnd, Hello, HelloAck, HelloRefused, Message, decode_message, encode_message,
 )
 from frost_core.wire.security import TAG_SIZE, ClusterKey, StreamSession, answer_hello, finish_hello, make_hello
 
 Address = tuple[str, int]
+T = TypeVar("T")
 
 RECEIVE_SIZE = MAX_CHUNK_SIZE + 4096
 _RECEIVE_SMALL = 64 * 1024
@@ -368,6 +370,37 @@ class Channel:
             if announced is not None and announced != bulk.received:
                 raise ProtocolError(f"bulk transfer announced {announced} bytes but carried {bulk.received}")
         return None
+
+    @property
+    def lendable(self) -> bool:
+        """A plaintext pipe, which `lend_pipe` can lend to a thread."""
+        return self._session is None and isinstance(self._socket, _PipeReader)
+
+    async def lend_pipe(self, work: Callable[[LentPipe], T]) -> T:
+        """`work(pipe)` in a thread that reads this channel's pipe blocking (a `lendable` one; nothing else may
+        receive meanwhile), then its bytes left unread are this channel's again. A guest's answer then wakes
+        that thread rather than this loop, and the loop learns once, of the outcome. Cancelled, a thread that
+        waits between two frames gives the pipe back at once (LentInterrupted in `work`); elsewhere the
+        cancel waits for `work`, which never leaves the pipe mid-frame."""
+        assert isinstance(self._socket, _PipeReader) and self._session is None
+        lent = LentPipe(self._socket.fileno(), self._reader.take_all())
+        token, task = trio.lowlevel.current_trio_token(), trio.lowlevel.current_task()
+        raise_cancel: list[Callable[[], NoReturn]] = []
+
+        def abort(cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+            raise_cancel.append(cancel)
+            lent.interrupt()
+            return trio.lowlevel.Abort.FAILED  # rescheduled once the thread is done
+
+        trio.lowlevel.start_thread_soon(
+            lambda: work(lent), lambda result: token.run_sync_soon(trio.lowlevel.reschedule, task, result))
+        try:
+            return await trio.lowlevel.wait_task_rescheduled(abort)
+        except LentInterrupted:
+            raise_cancel[0]()
+        finally:
+            self._reader.append(lent.rest())
+            lent.close()
 
     def quiet(self) -> bool:
         """True when nothing waits to be read: an idle channel the peer has not closed, reset or written to."""

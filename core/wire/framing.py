@@ -121,6 +121,15 @@ class FrameReader:
         self._want = (code, length)
         self.append(partial)
 
+    def take_all(self) -> bytes:
+        """Remove and return every byte not yet handed out as a frame, as the stream sent them (a header
+        already checked is put back in front): another reader goes on from there (`Channel.lend_pipe`)."""
+        head = b""
+        if self._want is not None:
+            code, length = self._want
+            head, self._want = HEADER.pack(length, code), None
+        return head + self._take(self._size)
+
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""
         if self._want is None:

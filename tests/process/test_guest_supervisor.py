@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 
 import psutil
@@ -12,7 +13,8 @@ import trio
 
 from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor
 from frost_core.guest.spawn import close_child
-from frost_core.storage.checkpoints import read_record
+from frost_core.storage.checkpoints import CheckpointStore, read_record
+from frost_core.wire.channel import Channel
 from tests.guest_kit import (
     COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
@@ -247,7 +249,21 @@ async def test_a_paused_guest_leaves_the_loop_asleep_for_an_hour_of_mock_time(tm
         await guests.stop((task.task_id,), "the test is over")
 
 
-async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path):
+async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path, monkeypatch):
+    # ... read and made durable by one thread, not the loop: the loop wakes once, when it is durable.
+    loop_reads, committed_in = [], []
+    real_receive, real_commit = Channel.receive_bulk_data, CheckpointStore.commit
+
+    async def receive_bulk_data(self, **kwargs):
+        loop_reads.append(kwargs)
+        return await real_receive(self, **kwargs)
+
+    def commit(self, **kwargs):
+        committed_in.append(threading.get_ident())
+        return real_commit(self, **kwargs)
+
+    monkeypatch.setattr(Channel, "receive_bulk_data", receive_bulk_data)
+    monkeypatch.setattr(CheckpointStore, "commit", commit)
     guests = GuestSupervisor(
         data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
         on_event=Recorder(),
@@ -262,6 +278,7 @@ async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path):
         assert guests.store.latest(task.task_id) == second
         [figures] = guests.figures()
         assert figures.last_checkpoint_seq == second.seq and figures.checkpoint_bytes == second.size
+        assert loop_reads == [] and len(committed_in) == 2 and threading.get_ident() not in committed_in
         await guests.evict(task.task_id)
     with pytest.raises(KeyError):
         await guests.checkpoint_now(task.task_id)
