@@ -62,6 +62,7 @@ from frost_core.master.usage import UsageBook
 from frost_core.master.waste import CopyRun
 from frost_core.membership import MembershipConfig
 from frost_core.membership.suspicion import death_settle
+from frost_core.membership.ticks import next_tick
 
 log = logging.getLogger("frost.master")
 
@@ -222,7 +223,8 @@ class MasterScheduler:
                 self._recover_dead()
                 self._recover_silent()
                 await self._place_queued()
-                with trio.move_on_after(1.0):
+                # At least once a second, on the clock watchers' grid: an idle node's loop wakes once for them all.
+                with trio.move_on_at(next_tick(trio.current_time(), 1.0)):
                     await self._wake.wait()
                 self._wake = trio.Event()
 

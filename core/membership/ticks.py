@@ -13,8 +13,9 @@ def next_tick(now: float, interval: float) -> float:
 
 
 async def sleep_to_tick(interval: float) -> float:
-    """Sleep until the next multiple of `interval` on trio's clock and return that deadline: the node's lag and
-    stop watchers (every 0.5 s each) then wake together, an idle node's loop once for both."""
+    """Sleep until the next multiple of `interval` on trio's clock and return that deadline: the membership's lag
+    watcher and the master's stop watcher (0.5 s), the master's round and the resource reading (1 s) then wake
+    together, an idle node's loop once for all of them."""
     deadline = next_tick(trio.current_time(), interval)
     await trio.sleep_until(deadline)
     return deadline

@@ -65,6 +65,7 @@ from frost_core.master.store import MasterStore, NewUnit, split_task_id
 from frost_core.master.usage import UsageBook
 from frost_core.master.verification import choose_checked
 from frost_core.membership import MemberEvent, MemberState, Membership, MembershipConfig, ResourceFigures
+from frost_core.membership.ticks import sleep_to_tick
 from frost_core.node.answers import answer
 from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
@@ -807,7 +808,7 @@ class Node:
             ))
             del self._history[:-HISTORY_LENGTH]
             self.mark_changed()
-            await trio.sleep(FIGURES_INTERVAL)
+            await sleep_to_tick(FIGURES_INTERVAL)  # on the clock watchers' grid: one wake-up for all of them
 
     async def _follow_owner(self, state: MachineState) -> None:
         """Carry out the owner policy: suspend at once, evict when it lasts, resume after quiet."""
