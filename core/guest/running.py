@@ -491,7 +491,7 @@ class RunningGuest:
         pending = self.pending
         if pending is not None and not pending.received.is_set() and not self.evicting and self.channel.lendable:
             try:
-                message, taken = await self.channel.lend_pipe(functools.partial(self._answer, pending, self._identity()))
+                message, taken = await self.channel.lend_pipe(functools.partial(self._answer, pending))
             except EOFError:
                 pending.done.set()
                 raise trio.EndOfChannel("the guest closed its pipe") from None
@@ -512,15 +512,16 @@ class RunningGuest:
         self.receiving = None
         return message
 
-    def _answer(self, pending: _Pending, identity: dict[str, Any],
+    def _answer(self, pending: _Pending,
                 pipe: LentPipe) -> tuple[object, tuple[float, CheckpointRecord | CheckpointError] | None]:
         """In a thread, with the guest's pipe lent (`answer_up_the_pipe`): the state committed, with the guest's
-        CPU time at its arrival, unless an eviction began (a move sends it on as it comes: the loop's)."""
+        CPU time and the identity (its time) at its arrival, unless an eviction began (a move sends it on as
+        it comes: the loop's). The request stays open meanwhile, so `next_seq` cannot change."""
 
         def commit(data: bytes) -> tuple[float, CheckpointRecord | CheckpointError]:
             cpu = self._sample_cpu()
             try:
-                return cpu, self.host.store.commit(**identity, state=data)
+                return cpu, self.host.store.commit(**self._identity(), state=data)
             except CheckpointError as error:
                 return cpu, error
 
