@@ -497,6 +497,8 @@ class RunningGuest:
                 raise trio.EndOfChannel("the guest closed its pipe") from None
             except BaseException:
                 pending.done.set()  # no state: an eviction that waits for it takes the last checkpoint
+                if self.channel.torn:
+                    self.kill()  # it stopped mid-frame: its pipe can carry nothing more, for this unit or another
                 raise
             if taken is None:
                 return message

@@ -93,6 +93,8 @@ class Channel:
         """Where a pipe read puts the header after a chunk received in place."""
         self._sending = False
         self._send_waiters = trio.lowlevel.ParkingLot()
+        self.torn = False
+        """A thread it was lent to (`lend_pipe`) had to leave its pipe mid-frame: nothing more can be read."""
         self._session: StreamSession | None = None
         self.peer_node_id = peer_node_id
         self.peer_address = peer_address
@@ -202,6 +204,8 @@ class Channel:
         it may take.
         """
         reader = self._reader
+        if self.torn:
+            raise ProtocolError("the pipe was left in the middle of a frame")
         while (frame := reader.next_frame()) is None:
             missing = reader.missing
             if missing >= _DIRECT_FROM and self._socket is not None:
@@ -374,14 +378,15 @@ class Channel:
     @property
     def lendable(self) -> bool:
         """A plaintext pipe, which `lend_pipe` can lend to a thread."""
-        return self._session is None and isinstance(self._socket, _PipeReader)
+        return self._session is None and isinstance(self._socket, _PipeReader) and not self.torn
 
     async def lend_pipe(self, work: Callable[[LentPipe], T]) -> T:
         """`work(pipe)` in a thread that reads this channel's pipe blocking (a `lendable` one; nothing else may
         receive meanwhile), then its bytes left unread are this channel's again. A guest's answer then wakes
         that thread rather than this loop, and the loop learns once, of the outcome. Cancelled, a thread that
         waits between two frames gives the pipe back at once (LentInterrupted in `work`); elsewhere the
-        cancel waits for `work`, which never leaves the pipe mid-frame."""
+        cancel waits for the frame begun, for at most `lent.MID_FRAME_GRACE`: past it the channel is `torn`
+        and every later receive a ProtocolError."""
         assert isinstance(self._socket, _PipeReader) and self._session is None
         lent = LentPipe(self._socket.fileno(), self._reader.take_all())
         token, task = trio.lowlevel.current_trio_token(), trio.lowlevel.current_task()
@@ -397,6 +402,7 @@ class Channel:
         try:
             return await trio.lowlevel.wait_task_rescheduled(abort)
         except LentInterrupted:
+            self.torn = self.torn or lent.torn
             raise_cancel[0]()
         finally:
             self._reader.append(lent.rest())

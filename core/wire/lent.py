@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 import select
+import time
+
+MID_FRAME_GRACE = 1.0
+"""How long, once the lender wants its pipe back, a frame begun may take to come whole (a guest writes a frame
+in one go): past it the pipe is left `torn`, so a writer that stops mid-frame cannot hold the lender."""
 
 
 class LentInterrupted(Exception):
-    """The lender wanted its pipe back while the thread waited between two frames."""
+    """The lender wanted its pipe back: the thread waited between two frames, or past MID_FRAME_GRACE in one."""
 
 
 class LentPipe:
     """A non-blocking pipe read as a blocking file (`wire.pipe.read_frame`, `read_bulk_data`), the bytes its
     channel had buffered first. `between_frames` marks where `interrupt` may end a wait; elsewhere a wait
-    goes on until the frame's bytes come or the pipe closes, so the channel is never left mid-frame."""
+    goes on until the frame's bytes come, the pipe closes or MID_FRAME_GRACE passes (`torn` then: the
+    channel is left mid-frame)."""
 
     def __init__(self, fd: int, buffered: bytes) -> None:
         self._fd = fd
@@ -21,6 +27,8 @@ class LentPipe:
         self._wake_read, self._wake_write = os.pipe()
         self._interruptible = False
         self._interrupted = False
+        self._grace_ends = 0.0
+        self.torn = False
 
     def between_frames(self) -> None:
         """The next read starts a frame: `interrupt` may end its wait."""
@@ -66,16 +74,24 @@ class LentPipe:
         return count
 
     def _wait(self) -> None:
-        """Until the pipe has bytes or closes; LentInterrupted if asked to stop between two frames."""
+        """Until the pipe has bytes or closes; LentInterrupted if asked to stop between two frames, or when
+        MID_FRAME_GRACE has passed since in one."""
         while True:
             if self._interrupted and self._interruptible:
                 raise LentInterrupted()
             poller = select.poll()
             poller.register(self._fd, select.POLLIN)
-            if not self._interrupted:
+            timeout = None
+            if self._interrupted:
+                timeout = max(0, round((self._grace_ends - time.monotonic()) * 1000))
+            else:
                 poller.register(self._wake_read, select.POLLIN)
-            ready = {fd for fd, _ in poller.poll()}
+            ready = {fd for fd, _ in poller.poll(timeout)}
             if self._fd in ready:
                 return
+            if self._interrupted:
+                self.torn = True
+                raise LentInterrupted()
             os.read(self._wake_read, 64)
             self._interrupted = True  # mid-frame: its bytes first (the guest writes a frame whole)
+            self._grace_ends = time.monotonic() + MID_FRAME_GRACE

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 import trio
 
+from frost_core.api.errors import ProtocolError
 from frost_core.guest.protocol import GuestLog, GuestProgress
 from frost_core.wire.channel import Channel
 from frost_core.wire.framing import encode_frame
@@ -53,5 +55,19 @@ async def test_a_cancel_takes_the_pipe_back_between_frames_and_waits_for_a_frame
             assert await channel.lend_pipe(lambda lent: (lent.between_frames(), read_frame(lent))[1]) == (
                 GuestLog(level="info", text="half and half"))
     assert await channel.receive() == GuestLog(level="info", text="next")
+    os.close(write_end)
+    await channel.aclose()
+
+
+async def test_a_frame_left_half_written_holds_a_cancel_only_for_the_grace_then_the_channel_is_torn(monkeypatch):
+    monkeypatch.setattr("frost_core.wire.lent.MID_FRAME_GRACE", 0.2)
+    read_end, write_end = os.pipe()
+    channel = Channel(trio.testing.MemorySendStream(), trio.lowlevel.FdStream(read_end))
+    os.write(write_end, frame("never finished")[:5])
+    with trio.move_on_after(0.1) as waited:
+        await channel.lend_pipe(lambda lent: (lent.between_frames(), read_frame(lent)))
+    assert waited.cancelled_caught and channel.torn and not channel.lendable
+    with pytest.raises(ProtocolError, match="middle of a frame"):
+        await channel.receive()
     os.close(write_end)
     await channel.aclose()
