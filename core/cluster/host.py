@@ -617,7 +617,9 @@ class HostService:
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         self._start_ahead()   # (a unit placed ahead goes back if this machine stopped taking guests)
         for hosted in self._all_units():
-            if hosted.leaving:
+            # One still starting is not the master's copy yet: a moved-in unit's source still sends its
+            # state, and a report of the new epoch would have the master stop the source's copy meanwhile.
+            if hosted.leaving or hosted.task.task_id in self._starting:
                 continue
             by_master[hosted.master].append(hosted.status(self._paused_as()))
         expired = time.monotonic() - self._settings().hold_results

@@ -57,10 +57,13 @@ class StandInGuests:
         self.streams = False    # True: a capture goes to a move's feed as it comes, as from a real guest's pipe
         self.trailer: Callable[[str], str] = lambda sha256: sha256   # what the feed is sealed with
         self._feeds: dict[str, CaptureFeed] = {}
+        self.hold: trio.Event | None = None   # set: a moved-in guest settles in until it is set
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
                   arriving=None, task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
         if durable is not None:
+            if self.hold is not None:
+                await self.hold.wait()
             try:
                 await durable()  # the guest gets its state once it is durable here
                 if arriving is not None:
@@ -267,6 +270,34 @@ async def test_a_move_whose_checkpoint_cannot_be_kept_at_the_destination_resumes
         assert cluster.guests[A].started[TASK].seq == 1   # from its capture, durable on A
         await trio.sleep(5)   # past B's next report: its guest that never got its state is no failure of the unit
         assert cluster.master.failed == []
+
+
+async def test_a_destination_reports_a_moved_in_unit_only_once_it_runs_it(tmp_path, autojump_clock):
+    # Reported while its state still came, the new epoch would be the copy that counts for the master,
+    # which would then stop the source's copy, still being captured and sent: the move would fail, and
+    # the unit run nowhere until its master gave up waiting for the new copy's reports.
+    async with running_cluster(tmp_path) as cluster:
+        hold = cluster.guests[B].hold = trio.Event()
+        verdicts = []
+
+        async def move() -> None:
+            verdicts.append(await cluster.network.links(MASTER).host(A).move(TASK, B))
+
+        cluster.nursery.start_soon(move)
+        with trio.fail_after(60):
+            while TASK not in [hosted.task.task_id for hosted in cluster.hosts[B].hosted()]:
+                await trio.sleep(0.01)
+        await cluster.hosts[B].report_now()
+        await trio.sleep(3)   # and B's periodic reports
+        assert not any(status.task_id == TASK and status.epoch == 2 for units in cluster.master.reports
+                       for status in units)
+        hold.set()
+        with trio.fail_after(60):
+            while not verdicts:
+                await trio.sleep(0.01)
+        assert verdicts[0].ok, verdicts[0].reason
+        await cluster.hosts[B].report_now()
+        assert [(status.task_id, status.epoch) for status in cluster.master.reports[-1]] == [(TASK, 2)]
 
 
 async def test_a_move_to_a_node_cut_off_leaves_the_unit_running_untouched(tmp_path, autojump_clock):
