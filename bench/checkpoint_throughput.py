@@ -23,7 +23,7 @@ every size. Variants, each timed once a round:
   memfd, under 4 MiB with the hash in the answer (0.1 and 1 MB: the figures in bench/README.md
   before that date); this docstring said "from 1 MiB on hashed in a second thread", which
   the child at 0d4ae67 did not do (its one thread hashed, past 16 MiB a second one);
-  Since 2026-11-26 17:00 UTC (as running.py does since then) the node's end, once it has sent the
+  Since 2026-11-26 16:35 UTC (e6d1b84; as running.py does since then) the node's end, once it has sent the
   request, lends the pipe to a thread (`Channel.lend_pipe`) that reads the answer and commits a state
   under STAGE_FROM that comes up it (`running.answer_up_the_pipe`): the guest's answer wakes that
   thread, not trio's loop, and the loop learns once, of the durable checkpoint. Before, the loop read
