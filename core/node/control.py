@@ -24,7 +24,7 @@ import trio
 from frost_core.config import Paths
 from frost_core.api.commands import Command
 from frost_core.api.errors import ConfigError, FrostError, NodeUnavailableError, ProtocolError
-from frost_core.api.queries import NodeStatus, Query
+from frost_core.api.queries import ListEvents, NodeStatus, Query
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.event_cbor import encoded_events
 from frost_core.wire.channel import Channel
@@ -232,8 +232,10 @@ async def receive_reply_body(channel: Channel, reply: ControlReply) -> ControlRe
 
 
 def reply_body(request: Request, reply: Any) -> bytes:
-    """The CBOR of `request`'s REPLY; a status's events each encoded once (a client polling `status` gets the same
-    latest events again and again: they were most of the reply's encoding)."""
+    """The CBOR of `request`'s REPLY; the events it carries each encoded once (a client polling `status` or `events`
+    gets the same latest events again and again: they were most of the reply's encoding)."""
+    if isinstance(request, ListEvents):
+        return encode(encoded_events(reply))
     plain = plain_reply(request, reply)
     if isinstance(reply, NodeStatus):
         plain["events"] = encoded_events(reply.events)

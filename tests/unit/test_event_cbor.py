@@ -1,6 +1,6 @@
 """A status reply's events are encoded once each, and the reply's bytes stay those of the plain encoding."""
 
-from frost_core.api.queries import GetStatus, NodeStatus
+from frost_core.api.queries import GetStatus, ListEvents, NodeStatus
 from frost_core.api.snapshot import EventView, HostingView
 from frost_core.node import event_cbor
 from frost_core.node.control import plain_reply, reply_body
@@ -26,6 +26,17 @@ def test_polling_status_encodes_each_event_once(monkeypatch):
     assert len(encoded) == 25
     assert first == encode(plain_reply(GetStatus(), status(events[:20])))
     assert decode_strict(second) == plain_reply(GetStatus(), status(events[5:]))
+
+
+def test_listing_the_events_again_encodes_only_the_new_ones(monkeypatch):
+    encoded = []
+    real = event_cbor.to_plain
+    monkeypatch.setattr(event_cbor, "to_plain", lambda hint, value: encoded.append(value) or real(hint, value))
+    events = tuple(EventView(at=2000.0 + i, kind="assignment", message=f"assignment a{i} is done") for i in range(30))
+    reply_body(ListEvents(), events[:20])
+    body = reply_body(ListEvents(), events)
+    assert len(encoded) == 30
+    assert body == encode(plain_reply(ListEvents(), events))
 
 
 def test_an_encoded_item_is_spliced_as_it_is():
