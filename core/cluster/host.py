@@ -236,7 +236,7 @@ class HostService:
         self._ahead: dict[str, tuple[Hosted, CheckpointRecord | None]] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
-        self._starting: set[str] = set()
+        self._starting: dict[str, trio.Event] = {}   # task id -> set once its start call has returned
         self._stopping: dict[str, str] = {}   # task id -> why its guest is being stopped
         self._stopped: dict[str, tuple[UnitStatus, str, float]] = {}   # task id -> (final figures, master, when)
         """Copies stopped as superseded whose final figures their masters have not heard yet."""
@@ -299,6 +299,10 @@ class HostService:
 
         `arriving` (a moved unit's, `record` then its header): the state still arriving, which the
         guest, started meanwhile, gets once it is in and durable here."""
+        if spec.task_id in self._starting and moved:
+            # A move's retry with the capture whole, after a send that broke off: the guest started
+            # for that one is still being stopped here.
+            await self._starting[spec.task_id].wait()
         if spec.task_id in self._hosted or spec.task_id in self._starting or spec.task_id in self._ahead:
             return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         reserved = self._reserved.pop(spec.task_id, None)
@@ -309,12 +313,13 @@ class HostService:
         if record is not None and (record.task_id, record.plugin_hash) != (spec.task_id, spec.plugin_hash):
             return Verdict(ok=False, reason=f"the checkpoint sent with {spec.task_id} belongs to another unit")
         self._receiving += 1
-        self._starting.add(spec.task_id)
+        started = self._starting[spec.task_id] = trio.Event()
         try:
             return await self._start(source, spec, record, moved, arriving)
         finally:
             self._receiving -= 1
-            self._starting.discard(spec.task_id)
+            del self._starting[spec.task_id]
+            started.set()
 
     async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool,
                      arriving: ArrivingState | None) -> Verdict:
