@@ -33,4 +33,5 @@ async def formed_cluster(
         keys = {digest_key(node_id): node_id for node_id in records}
         for node in nodes:
             node.membership.table.put_formed(records, keys)
+            node.membership.prober.note_peer()  # a prober that found itself alone waits for a peer to be reported
         yield cluster
