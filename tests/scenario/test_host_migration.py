@@ -380,7 +380,10 @@ async def test_a_replica_tells_the_master_the_progress_and_cpu_time_its_checkpoi
         record = guests.store.commit(task_id=TASK, plugin_name="p", plugin_version="1", plugin_hash=PLUGIN.hash,
                                      unit_index=0, epoch=1, seq=1, taken_at=0.0, state=b"state")
         cluster.hosts[A].on_checkpoint(task, record)
-        with trio.fail_after(10):
+        # The replica reads the checkpoint back in a worker thread, during which the autojump clock runs on:
+        # each poll below is then a jump of 0.1 s, and 10 s of them were over before a thread on a loaded
+        # machine was done (2 runs in 20 at load 5-7). An hour of mock time is tens of thousands of polls.
+        with trio.fail_after(3600):
             while not cluster.master.replicas:
                 await trio.sleep(0.1)
         # The stand-in guest is at 50 % after 10 CPU-seconds, 1 of them since this checkpoint.
