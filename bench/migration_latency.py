@@ -14,14 +14,12 @@ source to the first step of the new guest process on the destination, as printed
 itself with its clock (the same machine's clock). It covers the checkpoint at the next migration
 point, stopping the source guest, negotiation, the transfer over the authenticated channel
 (beside the source's own fsync of the capture), SHA-256 check and durable write on the
-destination (beside the guest's start and plugin load there, which since 71ff372 begin when the
-move's header arrives: it gets its state once the write is durable), and decoding the state at
-idle priority. Since the move that streams (issue 15) an
+destination (beside the guest's start and plugin load there: it gets its state once the write is
+durable), and decoding the state at idle priority. Since the move that streams (issue 15) an
 eviction's capture goes to the destination while it comes up the guest's pipe, so the stages
 overlap: "capture" (evict -> guest left the source) then holds most of the transfer, and
-"transfer+write+spawn" (guest left -> start event on the destination) is negative once the
-destination's guest starts on the header (by most of the transfer), and "guest start-up" (start
-event -> first step) holds the rest of the transfer and the write. Reported beside it: the source's own "moved to ... in N ms" event (it starts
+"transfer+write+spawn" (guest left -> start event on the destination) may be near zero or
+negative. Reported beside it: the source's own "moved to ... in N ms" event (it starts
 after the capture, and ends when the destination answers that the guest runs) and when the
 evict call returned. Moves into the master (b -> a) also replicate the captured checkpoint to the
 master as it is taken, so they carry the bytes twice; the table splits the two directions.

@@ -33,7 +33,6 @@ from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
 from frost_core.events import EventLog
 from frost_core.guest import envelope
-from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask
 from frost_core.plugin.api import WorkUnit
@@ -177,10 +176,8 @@ class _Install:
         self.error: CheckpointError | None = None
 
     async def run(self, blocking: Callable[..., Awaitable[Any]], write: Callable[[CheckpointRecord], Any],
-                  record: CheckpointRecord, arriving: ArrivingState | None) -> None:
+                  record: CheckpointRecord) -> None:
         try:
-            if arriving is not None:
-                record = await arriving.whole()
             await blocking(write, record)  # also drops any older copy here
         except CheckpointError as error:
             self.error = error
@@ -236,7 +233,7 @@ class HostService:
         self._ahead: dict[str, tuple[Hosted, CheckpointRecord | None]] = {}
         self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
         self._receiving = 0
-        self._starting: dict[str, trio.Event] = {}   # task id -> set once its start call has returned
+        self._starting: set[str] = set()
         self._stopping: dict[str, str] = {}   # task id -> why its guest is being stopped
         self._stopped: dict[str, tuple[UnitStatus, str, float]] = {}   # task id -> (final figures, master, when)
         """Copies stopped as superseded whose final figures their masters have not heard yet."""
@@ -294,15 +291,8 @@ class HostService:
         )
 
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
-                    moved: bool = False, arriving: ArrivingState | None = None) -> Verdict:
-        """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off).
-
-        `arriving` (a moved unit's, `record` then its header): the state still arriving, which the
-        guest, started meanwhile, gets once it is in and durable here."""
-        if spec.task_id in self._starting and moved:
-            # A move's retry with the capture whole, after a send that broke off: the guest started
-            # for that one is still being stopped here.
-            await self._starting[spec.task_id].wait()
+                    moved: bool = False) -> Verdict:
+        """Make the checkpoint durable here and start the guest; answer once it runs (two-phase hand-off)."""
         if spec.task_id in self._hosted or spec.task_id in self._starting or spec.task_id in self._ahead:
             return Verdict(ok=False, reason=f"{spec.task_id} already runs here")
         reserved = self._reserved.pop(spec.task_id, None)
@@ -313,16 +303,14 @@ class HostService:
         if record is not None and (record.task_id, record.plugin_hash) != (spec.task_id, spec.plugin_hash):
             return Verdict(ok=False, reason=f"the checkpoint sent with {spec.task_id} belongs to another unit")
         self._receiving += 1
-        started = self._starting[spec.task_id] = trio.Event()
+        self._starting.add(spec.task_id)
         try:
-            return await self._start(source, spec, record, moved, arriving)
+            return await self._start(source, spec, record, moved)
         finally:
             self._receiving -= 1
-            del self._starting[spec.task_id]
-            started.set()
+            self._starting.discard(spec.task_id)
 
-    async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool,
-                     arriving: ArrivingState | None) -> Verdict:
+    async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool) -> Verdict:
         try:
             info = await self._plugin_source(spec.plugin_hash, tuple(dict.fromkeys((spec.master, source))))
             unit = WorkUnit.from_plain(decode_plain(spec.unit, "work unit"))
@@ -331,7 +319,7 @@ class HostService:
             if record is not None and moved:
                 install = _Install()  # written beside the guest's start (see below)
                 assert self._nursery is not None
-                self._nursery.start_soon(install.run, self._blocking, store.write, record, arriving)
+                self._nursery.start_soon(install.run, self._blocking, store.write, record)
             elif record is not None:
                 await self._blocking(store.write, record)  # also drops any older copy here
             elif store.holds(spec.task_id):
@@ -355,9 +343,8 @@ class HostService:
         if install is None:
             await self._nursery.start(self._run, hosted, record)
         else:
-            # A moved-in guest settles in and loads its plugin while its checkpoint arrives (`arriving`),
-            # is synced and renamed into place here; it gets its state, and the source its answer, once
-            # it is durable.
+            # A moved-in guest settles in and loads its plugin while its checkpoint is synced and
+            # renamed into place here; it gets its state, and the source its answer, once it is durable.
             async def durable() -> None:
                 await install.done.wait()
                 if install.error is not None:
@@ -368,7 +355,7 @@ class HostService:
 
             async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
                 try:
-                    await self._run(hosted, record, durable=durable, arriving=arriving, task_status=task_status)
+                    await self._run(hosted, record, durable=durable, task_status=task_status)
                 finally:
                     gone.set()
 
@@ -509,13 +496,12 @@ class HostService:
     # -- one guest's life ---------------------------------------------------------------------------
 
     async def _run(self, hosted: Hosted, arrived: CheckpointRecord | None = None, *,
-                   durable: Callable[[], Awaitable[None]] | None = None, arriving: ArrivingState | None = None,
+                   durable: Callable[[], Awaitable[None]] | None = None,
                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the unit to its outcome; `arrived` is the checkpoint it came with, durable here already
-        or once `durable()` returns, its state perhaps still `arriving` (see `GuestSupervisor.run`)."""
+        or once `durable()` returns (see `GuestSupervisor.run`)."""
         task = hosted.task
-        outcome = await self.supervisor.run(task, checkpoint=arrived, durable=durable, arriving=arriving,
-                                            task_status=task_status)
+        outcome = await self.supervisor.run(task, checkpoint=arrived, durable=durable, task_status=task_status)
         if not isinstance(outcome, Evicted):
             self._hosted.pop(task.task_id, None)   # its CPU is free: a unit placed ahead takes it now
         self._start_ahead()
@@ -622,9 +608,7 @@ class HostService:
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         self._start_ahead()   # (a unit placed ahead goes back if this machine stopped taking guests)
         for hosted in self._all_units():
-            # One still starting is not the master's copy yet: a moved-in unit's source still sends its
-            # state, and a report of the new epoch would have the master stop the source's copy meanwhile.
-            if hosted.leaving or hosted.task.task_id in self._starting:
+            if hosted.leaving:
                 continue
             by_master[hosted.master].append(hosted.status(self._paused_as()))
         expired = time.monotonic() - self._settings().hold_results

@@ -28,7 +28,6 @@ from frost_core.cluster.messages import (
     SlotKept, SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
 from frost_core.cluster.messages import TRAILED, CheckpointTrailer, UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
-from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.cluster.messages import GANG_MESSAGES
 from frost_core.cluster.gang_wire import has_bulk
@@ -65,9 +64,8 @@ class HostSide(Protocol):
     """What masters and other hosts ask of a host (implemented by cluster.host.HostService)."""
 
     async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply: ...
-    # `arriving` only where a call is served: a moved unit's state, still arriving on its channel
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
-                    moved: bool = False, arriving: ArrivingState | None = None) -> Verdict: ...
+                    moved: bool = False) -> Verdict: ...
     async def move(self, task_id: str, destination: str) -> Verdict: ...
     async def work_request(self, requester: NodeView) -> Verdict: ...
     async def figures(self) -> NodeView: ...
@@ -309,8 +307,6 @@ class Links:
                 else:
                     staging = StagingSink(functools.partial(self._checkpoints.incoming, meta.record(b"")))
                 try:
-                    if moved:
-                        return await _start_arriving(channel, host, peer, spec, meta, staging)
                     state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=staging)
                     record = dataclasses.replace(meta.record(state), staged=staging.incoming)
                     if meta.sha256 == TRAILED:  # checked against what arrived when it is made durable (`write`)
@@ -356,42 +352,6 @@ async def start_each(host: HostSide, source: str, specs: tuple[UnitSpec, ...]) -
         for i, spec in enumerate(specs):
             nursery.start_soon(start, i, spec)
     return tuple(verdicts)
-
-
-async def _start_arriving(channel: Channel, host: HostSide, peer: str, spec: UnitSpec, meta: CheckpointMeta,
-                          staging: StagingSink) -> Verdict:
-    """A moved unit's guest starts as its state begins to arrive (staged on disk, and into the guest's
-    memfd, as it lands) and gets it once it is whole and durable here (`HostService.start`). A state that
-    does not come whole stops that guest, and the failure is raised once it is gone."""
-    arriving = ArrivingState(meta.record(b""), staging)
-    broke: list[Exception] = []
-
-    async def receive() -> None:
-        try:
-            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=arriving)
-            record = dataclasses.replace(meta.record(state), staged=staging.incoming)
-            if meta.sha256 == TRAILED:  # checked against what arrived when it is made durable (`write`)
-                record = dataclasses.replace(record, sha256=await _receive_trailer(channel))
-            arriving.arrived(record)
-        except Exception as error:  # (the start beside it must not be cancelled: it stops its guest itself)
-            arriving.failed(str(error) or type(error).__name__)
-            broke.append(error)
-
-    verdict = Verdict(ok=False, reason="its state did not come")
-    refused: list[Exception] = []
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(receive)
-            try:
-                if await arriving.begun():
-                    verdict = await host.start(peer, spec, arriving.header, moved=True, arriving=arriving)
-            except Exception as error:  # raised as itself once the state is in, not in a group
-                refused.append(error)
-    finally:
-        arriving.close()
-    if broke or refused:
-        raise (broke + refused)[0]
-    return verdict
 
 
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:

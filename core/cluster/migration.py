@@ -13,11 +13,8 @@ A move goes in the order that keeps exactly one live copy whatever fails:
    and its fsync and rename run beside the send (`GuestSupervisor.settle_behind`). On an
    eviction it leaves sooner still: each piece goes on as it comes up the pipe, and the hash
    follows the state as a trailer (`prepare`, `Links.start_fed`).
-4. hand-off: the destination starts the guest as soon as the state begins to arrive (the warm
-   spare settles in, is confined and loads the plugin while the rest comes, and the state is
-   copied into its memfd as it lands: `guest.arriving`), but gives it the state only once it is
-   whole, its hash checked against what arrived and durable there; it answers once the guest
-   runs with it; only then, and once the capture is durable
+4. hand-off: the destination checks the hash against what arrived and answers only once the
+   checkpoint is durable there and the guest runs; only then, and once the capture is durable
    here too, is the copy here dropped. If anything fails before that answer (a hash that does
    not match included: the destination keeps nothing of it) the unit resumes here from the
    capture, durable by then.
@@ -25,8 +22,8 @@ A move goes in the order that keeps exactly one live copy whatever fails:
    (with the higher epoch) tells it; a copy with an older epoch is stopped at its next report.
 
 What a crash at each point leaves (kill -9 of one side; the other side sees a broken channel):
-- the source dies before or while it sends, its capture not yet synced: the destination stops the
-  guest it started (which never got a state), removes its temp file and runs nothing; the source's disk holds its previous checkpoint (an install is
+- the source dies before or while it sends, its capture not yet synced: the destination removes
+  its temp file and runs nothing; the source's disk holds its previous checkpoint (an install is
   a rename, never a half file), its master a replica: the unit goes on from a checkpoint, the
   work since it redone.
 - the source dies after the destination's answer: the destination runs the unit under the new

@@ -60,26 +60,16 @@ def sealed_state(state: bytes) -> int:
     One copy, into the memfd's pages (which the guest then maps where they are)."""
     fd = os.memfd_create("frost-state", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        write_all(fd, state)
-        seal(fd, len(state))
+        view = memoryview(state)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS or os.fstat(fd).st_size != len(state):
+            raise OSError(f"the state's memfd is not sealed as asked (seals {fcntl.fcntl(fd, fcntl.F_GET_SEALS):#x})")
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    """Append all of `data` to the memfd `fd` (a state being filled in, piece by piece); OSError if it cannot."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def seal(fd: int, size: int) -> None:
-    """Seal the state memfd `fd` holding `size` bytes, checked to be so; OSError if it is not (the caller closes it)."""
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
-    if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS or os.fstat(fd).st_size != size:
-        raise OSError(f"the state's memfd is not sealed as asked (seals {fcntl.fcntl(fd, fcntl.F_GET_SEALS):#x})")
 
 
 def send_sealed(node_end: socket.socket, fd: int) -> None:

@@ -28,7 +28,6 @@ import trio
 from frost_core.api.wording import counted
 from frost_core.api.errors import CheckpointError, FrostError, PluginError, ProtocolError
 from frost_core.guest import checks, envelope
-from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.capture_feed import CaptureFeed, FeedingSink
 from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.kernel_files import PROC_STAT, cpu_seconds
@@ -274,15 +273,12 @@ class RunningGuest:
 
     async def start(self, child: Child, scratch: Path, nursery: trio.Nursery, *, paused: bool,
                     cgroup: GuestCgroup | None = None, readable: tuple[str, ...] = (),
-                    ready: Callable[[], Awaitable[None]] | None = None,
-                    arriving: ArrivingState | None = None) -> None:
+                    ready: Callable[[], Awaitable[None]] | None = None) -> None:
         """Give `child` (already in `cgroup`) this unit: start the tasks that serve it in `nursery`, then
         send GuestStart; the guest may read only `readable` besides `scratch` (all where it is empty).
 
         `ready`: awaited between GuestStart and the state (the guest settles in and loads its plugin
-        meanwhile); if it raises CheckpointError, the guest ends without its state. `arriving`: the
-        state `resume_from` only names, still arriving from the unit's last host; it goes to the guest
-        once it is whole and `ready` returned."""
+        meanwhile); if it raises CheckpointError, the guest ends without its state."""
         task, settings = self.task, self.host.settings
         self.child = child
         process = self.process = child.process
@@ -305,8 +301,7 @@ class RunningGuest:
         nursery.start_soon(self._watch, child.seen())
         nursery.start_soon(self._checkpoint_periodically)
         state = self.resume_from.state if self.resume_from else b""
-        size = arriving.size if arriving is not None else len(state)
-        handing = bool(size) and child.handoff is not None
+        handing = bool(state) and child.handoff is not None
         start = GuestStart(
             task_id=task.task_id,
             plugin_path=str(task.plugin_path),
@@ -317,17 +312,13 @@ class RunningGuest:
             scratch=str(scratch),
             address_space=address_space_cap(task.unit.memory_bytes, settings.address_space_baseline_bytes),
             readable=readable,
-            handed=size if handing else 0,
+            handed=len(state) if handing else 0,
         )
         self.handed_in = not handing
         sealed: list[int] = []
-        if arriving is not None:
-            ready = self._arrival(arriving, ready)
-        data = self._arrived_state() if arriving is not None and not handing else state
         try:
-            await self.channel.send_bulk(start, self._hand_over(child, sealed) if handing else data,
-                                         size=None if handing else size,
-                                         ready=self._sealing(sealed, ready, arriving) if handing else ready)
+            await self.channel.send_bulk(start, self._hand_over(child, state, sealed) if handing else state,
+                                         ready=self._sealing(state, sealed, ready) if handing else ready)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # The guest died before reading; the message reader reports why.
         except CheckpointError as error:
@@ -337,47 +328,19 @@ class RunningGuest:
             for fd in sealed:
                 os.close(fd)  # the guest's copy of the fd (in flight, then received) keeps it alive
 
-    def _arrival(self, arriving: ArrivingState,
+    def _sealing(self, state: bytes, sealed: list[int],
                  ready: Callable[[], Awaitable[None]] | None) -> Callable[[], Awaitable[None]]:
-        """`ready`, then the arriving state in hand as the one this guest resumes from."""
-
-        async def arrived_and_ready() -> None:
-            if ready is not None:
-                await ready()
-            self.resume_from = self.last_record = await arriving.whole()
-
-        return arrived_and_ready
-
-    async def _arrived_state(self) -> AsyncIterator[bytes]:
-        """The state that arrived, for the pipe (sent after `_arrival`'s `ready`, so it is in hand then)."""
-        assert self.resume_from is not None
-        yield self.resume_from.state
-
-    def _sealing(self, sealed: list[int], ready: Callable[[], Awaitable[None]] | None,
-                 arriving: ArrivingState | None) -> Callable[[], Awaitable[None]]:
-        """`ready` with the state in a sealed memfd beside it (into `sealed`; nothing there if that failed).
+        """`ready` with `state` copied into a sealed memfd beside it (into `sealed`; nothing there if that failed).
 
         Both run while the guest settles in and loads its plugin, which the GuestStart before them
         set going: a moved-in guest's state is copied for it while it is made durable here (one
-        pass over 100 MiB, ~45 ms, that came after the sync), or was copied in while it arrived
-        (`arriving`), and is handed over only after."""
+        pass over 100 MiB, ~45 ms, that came after the sync), and is handed over only after."""
 
         async def seal() -> None:
             try:
-                if arriving is not None:
-                    state = (await arriving.whole()).state
-                    fd = arriving.take_memfd()
-                    if fd is not None:
-                        sealed.append(fd)
-                        return
-                else:
-                    assert self.resume_from is not None
-                    state = self.resume_from.state
                 sealed.append(await trio.to_thread.run_sync(sealed_state, state))
             except OSError as error:
                 log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
-            except CheckpointError:
-                pass  # (`ready` says so)
 
         async def sealed_and_ready() -> None:
             refused: list[CheckpointError] = []
@@ -393,19 +356,19 @@ class RunningGuest:
 
         return sealed_and_ready
 
-    async def _hand_over(self, child: Child, sealed: list[int]) -> AsyncIterator[bytes]:
+    async def _hand_over(self, child: Child, state: bytes, sealed: list[int]) -> AsyncIterator[bytes]:
         """The bulk data after a GuestStart that announced `state` handed over: none once its `sealed` memfd
         went to `child` (see handoff.py), else the state itself; a failure costs the pipe's speed, never the unit.
         The guest takes the fd only after this data's end."""
-        assert child.handoff is not None and self.resume_from is not None
+        assert child.handoff is not None
         try:
             if not sealed:
-                yield self.resume_from.state  # (`_sealing` said why)
+                yield state  # (`_sealing` said why)
                 return
             send_sealed(child.handoff, sealed[0])
         except OSError as error:
             log.debug("task %s: its state goes through the pipe: %s", self.task.task_id, error)
-            yield self.resume_from.state
+            yield state
         finally:
             self.handed_in = True
 

@@ -27,7 +27,6 @@ from pathlib import Path
 import trio
 
 from frost_core.guest import checks
-from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.guest.containment import Containment
 from frost_core.guest.cgroups import GuestCgroup
@@ -87,7 +86,7 @@ class GuestSupervisor:
     # --- running ---------------------------------------------------------------------------
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None,
-                  durable: Callable[[], Awaitable[None]] | None = None, arriving: ArrivingState | None = None,
+                  durable: Callable[[], Awaitable[None]] | None = None,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> Outcome:
         """Run `task` here until it completes, fails or is evicted; resumes from its newest checkpoint.
 
@@ -95,10 +94,8 @@ class GuestSupervisor:
         the store (a unit that just arrived): reading and hashing it again would cost a move
         ~3 ms per MiB. Or, with `durable`, about to be: the guest process is readied and loads
         its plugin while `durable()` makes it so, and gets its state only once it returns (if it
-        raises CheckpointError, the run ends Failed). With `arriving` too, `checkpoint` only names
-        the state, which is still arriving from the unit's last host: the guest starts on its
-        header and gets the state once it is whole and `durable()` returned. With `nursery.start`,
-        returns to the starter once the guest process runs (or failed to start).
+        raises CheckpointError, the run ends Failed). With `nursery.start`, returns to the
+        starter once the guest process runs (or failed to start).
         """
         check_task_id(task.task_id)
         if task.task_id in self._reaping:
@@ -145,8 +142,7 @@ class GuestSupervisor:
                         await end(child)
                     else:
                         await guest.start(child, scratch, nursery, paused=self._paused, cgroup=child.cgroup,
-                                          readable=self.containment.readable(task), ready=durable,
-                                          arriving=arriving if resume_from is not None else None)
+                                          readable=self.containment.readable(task), ready=durable)
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()

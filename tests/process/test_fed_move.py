@@ -36,9 +36,7 @@ class KeepingHost:
     def __init__(self, store: CheckpointStore) -> None:
         self.store = store
 
-    async def start(self, source, spec, record, *, moved=False, arriving=None):
-        if arriving is not None:  # (only the header came yet)
-            record = await arriving.whole()
+    async def start(self, source, spec, record, *, moved=False):
         await trio.to_thread.run_sync(self.store.write, record)
         return Verdict(ok=True)
 

@@ -8,8 +8,6 @@ same, and a checkpoint it cannot keep ends the guest without its state.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import signal
 import socket
 import subprocess
@@ -19,13 +17,11 @@ import pytest
 import trio
 
 from frost_core.api.errors import CheckpointError
-from frost_core.guest.arriving import FILL_FROM, ArrivingState
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import Completed, Failed
 from tests.guest_kit import (
     BALLAST, COUNTER, LONG, MIB, Recorder, counter_result, fast_settings, guest_processes, make_task, write_plugin,
 )
-from frost_core.storage.staging import StagingSink
 from tests.waiting import wait_until
 
 UNIT = {"n": 4000}   # about a second of steps: a capture at 10 % comes well before the end, however idle the machine
@@ -117,54 +113,3 @@ async def test_a_moved_in_guest_gets_its_state_only_once_its_checkpoint_is_durab
     else:
         assert isinstance(outcome, Failed) and outcome.retryable and "disk full" in outcome.reason
         assert not guest_processes()
-
-
-@pytest.mark.parametrize("whole", [True, False], ids=["arrives", "broken"])
-async def test_a_moved_in_guest_starts_while_its_state_arrives_and_a_broken_transfer_leaves_nothing(tmp_path, whole):
-    path = write_plugin(tmp_path, "ballast", BALLAST)
-    task = make_task(path, {"n": 3000, "mib": 2}, memory=64 * MIB)
-    source = GuestSupervisor(data_dir=tmp_path / "source", settings=fast_settings(), on_event=Recorder())
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(source.run, task)
-        await wait_until(lambda: any(f.last_checkpoint_seq for f in source.figures()))
-        record = await source.capture(task.task_id, 10.0)
-    assert record is not None and record.size > FILL_FROM  # (copied into the guest's memfd as it arrives)
-
-    recorder = Recorder()
-    destination = GuestSupervisor(data_dir=tmp_path / "destination", settings=fast_settings(), on_event=recorder)
-    header = dataclasses.replace(record, state=b"")
-    staging = StagingSink(functools.partial(destination.store.incoming, header))
-    arriving = ArrivingState(header, staging)
-    half = record.size // 2
-
-    async def transfer() -> None:
-        # As `links` receives a moved unit: the guest starts on the header, with half its state still to come.
-        await arriving.begin(record.size)
-        arriving.filled(memoryview(record.state)[:half])
-        await wait_until(lambda: bool(recorder.messages("start")) and bool(guest_processes()))
-        if not whole:
-            arriving.failed("the source's channel broke")
-            return
-        arriving.filled(memoryview(record.state)[half:])
-        await arriving.drained()
-        arriving.arrived(dataclasses.replace(record, staged=staging.incoming, verified=False))
-
-    async def durable() -> None:
-        await trio.to_thread.run_sync(destination.store.write, await arriving.whole())
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(transfer)
-            outcome = await destination.run(task, checkpoint=header, durable=durable, arriving=arriving)
-    finally:
-        arriving.close()
-        await staging.abort()
-    if whole:
-        assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, {"n": 3000, "mib": 2})
-        assert any(f"from checkpoint {record.seq}" in m for m in recorder.messages("start"))
-    else:
-        assert isinstance(outcome, Failed) and outcome.retryable and "did not arrive whole" in outcome.reason
-        assert not guest_processes()
-        assert destination.store.latest(task.task_id) is None
-        assert not list((destination.store.root / task.task_id).glob("*")), "no temp file is left behind"
-        assert not (tmp_path / "destination" / "scratch" / task.task_id).exists()

@@ -7,8 +7,6 @@ bookkeeping are the real ones.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -32,9 +30,7 @@ from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
 from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
-from frost_core.guest.arriving import ArrivingState
 from frost_core.guest.capture_feed import CaptureFeed
-from frost_core.storage.staging import StagingSink
 from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore
 
 MASTER, A, B = "aaaaaaaa-master", "bbbbbbbb-host", "cccccccc-host"
@@ -61,17 +57,12 @@ class StandInGuests:
         self.streams = False    # True: a capture goes to a move's feed as it comes, as from a real guest's pipe
         self.trailer: Callable[[str], str] = lambda sha256: sha256   # what the feed is sealed with
         self._feeds: dict[str, CaptureFeed] = {}
-        self.hold: trio.Event | None = None   # set: a moved-in guest settles in until it is set
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
-                  arriving=None, task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
+                  task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
         if durable is not None:
-            if self.hold is not None:
-                await self.hold.wait()
             try:
                 await durable()  # the guest gets its state once it is durable here
-                if arriving is not None:
-                    checkpoint = await arriving.whole()
             except CheckpointError as error:
                 task_status.started()
                 return Failed(f"checkpoint: {error.message}", retryable=True)
@@ -274,63 +265,6 @@ async def test_a_move_whose_checkpoint_cannot_be_kept_at_the_destination_resumes
         assert cluster.guests[A].started[TASK].seq == 1   # from its capture, durable on A
         await trio.sleep(5)   # past B's next report: its guest that never got its state is no failure of the unit
         assert cluster.master.failed == []
-
-
-async def test_a_destination_reports_a_moved_in_unit_only_once_it_runs_it(tmp_path, autojump_clock):
-    # Reported while its state still came, the new epoch would be the copy that counts for the master,
-    # which would then stop the source's copy, still being captured and sent: the move would fail, and
-    # the unit run nowhere until its master gave up waiting for the new copy's reports.
-    async with running_cluster(tmp_path) as cluster:
-        hold = cluster.guests[B].hold = trio.Event()
-        verdicts = []
-
-        async def move() -> None:
-            verdicts.append(await cluster.network.links(MASTER).host(A).move(TASK, B))
-
-        cluster.nursery.start_soon(move)
-        with trio.fail_after(60):
-            while TASK not in [hosted.task.task_id for hosted in cluster.hosts[B].hosted()]:
-                await trio.sleep(0.01)
-        await cluster.hosts[B].report_now()
-        await trio.sleep(3)   # and B's periodic reports
-        assert not any(status.task_id == TASK and status.epoch == 2 for units in cluster.master.reports
-                       for status in units)
-        hold.set()
-        with trio.fail_after(60):
-            while not verdicts:
-                await trio.sleep(0.01)
-        assert verdicts[0].ok, verdicts[0].reason
-        await cluster.hosts[B].report_now()
-        assert [(status.task_id, status.epoch) for status in cluster.master.reports[-1]] == [(TASK, 2)]
-
-
-async def test_a_moves_retry_with_the_capture_whole_waits_for_the_guest_its_broken_send_started(
-        tmp_path, autojump_clock):
-    # An evicted unit's capture goes as it comes; if that send breaks off, the source hands the capture
-    # in hand over whole, while the destination still stops the guest it started on the first header.
-    async with running_cluster(tmp_path) as cluster:
-        record = CheckpointRecord.seal(task_id=TASK, plugin_name="p", plugin_version="1", plugin_hash=PLUGIN.hash,
-                                       unit_index=0, epoch=1, seq=1, taken_at=0.0, state=b"state of " + A.encode())
-        spec = dataclasses.replace(cluster.hosts[A].hosted()[0].spec, epoch=2)
-        header = dataclasses.replace(record, state=b"")
-        staging = StagingSink(functools.partial(cluster.guests[B].store.incoming, header))
-        arriving = ArrivingState(header, staging)
-        await arriving.begin(record.size)
-        fed = []
-
-        async def send_as_it_comes() -> None:
-            fed.append(await cluster.hosts[B].start(A, spec, header, moved=True, arriving=arriving))
-
-        cluster.nursery.start_soon(send_as_it_comes)
-        with trio.fail_after(60):
-            while TASK not in [hosted.task.task_id for hosted in cluster.hosts[B].hosted()]:
-                await trio.sleep(0.01)
-        arriving.failed("peer closed the connection")
-        whole = await cluster.hosts[B].start(A, spec, record, moved=True)
-        await staging.abort()
-        assert whole.ok, whole.reason
-        assert not fed[0].ok and "did not arrive whole" in fed[0].reason
-        assert cluster.guests[B].started[TASK] == record and cluster.running(B) == [TASK]
 
 
 async def test_a_move_to_a_node_cut_off_leaves_the_unit_running_untouched(tmp_path, autojump_clock):

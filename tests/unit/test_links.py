@@ -62,9 +62,7 @@ class RecordingHost:
         return UnitOfferReply(accepted=offer.memory_bytes < 100, reason="too big", available=1.5, guests=0,
                               free_memory=100)
 
-    async def start(self, source, spec, record, *, moved=False, arriving=None):
-        if arriving is not None:  # (only the header came yet)
-            record = await arriving.whole()
+    async def start(self, source, spec, record, *, moved=False):
         self.started.append((spec, record))
         return Verdict(ok=True)
 
@@ -261,11 +259,9 @@ class StoringHost(RecordingHost):
         super().__init__()
         self.store, self.refuse = store, False
 
-    async def start(self, source, spec, record, *, moved=False, arriving=None):
+    async def start(self, source, spec, record, *, moved=False):
         if self.refuse:
             return Verdict(ok=False, reason="no room")
-        if arriving is not None:  # (only the header came yet)
-            record = await arriving.whole()
         await trio.to_thread.run_sync(self.store.write, record)
         return await super().start(source, spec, record, moved=moved)
 
