@@ -105,10 +105,10 @@ def answer_up_the_pipe(pipe: LentPipe, request_id: int, limit: int, commit: Call
     if not isinstance(message, GuestCheckpoint) or message.handed or message.request_id != request_id:
         return message, None
     begin = read_frame(pipe)
-    pipe.unread(encode_frame(begin.CODE, encode_message(begin)))
     if not isinstance(begin, BulkBegin) or begin.size is None or begin.size >= STAGE_FROM or not take():
+        pipe.unread(encode_frame(begin.CODE, encode_message(begin)))
         return message, None
-    return message, commit(read_bulk_data(pipe, max_size=limit))
+    return message, commit(read_bulk_data(pipe, max_size=limit, begin=begin))
 
 
 class GuestPhase(enum.Enum):

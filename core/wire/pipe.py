@@ -130,13 +130,15 @@ def write_pieces(fd: int, pieces: Sequence[bytes | memoryview]) -> None:
             views[0] = views[0][written:]
 
 
-def read_bulk_data(fileobj: BinaryIO, *, max_size: int) -> bytes:
-    """Blocking twin of `Channel.receive_bulk_data` (after the header was read).
+def read_bulk_data(fileobj: BinaryIO, *, max_size: int, begin: BulkBegin | None = None) -> bytes:
+    """Blocking twin of `Channel.receive_bulk_data` (after the header was read); `begin`: its BULK_BEGIN, if the
+    caller read it already to see the size.
 
     Read in place into a BytesIO whose buffer becomes the returned bytes without a copy: the
     CBOR decoder reads `bytes` in place, where it would copy a bytearray whole first.
     """
-    begin = read_frame(fileobj)
+    if begin is None:
+        begin = read_frame(fileobj)
     if not isinstance(begin, BulkBegin) or not (begin.size is None or 0 <= begin.size <= max_size):
         raise ProtocolError(f"expected BULK_BEGIN with a size up to {max_size}, got {begin!r}")
     if begin.size is None:
