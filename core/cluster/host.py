@@ -231,7 +231,7 @@ class HostService:
         self._hosted: dict[str, Hosted] = {}
         # task id -> a unit placed ahead (`policies.prefetch`), with the checkpoint it came with: first in, first run
         self._ahead: dict[str, tuple[Hosted, CheckpointRecord | None]] = {}
-        self._reserved: dict[str, tuple[int, float]] = {}   # task id -> (memory bytes, expiry)
+        self._reserved: dict[str, tuple[int, float, str]] = {}   # task id -> (memory bytes, expiry, offering node)
         self._receiving = 0
         self._starting: set[str] = set()
         self._stopping: dict[str, str] = {}   # task id -> why its guest is being stopped
@@ -283,7 +283,7 @@ class HostService:
         capacity = self._capacity()
         free = max(0, capacity.memory_pool_bytes - self._memory_committed())
         if refusal is None:
-            self._reserved[offer.task_id] = (offer.memory_bytes, time.monotonic() + RESERVATION_SECONDS)
+            self._reserved[offer.task_id] = (offer.memory_bytes, time.monotonic() + RESERVATION_SECONDS, source)
             free -= offer.memory_bytes
         return UnitOfferReply(
             accepted=refusal is None, reason=refusal or "", available=capacity.available,
@@ -309,6 +309,16 @@ class HostService:
         finally:
             self._receiving -= 1
             self._starting.discard(spec.task_id)
+
+    async def withdraw(self, source: str, task_ids: tuple[str, ...]) -> None:
+        """`source` will not start these units it offered and this host accepted: the CPU and memory they hold
+        are free now. Without this they stayed held until the reservation ran out (`RESERVATION_SECONDS`), and a
+        cancel that came between a master's offer and its placement left the host refusing every unit for a
+        minute while it showed no guest."""
+        for task_id in task_ids:
+            if task_id in self._reserved and self._reserved[task_id][2] == source:
+                del self._reserved[task_id]
+        self._on_change()
 
     async def _start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, moved: bool) -> Verdict:
         try:
@@ -716,7 +726,7 @@ class HostService:
         now = time.monotonic()
         self._reserved = {t: r for t, r in self._reserved.items() if r[1] > now}
         hosted = sum(h.task.unit.memory_bytes for h in self._all_units() if not h.leaving)
-        return hosted + sum(memory for memory, _ in self._reserved.values())
+        return hosted + sum(memory for memory, _, _ in self._reserved.values())
 
     def _share_refusal(self, source: str, offer: UnitOffer, refusal: str | None) -> str | None:
         """Shares at unit boundaries: note who asked for a slot; a free one goes to the submitter whose master
@@ -766,9 +776,22 @@ class HostService:
 
     async def _tell_slot_kept(self, master: str) -> None:
         try:
-            await self._links.master(master).slot_kept(self.node_id)
+            wanted = await self._links.master(master).slot_kept(self.node_id)
         except NodeUnavailableError as error:
             log.debug("telling %s of a CPU kept for it failed: %s", master[:8], error.message)
+            return
+        if not wanted:
+            self._forget_demand(master)
+
+    def _forget_demand(self, master: str) -> None:
+        """`master` has no unit waiting (its assignment was cancelled since it offered here): the CPU kept for its
+        submitters goes to the next in line now, not after `ShareSettings.hold` seconds; their masters hear it."""
+        self._demand = {s: d for s, d in self._demand.items() if d.master != master}
+        self._held_since = None
+        now = time.monotonic()
+        for submitter, seen in list(self._demand.items()):
+            if seen.queued > 0:
+                self._call(submitter, now)
 
     def _refusal(self, task_id: str, plugin_hash: str, memory: int, *, moving: bool,
                  ahead: bool = False) -> str | None:

@@ -27,7 +27,9 @@ from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     SlotKept, SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
 )
-from frost_core.cluster.messages import TRAILED, CheckpointTrailer, UnitOfferReplies, UnitOffers, UnitStarts, Verdicts
+from frost_core.cluster.messages import (
+    TRAILED, CheckpointTrailer, OffersWithdrawn, UnitOfferReplies, UnitOffers, UnitStarts, Verdicts,
+)
 from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.cluster.messages import GANG_MESSAGES
 from frost_core.cluster.gang_wire import has_bulk
@@ -57,7 +59,7 @@ class MasterSide(Protocol):
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
     async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
                            cpu_seconds: float = 0.0) -> None: ...
-    async def slot_kept(self, host: str) -> None: ...
+    async def slot_kept(self, host: str) -> bool: ...
 
 
 class HostSide(Protocol):
@@ -66,6 +68,7 @@ class HostSide(Protocol):
     async def offer(self, source: str, offer: UnitOffer) -> UnitOfferReply: ...
     async def start(self, source: str, spec: UnitSpec, record: CheckpointRecord | None, *,
                     moved: bool = False) -> Verdict: ...
+    async def withdraw(self, source: str, task_ids: tuple[str, ...]) -> None: ...
     async def move(self, task_id: str, destination: str) -> Verdict: ...
     async def work_request(self, requester: NodeView) -> Verdict: ...
     async def figures(self) -> NodeView: ...
@@ -113,7 +116,7 @@ class Links:
         self._transport = transport
         for code in (UnitReport, UnitResult, UnitReturn, UnitFailed, UnitMoved, CheckpointReplica,
                      UnitOffer, UnitStart, MoveCommand, WorkRequest, ReplicaFetch, FiguresQuery, HoldingsQuery,
-                     UnitOffers, UnitStarts, SlotKept, *GANG_MESSAGES):
+                     UnitOffers, UnitStarts, OffersWithdrawn, SlotKept, *GANG_MESSAGES):
             transport.set_call_handler(code.CODE, self._answer)
 
     def forget(self, address: Address) -> None:
@@ -154,6 +157,10 @@ class Links:
             raise NodeUnavailableError(f"node {node_id[:8]} answered {len(specs)} starts with "
                                        f"{len(answer.verdicts)} verdicts", title="Peer unreachable")
         return answer.verdicts
+
+    async def withdraw_offers(self, node_id: str, task_ids: tuple[str, ...]) -> None:
+        """Tell a host that units it accepted will not be started after all, so it frees the room they hold."""
+        await self.host(node_id).withdraw(self.node_id, task_ids)
 
     async def start_fed(self, node_id: str, spec: UnitSpec, feed: CaptureFeed) -> Verdict:
         """Hand a unit over with the capture `feed` brings, sent while it still comes up the guest's
@@ -290,14 +297,17 @@ class Links:
                 await channel.send_bulk(CheckpointReplica(checkpoint=CheckpointMeta.of(held)), held.state)
                 return Verdict(ok=True)
             case SlotKept():
-                await master.slot_kept(peer)
-                return Verdict(ok=True)
+                wanted = await master.slot_kept(peer)
+                return Verdict(ok=wanted, reason="" if wanted else "no unit waits here")
             case UnitOffer():
                 return await host.offer(peer, request)
             case UnitOffers(offers=offers):
                 return UnitOfferReplies(replies=await offer_each(host, peer, offers))
             case UnitStarts(specs=specs):
                 return Verdicts(verdicts=await start_each(host, peer, specs))
+            case OffersWithdrawn(task_ids=task_ids):
+                await host.withdraw(peer, task_ids)
+                return Verdict(ok=True)
             case UnitStart(spec=spec, checkpoint=meta, moved=moved):
                 if meta is None or self._checkpoints is None:
                     return await host.start(peer, spec, await _receive_checkpoint(channel, meta), moved=moved)
@@ -416,8 +426,8 @@ class _RemoteMaster:
         if not answer.ok:
             raise NodeUnavailableError(f"master {self._node[:8]} refused the replica: {answer.reason}")
 
-    async def slot_kept(self, host: str) -> None:
-        await self._verdict(SlotKept())
+    async def slot_kept(self, host: str) -> bool:
+        return (await self._verdict(SlotKept())).ok
 
     async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float = CALL_TIMEOUT) -> Verdict:
         answer = await self._links.call(self._node, request, data, timeout=timeout)
@@ -452,6 +462,9 @@ class _RemoteHost:
                     moved: bool = False) -> Verdict:
         meta, state = await _checkpoint_parts(record)
         return await self._verdict(UnitStart(spec=spec, checkpoint=meta, moved=moved), state, START_TIMEOUT)
+
+    async def withdraw(self, source: str, task_ids: tuple[str, ...]) -> None:
+        await self._verdict(OffersWithdrawn(task_ids=task_ids), None, CALL_TIMEOUT)
 
     async def move(self, task_id: str, destination: str) -> Verdict:
         return await self._verdict(MoveCommand(task_id=task_id, destination=destination), None, MOVE_TIMEOUT)

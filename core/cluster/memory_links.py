@@ -76,6 +76,9 @@ class MemoryLinks:
     async def start_units(self, node_id: str, specs: tuple[UnitSpec, ...]) -> tuple[Verdict, ...]:
         return await start_each(self.host(node_id), self.node_id, specs)
 
+    async def withdraw_offers(self, node_id: str, task_ids: tuple[str, ...]) -> None:
+        await self.host(node_id).withdraw(self.node_id, task_ids)
+
     async def start_fed(self, node_id: str, spec: UnitSpec, feed: CaptureFeed) -> Verdict:
         """The capture gathered as it comes (there is no wire here), then started with its trailer's hash."""
         await feed.begun()

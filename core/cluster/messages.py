@@ -365,6 +365,17 @@ MAX_BATCH = 256
 
 @register
 @dataclasses.dataclass(frozen=True)
+class OffersWithdrawn(Message):
+    """Master -> host: units whose offers you accepted will not be started after all (cancelled, or no longer
+    queued, between the offer and the placement): free the CPU and memory they hold."""
+
+    CODE = MessageCode.OFFERS_WITHDRAWN
+    MAX_SIZE = MAX_BATCH * 256
+    task_ids: tuple[str, ...]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
 class UnitOffers(Message):
     """Several offers in one call (a placement round); answered in order, each as `UnitOffer` would be."""
 

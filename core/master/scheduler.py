@@ -178,13 +178,18 @@ class MasterScheduler:
         """Look at the queue again now (a submit, a resume, a unit back in the queue)."""
         self._wake.set()
 
-    async def slot_kept(self, host: str) -> None:
-        """`host` keeps a free CPU for one of this node's submitters (a share hold): offer there now. Without this,
-        a master none of whose units just finished would come back only at its next timed round, a second on,
-        and the slot would stand idle meanwhile (two equal assignments submitted together did not finish
-        together: the first to get going took the other's held slots' turns)."""
+    async def slot_kept(self, host: str) -> bool:
+        """`host` keeps a free CPU for one of this node's submitters (a share hold): offer there now, and say
+        whether any unit waits here to take it. Without this, a master none of whose units just finished would
+        come back only at its next timed round, a second on, and the slot would stand idle meanwhile (two equal
+        assignments submitted together did not finish together: the first to get going took the other's held
+        slots' turns). A master with nothing waiting (its assignment was just cancelled) says so, and the host
+        stops keeping the CPU for it."""
+        if not self._store.index.waiting():
+            return False
         self._kept.add(host)
         self.wake()
+        return True
 
     def progress(self) -> dict[str, float]:
         """Live progress of this node's running units, as their hosts last reported it."""
@@ -352,12 +357,25 @@ class MasterScheduler:
         epochs = await self._blocking(self._store.place_units,
                                       [Placement(u.assignment_id, u.index, host) for host, u, _, _ in placing])
         starts: dict[str, list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]]] = {}
+        withdrawn: dict[str, list[str]] = {}   # host -> units it accepted that are no longer queued (cancelled meanwhile)
         for (host, unit, head, checkpoint), epoch in zip(placing, epochs):
-            if epoch is not None:  # else no longer queued (cancelled meanwhile): its reservation runs out
+            if epoch is None:
+                withdrawn.setdefault(host, []).append(unit.task_id)
+            else:
                 starts.setdefault(host, []).append((unit, checkpoint, self._spec(unit, head, epoch)))
         async with trio.open_nursery() as nursery:
             for host, items in starts.items():
                 nursery.start_soon(self._start, host, items, refusals)
+            for host, task_ids in withdrawn.items():
+                nursery.start_soon(self._withdraw, host, tuple(task_ids))
+
+    async def _withdraw(self, host: str, task_ids: tuple[str, ...]) -> None:
+        """Free the room `host` holds for units this master will not start; if it is out of reach, its
+        reservations run out by themselves."""
+        try:
+            await self._links.withdraw_offers(host, task_ids)
+        except FrostError as error:
+            log.info("%s not told that %s will not start: %s", host[:8], ", ".join(task_ids), error.message)
 
     async def _offer(self, host: str, batch: list[tuple[UnitRecord, AssignmentHead]],
                      refusals: dict[str, dict[str, str]],

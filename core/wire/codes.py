@@ -66,6 +66,8 @@ class MessageCode(enum.IntEnum):
     VERDICTS = 87
     # A host that keeps a free CPU for a master's submitter (a share hold) tells that master (core/cluster/messages.py).
     SLOT_KEPT = 88
+    # A master that will not start units a host accepted (cancelled meanwhile) frees their room (core/cluster/messages.py).
+    OFFERS_WITHDRAWN = 89
     # A gang assignment's coordinator and the hosts of its members (core/cluster/messages.py).
     GANG_START = 120
     GANG_RELEASE = 121

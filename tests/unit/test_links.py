@@ -52,11 +52,15 @@ class RecordingMaster:
 
     async def slot_kept(self, host):
         self.calls.append(("slot kept", host))
+        return self.waiting
+
+    waiting = False   # whether a unit waits at this master to take a kept CPU
 
 
 class RecordingHost:
     def __init__(self) -> None:
         self.started: list[tuple[UnitSpec, CheckpointRecord | None]] = []
+        self.withdrawn: list[tuple[str, tuple[str, ...]]] = []
 
     async def offer(self, source, offer):
         return UnitOfferReply(accepted=offer.memory_bytes < 100, reason="too big", available=1.5, guests=0,
@@ -65,6 +69,9 @@ class RecordingHost:
     async def start(self, source, spec, record, *, moved=False):
         self.started.append((spec, record))
         return Verdict(ok=True)
+
+    async def withdraw(self, source, task_ids):
+        self.withdrawn.append((source, task_ids))
 
     async def move(self, task_id, destination):
         return Verdict(ok=False, reason=f"{task_id} does not run here")
@@ -120,9 +127,11 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         await remote_master.host_replica("ignored", record(), 0.25, 3.5)
         await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
         assert await remote_master.host_moved("ignored", "a-1.0", 2, "c")
-        await remote_master.slot_kept("ignored")
+        assert not await remote_master.slot_kept("ignored")   # nothing waits there to take the CPU
+        master.waiting = True
+        assert await remote_master.slot_kept("ignored")
         kinds = [call[0] for call in master.calls]
-        assert kinds == ["report", "result", "return", "replica", "failed", "slot kept"]
+        assert kinds == ["report", "result", "return", "replica", "failed", "slot kept", "slot kept"]
         assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
         assert master.calls[1][4:] == (b"r" * 300_000, 12.5) and master.calls[2][4] == record()
         assert master.calls[3][2:] == (record(), 0.25, 3.5)     # a replica says where its copy stood
@@ -131,6 +140,8 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         assert not reply.accepted and reply.reason == "too big"
         assert (await remote_host.start("a", spec(), record())).ok
         assert host.started == [(spec(), record())]
+        await links.withdraw_offers("b", ("a-1.1", "a-1.2"))
+        assert host.withdrawn == [("a", ("a-1.1", "a-1.2"))]
         assert not (await remote_host.move("a-1.0", "c")).ok
         assert await remote_host.figures() == NodeView(node_id="b", available=2.5, guests=1, cpus=2, free_memory=7)
         assert (await remote_host.work_request(NodeView(node_id="a", available=2.0, guests=0))).ok
