@@ -63,6 +63,7 @@ class NodeProcess:
     process: subprocess.Popen
     output: IO[str]
     command: list[str] = field(default_factory=list)
+    ended_by_test: bool = False   # stop() or kill() was called: an end before that is the node's own
 
     @property
     def paths(self) -> Paths:
@@ -92,6 +93,7 @@ class NodeProcess:
                               timeout=120)
 
     def stop(self) -> None:
+        self.ended_by_test = self.ended_by_test or self.process.poll() is None
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -102,6 +104,7 @@ class NodeProcess:
         self.output.close()
 
     def kill(self) -> None:
+        self.ended_by_test = True
         self.process.kill()
         self.process.wait()
         self.output.close()

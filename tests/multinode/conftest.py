@@ -1,5 +1,3 @@
-import signal
-
 import pytest
 
 from frost_core.wire.security import ClusterKey
@@ -27,7 +25,7 @@ def nodes(tmp_path, cluster_key):
 
     yield start
     for node in started:
-        ended_alone = node.process.poll() not in (None, 0, -signal.SIGKILL)  # not stopped, nor killed by the test
+        ended_alone = node.process.poll() is not None and not node.ended_by_test   # whatever its exit code
         node.stop()
         if ended_alone:  # shown with the failing test's report: the node's log goes with tmp_path
             print(f"node {node.name} ended by itself (exit {node.process.returncode}); the end of its output:")

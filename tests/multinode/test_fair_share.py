@@ -3,6 +3,8 @@ and on the same nodes, results checked by a second host catch one with bad RAM."
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from frost_core import SaveSettings, call_node
@@ -57,13 +59,17 @@ def done_fraction(master, assignment_id: str) -> float:
     return sum(u["state"] == "done" for u in units) / len(units)
 
 
-def race(alice, bob) -> tuple[str, float]:
-    """Alice and Bob submit the same assignment at once: who finished first, and how far the other was then."""
+def race(alice, bob) -> tuple[str, float, str]:
+    """Alice and Bob submit the same assignment at once: who finished first, how far the other was then, and
+    where each one's finished units ran (said when an assertion fails)."""
     mine = alice.call("submit", plugin="montecarlo-pi", params=PI)["id"]
     theirs = bob.call("submit", plugin="montecarlo-pi", params=PI)["id"]
+    views = {}
 
     def first_done():
-        fractions = {"alice": done_fraction(alice, mine), "bob": done_fraction(bob, theirs)}
+        views.update(alice=assignment(alice, mine), bob=assignment(bob, theirs))
+        fractions = {name: sum(u["state"] == "done" for u in view["units"]) / len(view["units"])
+                     for name, view in views.items()}
         finished = [name for name, fraction in fractions.items() if fraction == 1.0]
         return finished and (finished[0], min(fractions.values()))
 
@@ -71,7 +77,10 @@ def race(alice, bob) -> tuple[str, float]:
     for node, assignment_id in ((alice, mine), (bob, theirs)):
         if assignment(node, assignment_id)["state"] == "running":
             node.call("cancel", assignment=assignment_id)
-    return winner, other
+    where = "; ".join(f"{name}'s units done on " + ", ".join(
+        f"{host}: {count}" for host, count in sorted(Counter(
+            u["host_name"] for u in view["units"] if u["state"] == "done").items())) for name, view in views.items())
+    return winner, other, where
 
 
 def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(nodes, tmp_path):
@@ -79,21 +88,23 @@ def test_a_fresh_submitter_finishes_first_against_one_who_just_used_the_cluster(
     bob, carol = (nodes(name, seeds=(alice.address,), extra_config=CLUSTER_CONFIG + OWNER_AWAY)
                   for name in ("bob", "carol"))
     wait_for_members([alice, bob, carol])
-    # Alice has just used the whole cluster (fair share is on by default: the product).
-    # (Two rounds of it: as Bob's results come in his usage grows, and stays below Alice's to the end.)
-    warm = alice.call("submit", plugin="montecarlo-pi", params={**PI, "units": 6, "samples": 2_400_000})["id"]
+    # Alice has just used the whole cluster (fair share is on by default: the product): twice the work of the
+    # race to come, so that as Bob's results come in his usage grows and stays below hers to the end. (With a
+    # warm-up a quarter of that, Bob's usage caught up with Alice's before his last unit on a loaded machine, and
+    # every host rightly kept that unit's CPU for her.)
+    warm = alice.call("submit", plugin="montecarlo-pi", params={**PI, "units": 6, "samples": 21_600_000})["id"]
     wait_for(lambda: done_fraction(alice, warm) == 1.0, timeout=120, what="Alice's first assignment")
 
-    winner, alice_then = race(alice, bob)
-    assert winner == "bob", f"Alice finished first; Bob was {alice_then:.0%} done"
-    assert alice_then <= 0.6, f"Bob finished while Alice was {alice_then:.0%} done"
+    winner, alice_then, where = race(alice, bob)
+    assert winner == "bob", f"Alice finished first; Bob was {alice_then:.0%} done ({where})"
+    assert alice_then <= 0.6, f"Bob finished while Alice was {alice_then:.0%} done ({where})"
 
     # With fair share off there is no memory: Alice's earlier use no longer puts Bob ahead of her, and the two
     # share the slots from the start, so they finish together.
     for node in (alice, bob, carol):
         assert call_node(node.paths, SaveSettings(values={"cluster.fair_share": False})) == "saved"
-    winner, other_then = race(alice, bob)
-    assert other_then >= 0.6, f"fair share off, {winner} finished while the other was {other_then:.0%} done"
+    winner, other_then, where = race(alice, bob)
+    assert other_then >= 0.6, f"fair share off, {winner} finished while the other was {other_then:.0%} done ({where})"
 
     # Every unit checked by a second host: Carol's wrong results are outvoted, the combined result is right,
     # and Alice's master quarantines Carol, naming her, until the owner clears it.
