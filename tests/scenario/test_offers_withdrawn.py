@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import trio
 
-from frost_core.cluster.host import HostSettings
 from frost_core.cluster.memory_links import MemoryNetwork
 from frost_core.policies.views import NodeView
-from tests.scenario.test_host_migration import MASTER, A, B, Cluster
-from tests.scenario.test_slot_kept import ALICE, BOB, BOBS_MASTER, OFF, master
+from tests.scenario.test_host_migration import MASTER, A
+from tests.scenario.test_slot_kept import ALICE, BOB, BOBS_MASTER, close_all, master, serve_one_host
 
 
 async def test_a_cancel_between_the_offer_and_the_placement_frees_the_cpus_the_host_had_accepted_for_it(
@@ -22,12 +21,8 @@ async def test_a_cancel_between_the_offer_and_the_placement_frees_the_cpus_the_h
     stores = []
     try:
         async with trio.open_nursery() as nursery:
-            cluster = Cluster(tmp_path, nursery, network=network)
-            guests = cluster.guests[A]
-            cluster.accepting[B] = False   # one host in this story
-            host = cluster.hosts[A]
-            host._settings = lambda: HostSettings(report_interval=1.0, shares=OFF)
-            await nursery.start(host.serve)
+            cluster = await serve_one_host(nursery, tmp_path, network)
+            guests, host = cluster.guests[A], cluster.hosts[A]
             free_a = lambda: [NodeView(A, 1.0, 0, cpus=2)]   # noqa: E731 - what gossip says of A, all along
             alice, alice_store = master(MASTER, ALICE, network, tmp_path, free_a)
             stores.append(alice_store)
@@ -62,7 +57,4 @@ async def test_a_cancel_between_the_offer_and_the_placement_frees_the_cpus_the_h
             assert all(t.startswith("dddddddd-") for t in guests.running())
             nursery.cancel_scope.cancel()
     finally:
-        for outbox in cluster.outboxes:
-            outbox.close()
-        for store in stores:
-            store.close()
+        close_all(cluster, stores)

@@ -40,6 +40,23 @@ def master(node_id: str, submitter: str, network: MemoryNetwork, tmp_path, hosts
     return scheduler, store
 
 
+async def serve_one_host(nursery: trio.Nursery, tmp_path, network: MemoryNetwork) -> Cluster:
+    """Host A serving with fair share off; B takes no guests (one host in these stories)."""
+    cluster = Cluster(tmp_path, nursery, network=network)
+    cluster.accepting[B] = False
+    host = cluster.hosts[A]
+    host._settings = lambda: HostSettings(report_interval=1.0, shares=OFF)
+    await nursery.start(host.serve)
+    return cluster
+
+
+def close_all(cluster: Cluster, stores: list[MasterStore]) -> None:
+    for outbox in cluster.outboxes:
+        outbox.close()
+    for store in stores:
+        store.close()
+
+
 async def test_a_cpu_kept_for_a_waiting_submitter_goes_to_his_master_at_once_not_at_its_next_round(
         tmp_path, autojump_clock):
     # Alice's two units fill A's two CPUs; Bob submits: his master's first round finds no CPU free, so A only
@@ -50,12 +67,8 @@ async def test_a_cpu_kept_for_a_waiting_submitter_goes_to_his_master_at_once_not
     stores = []
     try:
         async with trio.open_nursery() as nursery:
-            cluster = Cluster(tmp_path, nursery, network=network)
+            cluster = await serve_one_host(nursery, tmp_path, network)
             guests = cluster.guests[A]
-            cluster.accepting[B] = False   # one host in this story
-            for host in cluster.hosts.values():
-                host._settings = lambda: HostSettings(report_interval=1.0, shares=OFF)
-                await nursery.start(host.serve)
             alice, alice_store = master(MASTER, ALICE, network, tmp_path, lambda: [NodeView(A, 1.0, 0, cpus=2)])
             stores.append(alice_store)
             await nursery.start(alice.serve)
@@ -79,7 +92,4 @@ async def test_a_cpu_kept_for_a_waiting_submitter_goes_to_his_master_at_once_not
             assert sum(t.startswith("aaaaaaaa-") for t in guests.running()) == 1
             nursery.cancel_scope.cancel()
     finally:
-        for outbox in cluster.outboxes:
-            outbox.close()
-        for store in stores:
-            store.close()
+        close_all(cluster, stores)
