@@ -150,6 +150,7 @@ class MasterScheduler:
         self._shares = shares
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
         self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
+        self._starts_on: dict[str, set[trio.CancelScope]] = {}   # host -> its starts on their way (see host_lost)
         self._quarantined: dict[str, str] = dict(store.intent(QUARANTINE, {}))   # host -> why (durable)
         self._afresh: set[str] = set()    # units taken back from a quarantined host: their next copy starts afresh
         self._on_received = on_received
@@ -413,8 +414,43 @@ class MasterScheduler:
 
     async def _start(self, host: str, items: list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]],
                      refusals: dict[str, dict[str, str]]) -> None:
+        """Start the placed units on `host` and wait for its verdicts; if membership declares `host` dead meanwhile
+        (`host_lost`) stop waiting: the round, and with it every other placement and the master's look at
+        whether it is the one cut off, would otherwise wait out `START_TIMEOUT` (a minute) on a host that may
+        never answer. A unit whose verdict did not come counts as placed there; a dead host's units restart
+        elsewhere and one heard again is asked what it holds, as for any unit running there."""
         fresh = [(unit, spec) for unit, checkpoint, spec in items if checkpoint is None]
         verdicts: dict[str, tuple[bool, str]] = {}
+        with trio.CancelScope() as waiting:
+            self._starts_on.setdefault(host, set()).add(waiting)
+            try:
+                await self._send_starts(host, items, fresh, verdicts)
+            finally:
+                self._starts_on[host].discard(waiting)
+                if not self._starts_on[host]:
+                    del self._starts_on[host]
+        for unit, checkpoint, spec in items:
+            if unit.task_id not in verdicts:
+                placed = self._store.index.placed(unit.assignment_id, unit.index)
+                if placed is None or (placed.host, placed.epoch) != (host, spec.epoch):
+                    continue   # (its host left, and it is queued again already)
+                self._started(unit, host, spec.epoch, checkpoint)
+                self._events.add("assignment", f"{unit.task_id}: its host {host[:8]} went out of reach before it "
+                                 "said the unit runs; it counts as placed there until that host is heard again or "
+                                 "given up", severity="warning")
+                continue
+            ok, reason = verdicts[unit.task_id]
+            if ok:
+                self._started(unit, host, spec.epoch, checkpoint)
+            else:
+                self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
+                self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
+                                 severity="warning")
+                refusals.setdefault(unit.task_id, {})[host] = reason
+
+    async def _send_starts(self, host: str, items: list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]],
+                           fresh: list[tuple[UnitRecord, UnitSpec]], verdicts: dict[str, tuple[bool, str]]) -> None:
+        """The starts to `host`: the fresh units in one call, each with a checkpoint alone; verdicts by task id."""
         if fresh:
             try:
                 answers = await self._links.start_units(host, tuple(spec for _, spec in fresh))
@@ -429,15 +465,6 @@ class MasterScheduler:
                     verdicts[unit.task_id] = (False, error.message)
                 else:
                     verdicts[unit.task_id] = (verdict.ok, verdict.reason)
-        for unit, checkpoint, spec in items:
-            ok, reason = verdicts[unit.task_id]
-            if ok:
-                self._started(unit, host, spec.epoch, checkpoint)
-            else:
-                self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
-                self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
-                                 severity="warning")
-                refusals.setdefault(unit.task_id, {})[host] = reason
 
     def _spec(self, unit: UnitRecord, head: AssignmentHead, epoch: int) -> UnitSpec:
         return UnitSpec(
@@ -844,6 +871,8 @@ class MasterScheduler:
         """
         if host == self._node_id:
             return
+        for waiting in self._starts_on.get(host, ()):
+            waiting.cancel()
         if left:
             self._requeue_hosted(host, f"its host {host[:8]} left the cluster")
         else:

@@ -110,6 +110,11 @@ class UnitIndex:
         return list(self._running.values())
 
     @_locked
+    def placed(self, assignment_id: str, index: int) -> Placed | None:
+        """Where and under which epoch the unit runs, or None if it does not."""
+        return self._running.get((assignment_id, index))
+
+    @_locked
     def holders(self) -> dict[str, frozenset[str]]:
         """Assignment -> the hosts running one of its units."""
         held: dict[str, set[str]] = {}

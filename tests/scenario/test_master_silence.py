@@ -33,11 +33,14 @@ class StandInHost:
     def __init__(self, node_id: str) -> None:
         self.node_id = node_id
         self.held: list[UnitStatus] = []
+        self.silent = False   # it went out of reach: a start sent to it is never answered
 
     async def offer(self, source, offer):
         return UnitOfferReply(accepted=True, reason="", available=1.0, guests=0, free_memory=1 << 30)
 
     async def start(self, source, spec, record, *, moved=False):
+        if self.silent:
+            await trio.sleep_forever()
         return Verdict(ok=True)
 
     async def holdings(self, master):
@@ -193,6 +196,28 @@ def test_a_dead_host_is_evidence_only_while_other_peers_stay_reachable(tmp_path)
         assert any("is dead while other peers are reachable" in m for m in world.messages())
 
     run(scenario, tmp_path)
+
+
+def test_a_host_that_falls_silent_while_a_start_is_on_its_way_holds_up_nothing_once_it_is_declared_dead(tmp_path):
+    # A laptop host whose lid closes as the master's start reaches it: the start is never answered. Once
+    # membership declares it dead the master's round stops waiting for it (its start timeout is a minute), the
+    # unit counts as placed there, and it restarts on the other host as any unit of a dead host does.
+    async def scenario(world):
+        silent = world.links.hosts[HOSTS[0]]
+        silent.silent = True
+        world.views = [NodeView(node_id=HOSTS[0], available=1.0, guests=0, cpus=4)]   # only it looks free
+        await wait_until(lambda: world.unit().state == "running", timeout=5, what="the unit placed on the silent host")
+        await trio.sleep(5)
+        world.views = [NodeView(node_id=HOSTS[1], available=1.0, guests=0, cpus=4)]   # the living peers' figures
+        world.alive = [MASTER, HOSTS[1]]
+        lost = trio.current_time()
+        world.scheduler.host_lost(HOSTS[0])
+        await placed(world, 2, 0)
+        assert world.unit().host == HOSTS[1]
+        assert trio.current_time() - lost < SETTINGS.death_settle + 2, "the round waited out the start's timeout"
+        assert any("went out of reach before it said the unit runs" in m for m in world.messages())
+
+    run(scenario, tmp_path, units=1)
 
 
 def test_a_death_waits_out_a_slower_probe_round_before_it_counts_against_the_host(tmp_path):
