@@ -30,6 +30,7 @@ from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, register
+from frost_core.wire.stall import stall_deadline
 
 log = logging.getLogger("frost.files")
 
@@ -38,9 +39,8 @@ MAX_INPUT_BYTES = 4 * 1024**3
 MAX_INPUTS = 64
 CHUNK_BYTES = 1024 * 1024
 REPLY_TIMEOUT = 10.0
-"""Seconds to connect and hear whether the master has the file."""
-SLOWEST_RATE = 1024 * 1024
-"""Bytes per second below which a fetch counts as failed: the deadline grows with the file's size."""
+"""Seconds to connect and hear whether the master has the file, and at most between two of its chunks
+(`wire.stall`: a big file over a slow link takes what the link needs)."""
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -207,7 +207,7 @@ async def fetch_file(transport: NetworkTransport, address: Address, input_file: 
 async def _download(transport: NetworkTransport, address: Address, input_file: InputFile, destination: Path) -> None:
     where = f"{address[0]}:{address[1]}"
     try:
-        with trio.fail_after(REPLY_TIMEOUT + input_file.size / SLOWEST_RATE):
+        with stall_deadline(REPLY_TIMEOUT) as deadline:
             async with await transport.connect(address) as channel:
                 await channel.send(FileFetch(sha256=input_file.sha256))
                 reply = await channel.receive()
@@ -222,9 +222,11 @@ async def _download(transport: NetworkTransport, address: Address, input_file: I
                                         f"not the {input_file.size} it was submitted with")
                 async with await trio.open_file(destination, "wb") as writer:
                     async for chunk in channel.iterate_bulk_data(max_size=input_file.size):
+                        deadline.moved()
                         await writer.write(chunk)
     except trio.TooSlowError:
-        raise NodeUnavailableError(f"fetching input file {input_file.name!r} from {where} took too long") from None
+        raise NodeUnavailableError(f"fetching input file {input_file.name!r} from {where}: nothing came for "
+                                   f"{REPLY_TIMEOUT:g} s") from None
     except (OSError, trio.BrokenResourceError, trio.EndOfChannel) as error:
         raise NodeUnavailableError(f"cannot fetch input file {input_file.name!r} from {where}: {error}") from error
 

@@ -38,13 +38,15 @@ from frost_core.policies.views import NodeView
 from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.messages import Message
+from frost_core.wire.stall import StallDeadline, stall_deadline
 
 log = logging.getLogger("frost.cluster")
 
 CALL_TIMEOUT = 10.0
-"""Seconds for one request and its reply; a start waits longer (see START_TIMEOUT)."""
+"""Seconds for one request and its reply; a start waits longer (see START_TIMEOUT). A call with bulk bytes (a
+result, a checkpoint) fails only after this long without any of them moving (`wire.stall`)."""
 START_TIMEOUT = 60.0
-"""A start carries a checkpoint and answers only once it is durable and the guest runs."""
+"""A start carries a checkpoint and answers only once it is durable and the guest runs (counted as CALL_TIMEOUT)."""
 MOVE_TIMEOUT = 90.0
 
 
@@ -168,10 +170,11 @@ class Links:
         if node_id == self.node_id:
             raise NodeUnavailableError("a capture is not fed to this node itself", title="Peer unreachable")
 
-        async def send(channel: Channel) -> None:
+        async def send(channel: Channel, deadline: StallDeadline) -> None:
             await feed.begun()
             meta = CheckpointMeta(**{name: feed.identity[name] for name in IDENTITY}, sha256=TRAILED)
-            await channel.send_bulk(UnitStart(spec=spec, checkpoint=meta, moved=True), feed.pieces(), size=feed.size)
+            await channel.send_bulk(UnitStart(spec=spec, checkpoint=meta, moved=True), deadline.paced(feed.pieces()),
+                                    size=feed.size)
             await channel.send(CheckpointTrailer(sha256=await feed.sealed()))
 
         answer = await self.call(node_id, UnitStart(spec=spec, moved=True), timeout=START_TIMEOUT, send=send)
@@ -180,26 +183,31 @@ class Links:
 
     async def call(
         self, node_id: str, request: Message, data: bytes | None = None, *, reply: type[Message] = Verdict,
-        timeout: float = CALL_TIMEOUT, send: Callable[[Channel], Awaitable[None]] | None = None,
+        timeout: float = CALL_TIMEOUT, send: Callable[[Channel, StallDeadline], Awaitable[None]] | None = None,
     ) -> Message:
         """One request (with bulk `data` if given) and its reply, on a channel kept open to `node_id`;
-        `send`, if given, sends the request instead (`request` then only names it in errors)."""
+        `send`, if given, sends the request instead (`request` then only names it in errors). `timeout`
+        counts from the last bulk bytes that went out (`wire.stall`): a big transfer takes what the link
+        needs, a stalled one fails."""
         address = self._address_of(node_id)
         if address is None or self._transport is None:
             raise NodeUnavailableError(f"node {node_id[:8]} is not known to be alive", title="Peer unreachable")
+        pool = self._transport.pool
 
-        async def send_request(channel: Channel) -> None:
+        async def send_request(channel: Channel, deadline: StallDeadline) -> None:
             if data is None:
                 await channel.send(request)
             else:
-                await channel.send_bulk(request, data)
+                await channel.send_bulk(request, deadline.paced(data), size=len(data))
 
         try:
-            with trio.fail_after(timeout):
-                answer = await self._transport.pool.call(address, send or send_request, Channel.receive)
+            with stall_deadline(timeout) as deadline:
+                answer = await pool.call(address, functools.partial(send or send_request, deadline=deadline),
+                                         Channel.receive)
         except trio.TooSlowError:
             raise NodeUnavailableError(f"node {node_id[:8]} did not answer {type(request).__name__} "
-                                       f"within {timeout:g} s", title="Peer unreachable") from None
+                                       f"within {timeout:g} s" + (" of the last bytes that moved" if data or send else ""),
+                                       title="Peer unreachable") from None
         except (OSError, trio.BrokenResourceError, trio.EndOfChannel) as error:
             raise NodeUnavailableError(f"node {node_id[:8]} at {address[0]}:{address[1]} is unreachable: "
                                        f"{error}", title="Peer unreachable") from None
@@ -225,17 +233,18 @@ class Links:
         if address is None or self._transport is None:
             return None
 
-        async def receive(channel: Channel) -> tuple[Message, bytes]:
+        async def receive(channel: Channel, deadline: StallDeadline) -> tuple[Message, bytes]:
             answer = await channel.receive()
             if not isinstance(answer, CheckpointReplica):
                 return answer, b""
-            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES)
+            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=deadline)
             await channel.receive()  # the Verdict that closes the answer
             return answer, state
 
         try:
-            with trio.fail_after(START_TIMEOUT):
-                answer, state = await self._transport.pool.call(address, lambda channel: channel.send(request), receive)
+            with stall_deadline(START_TIMEOUT) as deadline:  # (from the last bytes that came: a slow link takes long)
+                answer, state = await self._transport.pool.call(address, lambda channel: channel.send(request),
+                                                                functools.partial(receive, deadline=deadline))
             if not isinstance(answer, CheckpointReplica):
                 return None
         except (trio.TooSlowError, OSError, trio.BrokenResourceError, trio.EndOfChannel, ProtocolError) as error:
@@ -429,8 +438,8 @@ class _RemoteMaster:
     async def slot_kept(self, host: str) -> bool:
         return (await self._verdict(SlotKept())).ok
 
-    async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float = CALL_TIMEOUT) -> Verdict:
-        answer = await self._links.call(self._node, request, data, timeout=timeout)
+    async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float | None = None) -> Verdict:
+        answer = await self._links.call(self._node, request, data, timeout=timeout or CALL_TIMEOUT)
         assert isinstance(answer, Verdict)
         return answer
 

@@ -23,8 +23,8 @@ from frost_core.guest.views import Completed
 from frost_core.plugin.plain import encode_plain
 from frost_core.storage.checkpoints import CheckpointStore
 from frost_core.wire.security import ClusterKey
-from frost_core.wire.transport import open_transport
 from tests.guest_kit import BALLAST, MIB, Recorder, counter_result, fast_settings, make_task, write_plugin
+from tests.unit.test_links import serve_transports
 from tests.waiting import wait_until
 
 UNIT = {"n": 1500, "mib": 24}
@@ -77,16 +77,8 @@ def spec_of(task) -> UnitSpec:
 
 async def linked(nursery, store: CheckpointStore) -> Links:
     """Links of a source node "a" to a destination "b" that keeps what arrives in `store`."""
-    key, transports = ClusterKey.generate(), {}
-
-    async def run(name, task_status=trio.TASK_STATUS_IGNORED):
-        async with open_transport(key=key, node_id=name, host="127.0.0.1") as transport:
-            transports[name] = transport
-            task_status.started()
-            await trio.sleep_forever()
-
-    await nursery.start(run, "a")
-    await nursery.start(run, "b")
+    key = ClusterKey.generate()
+    transports = await serve_transports(nursery, {"a": key, "b": key})
     addresses = {name: t.local_address for name, t in transports.items()}
     source = Links(node_id="a", address_of=addresses.get)
     source.install(transports["a"])

@@ -18,7 +18,7 @@ from frost_core.api.errors import CheckpointError, NodeUnavailableError, Protoco
 from frost_core.policies.views import NodeView
 from frost_core.wire import transport as transport_module
 from frost_core.wire.pool import KEPT_PER_PEER
-from frost_core.wire.transport import open_transport
+from frost_core.wire.transport import NetworkTransport, open_transport
 from frost_core.wire.messages import Message, decode_message, encode_message
 from frost_core.wire.security import ClusterKey
 
@@ -93,18 +93,24 @@ def spec() -> UnitSpec:
                     plugin_hash="h" * 64, unit=b"\xa0", memory_bytes=1, epoch=2)
 
 
-async def pair(nursery, tmp, key_b: ClusterKey = KEY, host=None, checkpoints=None):
-    """Two nodes, a and b, each with links; b answers with the recording master and host."""
+async def serve_transports(nursery, keys: dict[str, ClusterKey]) -> dict[str, NetworkTransport]:
+    """A loopback transport for each node name, with its cluster key, open until `nursery` is cancelled."""
     transports = {}
 
-    async def run(name, key, task_status=trio.TASK_STATUS_IGNORED):
-        async with open_transport(key=key, node_id=name, host="127.0.0.1") as transport:
+    async def run(name, task_status=trio.TASK_STATUS_IGNORED):
+        async with open_transport(key=keys[name], node_id=name, host="127.0.0.1") as transport:
             transports[name] = transport
             task_status.started()
             await trio.sleep_forever()
 
-    await nursery.start(run, "a", KEY)
-    await nursery.start(run, "b", key_b)
+    for name in keys:
+        await nursery.start(run, name)
+    return transports
+
+
+async def pair(nursery, tmp, key_b: ClusterKey = KEY, host=None, checkpoints=None):
+    """Two nodes, a and b, each with links; b answers with the recording master and host."""
+    transports = await serve_transports(nursery, {"a": KEY, "b": key_b})
     addresses = {name: t.local_address for name, t in transports.items()}
     master, host = RecordingMaster(), host or RecordingHost()
     links_a = Links(node_id="a", address_of=addresses.get)

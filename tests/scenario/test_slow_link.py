@@ -1,0 +1,153 @@
+"""Results, checkpoints, replicas and input files over a slow link take what the link needs; one that stalls fails.
+
+Before, every call had a deadline for the whole of it (ten seconds for a result, a minute for a
+checkpoint; an input file needed 1 MiB/s), so a state, result or file too big for the link's speed could never cross: each attempt
+timed out and the next began anew. The links here are a relay on loopback that passes bytes at a
+set rate with small socket buffers, so the backlog waits in the sender's socket as it does on a
+slow link. Each test cuts the call's timeout to half a second so that a 2 MiB transfer at 1 MiB/s
+takes four times it without making the test slow.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+import trio
+
+from frost_core.api.errors import NodeUnavailableError
+from frost_core.cluster import files as files_module
+from frost_core.cluster import links as links_module
+from frost_core.cluster.files import FileCache, FileStore, fetch_file, install_files
+from frost_core.cluster.links import Links
+from frost_core.cluster.replication import HeldReplicas
+from frost_core.wire.transport import open_transport
+from tests.unit.test_links import KEY, RecordingHost, RecordingMaster, record, serve_transports, spec
+
+RATE = 1 << 20
+"""Bytes a second the relay passes each way."""
+BIG = 2 << 20
+TIMEOUT = 0.5
+SLICE = 16 << 10
+SMALL_BUFFER = 32 << 10
+
+
+class SlowLink:
+    """A relay on loopback to `target` passing `rate` bytes a second each way; `stalled` stops it passing any."""
+
+    def __init__(self, target: tuple[str, int], rate: int = RATE) -> None:
+        self.target, self.rate = target, rate
+        self.address: tuple[str, int] | None = None
+        self.stalled = False
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        listener = trio.socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)  # (inherited by what it accepts)
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        self.address = listener.getsockname()
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            await trio.serve_listeners(self._relay, [trio.SocketListener(listener)], handler_nursery=nursery)
+
+    async def _relay(self, client: trio.SocketStream) -> None:
+        upstream_socket = trio.socket.socket()
+        upstream_socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SMALL_BUFFER)
+        await upstream_socket.connect(self.target)
+        upstream = trio.SocketStream(upstream_socket)
+        async with client, upstream, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pass, client, upstream)
+            nursery.start_soon(self._pass, upstream, client)
+
+    async def _pass(self, source: trio.SocketStream, sink: trio.SocketStream) -> None:
+        while data := await source.receive_some(SLICE):
+            while self.stalled:
+                await trio.sleep(0.05)
+            await sink.send_all(data)
+            await trio.sleep(len(data) / self.rate)
+
+
+async def slow_pair(nursery: trio.Nursery, tmp_path, link_to_b: list[SlowLink]) -> tuple[Links, RecordingMaster, RecordingHost]:
+    """Nodes a and b (each with links, as tests/unit/test_links.py's pair); a reaches b only through a slow link."""
+    transports = await serve_transports(nursery, {"a": KEY, "b": KEY})
+    link = SlowLink(transports["b"].local_address)
+    await nursery.start(link.serve)
+    link_to_b.append(link)
+    addresses = {"a": transports["a"].local_address, "b": link.address}
+    master, host = RecordingMaster(), RecordingHost()
+    links_a = Links(node_id="a", address_of=addresses.get)
+    links_a.bind(master=RecordingMaster(), host=RecordingHost(), keeper=HeldReplicas(tmp_path / "a"))
+    links_a.install(transports["a"])
+    links_b = Links(node_id="b", address_of={"a": transports["a"].local_address}.get)
+    links_b.bind(master=master, host=host, keeper=HeldReplicas(tmp_path / "b"))
+    links_b.install(transports["b"])
+    return links_a, master, host
+
+
+async def test_a_result_many_times_the_call_timeout_in_transfer_time_reaches_the_master_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(links_module, "CALL_TIMEOUT", TIMEOUT)  # (see the module's docstring)
+    result = os.urandom(BIG)
+    async with trio.open_nursery() as nursery:
+        links, master, _ = await slow_pair(nursery, tmp_path, [])
+        began = trio.current_time()
+        assert await links.master("b").host_result("a", "a-1.1", 2, result, 1.0)
+        assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
+        assert master.calls[0][4] == result
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_checkpointed_start_and_a_replica_cross_a_slow_link_both_ways(tmp_path, monkeypatch):
+    monkeypatch.setattr(links_module, "START_TIMEOUT", TIMEOUT)  # (see the module's docstring)
+    checkpoint = record(os.urandom(BIG), seq=5)
+    async with trio.open_nursery() as nursery:
+        links, _, host = await slow_pair(nursery, tmp_path, [])
+        began = trio.current_time()
+        assert (await links.host("b").start("a", spec(), checkpoint)).ok        # a -> b: a unit resumes there
+        assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
+        assert host.started == [(spec(), checkpoint)]
+        await links.keeper("b").keep("m", checkpoint)                          # a -> b: a copy held for a master
+        began = trio.current_time()
+        assert await links.keeper("b").fetch("a-1.0", 0) == checkpoint         # b -> a: the copy handed back
+        assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_transfer_that_stalls_fails_once_nothing_moved_for_the_timeout(tmp_path, monkeypatch):
+    monkeypatch.setattr(links_module, "CALL_TIMEOUT", TIMEOUT)  # (see the module's docstring)
+    async with trio.open_nursery() as nursery:
+        link: list[SlowLink] = []
+        links, master, _ = await slow_pair(nursery, tmp_path, link)
+
+        async def stall_soon() -> None:
+            await trio.sleep(0.3)
+            link[0].stalled = True
+
+        nursery.start_soon(stall_soon)
+        with trio.fail_after(30), pytest.raises(NodeUnavailableError, match="did not answer UnitResult within 0.5 s"):
+            await links.master("b").host_result("a", "a-1.1", 2, os.urandom(BIG), 1.0)
+        assert master.calls == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_input_file_many_times_the_timeout_in_transfer_time_is_fetched_whole(tmp_path, monkeypatch):
+    # A second here, not half of one: the receiver sees progress a 256 KiB chunk at a time, half a second
+    # apart at this link's half rate (slower than the 1 MiB/s the old deadline allowed a file).
+    monkeypatch.setattr(files_module, "REPLY_TIMEOUT", 2 * TIMEOUT)
+    content = os.urandom(BIG)
+    (tmp_path / "input.bin").write_bytes(content)
+    store = FileStore(tmp_path / "master" / "files")
+    async with (
+        open_transport(key=KEY, node_id="master", host="127.0.0.1") as master,
+        open_transport(key=KEY, node_id="host", host="127.0.0.1") as host,
+        trio.open_nursery() as nursery,
+    ):
+        install_files(master, store)
+        link = SlowLink(master.local_address, RATE // 2)
+        await nursery.start(link.serve)
+        stored = store.add(tmp_path / "input.bin", "input.bin")
+        began = trio.current_time()
+        path = await fetch_file(host, link.address, stored, FileCache(tmp_path / "host" / "file-cache"))
+        assert trio.current_time() - began > 2 * 2 * TIMEOUT, "the link was not slow: the test proves nothing"
+        assert path.read_bytes() == content
+        nursery.cancel_scope.cancel()
