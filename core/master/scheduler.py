@@ -151,6 +151,8 @@ class MasterScheduler:
         self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
         self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
         self._starts_on: dict[str, set[trio.CancelScope]] = {}   # host -> its starts on their way (see host_lost)
+        self._starting: dict[str, int] = {}                  # task id -> the epoch of its start on its way: no report
+                                                             # is due before its host says it runs
         self._quarantined: dict[str, str] = dict(store.intent(QUARANTINE, {}))   # host -> why (durable)
         self._afresh: set[str] = set()    # units taken back from a quarantined host: their next copy starts afresh
         self._on_received = on_received
@@ -277,7 +279,7 @@ class MasterScheduler:
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
                                         usage, demand, running)
         await self._tell_demand(waiting, hosts, usage, demand, running)
-        placed = set(self._copies)
+        placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                 refusals.get(need.task_id))
                    for need in needs if need.task_id not in placed}
@@ -366,7 +368,12 @@ class MasterScheduler:
                 starts.setdefault(host, []).append((unit, checkpoint, self._spec(unit, head, epoch)))
         async with trio.open_nursery() as nursery:
             for host, items in starts.items():
-                nursery.start_soon(self._start, host, items, refusals)
+                fresh = [item for item in items if item[1] is None]
+                if fresh:
+                    nursery.start_soon(self._start, host, fresh, refusals)
+                for item in items:   # a checkpoint may take minutes over a slow link: not waited for by the round
+                    if item[1] is not None:
+                        self._background().start_soon(self._start, host, [item], {})
             for host, task_ids in withdrawn.items():
                 nursery.start_soon(self._withdraw, host, tuple(task_ids))
 
@@ -412,15 +419,21 @@ class MasterScheduler:
                 log.info("%s refused %s: %s", host[:8], unit.task_id, reply.reason)
                 refusals.setdefault(unit.task_id, {})[host] = reply.reason
 
+    def _background(self) -> trio.Nursery:
+        assert self._nursery is not None, "placement runs only inside serve()"
+        return self._nursery
+
     async def _start(self, host: str, items: list[tuple[UnitRecord, CheckpointRecord | None, UnitSpec]],
                      refusals: dict[str, dict[str, str]]) -> None:
         """Start the placed units on `host` and wait for its verdicts; if membership declares `host` dead meanwhile
         (`host_lost`) stop waiting: the round, and with it every other placement and the master's look at
         whether it is the one cut off, would otherwise wait out `START_TIMEOUT` (a minute) on a host that may
         never answer. A unit whose verdict did not come counts as placed there; a dead host's units restart
-        elsewhere and one heard again is asked what it holds, as for any unit running there."""
+        elsewhere and one heard again is asked what it holds, as for any unit running there. A unit no longer
+        placed there by the time its verdict comes (cancelled, or given up meanwhile) is left alone."""
         fresh = [(unit, spec) for unit, checkpoint, spec in items if checkpoint is None]
         verdicts: dict[str, tuple[bool, str]] = {}
+        self._starting.update({unit.task_id: spec.epoch for unit, _, spec in items})
         with trio.CancelScope() as waiting:
             self._starts_on.setdefault(host, set()).add(waiting)
             try:
@@ -429,11 +442,14 @@ class MasterScheduler:
                 self._starts_on[host].discard(waiting)
                 if not self._starts_on[host]:
                     del self._starts_on[host]
+                for unit, _, spec in items:
+                    if self._starting.get(unit.task_id) == spec.epoch:
+                        del self._starting[unit.task_id]
         for unit, checkpoint, spec in items:
+            placed = self._store.index.placed(unit.assignment_id, unit.index)
+            if placed is None or (placed.host, placed.epoch) != (host, spec.epoch):
+                continue   # (its host left, and it is queued again already; or it was cancelled)
             if unit.task_id not in verdicts:
-                placed = self._store.index.placed(unit.assignment_id, unit.index)
-                if placed is None or (placed.host, placed.epoch) != (host, spec.epoch):
-                    continue   # (its host left, and it is queued again already)
                 self._started(unit, host, spec.epoch, checkpoint)
                 self._events.add("assignment", f"{unit.task_id}: its host {host[:8]} went out of reach before it "
                                  "said the unit runs; it counts as placed there until that host is heard again or "
@@ -923,6 +939,8 @@ class MasterScheduler:
         settings = self._settings()
         now = self._clock()
         for unit in self._store.running_units():
+            if self._starting.get(unit.task_id) == unit.epoch:
+                continue   # its start is on its way (a checkpoint over a slow link): its clock starts at the verdict
             copy = self._copies.get(unit.task_id)
             if copy is None or copy.epoch != unit.epoch:  # first seen (a restart): its clock starts now
                 copy = Copy(unit.epoch, unit.host, CopyRun(placed_at=now, start=unit.progress, heard_at=now,

@@ -34,6 +34,8 @@ class StandInHost:
         self.node_id = node_id
         self.held: list[UnitStatus] = []
         self.silent = False   # it went out of reach: a start sent to it is never answered
+        self.slow_link: trio.Event | None = None   # a checkpoint sent to it is in only once this is set
+        self.receiving = 0
 
     async def offer(self, source, offer):
         return UnitOfferReply(accepted=True, reason="", available=1.0, guests=0, free_memory=1 << 30)
@@ -41,6 +43,10 @@ class StandInHost:
     async def start(self, source, spec, record, *, moved=False):
         if self.silent:
             await trio.sleep_forever()
+        if record is not None and self.slow_link is not None:
+            self.receiving += 1
+            await self.slow_link.wait()
+            self.receiving -= 1
         return Verdict(ok=True)
 
     async def holdings(self, master):
@@ -216,6 +222,42 @@ def test_a_host_that_falls_silent_while_a_start_is_on_its_way_holds_up_nothing_o
         assert world.unit().host == HOSTS[1]
         assert trio.current_time() - lost < SETTINGS.death_settle + 2, "the round waited out the start's timeout"
         assert any("went out of reach before it said the unit runs" in m for m in world.messages())
+
+    run(scenario, tmp_path, units=1)
+
+
+def test_a_start_whose_checkpoint_crosses_a_slow_link_holds_up_no_other_placement_nor_counts_as_silence(tmp_path):
+    # A unit resumes from its replica on a host whose link takes minutes for the checkpoint (wire.stall lets a
+    # transfer take what the link needs). Meanwhile the master places everything else, and the unit's silence
+    # clock starts only once its host says it runs: no report can come before.
+    async def scenario(world):
+        await placed(world, 1, 0)
+        await world.scheduler.host_report(world.unit().host, (UnitStatus(world.task(), 1, 0.2, 2.0),))
+        await world.scheduler.host_replica(world.unit().host, replica(world, 0, epoch=1, seq=2))
+        slow, free = "c" * 32, "d" * 32
+        for host in (slow, free):
+            world.links.hosts[host] = StandInHost(host)
+        world.links.hosts[slow].slow_link = trio.Event()
+        world.views = [NodeView(node_id=slow, available=1.0, guests=0, cpus=1)]
+        world.alive.append(slow)
+        await placed(world, 2, 0)      # its first host fell silent: placed again, from the replica, on the slow one
+        await wait_until(lambda: world.links.hosts[slow].receiving, timeout=5, what="the checkpoint on its way")
+        other = world.store.create_assignment(plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
+                                              units=[NewUnit(data={"i": 0}, memory_bytes=1 << 20, cost=1.0)])
+        world.views.append(NodeView(node_id=free, available=1.0, guests=0, cpus=1))
+        world.alive.append(free)
+        world.scheduler.wake()
+        await wait_until(lambda: world.store.unit(other, 0).state == "running", timeout=5,
+                         what="the other assignment placed while the checkpoint is still on its way")
+        assert world.store.unit(other, 0).host == free
+        await trio.sleep(3 * SETTINGS.host_timeout)     # minutes on the wire, and no report meanwhile
+        assert (world.unit().state, world.unit().epoch, world.unit().host) == ("running", 2, slow), \
+            "given up as silent while its checkpoint was still on its way"
+        world.links.hosts[slow].slow_link.set()
+        await wait_until(lambda: any(f"placed on {slow[:8]} from checkpoint 2" in m for m in world.messages()),
+                         timeout=5, what="the unit running on the slow host")
+        await trio.sleep(SETTINGS.host_timeout + 1)     # from its verdict on, its host must report it as any
+        assert world.unit().epoch == 3, "a unit whose host never reports it after its start is never given up"
 
     run(scenario, tmp_path, units=1)
 
