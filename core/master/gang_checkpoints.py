@@ -5,8 +5,8 @@ p members' MemberCheckpoint bytes of one barrier as a CBOR list, its seq the sup
 resume at. It is written as unit checkpoints are (into the slot not holding the newest, or a
 temp file renamed for a big one; SHA-256 checked on read), so a kill at any moment leaves either
 the previous complete global checkpoint or the new one, and the newest that reads whole is
-resumed from. Writes run in a worker thread one at a time; one older than the gang's newest, or
-for a gang that ended, is dropped.
+resumed from. Writes and reads run in a worker thread one at a time; a write older than the
+gang's newest, or for a gang that ended, is dropped.
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ class GangCheckpoints:
 
     async def load(self, gang_id: str, plugin_hash: str, size: int) -> tuple[GlobalCheckpoint | None, list[CheckpointError]]:
         """The gang's newest global checkpoint that reads whole (None if there is none) and an error naming
-        the gang and the file for each unreadable one (corrupt, truncated, another plugin's or gang size's)."""
-        return await trio.to_thread.run_sync(self._load, gang_id, plugin_hash, size)
+        the gang and the file for each unreadable one (corrupt, truncated, another plugin's or gang size's).
+        Never beside a save: a slot is overwritten in place, and read in the middle it would look corrupt."""
+        async with self._lock:
+            return await trio.to_thread.run_sync(self._load, gang_id, plugin_hash, size)
 
     def _load(self, gang_id: str, plugin_hash: str, size: int) -> tuple[GlobalCheckpoint | None, list[CheckpointError]]:
         errors = []

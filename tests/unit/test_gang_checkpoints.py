@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import trio
 
 from frost_core.cluster.messages import GangSpec
 from frost_core.master.gang import GlobalCheckpoint
@@ -82,3 +83,30 @@ async def test_a_part_that_is_not_its_ranks_checkpoint_of_that_barrier_is_refuse
     await kept.save(SPEC, GlobalCheckpoint(2, good.at, (good.data[1], good.data[0], good.data[2])))
     checkpoint, errors = await kept.load(SPEC.assignment_id, SPEC.plugin_hash, 3)
     assert checkpoint is None and "rank 0's part holds rank 1 before superstep 2" in errors[0].message
+
+
+async def test_a_load_while_saves_go_on_never_meets_a_file_half_written(tmp_path):
+    """A restart of the gang may read while the coordinator saves its next barrier: each save overwrites a slot
+    in place, and a read in the middle of it would call the newest file corrupt and fall back a barrier."""
+    kept = GangCheckpoints(tmp_path)
+    barriers = 30
+    big = {rank: bytes(4 << 20) for rank in range(3)}   # long enough writes to be met by a read
+    saved = [global_checkpoint(0)]
+
+    async def saves() -> None:
+        for superstep in range(1, barriers):
+            parts = tuple(MemberCheckpoint(rank, superstep, {"plate": big[rank]}, {}).to_bytes() for rank in range(3))
+            saved.append(GlobalCheckpoint(superstep, 1000.0, parts))
+            await kept.save(SPEC, saved[-1])
+
+    await kept.save(SPEC, saved[0])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(saves)
+        loads = 0
+        while len(saved) < barriers:
+            durable = saved[-2].superstep if len(saved) > 1 else 0   # (the last one may be on its way)
+            checkpoint, errors = await kept.load(SPEC.assignment_id, SPEC.plugin_hash, 3)
+            loads += 1
+            assert errors == [], f"load {loads} met a file half written"
+            assert checkpoint is not None and checkpoint.superstep >= durable
+    assert loads > 10, "the loads did not overlap the saves: the test proves nothing"
