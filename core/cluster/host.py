@@ -239,6 +239,7 @@ class HostService:
         """Copies stopped as superseded whose final figures their masters have not heard yet."""
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._delivering: set[str] = set()   # outcomes on their way to a master (a first try can outlast a cut)
+        self._owing = trio.Event()           # set when an outcome stays in the outbox: `_deliver_owed` wakes for it
         self._nursery: trio.Nursery | None = None
 
     # -- what the node and the UI read ---------------------------------------------------------
@@ -554,13 +555,14 @@ class HostService:
             await self._blocking(self._outbox.put, owed)
         if await self._deliver(owed):
             if hosted.master != self.node_id:
-                self._outbox.remove(task.task_id)
+                await self._blocking(self._outbox.remove, task.task_id)   # (a durable commit: not on the loop)
             self.supervisor.discard_checkpoints(task.task_id)
         elif hosted.master == self.node_id:
             log.error("own master refused %s of %s", owed.kind, task.task_id)
         else:
             self._events.add("host", f"{task.task_id}: its master {hosted.master[:8]} is out of reach; the "
                              f"{owed.kind} is kept until it is back", severity="warning")
+            self._owing.set()
 
     async def _deliver(self, owed) -> bool:
         """True once the master has the outcome (or told us it needs it no more); one delivery per unit at a time."""
@@ -590,15 +592,22 @@ class HostService:
         return True
 
     async def _deliver_owed(self) -> None:
-        """Retry what masters could not take, until they are back or `hold_results` runs out."""
+        """Retry what masters could not take, every `report_interval`, until they are back or `hold_results` runs
+        out; asleep while nothing is owed. The outbox is read and written in a worker thread: its entries carry
+        results of up to 256 MiB, and each removal is a durable commit."""
         while True:
             settings = self._settings()
             for owed in await self._blocking(self._outbox.expire, time.time() - settings.hold_results):
                 self._events.add("host", f"{owed.task_id}: gave up holding its {owed.kind} for master "
                                  f"{owed.master[:8]} after {settings.hold_results:g} s", severity="error")
-            for owed in self._outbox.entries():
+            owed_now = await self._blocking(self._outbox.entries)
+            if not owed_now:
+                await self._owing.wait()
+                self._owing = trio.Event()
+                continue
+            for owed in owed_now:
                 if await self._deliver(owed):
-                    self._outbox.remove(owed.task_id)
+                    await self._blocking(self._outbox.remove, owed.task_id)
                     self.supervisor.discard_checkpoints(owed.task_id)
                     self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
                     self._on_change()

@@ -32,6 +32,7 @@ from frost_core.plugin.registry import PluginInfo
 from frost_core.policies.views import NodeView
 from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore
+from tests.waiting import wait_until
 
 MASTER, A, B = "aaaaaaaa-master", "bbbbbbbb-host", "cccccccc-host"
 TASK = "aaaaaaaa-1.0"
@@ -144,6 +145,14 @@ class RecordingMaster:
         self.replicas: list[tuple[str, int, float, float]] = []
         self.reports: list[tuple[UnitStatus, ...]] = []
         self.stop: tuple[str, ...] = ()   # what its next report's answer asks the host to stop
+        self.results: list[tuple[str, str, int]] = []
+        self.reachable = True             # False: a result sent to it does not arrive (a cut, its laptop closed)
+
+    async def host_result(self, host, task_id, epoch, result, cpu_seconds=0.0):
+        if not self.reachable:
+            raise NodeUnavailableError(f"master {MASTER} is not known to be alive")
+        self.results.append((host, task_id, epoch))
+        return True
 
     async def host_report(self, host, units, spent=()):
         self.reports.append(units)
@@ -492,3 +501,17 @@ async def test_an_evicted_unit_goes_to_a_peer_whose_owner_sent_it_away_only_once
             assert cluster.master.moved == [] and [task for _, task, _ in cluster.master.returned] == [TASK]
             (back,) = [e.message for e in cluster.events[A].recent() if "went back to its master's queue" in e.message]
             assert f"{B[:8]}: the owner evicted {TASK} from here" in back, back
+
+
+async def test_a_result_its_master_could_not_take_is_kept_and_delivered_once_the_master_is_back(tmp_path, autojump_clock):
+    async with running_cluster(tmp_path) as cluster:
+        cluster.master.reachable = False
+        cluster.guests[A].complete(TASK, 42)
+        await wait_until(lambda: [o.task_id for o in cluster.outboxes[0].entries()] == [TASK], timeout=5,
+                         what="the result kept in A's outbox")
+        await trio.sleep(10)            # tried again every report interval meanwhile
+        assert cluster.master.results == []
+        cluster.master.reachable = True
+        await wait_until(lambda: cluster.master.results == [(A, TASK, 1)], timeout=5, what="the result delivered")
+        await wait_until(lambda: cluster.outboxes[0].entries() == [], timeout=5, what="the outbox emptied")
+        assert any(f"{TASK}: result delivered to master" in e.message for e in cluster.events[A].recent())
