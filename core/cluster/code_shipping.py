@@ -22,13 +22,15 @@ from frost_core.wire.transport import NetworkTransport
 from frost_core.wire.channel import Address, Channel
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, register
+from frost_core.wire.stall import stall_deadline
 
 __all__ = ["FETCH_TIMEOUT", "PluginCode", "PluginFetch", "fetch_plugin", "pack_plugin", "install_plugin_code"]
 
 logger = logging.getLogger("frost.code_shipping")
 
-FETCH_TIMEOUT = 120.0
-"""For one whole download: 16 MiB crosses even a slow office link well within it."""
+FETCH_TIMEOUT = 30.0
+"""Seconds a download may go without bytes moving (`wire.stall`): an archive of up to 16 MiB takes what the link
+needs (over two minutes at 1 Mbit/s), one that stalls fails."""
 _TEXT_CHARS = 500
 """Cut for the header's free texts, so a long plugin name or error never breaks its size cap."""
 TURNED_OFF = "cluster plugins are turned off in this node's config (cluster.allow_cluster_plugins)"
@@ -135,7 +137,7 @@ def _download_lock(registry: PluginRegistry, code_hash: str) -> trio.Lock:
 async def _download(transport: NetworkTransport, address: Address, code_hash: str, timeout: float) -> bytes:
     """The archive for `code_hash` from `address`; transport failures become one PluginError."""
     try:
-        with trio.fail_after(timeout):
+        with stall_deadline(timeout) as deadline:
             async with await transport.connect(address) as channel:
                 await channel.send(PluginFetch(code_hash))
                 header = await channel.receive()
@@ -143,9 +145,10 @@ async def _download(transport: NetworkTransport, address: Address, code_hash: st
                     raise ProtocolError(f"answered PluginFetch({code_hash[:12]}) with {header!r:.120}")
                 if header.refusal:
                     raise PluginError(f"{_where(address)} did not send plugin code {code_hash[:12]}: {header.refusal}")
-                return await channel.receive_bulk_data(max_size=MAX_ARCHIVE_BYTES)
+                return await channel.receive_bulk_data(max_size=MAX_ARCHIVE_BYTES, sink=deadline)
     except trio.TooSlowError:
-        raise PluginError(f"fetching plugin code {code_hash[:12]} from {_where(address)} took over {timeout:g} s") from None
+        raise PluginError(f"fetching plugin code {code_hash[:12]} from {_where(address)}: nothing came for "
+                          f"{timeout:g} s") from None
     except (ProtocolError, trio.EndOfChannel, trio.BrokenResourceError, OSError) as exc:
         reason = exc.message if isinstance(exc, ProtocolError) else str(exc) or type(exc).__name__
         raise PluginError(f"fetching plugin code {code_hash[:12]} from {_where(address)} failed: {reason}") from exc

@@ -1,11 +1,12 @@
-"""Results, checkpoints, replicas and input files over a slow link take what the link needs; one that stalls fails.
+"""Results, checkpoints, replicas, input files and plugin code cross a slow link; a transfer that stalls fails.
 
-Before, every call had a deadline for the whole of it (ten seconds for a result, a minute for a
-checkpoint; an input file needed 1 MiB/s), so a state, result or file too big for the link's speed could never cross: each attempt
-timed out and the next began anew. The links here are a relay on loopback that passes bytes at a
-set rate with small socket buffers, so the backlog waits in the sender's socket as it does on a
-slow link. Each test cuts the call's timeout to half a second so that a 2 MiB transfer at 1 MiB/s
-takes four times it without making the test slow.
+Before, every such call had a deadline for the whole of it (ten seconds for a result, a minute
+for a checkpoint, two for plugin code; an input file needed 1 MiB/s), so a state, result or file
+too big for the link's speed could never cross: each attempt timed out and the next began anew.
+The links here are a relay on loopback that passes bytes at a set rate with small socket buffers,
+so the backlog waits in the sender's socket as it does on a slow link. Each test cuts the timeout
+to half a second (the input file's, to a second: its test says why) so that a 2 MiB transfer at
+1 MiB/s takes four times it without making the test slow.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import trio
 from frost_core.api.errors import NodeUnavailableError
 from frost_core.cluster import files as files_module
 from frost_core.cluster import links as links_module
+from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.cluster.files import FileCache, FileStore, fetch_file, install_files
+from frost_core.plugin.registry import PluginRegistry
 from frost_core.cluster.links import Links
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.wire.transport import open_transport
+from tests.plugin_sources import good_source, write
 from tests.unit.test_links import KEY, RecordingHost, RecordingMaster, record, serve_transports, spec
 
 RATE = 1 << 20
@@ -150,4 +154,25 @@ async def test_an_input_file_many_times_the_timeout_in_transfer_time_is_fetched_
         path = await fetch_file(host, link.address, stored, FileCache(tmp_path / "host" / "file-cache"))
         assert trio.current_time() - began > 2 * 2 * TIMEOUT, "the link was not slow: the test proves nothing"
         assert path.read_bytes() == content
+        nursery.cancel_scope.cancel()
+
+
+async def test_plugin_code_many_times_the_timeout_in_transfer_time_is_fetched_whole(tmp_path):
+    master_plugins = PluginRegistry(tmp_path / "master", timeout=10.0, bundled_dir=tmp_path / "none")
+    host_plugins = PluginRegistry(tmp_path / "host", timeout=10.0, bundled_dir=tmp_path / "none")
+    write(tmp_path / "tables" / "__init__.py", good_source().replace('name = "squares"', 'name = "tables"'))
+    (tmp_path / "tables" / "table.bin").write_bytes(os.urandom(BIG))   # data shipped with its code
+    wanted = await master_plugins.add_async(tmp_path / "tables")
+    async with (
+        open_transport(key=KEY, node_id="master", host="127.0.0.1") as master,
+        open_transport(key=KEY, node_id="host", host="127.0.0.1") as host,
+        trio.open_nursery() as nursery,
+    ):
+        install_plugin_code(master, master_plugins)
+        link = SlowLink(master.local_address)
+        await nursery.start(link.serve)
+        began = trio.current_time()
+        fetched = await fetch_plugin(host, link.address, wanted.hash, host_plugins, allowed=True, timeout=TIMEOUT)
+        assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
+        assert fetched.ok and fetched.hash == wanted.hash
         nursery.cancel_scope.cancel()
