@@ -145,7 +145,7 @@ async def _download(transport: NetworkTransport, address: Address, code_hash: st
                     raise ProtocolError(f"answered PluginFetch({code_hash[:12]}) with {header!r:.120}")
                 if header.refusal:
                     raise PluginError(f"{_where(address)} did not send plugin code {code_hash[:12]}: {header.refusal}")
-                return await channel.receive_bulk_data(max_size=MAX_ARCHIVE_BYTES, sink=deadline)
+                return await channel.receive_bulk_data(max_size=MAX_ARCHIVE_BYTES, sink=deadline.watching())
     except trio.TooSlowError:
         raise PluginError(f"fetching plugin code {code_hash[:12]} from {_where(address)}: nothing came for "
                           f"{timeout:g} s") from None

@@ -36,7 +36,7 @@ from frost_core.cluster.gang_wire import has_bulk
 from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES
 from frost_core.policies.views import NodeView
 from frost_core.wire.transport import NetworkTransport
-from frost_core.wire.channel import Address, Channel
+from frost_core.wire.channel import Address, BulkSink, Channel
 from frost_core.wire.messages import Message
 from frost_core.wire.stall import StallDeadline, stall_deadline
 
@@ -237,7 +237,7 @@ class Links:
             answer = await channel.receive()
             if not isinstance(answer, CheckpointReplica):
                 return answer, b""
-            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=deadline)
+            state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=deadline.watching())
             await channel.receive()  # the Verdict that closes the answer
             return answer, state
 
@@ -280,7 +280,7 @@ class Links:
             case UnitReport(units=units, spent=spent):
                 return UnitReportReply(stop=await master.host_report(peer, units, spent))
             case UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds):
-                result = await channel.receive_bulk_data(max_size=MAX_RESULT_BYTES)
+                result = await _received(channel, max_size=MAX_RESULT_BYTES)
                 return Verdict(ok=await master.host_result(peer, task_id, epoch, result, cpu_seconds))
             case UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta):
                 record = await _receive_checkpoint(channel, meta)
@@ -326,7 +326,7 @@ class Links:
                 else:
                     staging = StagingSink(functools.partial(self._checkpoints.incoming, meta.record(b"")))
                 try:
-                    state = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES, sink=staging)
+                    state = await _received(channel, max_size=MAX_STATE_BYTES, sink=staging)
                     record = dataclasses.replace(meta.record(state), staged=staging.incoming)
                     if meta.sha256 == TRAILED:  # checked against what arrived when it is made durable (`write`)
                         record = dataclasses.replace(record, sha256=await _receive_trailer(channel))
@@ -344,7 +344,7 @@ class Links:
             case HoldingsQuery():
                 return await host.holdings(peer)
             case _ if isinstance(request, GANG_MESSAGES):
-                data = await channel.receive_bulk_data(max_size=MAX_STATE_BYTES) if has_bulk(request) else None
+                data = await _received(channel, max_size=MAX_STATE_BYTES) if has_bulk(request) else None
                 if self._gangs is None:
                     return Verdict(ok=False, reason="this node runs no gangs yet")
                 self._gangs.receive(peer, request, data)
@@ -376,17 +376,32 @@ async def start_each(host: HostSide, source: str, specs: tuple[UnitSpec, ...]) -
 async def _receive_checkpoint(channel: Channel, meta: CheckpointMeta | None) -> CheckpointRecord | None:
     """The bulk state after a header, as an unverified record (the side that keeps it checks it)."""
     if meta is None:
-        await channel.receive_bulk_data(max_size=0)
+        await _received(channel, max_size=0)
         return None
-    record = meta.record(await channel.receive_bulk_data(max_size=MAX_STATE_BYTES))
+    record = meta.record(await _received(channel, max_size=MAX_STATE_BYTES))
     if meta.sha256 == TRAILED:
         record = dataclasses.replace(record, sha256=await _receive_trailer(channel))
     return record
 
 
+async def _received(channel: Channel, *, max_size: int, sink: BulkSink | None = None) -> bytes:
+    """The bulk bytes a peer's call brings. Given up once none came for START_TIMEOUT (ProtocolError: the
+    connection is dropped): a peer gone mid-transfer without a word (a laptop closed, no FIN) would otherwise hold
+    the buffer, up to 256 MiB, and the staged file here for as long as the connection stays open."""
+    try:
+        with stall_deadline(START_TIMEOUT) as deadline:
+            return await channel.receive_bulk_data(max_size=max_size, sink=deadline.watching(sink))
+    except trio.TooSlowError:
+        raise ProtocolError(f"nothing came for {START_TIMEOUT:g} s in the middle of a transfer") from None
+
+
 async def _receive_trailer(channel: Channel) -> str:
-    """The hash sent after a state whose header said `TRAILED`."""
-    trailer = await channel.receive()
+    """The hash sent after a state whose header said `TRAILED` (at most START_TIMEOUT after the state)."""
+    trailer = None
+    with trio.move_on_after(START_TIMEOUT):
+        trailer = await channel.receive()
+    if trailer is None:
+        raise ProtocolError(f"no trailer came for {START_TIMEOUT:g} s after a state")
     if not isinstance(trailer, CheckpointTrailer):
         raise ProtocolError(f"expected the checkpoint's trailer, got {type(trailer).__name__}")
     return trailer.sha256

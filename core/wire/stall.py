@@ -18,13 +18,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterator
 
 import trio
 
+from frost_core.wire.channel import BulkSink
 from frost_core.wire.framing import MAX_CHUNK_SIZE
 
 
 class StallDeadline:
-    """The deadline of one call: `seconds` from the start, moved on by `moved` (TooSlowError past it).
-
-    Also a `BulkSink` for `Channel.receive_bulk_data`: each piece that lands counts as progress."""
+    """The deadline of one call: `seconds` from the start, moved on by `moved` (TooSlowError past it)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -51,14 +50,29 @@ class StallDeadline:
                     self.moved()
                 del piece
 
+    def watching(self, sink: BulkSink | None = None) -> BulkSink:
+        """A sink for `Channel.receive_bulk_data` that counts each piece landing as progress and hands it on to
+        `sink`, if any."""
+        return _Watching(self, sink)
+
+
+class _Watching:
+    def __init__(self, deadline: StallDeadline, sink: BulkSink | None) -> None:
+        self._deadline, self._sink = deadline, sink
+
     async def begin(self, size: int) -> None:
-        self.moved()
+        self._deadline.moved()
+        if self._sink is not None:
+            await self._sink.begin(size)
 
     def filled(self, piece: memoryview) -> None:
-        self.moved()
+        self._deadline.moved()
+        if self._sink is not None:
+            self._sink.filled(piece)
 
     async def drained(self) -> None:
-        """Nothing is kept of a piece."""
+        if self._sink is not None:
+            await self._sink.drained()
 
 
 async def _pieces(data: AsyncIterable[bytes | memoryview]) -> AsyncIterator[memoryview]:

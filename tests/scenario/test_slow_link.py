@@ -23,11 +23,14 @@ from frost_core.cluster import links as links_module
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.cluster.files import FileCache, FileStore, fetch_file, install_files
 from frost_core.plugin.registry import PluginRegistry
+from frost_core.storage.checkpoints import TEMP_PREFIX, CheckpointStore
 from frost_core.cluster.links import Links
+from frost_core.cluster.messages import CheckpointMeta, UnitOffer, UnitStart
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.wire.transport import open_transport
 from tests.plugin_sources import good_source, write
-from tests.unit.test_links import KEY, RecordingHost, RecordingMaster, record, serve_transports, spec
+from tests.unit.test_links import KEY, RecordingHost, RecordingMaster, pair, record, serve_transports, spec
+from tests.waiting import wait_until
 
 RATE = 1 << 20
 """Bytes a second the relay passes each way."""
@@ -175,4 +178,44 @@ async def test_plugin_code_many_times_the_timeout_in_transfer_time_is_fetched_wh
         fetched = await fetch_plugin(host, link.address, wanted.hash, host_plugins, allowed=True, timeout=TIMEOUT)
         assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
         assert fetched.ok and fetched.hash == wanted.hash
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_peer_gone_silent_mid_transfer_is_dropped_and_leaves_nothing_staged(tmp_path, monkeypatch):
+    # A laptop closed in the middle of sending a big checkpoint says nothing (no FIN): its receiver gives up once
+    # nothing came for the timeout rather than keep the buffer and the staged file for as long as the connection
+    # lives. (See the module's docstring for the timeout.)
+    monkeypatch.setattr(links_module, "START_TIMEOUT", TIMEOUT)
+    store = CheckpointStore(tmp_path / "b-checkpoints")
+    checkpoint = record(bytes(16 << 20))   # from 8 MiB on, written to a staged file as it arrives
+    staged = lambda: [p.name for p in (store.root / checkpoint.task_id).glob(f"{TEMP_PREFIX}*")] \
+        if (store.root / checkpoint.task_id).is_dir() else []
+    async with trio.open_nursery() as nursery:
+        links, _, host = await pair(nursery, tmp_path, checkpoints=store)
+        back = trio.Event()
+
+        async def falls_silent(channel, deadline) -> None:
+            async def pieces():
+                yield checkpoint.state[:1 << 20]
+                await back.wait()
+                yield checkpoint.state[1 << 20:]
+            await channel.send_bulk(UnitStart(spec=spec(), checkpoint=CheckpointMeta.of(checkpoint)), pieces(),
+                                    size=len(checkpoint.state))
+
+        ended: list[str] = []
+
+        async def sender() -> None:
+            try:
+                await links.call("b", UnitStart(spec=spec()), send=falls_silent, timeout=60)
+            except NodeUnavailableError as error:
+                ended.append(error.message)
+
+        nursery.start_soon(sender)
+        await wait_until(staged, timeout=10, what="the checkpoint staged as it arrives")
+        await wait_until(lambda: not staged(), timeout=10, what="the transfer given up and its staged file removed")
+        back.set()
+        offer = UnitOffer(task_id="a-1.1", plugin_hash="h", memory_bytes=1, state_bytes=0)
+        assert (await links.host("b").offer("a", offer)).accepted, "the receiver still serves its peers"
+        await wait_until(lambda: ended, timeout=10, what="the sender, back, finding the connection gone")
+        assert "unreachable" in ended[0] and host.started == []
         nursery.cancel_scope.cancel()
