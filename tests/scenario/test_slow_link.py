@@ -22,11 +22,11 @@ from frost_core.cluster import files as files_module
 from frost_core.cluster import links as links_module
 from frost_core.cluster.code_shipping import fetch_plugin, install_plugin_code
 from frost_core.cluster.files import FileCache, FileStore, fetch_file, install_files
-from frost_core.plugin.registry import PluginRegistry
-from frost_core.storage.checkpoints import TEMP_PREFIX, CheckpointStore
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import CheckpointMeta, UnitOffer, UnitStart
 from frost_core.cluster.replication import HeldReplicas
+from frost_core.plugin.registry import PluginRegistry
+from frost_core.storage.checkpoints import TEMP_PREFIX, CheckpointStore
 from frost_core.wire.transport import open_transport
 from tests.plugin_sources import good_source, write
 from tests.unit.test_links import KEY, RecordingHost, RecordingMaster, pair, record, serve_transports, spec
@@ -75,12 +75,11 @@ class SlowLink:
             await trio.sleep(len(data) / self.rate)
 
 
-async def slow_pair(nursery: trio.Nursery, tmp_path, link_to_b: list[SlowLink]) -> tuple[Links, RecordingMaster, RecordingHost]:
-    """Nodes a and b (each with links, as tests/unit/test_links.py's pair); a reaches b only through a slow link."""
+async def slow_pair(nursery: trio.Nursery, tmp_path) -> tuple[Links, RecordingMaster, RecordingHost, SlowLink]:
+    """Nodes a and b (each with links, as tests/unit/test_links.py's pair); a reaches b only through `SlowLink`."""
     transports = await serve_transports(nursery, {"a": KEY, "b": KEY})
     link = SlowLink(transports["b"].local_address)
     await nursery.start(link.serve)
-    link_to_b.append(link)
     addresses = {"a": transports["a"].local_address, "b": link.address}
     master, host = RecordingMaster(), RecordingHost()
     links_a = Links(node_id="a", address_of=addresses.get)
@@ -89,14 +88,14 @@ async def slow_pair(nursery: trio.Nursery, tmp_path, link_to_b: list[SlowLink]) 
     links_b = Links(node_id="b", address_of={"a": transports["a"].local_address}.get)
     links_b.bind(master=master, host=host, keeper=HeldReplicas(tmp_path / "b"))
     links_b.install(transports["b"])
-    return links_a, master, host
+    return links_a, master, host, link
 
 
 async def test_a_result_many_times_the_call_timeout_in_transfer_time_reaches_the_master_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(links_module, "CALL_TIMEOUT", TIMEOUT)  # (see the module's docstring)
     result = os.urandom(BIG)
     async with trio.open_nursery() as nursery:
-        links, master, _ = await slow_pair(nursery, tmp_path, [])
+        links, master, _, _ = await slow_pair(nursery, tmp_path)
         began = trio.current_time()
         assert await links.master("b").host_result("a", "a-1.1", 2, result, 1.0)
         assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
@@ -108,7 +107,7 @@ async def test_a_checkpointed_start_and_a_replica_cross_a_slow_link_both_ways(tm
     monkeypatch.setattr(links_module, "START_TIMEOUT", TIMEOUT)  # (see the module's docstring)
     checkpoint = record(os.urandom(BIG), seq=5)
     async with trio.open_nursery() as nursery:
-        links, _, host = await slow_pair(nursery, tmp_path, [])
+        links, _, host, _ = await slow_pair(nursery, tmp_path)
         began = trio.current_time()
         assert (await links.host("b").start("a", spec(), checkpoint)).ok        # a -> b: a unit resumes there
         assert trio.current_time() - began > 2 * TIMEOUT, "the link was not slow: the test proves nothing"
@@ -123,12 +122,11 @@ async def test_a_checkpointed_start_and_a_replica_cross_a_slow_link_both_ways(tm
 async def test_a_transfer_that_stalls_fails_once_nothing_moved_for_the_timeout(tmp_path, monkeypatch):
     monkeypatch.setattr(links_module, "CALL_TIMEOUT", TIMEOUT)  # (see the module's docstring)
     async with trio.open_nursery() as nursery:
-        link: list[SlowLink] = []
-        links, master, _ = await slow_pair(nursery, tmp_path, link)
+        links, master, _, link = await slow_pair(nursery, tmp_path)
 
         async def stall_soon() -> None:
             await trio.sleep(0.3)
-            link[0].stalled = True
+            link.stalled = True
 
         nursery.start_soon(stall_soon)
         with trio.fail_after(30), pytest.raises(NodeUnavailableError, match="did not answer UnitResult within 0.5 s"):
