@@ -37,11 +37,6 @@ class StallDeadline:
         """`data` for `Channel.send_bulk` in pieces of a chunk at most; each one the channel took counts as
         progress (it asks for the next only once the last is written). No view of a piece is held while the
         next is awaited: a piece may point into a buffer its source wants back (`CaptureFeed`)."""
-        if isinstance(data, bytes | bytearray | memoryview):
-            for chunk in _chunks(memoryview(data)):
-                yield chunk
-                self.moved()
-            return
         async with contextlib.aclosing(_pieces(data)) as pieces:
             async for piece in pieces:
                 for chunk in _chunks(piece):
@@ -75,8 +70,11 @@ class _Watching:
             await self._sink.drained()
 
 
-async def _pieces(data: AsyncIterable[bytes | memoryview]) -> AsyncIterator[memoryview]:
-    """`data`'s pieces as views; an async generator among them is closed with this one."""
+async def _pieces(data: bytes | memoryview | AsyncIterable[bytes | memoryview]) -> AsyncIterator[memoryview]:
+    """`data`'s pieces as views (bytes: one piece); an async generator among them is closed with this one."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        yield memoryview(data)
+        return
     iterator = aiter(data)
     try:
         async for piece in iterator:
