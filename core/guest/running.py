@@ -291,7 +291,9 @@ class RunningGuest:
             self.priority_floor = child.floor
             self.fork_refusals = child.fork_refusals
             warm = f", warm: its unit {child.units + 1}"
-        if paused and self.change(GuestPhase.PAUSED):
+        if paused:
+            self.change(GuestPhase.PAUSED)
+        if self.paused:  # also when the pause came while its process was being readied: nothing to stop then
             self._freeze()
         resumed = f" from checkpoint {self.resume_from.seq}" if self.resume_from else ""
         self.emit("start", f"guest {task.plugin_name} unit {task.unit.index} started{resumed} (pid {process.pid}{warm})")

@@ -216,6 +216,38 @@ class _GuestWakeups(trio.abc.Instrument):
             self.steps += 1
 
 
+async def test_a_guest_paused_while_its_process_starts_is_stopped_once_it_has_one(tmp_path):
+    # The owner's pause may come between a guest's registration and its process getting the unit.
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    task = make_task(path, LONG)
+    outcome_box = []
+    async with trio.open_nursery() as nursery:
+
+        async def run():
+            outcome_box.append(await guests.run(task))
+
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [f.state for f in guests.figures()] == ["starting"] and recorder.messages("start") == []
+        guests.pause_all()
+        await wait_until(lambda: recorder.messages("start"), what="the guest process given its unit")
+        [process] = guest_processes()
+        # Frozen in its cgroup (the kernel shows disk-sleep), or stopped by signal where there is no freezer.
+        await wait_until(lambda: process.status() in (psutil.STATUS_DISK_SLEEP, psutil.STATUS_STOPPED),
+                         timeout=10, what="the paused guest stopped")
+        stopped = guest_cpu(process)
+        await trio.sleep(0.5)
+        assert guest_cpu(process) == stopped
+        [paused] = guests.figures()
+        assert paused.state == "paused" and paused.progress == 0
+
+        guests.resume_all()
+    [outcome] = outcome_box
+    assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, LONG)
+
+
 async def test_a_paused_guest_leaves_the_loop_asleep_for_an_hour_of_mock_time(tmp_path, mock_clock):
     # The product's default settings (a watch every 0.1 s): polling while paused would wake the
     # loop ~36,000 times in the hour below.
