@@ -148,7 +148,8 @@ class MasterScheduler:
         self._usage = usage
         self._usage_of = usage_of
         self._shares = shares
-        self._told: dict[tuple[str, str], float] = {}        # (host, submitter) -> when its demand was last offered
+        self._told: dict[tuple[str, str], float] = {}        # (host, assignment id) -> when that assignment's demand
+                                                             # was last offered there (while it waits)
         self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
         self._starts_on: dict[str, set[trio.CancelScope]] = {}   # host -> its starts on their way (see host_lost)
         self._starting: dict[str, int] = {}                  # task id -> the epoch of its start on its way: no report
@@ -243,6 +244,7 @@ class MasterScheduler:
         the placement policy, offered and started per host in one call each, their epochs in one transaction."""
         index = self._store.index
         waiting = index.waiting()
+        self._told = {told: at for told, at in self._told.items() if told[1] in {head.id for head in waiting}}
         if not waiting:
             self._waiting = WaitingReasons()
             return
@@ -288,18 +290,20 @@ class MasterScheduler:
 
     async def _tell_demand(self, waiting: list[AssignmentHead], hosts: Sequence[NodeView], usage: dict[str, float],
                            demand: dict[str, int], running: Mapping[str, int]) -> None:
-        """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds: a
-        host learns who waits for its next free slot (fair share, or equal share with it off) only from offers.
-        One it takes runs."""
+        """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds and at
+        once for an assignment not told yet: a host learns who waits for its next free slot (fair share, or equal
+        share with it off) only from offers. (Timed per submitter, one whose assignment was cancelled and who
+        submitted again at once was told up to a second late, while the other's master, hearing first of the
+        slots the cancelled units freed, took them all.) One it takes runs."""
         now = self._clock()
         oldest: dict[str, AssignmentHead] = {}
         for head in sorted(waiting, key=lambda head: head.seq):
             oldest.setdefault(head.submitter, head)
         for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):   # (room ahead or not)
-            for submitter, head in oldest.items():
-                if now - self._told.get((host, submitter), -math.inf) < DEMAND_REFRESH:
+            for head in oldest.values():
+                if now - self._told.get((host, head.id), -math.inf) < DEMAND_REFRESH:
                     continue
-                self._told[(host, submitter)] = now
+                self._told[(host, head.id)] = now
                 for unit in self._store.queued(head.id, 1):
                     if host not in unit.copied_on:   # a checked unit's next copy goes to another host
                         await self._place_round({host: [(unit, head)]}, {}, usage, demand, running)
