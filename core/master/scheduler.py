@@ -244,7 +244,8 @@ class MasterScheduler:
         the placement policy, offered and started per host in one call each, their epochs in one transaction."""
         index = self._store.index
         waiting = index.waiting()
-        self._told = {told: at for told, at in self._told.items() if told[1] in {head.id for head in waiting}}
+        waiting_ids = {head.id for head in waiting}
+        self._told = {told: at for told, at in self._told.items() if told[1] in waiting_ids}
         if not waiting:
             self._waiting = WaitingReasons()
             return
