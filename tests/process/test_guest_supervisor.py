@@ -21,6 +21,11 @@ from tests.guest_kit import (
 from tests.waiting import wait_until
 
 
+async def run_into(outcomes: list, guests: GuestSupervisor, task) -> None:
+    """Run `task` and keep its outcome in `outcomes`, for the test to look at once its nursery is done."""
+    outcomes.append(await guests.run(task))
+
+
 @pytest.mark.parametrize("proc_stat", [True, False], ids=["proc", "psutil-as-on-macos"])
 async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path, monkeypatch, proc_stat):
     monkeypatch.setattr("frost_core.guest.running.PROC_STAT", proc_stat)   # without /proc, CPU comes from psutil
@@ -32,10 +37,7 @@ async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_p
     async with trio.open_nursery() as nursery:
         outcome_box = []
 
-        async def run():
-            outcome_box.append(await guests.run(task))
-
-        nursery.start_soon(run)
+        nursery.start_soon(run_into, outcome_box, guests, task)
         # Live: checkpointed and part way (a look at the very end of its last step sees progress 1.0).
         figures = await wait_until(lambda: [f for f in guests.figures() if f.last_checkpoint_seq and 0 < f.progress < 1])
         seen.append(figures[0])
@@ -63,11 +65,7 @@ async def test_kill_9_at_random_moments_then_restart_gives_the_identical_result(
     for _attempt in range(40):
         outcome_box = []
         async with trio.open_nursery() as nursery:
-
-            async def run():
-                outcome_box.append(await guests.run(task))
-
-            nursery.start_soon(run)
+            nursery.start_soon(run_into, outcome_box, guests, task)
             if kills < 3:
                 # Kill at a random moment once the guest is under way (after its first checkpoint).
                 await wait_until(lambda: any(f.last_checkpoint_seq for f in guests.figures()) or outcome_box)
@@ -93,11 +91,7 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
     task = make_task(path, LONG)
     outcome_box = []
     async with trio.open_nursery() as nursery:
-
-        async def run():
-            outcome_box.append(await guests.run(task))
-
-        nursery.start_soon(run)
+        nursery.start_soon(run_into, outcome_box, guests, task)
         await wait_until(lambda: any(f.state == "running" and f.cpu_seconds > 0.05 for f in guests.figures()))
         [process] = guest_processes()
 
@@ -147,11 +141,7 @@ async def test_capture_returns_the_moves_checkpoint_and_the_run_ends_evicted_wit
     task = make_task(path, LONG)
     outcome_box = []
     async with trio.open_nursery() as nursery:
-
-        async def run():
-            outcome_box.append(await guests.run(task))
-
-        nursery.start_soon(run)
+        nursery.start_soon(run_into, outcome_box, guests, task)
         await wait_until(lambda: any(f.state == "running" and f.progress > 0 for f in guests.figures()))
         captured = await guests.capture(task.task_id, deadline=60)
         assert guest_processes() == []  # stopped, not just asked
@@ -224,11 +214,7 @@ async def test_a_guest_paused_while_its_process_starts_is_stopped_once_it_has_on
     task = make_task(path, LONG)
     outcome_box = []
     async with trio.open_nursery() as nursery:
-
-        async def run():
-            outcome_box.append(await guests.run(task))
-
-        nursery.start_soon(run)
+        nursery.start_soon(run_into, outcome_box, guests, task)
         await trio.testing.wait_all_tasks_blocked()
         assert [f.state for f in guests.figures()] == ["starting"] and recorder.messages("start") == []
         guests.pause_all()
@@ -333,11 +319,7 @@ async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoint
     task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
     outcome_box = []
     async with trio.open_nursery() as nursery:
-
-        async def run():
-            outcome_box.append(await guests.run(task))
-
-        nursery.start_soon(run)
+        nursery.start_soon(run_into, outcome_box, guests, task)
         await wait_until(lambda: any(f.last_checkpoint_seq for f in guests.figures()))
         assert await guests.cancel_assignment(task.assignment_id) == (task.task_id,)
         assert guest_processes() == []
