@@ -186,8 +186,11 @@ async def test_a_peer_gone_silent_mid_transfer_is_dropped_and_leaves_nothing_sta
     monkeypatch.setattr(links_module, "START_TIMEOUT", TIMEOUT)
     store = CheckpointStore(tmp_path / "b-checkpoints")
     checkpoint = record(bytes(16 << 20))   # from 8 MiB on, written to a staged file as it arrives
-    staged = lambda: [p.name for p in (store.root / checkpoint.task_id).glob(f"{TEMP_PREFIX}*")] \
-        if (store.root / checkpoint.task_id).is_dir() else []
+
+    def staged() -> list[str]:
+        folder = store.root / checkpoint.task_id
+        return [p.name for p in folder.glob(f"{TEMP_PREFIX}*")] if folder.is_dir() else []
+
     async with trio.open_nursery() as nursery:
         links, _, host = await pair(nursery, tmp_path, checkpoints=store)
         back = trio.Event()
