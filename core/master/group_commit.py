@@ -1,8 +1,9 @@
 """Changes that arrive together are committed together: a burst of results costs one transaction and one fsync.
 
-The first caller commits what is pending, then whatever arrived while it committed, until nothing
-waits; the others wait for the batch that carries theirs. Each caller returns only once its change
-is durable, so a host is never told its result was taken before it was.
+Whoever finds nobody committing commits everything pending, its own change too; the others wait for the
+batch in progress to end and look again: done, or their turn to commit what is pending now. One batch
+at a time, and each caller returns only once its change is durable, so a host is never told its result
+was taken before it was.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ R = TypeVar("R")
 class _Ticket(Generic[T, R]):
     def __init__(self, item: T) -> None:
         self.item = item
-        self.woken = trio.Event()     # its batch is durable, or it is its turn to commit
         self.done = False
         self.outcome: R | None = None
         self.error: BaseException | None = None
@@ -33,25 +33,32 @@ class GroupCommit(Generic[T, R]):
         self._commit = commit
         self._pending: list[_Ticket[T, R]] = []
         self._committing = False
+        self._batch_ended = trio.Event()   # set (and replaced) as each batch ends
 
     async def submit(self, item: T) -> R:
-        """`item`'s outcome, once the batch that carries it is durable."""
+        """`item`'s outcome, once the batch that carries it is durable.
+
+        A waiter looks again after each batch rather than being handed the next turn: a caller that came
+        while the turn was on its way found nobody committing and took the waiter's change into its own
+        batch (the waiter then committed an empty batch beside it and returned with no outcome)."""
         ticket: _Ticket[T, R] = _Ticket(item)
         self._pending.append(ticket)
-        if self._committing:
-            await ticket.woken.wait()
-        if not ticket.done:   # nobody commits, or the committer handed over: commit what waits, this one too
-            await self._commit_pending()
+        while not ticket.done:
+            if self._committing:
+                await self._batch_ended.wait()
+            else:
+                await self._commit_pending()
         if ticket.error is not None:
             raise FrostError(f"the master could not store a result: {ticket.error}") from ticket.error
         return ticket.outcome  # type: ignore[return-value]
 
     async def _commit_pending(self) -> None:
-        """One batch; what arrives meanwhile is the next caller's to commit (this one's caller is answered now)."""
+        """One batch of what is pending; what arrives meanwhile waits for the next."""
         self._committing = True
-        await trio.lowlevel.checkpoint()   # results delivered at the same moment join this batch
-        batch, self._pending = self._pending, []
+        batch: list[_Ticket[T, R]] = []
         try:
+            await trio.lowlevel.checkpoint()   # results delivered at the same moment join this batch
+            batch, self._pending = self._pending, []
             outcomes = await self._commit([t.item for t in batch])
         except Exception as error:   # every caller of the batch hears it alike, this one too
             for ticket in batch:
@@ -66,7 +73,6 @@ class GroupCommit(Generic[T, R]):
         finally:
             for ticket in batch:
                 ticket.done = True
-                ticket.woken.set()
             self._committing = False
-            if self._pending:
-                self._pending[0].woken.set()
+            self._batch_ended.set()
+            self._batch_ended = trio.Event()
