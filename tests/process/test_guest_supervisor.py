@@ -6,12 +6,13 @@ import random
 import signal
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import trio
 
-from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor
+from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor, GuestTask
 from frost_core.guest.spawn import close_child
 from frost_core.storage.checkpoints import CheckpointStore, read_record
 from frost_core.wire.channel import Channel
@@ -19,6 +20,14 @@ from tests.guest_kit import (
     COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
 )
 from tests.waiting import wait_until
+
+
+def long_counter(tmp_path: Path) -> tuple[Recorder, GuestSupervisor, Path, GuestTask]:
+    """A supervisor with quick checkpoints whose events are recorded, the counter plugin's file and its long unit."""
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    return recorder, guests, path, make_task(path, LONG)
 
 
 async def run_into(outcomes: list, guests: GuestSupervisor, task) -> None:
@@ -29,10 +38,7 @@ async def run_into(outcomes: list, guests: GuestSupervisor, task) -> None:
 @pytest.mark.parametrize("proc_stat", [True, False], ids=["proc", "psutil-as-on-macos"])
 async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_path, monkeypatch, proc_stat):
     monkeypatch.setattr("frost_core.guest.running.PROC_STAT", proc_stat)   # without /proc, CPU comes from psutil
-    recorder = Recorder()
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
-    path = write_plugin(tmp_path, "counter", COUNTER)
-    task = make_task(path, LONG)
+    recorder, guests, path, task = long_counter(tmp_path)
     seen = []
     async with trio.open_nursery() as nursery:
         outcome_box = []
@@ -56,10 +62,7 @@ async def test_a_unit_runs_to_its_result_with_checkpoints_and_live_figures(tmp_p
 
 
 async def test_kill_9_at_random_moments_then_restart_gives_the_identical_result(tmp_path):
-    recorder = Recorder()
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
-    path = write_plugin(tmp_path, "counter", COUNTER)
-    task = make_task(path, LONG)
+    recorder, guests, path, task = long_counter(tmp_path)
     rng = random.Random(7)
     kills = 0
     for _attempt in range(40):
@@ -85,10 +88,7 @@ async def test_kill_9_at_random_moments_then_restart_gives_the_identical_result(
 
 
 async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(tmp_path):
-    recorder = Recorder()
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
-    path = write_plugin(tmp_path, "counter", COUNTER)
-    task = make_task(path, LONG)
+    recorder, guests, path, task = long_counter(tmp_path)
     outcome_box = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_into, outcome_box, guests, task)
@@ -208,10 +208,7 @@ class _GuestWakeups(trio.abc.Instrument):
 
 async def test_a_guest_paused_while_its_process_starts_is_stopped_once_it_has_one(tmp_path):
     # The owner's pause may come between a guest's registration and its process getting the unit.
-    recorder = Recorder()
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
-    path = write_plugin(tmp_path, "counter", COUNTER)
-    task = make_task(path, LONG)
+    recorder, guests, path, task = long_counter(tmp_path)
     outcome_box = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_into, outcome_box, guests, task)
