@@ -34,7 +34,7 @@ from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableEr
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.guest.supervisor import GuestSupervisor
-from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask
+from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask, Stopped
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import decode_plain
@@ -536,7 +536,7 @@ class HostService:
             # its last figure (warm or fresh, killed now), goes in the next report.
             self._stopped[task.task_id] = (dataclasses.replace(hosted.status(), state=STOPPED), hosted.master,
                                            time.monotonic())
-        if why is not None:
+        if why is not None or isinstance(outcome, Stopped):
             self._owe_spent(hosted.master, ran)
             return
         if isinstance(outcome, Completed):

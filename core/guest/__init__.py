@@ -19,6 +19,7 @@ _EXPORTS = {
     "Completed": "frost_core.guest.views",
     "Failed": "frost_core.guest.views",
     "Evicted": "frost_core.guest.views",
+    "Stopped": "frost_core.guest.views",
     "Outcome": "frost_core.guest.views",
 }
 

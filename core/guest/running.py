@@ -59,6 +59,7 @@ from frost_core.guest.views import (
     GuestTask,
     InputFile,
     Outcome,
+    Stopped,
 )
 from frost_core.plugin.limits import MAX_RESULT_BYTES
 from frost_core.plugin.plain import encode_plain
@@ -239,6 +240,8 @@ class RunningGuest:
     def state(self) -> str:
         if isinstance(self.outcome, Failed):
             return "failed"
+        if isinstance(self.outcome, Stopped):
+            return "stopped"
         if self.evicting or isinstance(self.outcome, Evicted):
             return "evicting"
         if self.paused:

@@ -45,6 +45,7 @@ from frost_core.guest.views import (
     GuestTask,
     InputFile,
     Outcome,
+    Stopped,
 )
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore, check_task_id
 
@@ -356,10 +357,10 @@ class GuestSupervisor:
 
     async def stop(self, task_ids: tuple[str, ...], reason: str) -> tuple[str, ...]:
         """Stop these guests at once and drop their checkpoints: their work is not wanted any more
-        (cancelled, or superseded by a newer copy elsewhere). Their run() returns Failed(reason)."""
+        (cancelled, or superseded by a newer copy elsewhere). Their run() returns Stopped(reason)."""
         guests = [g for g in self._guests.values() if g.task.task_id in task_ids and g.outcome is None]
         for guest in guests:
-            guest.finish(Failed(reason, retryable=False))
+            guest.finish(Stopped(reason))
         for guest in guests:
             if guest.process is not None:
                 await guest.process.wait()
@@ -398,6 +399,8 @@ class GuestSupervisor:
         elif isinstance(outcome, Evicted):
             where = f"checkpoint {outcome.checkpoint.seq}" if outcome.checkpoint else "no checkpoint (starts over)"
             self.emit(task_id, "evict", f"guest left this machine with {where}")
+        elif isinstance(outcome, Stopped):
+            self.emit(task_id, "stopped", f"guest stopped: {outcome.reason}")
 
     def emit(self, task_id: str, kind: str, message: str, level: str = "info") -> None:
         """Tell the node what happened to one guest."""

@@ -121,7 +121,17 @@ class Evicted:
     """How far it got here: with `cpu_seconds`, what it still needs (its guest and figures are gone)."""
 
 
-Outcome = Completed | Failed | Evicted
+@dataclass(frozen=True)
+class Stopped:
+    """The node stopped the unit on purpose: its assignment was cancelled, or its master runs a newer copy.
+    Not a failure: nothing is reported to its master or counted against its retries, and the event log
+    says so at the level of a normal stop rather than an error."""
+
+    reason: str
+    cpu_seconds: float = field(default=0.0, compare=False)   # CPU its guest process used here (ledger)
+
+
+Outcome = Completed | Failed | Evicted | Stopped
 
 
 @dataclass(frozen=True)

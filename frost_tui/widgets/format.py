@@ -91,6 +91,7 @@ STATE_STYLES = {
     "left": "bright_black",
     "failed": "bold red",
     "cancelled": "bright_black",
+    "stopped": "bright_black",
     "error": "bold red",
     "warning": "yellow",
     "info": "",

@@ -12,7 +12,7 @@ import psutil
 import pytest
 import trio
 
-from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor, GuestTask
+from frost_core.guest import Completed, Evicted, Failed, GuestSettings, GuestSupervisor, GuestTask, Stopped
 from frost_core.guest.spawn import close_child
 from frost_core.storage.checkpoints import CheckpointStore, read_record
 from frost_core.wire.channel import Channel
@@ -311,8 +311,10 @@ async def test_a_checkpoint_from_a_newer_ownership_epoch_is_not_resumed(tmp_path
     assert "ownership epoch 5" in outcome.reason
 
 
-async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoints(tmp_path):
-    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoints_without_calling_it_a_failure(
+        tmp_path):
+    recorder = Recorder()
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=recorder)
     task = make_task(write_plugin(tmp_path, "counter", COUNTER), LONG)
     outcome_box = []
     async with trio.open_nursery() as nursery:
@@ -321,5 +323,8 @@ async def test_cancelling_an_assignment_stops_its_guest_and_drops_its_checkpoint
         assert await guests.cancel_assignment(task.assignment_id) == (task.task_id,)
         assert guest_processes() == []
     outcome = outcome_box[0]
-    assert isinstance(outcome, Failed) and not outcome.retryable and outcome.reason.startswith("cancelled")
+    assert isinstance(outcome, Stopped) and outcome.reason.startswith("cancelled")
     assert guests.store.latest(task.task_id) is None
+    # The owner asked for it: the event log says the guest stopped, and shows no error.
+    assert recorder.messages("stopped") == [f"guest stopped: cancelled: assignment {task.assignment_id} was cancelled"]
+    assert [e for e in recorder.events if e.level == "error"] == []
