@@ -23,7 +23,7 @@ def export_result(store: MasterStore, results_dir: Path, assignment_id: str) -> 
     data, _media_type, filename = store.result(assignment_id)
     path = exported_path(results_dir, assignment_id, filename)
     if not path.exists():
-        results_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(results_dir)
         write_atomically(path, data)
     export_files(store, results_dir, assignment_id)
     return path
@@ -62,10 +62,17 @@ def save_files(store: MasterStore, assignment_id: str, folder: Path) -> list[str
     names: set[str] = set()
     for files in store.unit_files(assignment_id):
         for name, data in files.items():
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folder(folder)
             write_atomically(folder / Path(name).name, data)
             names.add(name)
     return sorted(names)
+
+
+def make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FrostError(f"cannot make the folder {folder}: {error.strerror}", title="Cannot save result") from error
 
 
 def write_atomically(path: Path, data: bytes) -> None:

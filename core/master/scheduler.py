@@ -218,7 +218,7 @@ class MasterScheduler:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         for record in self._store.assignments():
             if record.state == "done":
-                await self._blocking(export_result, self._store, self._results_dir, record.id)
+                await self.export(record.id)
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
             self._events.add("assignment", f"{counted(len(requeued), 'unit')} this machine ran when it stopped are queued again")
@@ -1040,11 +1040,26 @@ class MasterScheduler:
             self._store.mark_combining(assignment_id)
             nursery.start_soon(self._combine, assignment_id)
 
-    def _store_output(self, assignment_id: str, output: Output) -> None:
-        """Store the combined output (a durable commit) and export it: in a worker thread, one trip for both."""
-        self._store.finish_assignment(assignment_id, data=output.data, media_type=output.media_type,
-                                      filename=output.filename)
-        export_result(self._store, self._results_dir, assignment_id)
+    async def store_output(self, assignment_id: str, output: Output) -> bool:
+        """Store a combined output (a durable commit, in a worker thread) and export it. False if the assignment
+        was cancelled while it combined: nothing is stored, and the event log says so."""
+        stored = await self._blocking(partial(self._store.finish_assignment, assignment_id, data=output.data,
+                                              media_type=output.media_type, filename=output.filename))
+        if stored:
+            await self.export(assignment_id)
+        else:
+            self._events.add("assignment", f"assignment {assignment_id} was cancelled while its results were "
+                             "combined: the combined result is dropped")
+        return stored
+
+    async def export(self, assignment_id: str) -> None:
+        """Write a stored result to the results folder, in a worker thread. A failure is told, not raised: the
+        database keeps the result (`frost-tui result` saves it), and the next start exports it again."""
+        try:
+            await self._blocking(export_result, self._store, self._results_dir, assignment_id)
+        except FrostError as error:
+            self._events.add("assignment", f"assignment {assignment_id}: its result is kept in the node's database "
+                             f"but was not exported: {error.message}", severity="warning")
 
     async def _combine(self, assignment_id: str) -> None:
         """Combine in a throwaway subprocess; a crash here leaves the assignment 'combining' for the next start."""
@@ -1057,12 +1072,13 @@ class MasterScheduler:
             self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
             self._events.error(error)
         else:
-            await self._blocking(self._store_output, assignment_id, output)
+            stored = await self.store_output(assignment_id, output)
             self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
-            done = self._store.assignment(assignment_id)
-            checked = verification.summary(done.verify, len(done.units), done.verified)
-            self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: {output.filename}"
-                             f"; {waste.summary(done.waste)}; {checked}")
+            if stored:
+                done = self._store.assignment(assignment_id)
+                checked = verification.summary(done.verify, len(done.units), done.verified)
+                self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: "
+                                 f"{output.filename}; {waste.summary(done.waste)}; {checked}")
         finally:
             self._combining.discard(assignment_id)
             self._unit_seconds.pop(assignment_id, None)

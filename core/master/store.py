@@ -214,7 +214,10 @@ class MasterStore:
     """One SQLite file per node, used from the node's trio thread, except `create_assignment`, `place_units`,
     `accept_results`, `record_copy`, `settle_unchecked` and `finish_assignment`, which any one thread may call
     (they write on a connection of their own): the node runs them off its event loop, which would otherwise
-    wait for their fsync."""
+    wait for their fsync. `result` and `unit_files`, which exports read in worker threads, also read on a
+    connection of their own: a read on the loop's connection may run inside the snapshot of a statement the
+    loop has in progress, and so not see a commit made on another connection a moment before (an assignment
+    just finished read back as still running)."""
 
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
@@ -231,10 +234,13 @@ class MasterStore:
         self._listed: tuple[int, list[AssignmentRecord]] | None = None
         self._batches = open_durably(path, _SCHEMA)
         self._batching = threading.Lock()        # one batch at a time on its connection
+        self._reads = open_durably(path, _SCHEMA)
+        self._reading = threading.Lock()         # one query at a time on it, never held between two
         self.index = UnitIndex()
         self._load_index(self._db)
 
     def close(self) -> None:
+        self._reads.close()
         self._batches.close()
         self._db.close()
 
@@ -356,14 +362,15 @@ class MasterStore:
         return list(records)
 
     def result(self, assignment_id: str) -> tuple[bytes, str, str]:
-        """The combined output: (data, media type, suggested file name)."""
-        record = self.assignment(assignment_id)
-        if record.state != "done":
-            raise FrostError(
-                f"assignment {assignment_id} has no result yet (it is {record.state})", title="No result yet"
-            )
-        (data,) = self._db.execute("SELECT result FROM assignments WHERE id = ?", (assignment_id,)).fetchone()
-        return data, record.result_media_type or "application/octet-stream", record.result_filename or assignment_id
+        """The combined output: (data, media type, suggested file name). Any one thread may call it."""
+        row = self._read_one("SELECT state, result, result_media_type, result_filename FROM assignments WHERE id = ?",
+                             (assignment_id,))
+        if row is None:
+            raise UnknownAssignmentError(f"no assignment {assignment_id!r} on this node")
+        state, data, media_type, filename = row
+        if state != "done":
+            raise FrostError(f"assignment {assignment_id} has no result yet (it is {state})", title="No result yet")
+        return data, media_type or "application/octet-stream", filename or assignment_id
 
     def unit_results(self, assignment_id: str) -> list[Any]:
         """Decoded unit results in unit order: what the plugin's combine receives."""
@@ -373,22 +380,28 @@ class MasterStore:
         return [cbor2.loads(result) for (result,) in rows]
 
     def unit_files(self, assignment_id: str) -> Iterator[dict[str, bytes]]:
-        """Each unit's output files in unit order, decoded one unit at a time (they may be large)."""
-        (count,) = self._db.execute("SELECT COUNT(*) FROM units WHERE assignment_id = ?", (assignment_id,)).fetchone()
+        """Each unit's output files in unit order, decoded one unit at a time (they may be large). Any one
+        thread may call it."""
+        (count,) = self._read_one("SELECT COUNT(*) FROM units WHERE assignment_id = ?", (assignment_id,))
         for index in range(count):
-            (files,) = self._db.execute(
-                "SELECT files FROM units WHERE assignment_id = ? AND idx = ?", (assignment_id, index)
-            ).fetchone()
+            (files,) = self._read_one("SELECT files FROM units WHERE assignment_id = ? AND idx = ?",
+                                      (assignment_id, index))
             yield {} if files is None else cbor2.loads(files)
 
-    def finish_assignment(self, assignment_id: str, *, data: bytes, media_type: str, filename: str) -> None:
+    def _read_one(self, query: str, parameters: tuple) -> tuple | None:
+        with self._reading:
+            return self._reads.execute(query, parameters).fetchone()
+
+    def finish_assignment(self, assignment_id: str, *, data: bytes, media_type: str, filename: str) -> bool:
+        """Store the combined output; False, storing nothing, if the assignment was cancelled while it combined."""
         with self._batching, self._transaction(self._batches) as db:
-            db.execute(
+            stored = db.execute(
                 "UPDATE assignments SET state = 'done', finished_at = ?, result = ?, result_media_type = ?,"
                 " result_filename = ? WHERE id = ? AND state IN ('running', 'combining')",
                 (time.time(), data, media_type, filename, assignment_id),
-            )
+            ).rowcount == 1
             self.index.close_assignment(assignment_id)
+        return stored
 
     def fail_assignment(self, assignment_id: str, error: str) -> None:
         with self._transaction() as db:

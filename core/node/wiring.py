@@ -58,7 +58,6 @@ from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
 from frost_core.master.gang_checkpoints import GangCheckpoints
-from frost_core.master.results import export_result
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
 from frost_core.node.addresses import advertised_host
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
@@ -584,10 +583,8 @@ class Node:
             self.store.fail_assignment(assignment_id, f"combine failed: {error.message}")
             self.events.error(error)
         else:
-            self.store.finish_assignment(assignment_id, data=output.data, media_type=output.media_type,
-                                         filename=output.filename)
-            await trio.to_thread.run_sync(export_result, self.store, self.results_dir, assignment_id)
-            self.events.add("assignment", f"assignment {assignment_id} ({info.name}) is done: {output.filename}")
+            if await self._scheduler.store_output(assignment_id, output):
+                self.events.add("assignment", f"assignment {assignment_id} ({info.name}) is done: {output.filename}")
         await self.gang_checkpoints.discard(assignment_id)
         self.mark_changed()
 

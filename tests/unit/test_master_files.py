@@ -3,7 +3,9 @@
 import sqlite3
 
 import cbor2
+import pytest
 
+from frost_core.api.errors import FrostError
 from frost_core.guest.views import InputFile
 from frost_core.master import store as store_module
 from frost_core.master.results import export_result, exported_files_folder, save_files
@@ -55,6 +57,17 @@ def test_an_assignment_without_output_files_exports_no_folder(tmp_path):
     assignment_id = finished_assignment(store, [{}, {}])
     export_result(store, tmp_path / "results", assignment_id)
     assert [p.name for p in (tmp_path / "results").iterdir()] == [f"{assignment_id}-report.txt"]
+
+
+def test_a_results_folder_that_cannot_be_made_is_a_clear_error_and_the_result_stays_in_the_database(tmp_path):
+    store = MasterStore(tmp_path / "master.sqlite", node_id="n0de0001")
+    assignment_id = finished_assignment(store, [{"0.txt": b"zero"}])
+    (tmp_path / "results").write_text("a file where the folder belongs")
+    with pytest.raises(FrostError, match="cannot make the folder .*results"):
+        export_result(store, tmp_path / "results", assignment_id)
+    assert store.result(assignment_id) == (b"report", "text/plain", "report.txt")
+    with pytest.raises(FrostError, match="cannot make the folder .*elsewhere"):
+        save_files(store, assignment_id, tmp_path / "results" / "elsewhere")
 
 
 def test_a_database_from_before_files_gains_the_columns_and_keeps_its_rows(tmp_path):

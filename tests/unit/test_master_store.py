@@ -7,6 +7,7 @@ import textwrap
 import cbor2
 import pytest
 
+from frost_core.api.errors import FrostError
 from frost_core.master import store as store_module
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement
 
@@ -71,6 +72,30 @@ def test_combining_lists_assignments_whose_units_are_all_done(tmp_path):
     assert store.result(aid) == (b"out", "text/plain", "out.txt")
 
 
+def test_a_result_stored_by_a_worker_thread_reads_back_done_while_the_loop_is_in_the_middle_of_a_read(tmp_path):
+    # Seen on a node polled by `status` as it finished an assignment: the export read the result back as
+    # "running" and the node stopped. A read the loop has in progress on its connection (here a listing
+    # half fetched) holds that connection's snapshot; the export must read past it.
+    store = new_store(tmp_path)
+    first, second = submit(store, 1), submit(store, 1)
+    listing = store._db.execute("SELECT id FROM assignments")
+    assert listing.fetchone() == (first,)
+    assert store.finish_assignment(second, data=b"42", media_type="text/plain", filename="pi.txt")
+    assert store.result(second) == (b"42", "text/plain", "pi.txt")
+    assert [files for files in store.unit_files(second)] == [{}]
+    assert listing.fetchone() == (second,)
+
+
+def test_a_result_that_comes_after_its_assignment_was_cancelled_is_not_stored(tmp_path):
+    store = new_store(tmp_path)
+    aid = submit(store, 1)
+    store.cancel_assignment(aid)
+    assert not store.finish_assignment(aid, data=b"late", media_type="text/plain", filename="late.txt")
+    assert store.assignment(aid).state == "cancelled"
+    with pytest.raises(FrostError, match="no result yet"):
+        store.result(aid)
+
+
 def test_an_assignment_with_a_unit_failed_for_good_is_never_combined_even_across_a_restart(tmp_path):
     store = new_store(tmp_path)
     aid = submit(store, 2)
@@ -100,7 +125,7 @@ def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_
     for count in (1, 30):
         commits.clear()
         store = MasterStore(tmp_path / f"{count}.sqlite", node_id=NODE_ID)
-        loop_connection, batch_connection = commits   # opened in this order
+        loop_connection, batch_connection, read_connection = commits   # opened in this order
         loop_connection[0] = batch_connection[0] = 0
         aid = submit(store, count)
         epochs = store.place_units([Placement(aid, index, "me") for index in range(count)])
@@ -111,6 +136,7 @@ def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_
         store.finish_assignment(aid, data=b"out", media_type="text/plain", filename="out.txt")
         assert store.assignment(aid).state == "done"
         assert (loop_connection[0], batch_connection[0]) == (0, 4), count   # create, place, results, finish
+        assert read_connection[0] == 0, count
 
 
 def test_intents_survive_reopening(tmp_path):
