@@ -20,7 +20,6 @@ import dataclasses
 import enum
 import functools
 import os
-import shutil
 import signal
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -51,7 +50,7 @@ from frost_core.guest.protocol import (
     GuestSuperstep,
     GuestSuperstepAnswer,
 )
-from frost_core.guest.spawn import Child, close_child, fresh_folder, start_child
+from frost_core.guest.spawn import Child, close_child, fresh_folder, remove_folder, start_child
 from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.plugin.gang import Inbox, MemberCheckpoint, Superstep
 from frost_core.plugin.limits import MAX_RESULT_BYTES
@@ -408,7 +407,7 @@ async def open_member(spec: MemberSpec, *, containment: Containment, settings: G
             await close_child(child)
             if cgroup is not None:
                 await trio.to_thread.run_sync(cgroup.remove)
-            await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+            await trio.to_thread.run_sync(remove_folder, scratch)
 
 
 def _checked_superstep(checkpoint: bytes, spec: MemberSpec) -> int:

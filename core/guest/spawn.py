@@ -228,9 +228,54 @@ async def close_child(child: Child) -> None:
 
 
 def fresh_folder(folder: Path) -> None:
-    """An empty folder only the node can read, whatever was there before."""
-    shutil.rmtree(folder, ignore_errors=True)
+    """An empty folder only the node can read, whatever was there before; OSError if what was there stays."""
+    remove_folder(folder)
     folder.mkdir(parents=True, mode=0o700)
+
+
+def remove_folder(folder: Path) -> bool:
+    """Remove `folder` and everything in it; True once it is gone.
+
+    A guest that runs as the node's own user may leave folders it made read-only (as some tools make their
+    caches), whose entries plain removal cannot unlink: those folders are given back to the node (mode 700),
+    then removed. Links are never followed: a folder is opened with O_NOFOLLOW before its mode changes.
+    """
+    if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder)
+        return not os.path.lexists(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    if not os.path.lexists(folder):
+        return True
+    _give_back(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    return not os.path.lexists(folder)
+
+
+def _give_back(folder: Path | str, dir_fd: int | None = None) -> None:
+    """Mode 700 on `folder` and every folder below it, top down, each opened without following a link."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(folder, flags, dir_fd=dir_fd)
+    except PermissionError:  # not even readable (mode 000): its mode is set through its parent, then opened
+        try:
+            os.chmod(folder, 0o700, dir_fd=dir_fd)
+            fd = os.open(folder, flags, dir_fd=dir_fd)
+        except OSError:
+            return
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o700)
+        try:
+            names = [entry.name for entry in os.scandir(fd) if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            return
+        for name in names:
+            _give_back(name, fd)
+    finally:
+        os.close(fd)
 
 
 def guest_environment(scratch: Path) -> dict[str, str]:

@@ -18,9 +18,7 @@ units), `containment` (the isolation layers), `running` (one guest from start to
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
-import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -33,7 +31,7 @@ from frost_core.guest.cgroups import GuestCgroup
 from frost_core.guest.isolation import IsolationReport
 from frost_core.guest.priority import read_priority
 from frost_core.guest.running import RunningGuest
-from frost_core.guest.spawn import SPARE_FOLDER, Child, WarmSpare, fresh_folder, start_child
+from frost_core.guest.spawn import SPARE_FOLDER, Child, WarmSpare, fresh_folder, remove_folder, start_child
 from frost_core.guest.warm import IdleGuests, WarmKey, end, warm_key
 from frost_core.guest.views import (
     Completed,
@@ -127,23 +125,14 @@ class GuestSupervisor:
         try:
             warm = await self._idle.take(key, scratch)
             if warm is None:
-                await trio.to_thread.run_sync(fresh_folder, scratch)
-                self.containment.prepare_scratch(scratch)
-            async with trio.open_nursery() as nursery:
                 try:
-                    child = warm or await self._spare.take() or await start_child(scratch, self.containment.child_options())
-                except OSError as error:
-                    guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
-                else:
-                    if guest.outcome is None and not warm:
-                        with trio.CancelScope(shield=True):   # a cancel comes once the guest holds the child
-                            child.cgroup = await self._contain(task, child)
-                    if guest.outcome is not None:
-                        # Evicted or stopped while its process was being made ready: give it no unit.
-                        await end(child)
-                    else:
-                        await guest.start(child, scratch, nursery, paused=self._paused, cgroup=child.cgroup,
-                                          readable=self.containment.readable(task), ready=durable)
+                    await trio.to_thread.run_sync(fresh_folder, scratch)
+                    self.containment.prepare_scratch(scratch)
+                except OSError as error:  # (what an earlier guest left there that this node cannot remove)
+                    guest.finish(Failed(f"start: could not make its scratch folder: {error}", retryable=True))
+            async with trio.open_nursery() as nursery:
+                if guest.outcome is None:
+                    await self._begin(guest, warm, scratch, nursery, durable)
                 task_status.started()
                 await guest.finished.wait()
                 nursery.cancel_scope.cancel()
@@ -166,12 +155,31 @@ class GuestSupervisor:
         self._report_outcome(task.task_id, guest.outcome)
         return dataclasses.replace(guest.outcome, cpu_seconds=guest.cpu)
 
+    async def _begin(self, guest: RunningGuest, warm: Child | None, scratch: Path, nursery: trio.Nursery,
+                     durable: Callable[[], Awaitable[None]] | None) -> None:
+        """Give the guest a process (the one kept for its assignment, a spare, or a new one), contained, and start
+        its unit there."""
+        try:
+            child = warm or await self._spare.take() or await start_child(scratch, self.containment.child_options())
+        except OSError as error:
+            guest.finish(Failed(f"start: could not start the guest process: {error}", retryable=True))
+            return
+        if guest.outcome is None and not warm:
+            with trio.CancelScope(shield=True):   # a cancel comes once the guest holds the child
+                child.cgroup = await self._contain(guest.task, child)
+        if guest.outcome is not None:
+            # Evicted or stopped while its process was being made ready: give it no unit.
+            await end(child)
+            return
+        await guest.start(child, scratch, nursery, paused=self._paused, cgroup=child.cgroup,
+                          readable=self.containment.readable(guest.task), ready=durable)
+
     async def _reap(self, guest: RunningGuest, scratch: Path) -> None:
         """Wait for the guest's process to be gone, then remove its cgroup and its scratch folder."""
         try:
             with trio.CancelScope(shield=True):
                 await guest.reap()
-                await trio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, ignore_errors=True))
+                await trio.to_thread.run_sync(remove_folder, scratch)
         finally:
             reaped = self._reaping.pop(guest.task.task_id, None)
             if reaped is not None:

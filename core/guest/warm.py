@@ -14,7 +14,6 @@ import contextlib
 import errno
 import math
 import os
-import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import psutil
 import trio
 
-from frost_core.guest.spawn import Child, close_child
+from frost_core.guest.spawn import Child, close_child, remove_folder
 from frost_core.guest.views import GuestTask
 
 WARM_IDLE_SECONDS = 5.0
@@ -148,7 +147,7 @@ async def end(child: Child) -> None:
         if child.cgroup is not None:
             await trio.to_thread.run_sync(child.cgroup.remove)
         if child.scratch is not None:
-            await trio.to_thread.run_sync(shutil.rmtree, child.scratch, True)
+            await trio.to_thread.run_sync(remove_folder, child.scratch)
 
 
 def alone(child: Child) -> bool:
@@ -208,7 +207,7 @@ def _empty(scratch: Path) -> bool:
         with os.scandir(scratch) as entries:
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
+                    remove_folder(Path(entry.path))
                 else:
                     with contextlib.suppress(OSError):
                         os.unlink(entry.path)
@@ -235,7 +234,7 @@ async def _rename(old: Path, new: Path) -> bool:
 
 def _replace_folder(old: Path, new: Path) -> None:
     if new.is_dir() and not new.is_symlink():
-        shutil.rmtree(new, ignore_errors=True)
+        remove_folder(new)
     else:
         new.unlink(missing_ok=True)
     os.rename(old, new)

@@ -19,13 +19,18 @@ def exported_path(results_dir: Path, assignment_id: str, filename: str) -> Path:
 
 
 def export_result(store: MasterStore, results_dir: Path, assignment_id: str) -> Path:
-    """Write the assignment's result to data_dir/results/ unless it is already there, and its units' output files."""
+    """Write the assignment's result to data_dir/results/ unless it is already there, and its units' output files.
+    Any failure is a FrostError: the node goes on without the export (the database keeps the result)."""
     data, _media_type, filename = store.result(assignment_id)
     path = exported_path(results_dir, assignment_id, filename)
-    if not path.exists():
-        make_folder(results_dir)
-        write_atomically(path, data)
-    export_files(store, results_dir, assignment_id)
+    try:
+        if not path.exists():
+            make_folder(results_dir)
+            write_atomically(path, data)
+        export_files(store, results_dir, assignment_id)
+    except OSError as error:  # (a folder it may not enter, a name too long for this file system)
+        raise FrostError(f"cannot export the result of {assignment_id} to {results_dir}: {error.strerror or error}",
+                         title="Cannot save result") from error
     return path
 
 

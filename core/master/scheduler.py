@@ -818,7 +818,11 @@ class MasterScheduler:
     async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
         assignment_id, index = split_task_id(task_id)
         if record is not None:
-            await self._keep_replica(record)
+            try:
+                await self._keep_replica(record)
+            except FrostError as error:  # a disk that refused it, or a checkpoint of other code: queued all the same
+                self._events.add("assignment", f"{task_id}: the checkpoint it came back with was not kept "
+                                 f"({error.message}); it goes on from the newest one kept here", severity="warning")
         requeued = self._store.requeue_unit(assignment_id, index, epoch=epoch)
         if requeued:
             self._forget(task_id, epoch)

@@ -381,6 +381,10 @@ class Node:
                 await self._execute(command)
             except FrostError as error:
                 self.events.error(error)
+            except Exception as error:  # a bug behind one keypress must not take the node and its guests down
+                log.exception("carrying out %s failed", type(command).__name__)
+                self.events.add("error", f"the node could not carry out {type(command).__name__}: "
+                                f"{type(error).__name__}: {error} (the node's log has the details)", severity="error")
             self.mark_changed()
 
     async def _execute(self, command: Command) -> Any:

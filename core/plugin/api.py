@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Protocol
 
 
 from frost_core.api.errors import PluginError
-from frost_core.plugin.limits import MAX_RESULT_BYTES, MAX_STATE_BYTES, check_file_name
+from frost_core.plugin.limits import MAX_OUTPUT_NAME_BYTES, MAX_RESULT_BYTES, MAX_STATE_BYTES, check_file_name
 from frost_core.plugin.plain import check_plain, decode_plain, encode_plain
 
 API_VERSION = 1
@@ -179,9 +179,7 @@ class Output:
             raise PluginError(f"output data must be bytes, not {type(self.data).__name__}")
         if not isinstance(self.media_type, str) or "/" not in self.media_type:
             raise PluginError(f"output media type {self.media_type!r} is not like 'image/png'")
-        name = self.filename
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise PluginError(f"output file name {name!r} must be a plain file name")
+        check_file_name(self.filename, "output file", MAX_OUTPUT_NAME_BYTES)
 
 
 class Plugin(abc.ABC):

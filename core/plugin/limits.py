@@ -20,18 +20,21 @@ MAX_OUTBOX_BYTES = 16 * 1024 * 1024
 """What one gang member may send in one superstep, encoded: it crosses the network at every barrier
 (a heat-diffusion halo is a few KB)."""
 MAX_FILE_NAME_BYTES = 255
+MAX_OUTPUT_NAME_BYTES = 200
+"""An assignment's combined output is exported as <assignment id>-<name>, beside a temporary twin a dot and
+".partial" longer: both must fit the 255 bytes a file name may have."""
 
 
-def check_file_name(name: object, what: str = "file") -> str:
+def check_file_name(name: object, what: str = "file", limit: int = MAX_FILE_NAME_BYTES) -> str:
     """Return `name` if it is one plain file name, the same on every host; PluginError if not.
 
     No folders, no leading dot (the runtime's own temporary files start with one), no control
-    characters, at most MAX_FILE_NAME_BYTES bytes of UTF-8.
+    characters, at most `limit` bytes of UTF-8.
     """
     if (
         not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
-        or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name.encode(errors="replace")) > MAX_FILE_NAME_BYTES
+        or any(ord(c) < 32 or ord(c) == 127 for c in name) or len(name.encode(errors="replace")) > limit
     ):
         raise PluginError(f"{what} name {name!r} must be a plain file name (no folders, no leading dot, "
-                          f"at most {MAX_FILE_NAME_BYTES} bytes)")
+                          f"at most {limit} bytes)")
     return name

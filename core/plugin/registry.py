@@ -157,7 +157,10 @@ class PluginRegistry:
         stay, since running assignments may refer to them by hash.
         """
         source = Path(path).expanduser().resolve()
-        copy = await trio.to_thread.run_sync(self._copy_in, source)
+        try:
+            copy = await trio.to_thread.run_sync(self._copy_in, source)
+        except OSError as error:  # unreadable, a broken link inside a folder, a full disk
+            raise PluginError(f"{source}: cannot be copied into the data dir: {error.strerror or error}") from error
         info = await self._check(_Candidate("added", str(copy), _label(copy), origin=str(source)))
         await trio.to_thread.run_sync(self._record_added, copy, source, info.ok)
         await self.scan_async()

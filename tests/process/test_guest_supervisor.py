@@ -299,6 +299,26 @@ async def test_checkpoint_now_gives_a_fresh_durable_checkpoint(tmp_path, monkeyp
         await guests.checkpoint_now(task.task_id)
 
 
+async def test_a_scratch_folder_that_cannot_be_made_fails_the_unit_for_a_retry_and_the_next_unit_runs(
+        tmp_path, monkeypatch):
+    from frost_core.guest import supervisor as supervisor_module
+
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
+    path = write_plugin(tmp_path, "counter", COUNTER)
+    made = supervisor_module.fresh_folder
+
+    def refuse_the_first(folder):  # as for a folder an earlier guest left that this node cannot remove
+        monkeypatch.setattr(supervisor_module, "fresh_folder", made)
+        raise PermissionError(13, "Permission denied", str(folder / "cache"))
+
+    monkeypatch.setattr(supervisor_module, "fresh_folder", refuse_the_first)
+    refused = await guests.run(make_task(path, {"n": 3}))
+    assert isinstance(refused, Failed) and refused.retryable
+    assert refused.reason.startswith("start: could not make its scratch folder: [Errno 13] Permission denied")
+    assert guest_processes() == []
+    assert isinstance(await guests.run(make_task(path, {"n": 3})), Completed)
+
+
 async def test_a_checkpoint_from_a_newer_ownership_epoch_is_not_resumed(tmp_path):
     guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder())
     path = write_plugin(tmp_path, "counter", COUNTER)

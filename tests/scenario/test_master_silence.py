@@ -6,6 +6,8 @@ every unit and answer `holdings` from a dict, so what the master decides is all 
 
 from __future__ import annotations
 
+import dataclasses
+
 import cbor2
 import pytest
 import trio
@@ -483,6 +485,19 @@ def test_a_copy_given_up_as_lost_is_taken_back_while_its_unit_still_waits_but_a_
         stop += await world.scheduler.host_report(returned_host, reports[1:])
         assert stop == (world.task(1),)
         assert [(world.unit(i).state, world.unit(i).epoch) for i in (0, 1)] == [("running", 1), ("queued", 1)]
+
+    run(scenario, tmp_path)
+
+
+def test_a_unit_given_back_with_a_checkpoint_the_master_cannot_keep_is_queued_all_the_same(tmp_path):
+    # On its own node the master is called in process: a refused checkpoint raised through the host's eviction
+    # and stopped the node. A disk that refuses the replica fails alike (CheckpointError is a FrostError).
+    async def scenario(world):
+        await placed(world, 1, 0)
+        foreign = dataclasses.replace(replica(world, 0, epoch=1, seq=3), plugin_hash="f" * 64)
+        assert await world.scheduler.host_return(world.unit(0).host, world.task(0), 1, foreign)
+        assert any("the checkpoint it came back with was not kept (the replica of" in m for m in world.messages())
+        await placed(world, 2, 0)   # and runs again
 
     run(scenario, tmp_path)
 

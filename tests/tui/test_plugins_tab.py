@@ -82,3 +82,26 @@ def test_r_asks_first_and_escape_keeps_the_plugin(node):
         await wait_in_app(pilot, lambda: all(p.name != "fluid" for p in app.snapshot.plugins))
 
     run_ui(node, scenario)
+
+
+def test_a_plugin_folder_that_cannot_be_copied_is_an_error_naming_it_and_the_node_goes_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # short relative paths: typing is slow in a test
+    broken = tmp_path / "linked"
+    broken.mkdir()
+    (broken / "__init__.py").write_text((PLUGINS / "mandelbrot.py").read_text().replace('"mandelbrot"', '"linked"'))
+    (broken / "tables.py").symlink_to(tmp_path / "gone.py")  # a link to a file that is not there (root reads all)
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        await pilot.press("l")
+        await pilot.press(*"linked", "enter")
+        await wait_in_app(pilot, lambda: any("linked: cannot be copied into the data dir" in e.message
+                                             for e in app.snapshot.events), timeout=30)
+        assert all(p.name != "linked" for p in app.snapshot.plugins)
+        # The node goes on: the next plugin loads.
+        (broken / "tables.py").unlink()
+        await pilot.press("l")
+        await pilot.press(*"linked", "enter")
+        await wait_in_app(pilot, lambda: any(p.name == "linked" and p.ok for p in app.snapshot.plugins), timeout=30)
+
+    run_ui(Node(make_config(tmp_path)), scenario)

@@ -70,6 +70,19 @@ def test_a_results_folder_that_cannot_be_made_is_a_clear_error_and_the_result_st
         save_files(store, assignment_id, tmp_path / "results" / "elsewhere")
 
 
+def test_a_stored_name_too_long_to_export_is_a_clear_error_not_an_os_error(tmp_path):
+    # As a node before the 200-byte limit on output names could have stored it: the export fails with a
+    # FrostError the node tells the owner about, where an OSError stopped the node at every start.
+    store = MasterStore(tmp_path / "master.sqlite", node_id="n0de0001")
+    assignment_id = store.create_assignment(plugin="grep", plugin_version="1", plugin_hash="0" * 64, params={},
+                                            units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+    epoch = store.place_unit(assignment_id, 0, host="me")
+    assert store.accept_result(assignment_id, 0, epoch=epoch, result=cbor2.dumps(0))
+    assert store.finish_assignment(assignment_id, data=b"report", media_type="text/plain", filename="r" * 250)
+    with pytest.raises(FrostError, match=f"cannot export the result of {assignment_id}"):
+        export_result(store, tmp_path / "results", assignment_id)
+
+
 def test_a_database_from_before_files_gains_the_columns_and_keeps_its_rows(tmp_path):
     path = tmp_path / "master.sqlite"
     old = sqlite3.connect(path)

@@ -135,6 +135,8 @@ def test_param_survives_its_plain_form():
         (lambda: WorkUnit(0, {}, 0, math.inf), "cost"),
         (lambda: Output("text", "text/plain", "a.txt"), "must be bytes"),
         (lambda: Output(b"", "text/plain", "../etc/passwd"), "plain file name"),
+        (lambda: Output(b"", "text/plain", "r" * 197 + ".txt"), "at most 200 bytes"),  # too long to export
+        (lambda: Output(b"", "text/plain", "pi\x00.json"), "plain file name"),
     ],
 )
 def test_malformed_units_and_outputs_are_refused(make, words):
