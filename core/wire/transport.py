@@ -238,6 +238,8 @@ class NetworkTransport:
             logger.warning("dropped connection from %s: %s", address, exc.message)
         except (trio.BrokenResourceError, trio.EndOfChannel, OSError) as exc:
             logger.debug("connection from %s ended: %s", address, exc)
+        except Exception:  # a bug behind one peer's call must not take the node and its guests down with it
+            logger.exception("answering %s failed; its connection is dropped", address)
         finally:
             await trio.aclose_forcefully(stream)
 

@@ -148,6 +148,19 @@ async def test_garbage_and_bad_frames_drop_only_that_connection() -> None:
         assert await alice.exchange(bob.local_address, BulkEnd(8), timeout=10) == BulkEnd(8)
 
 
+async def test_a_handler_that_breaks_drops_only_that_connection_and_the_node_keeps_answering(caplog) -> None:
+    async def brittle(address: tuple[str, int], request: Message) -> Message:
+        assert isinstance(request, BulkEnd)
+        return BulkEnd({7: 14}[request.size])  # a KeyError for any other size: a bug, not a refusal
+
+    async with node("bob") as bob, node("alice") as alice:
+        bob.set_exchange_handler(MessageCode.BULK_END, brittle)
+        with pytest.raises(ProtocolError, match="closed the connection without replying"):
+            await alice.exchange(bob.local_address, BulkEnd(8), timeout=10)
+        assert await alice.exchange(bob.local_address, BulkEnd(7), timeout=10) == BulkEnd(14)
+    assert any("answering" in r.message and r.exc_info and r.exc_info[0] is KeyError for r in caplog.records)
+
+
 async def test_a_restarted_node_is_heard_again() -> None:
     async with node("bob") as bob:
         async with node("alice") as alice:
