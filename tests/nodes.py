@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,3 +145,10 @@ def start_node(
                 node.stop()
                 raise RuntimeError(f"node in {data_dir} did not start:\n{(data_dir / 'stdout.log').read_text()}")
             time.sleep(0.1)
+
+
+def free_port() -> int:
+    """A loopback port free for both UDP and TCP at this moment (a node listens on both)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

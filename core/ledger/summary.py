@@ -116,7 +116,7 @@ def open_summary(signed: SignedSummary, pinned_key: bytes | None) -> Summary:
 
 
 def _figures(summary: Summary) -> Iterable[float]:
-    yield from (summary.speed, summary.given, summary.received)
+    yield from (summary.issued_at, summary.speed, summary.given, summary.received)
     for peer in summary.peers:
         yield from (peer.given, peer.received)
     for usage in summary.usage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 from frost_core.api.errors import ConfigError
 from frost_core.measure.probe import probe_share_blocking
+
+log = logging.getLogger("frost.measure")
 
 REFERENCE_RATE = 2.0e7   # loop iterations per second that count as speed 1.0
 
@@ -45,9 +48,13 @@ class Extremities:
     measured_at: float
 
     def save(self, path: Path) -> None:
+        """Whole or not at all, even across a power cut: a torn file would cost the next start a measurement."""
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(self)))
+        with open(temporary, "w") as handle:
+            handle.write(json.dumps(asdict(self)))
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
 
     @classmethod
@@ -93,9 +100,13 @@ def measure_extremities(cpus: int | None = None, seconds: float = 0.5) -> Extrem
 
 
 def load_or_measure(path: Path, remeasure: bool = False) -> Extremities:
-    """The extremities from `path`, measuring and saving them on first run or when asked."""
+    """The extremities from `path`, measuring and saving them on first run, when asked, or when the file cannot
+    be read (they are this machine's figures, measured again in a second: no reason to refuse to start)."""
     if path.exists() and not remeasure:
-        return Extremities.load(path)
+        try:
+            return Extremities.load(path)
+        except ConfigError as error:
+            log.warning("%s; measuring them again", error.message)
     extremities = measure_extremities()
     extremities.save(path)
     return extremities

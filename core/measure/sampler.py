@@ -9,7 +9,9 @@ this node's tree, its control clients, idle-priority programs), averaged over `c
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -23,6 +25,8 @@ from frost_core.policies.owner import DeskVerdict, OwnerView, windowed_share
 from frost_core.measure.owner_activity import read_pressure
 from frost_core.measure.probe import probe_share
 from frost_core.measure.processes import Attribution, NotOwner
+
+log = logging.getLogger("frost.measure")
 
 PSI_SPAN = 10.0     # seconds PSI's avg10 covers: a guest that ran within them inflates the cpu figure
 
@@ -97,13 +101,22 @@ class ResourceSampler:
         self._guest_cpu = seen
         return delta
 
+    async def _probe(self) -> float | None:
+        """A probe's share, or None if its subprocess could not start or did not answer (no memory for a process
+        now, an interpreter upgraded under the node): this reading goes on without one."""
+        try:
+            return await probe_share(self.probe_seconds)
+        except (OSError, subprocess.CalledProcessError, ValueError) as error:
+            log.warning("the guest-priority probe failed (%s); this reading has none", error)
+            return None
+
     async def sample(self, input_idle: float | None = None) -> ResourceReading:
         """Take one reading; awaits a probe subprocess now and then, never blocks the loop."""
         self._count += 1
         probe = None
         guests_running = bool(self._guest_cpu) or any(True for _ in self.guest_pids())
         if not guests_running and (self._count == 1 or self._count % self.probe_every == 0):
-            probe = await probe_share(self.probe_seconds)
+            probe = await self._probe()
         table = await trio.to_thread.run_sync(self.attribution.read)   # first: the wall time ends with it
         now = self.clock()
         wall = max(now - self._last_wall, 1e-6)

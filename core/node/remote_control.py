@@ -41,7 +41,11 @@ async def serve_remote_control(
 
 async def _serve_one(stream: trio.SocketStream, *, token: ClusterKey, node_id: str, node: Attachable,
                      handler: Handler, refusals: RefusalLog) -> None:
-    source = stream.socket.getpeername()[0]
+    try:
+        source = stream.socket.getpeername()[0]
+    except OSError:  # it left before it was looked at (a port scan's connect, a UI that gave up)
+        await trio.aclose_forcefully(stream)
+        return
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT):
             channel = await accept_channel(stream, token, node_id)
@@ -55,7 +59,9 @@ async def _serve_one(stream: trio.SocketStream, *, token: ClusterKey, node_id: s
     except (ProtocolError, trio.TooSlowError, trio.EndOfChannel) as error:
         if refusals.refuse(source, str(error)):
             node.refuse(f"a UI at {source} was dropped: {error}")
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         pass
+    except Exception:  # a bug behind one UI's connection must not take the node and its guests down with it
+        log.exception("serving a UI at %s failed; its connection is dropped", source)
     finally:
         await trio.aclose_forcefully(stream)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
 
 from frost_core.wire.security import ClusterKey
-from tests.nodes import FAST_CONFIG, FROST_TUI, start_node
+from tests.nodes import FAST_CONFIG, FROST_TUI, free_port, start_node
 from tests.waiting import wait_for
 
 pytestmark = [
@@ -60,12 +59,6 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket_name, "kill-server"], capture_output=True, timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_ui_sees_a_peer_runs_an_assignment_and_e_evicts_the_guest(tmp_path):

@@ -5,11 +5,10 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
-from tests.nodes import FROST_TUI
+from tests.nodes import FROST_TUI, free_port
 from tests.waiting import wait_for
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -22,15 +21,9 @@ def recipe() -> list[list[str]]:
     return [shlex.split(line.rstrip("& "), comments=True) for line in block.replace("\\\n", " ").splitlines()]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_the_readme_recipe_for_several_nodes_on_one_machine_forms_a_cluster(tmp_path):
     # Only the folders and the ports change: another test or node may hold 47701 and 47702.
-    ports = {"47701": str(_free_port()), "47702": str(_free_port())}
+    ports = {"47701": str(free_port()), "47702": str(free_port())}
     commands = [[ports.get(word, word).replace("/tmp/", f"{tmp_path}/").replace(":47701", ":" + ports["47701"])
                  for word in command] for command in recipe()]
     *nodes, peers = commands

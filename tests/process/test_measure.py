@@ -18,6 +18,7 @@ from frost_core.measure import (
     Extremities,
     ResourceSampler,
     input_idle_seconds,
+    load_or_measure,
     measure_extremities,
     measure_speed,
     parse_pressure,
@@ -25,6 +26,7 @@ from frost_core.measure import (
     probe_share_blocking,
     read_pressure,
 )
+from frost_core.measure import probe as probe_module
 from frost_core.measure.processes import Attribution, read_processes
 from tests.waiting import wait_for
 
@@ -81,6 +83,15 @@ def test_speed_and_extremities_file(tmp_path):
         Extremities.load(path)
 
 
+def test_a_torn_extremities_file_is_measured_again_rather_than_refused(tmp_path, caplog):
+    # As a power cut during the first run's save could leave it: the node must still start.
+    path = tmp_path / "extremities.json"
+    path.write_text('{"speed": 1.')
+    measured = load_or_measure(path)
+    assert measured.idle > measured.heavy >= 0 and Extremities.load(path) == measured
+    assert "measuring them again" in caplog.text
+
+
 class _TextualLikeStderr:
     """What a running Textual app puts in sys.stderr: writable, but with no real descriptor."""
 
@@ -117,6 +128,16 @@ async def test_sampler_counts_guest_processes_as_guests_not_owner():
     assert reading.owner_cpu_percent >= 0
     view = reading.owner_view()
     assert view.cpu_share == reading.cpu_share
+
+
+async def test_a_probe_that_cannot_run_leaves_the_reading_without_one(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "probe_child.py"
+    broken.write_text("raise SystemExit(3)\n")   # as a child that could not start its loop
+    monkeypatch.setattr(probe_module, "PROBE_CHILD", broken)
+    sampler = ResourceSampler(1.0, list, window=3)
+    reading = await sampler.sample()
+    assert 0.0 <= reading.available <= sampler.cpus * sampler.speed
+    assert "the guest-priority probe failed" in caplog.text
 
 
 def test_sampler_refuses_an_uncalibrated_speed():

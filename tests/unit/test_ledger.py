@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
-from frost_core.api.errors import AuthenticationError
+from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.ledger.book import Ledger, given_run, received_run
 from frost_core.ledger.service import VIEW_REFRESH, VIEW_SHARE, refresh_pause
 from frost_core.ledger.signing import NodeKey
@@ -43,6 +44,14 @@ def test_an_altered_summary_is_rejected(tmp_path):
     altered = dataclasses.replace(signed, body=encode(plain))
     with pytest.raises(AuthenticationError):
         open_summary(altered, None)
+
+
+@pytest.mark.parametrize("field", ["issued_at", "speed", "given"])
+def test_a_summary_with_a_figure_that_is_not_a_number_is_malformed(tmp_path, field):
+    # Signed by its own node (a buggy one): a NaN time stored as NULL broke the ledger's NOT NULL column.
+    summary = dataclasses.replace(_summary(), **{field: math.nan})
+    with pytest.raises(ProtocolError, match="negative or non-finite figure"):
+        open_summary(sign_summary(_key(tmp_path), summary), None)
 
 
 def test_a_summary_signed_by_another_key_is_rejected_as_a_forgery(tmp_path):
