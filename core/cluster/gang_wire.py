@@ -9,6 +9,7 @@ not plain CBOR, a member's messages that are not a list, bulk where none belongs
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from frost_core.api.errors import PluginError, ProtocolError
 from frost_core.cluster.gang_site import (
@@ -116,7 +117,7 @@ def gang_from_wire(header: Message, data: bytes | None) -> object:
                 raise ProtocolError(f"rank {header.rank} is not a member of a gang of {header.size}")
             return StartMember(header.gang_id, header.rank, header.size, header.epoch, _count(header.superstep), data)
         case GangRelease(check=check):
-            gang_check = None if check is None else GangCheck(_names(check.gang_hosts), check.x, check.margin)
+            gang_check = None if check is None else _check(check)
             return ReleaseStep(header.gang_id, _count(header.rank), header.epoch, _count(header.superstep),
                                _ranks(header.expect), gang_check)
         case GangTakeCheckpoint():
@@ -178,6 +179,15 @@ def _ranks(ranks: tuple[int, ...]) -> frozenset[int]:
     if len(chosen) != len(ranks):
         raise ProtocolError(f"ranks {list(ranks)} name a member twice")
     return chosen
+
+
+def _check(check: WireCheck) -> GangCheck:
+    """The check a member answers in its own task: figures the predicate refuses would stop that task."""
+    if not (math.isfinite(check.x) and 0.0 <= check.x <= 1.0):
+        raise ProtocolError(f"a check's anticipated load is between 0 and 1, not {check.x}")
+    if not (math.isfinite(check.margin) and check.margin >= 0.0):
+        raise ProtocolError(f"a check's margin is a fraction of at least 0, not {check.margin}")
+    return GangCheck(_names(check.gang_hosts), check.x, check.margin)
 
 
 def _names(hosts: tuple[str, ...]) -> frozenset[str]:

@@ -23,9 +23,11 @@ from frost_core.cluster.messages import (
     GangHostState,
     GangLost,
     GangMail,
+    GangRelease,
     GangReport,
     GangSpec,
     GangStart,
+    WireCheck,
 )
 from frost_core.plugin.gang import MemberCheckpoint
 from frost_core.wire.codec import encode
@@ -90,6 +92,9 @@ def test_a_start_carries_its_gangs_spec() -> None:
     (GangMail("g", 1, 3, 0, 1, "h"), encode({"not": "a list"}), "not a list"),
     (GangStart(SPEC, "g", 3, 3, 1, 0), None, "not a member"),
     (GangHostState("g", 1, 3, "asleep", ""), None, "not 'asleep'"),
+    (GangRelease("g", 0, 1, 3, (), WireCheck(("h1", "h2"), 2.0)), None, "between 0 and 1, not 2.0"),
+    (GangRelease("g", 0, 1, 3, (), WireCheck(("h1", "h2"), float("nan"))), None, "between 0 and 1, not nan"),
+    (GangRelease("g", 0, 1, 3, (), WireCheck(("h1", "h2"), 0.5, -0.1)), None, "at least 0, not -0.1"),
 ])
 def test_malformed_gang_messages_are_refused(header, data, reason: str) -> None:
     with pytest.raises(ProtocolError, match=reason):
