@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import trio
 from jeepney import AuthenticationError, DBusErrorResponse
+from jeepney.io import RouterClosed
 
-# What a bus call raises when the bus, or the service on it, is not there to answer.
+# What a bus call raises when the bus, or the service on it, is not there to answer. A trio router
+# whose bus daemon goes away ends its receiver with `EndOfChannel` and fails waiting calls with
+# `RouterClosed`.
 UNREACHABLE = (OSError, EOFError, DBusErrorResponse, AuthenticationError, KeyError, ValueError, TypeError,
-               trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError)
+               trio.TooSlowError, trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel,
+               RouterClosed)
 
 
 def why_unreachable(error: BaseException) -> str:
@@ -31,6 +35,7 @@ def why_unreachable(error: BaseException) -> str:
         return "the bus did not accept this user"
     if isinstance(error, (TimeoutError, trio.TooSlowError)):
         return "the bus did not answer in time"
-    if isinstance(error, (EOFError, trio.BrokenResourceError, trio.ClosedResourceError)):
+    if isinstance(error, (EOFError, trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel,
+                          RouterClosed)):
         return "the bus closed the connection"
     return f"{type(error).__name__}: {error}"

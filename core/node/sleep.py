@@ -6,7 +6,9 @@ sends `PrepareForSleep(false)`. The node holds one such inhibitor while it is aw
 signal it checkpoints and sends on its guests and tells its peers it leaves, then lets go;
 on waking it rejoins and takes the inhibitor again. Without logind nothing is watched, and a
 laptop that sleeps costs its guests the work since their last checkpoint (its peers restart
-them from there once they count it dead); `status` says which of the two holds.
+them from there once they count it dead); `status` says which of the two holds. A system bus
+that goes away later (dbus-daemon or dbus-broker restarted or crashed) is waited out: the
+watch says so once and connects again every few seconds until logind answers.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ FROM_LOGIND = MatchRule(type="signal", sender=LOGIND.bus_name, path=LOGIND.objec
 CONNECT_TIMEOUT = 2.0       # seconds to reach the system bus and logind before giving up on watching sleep
 DEFAULT_DELAY = 5.0         # logind's default InhibitDelayMaxSec, when it does not say
 RELEASE_MARGIN = 0.5        # seconds kept back to let go of the inhibitor before logind stops waiting
+RETRY_PAUSE = 5.0           # seconds between tries to reach logind again once the system bus went away
 
 
 async def _inhibit(router) -> object:
@@ -58,11 +61,32 @@ async def _delay_budget(router) -> float:
 
 
 async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wake: Callable[[], Awaitable[None]],
-                      report: Callable[[str], None], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                      report: Callable[[str], None], *, retry_pause: float = RETRY_PAUSE,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Hold a sleep inhibitor; call `before_sleep(seconds it may take)` before a suspend, then release
-    it; call `after_wake()` on waking and take it again. `report` gets one line for `status`; a bus
-    that is missing or goes away ends the watch with a line that says so, never the node."""
-    started = False
+    it; call `after_wake()` on waking and take it again. `report` gets one line for `status`; neither
+    a missing bus nor one that goes away stops the node. No logind at start ends the watch (a machine
+    without one stays without); a bus lost later is reported once and tried again every
+    `retry_pause` seconds, as a restarted dbus-daemon comes back at the same address."""
+    lost, watched = await _watch_until_lost(before_sleep, after_wake, report, task_status)
+    if not watched:
+        report(f"sleep not watched: no logind on a system bus ({why_unreachable(lost)})")
+        task_status.started()
+        return
+    while True:
+        report(f"sleep no longer watched: no logind on a system bus ({why_unreachable(lost)}); "
+               f"trying again every {retry_pause:g} s")
+        watched = False
+        while not watched:      # a try that fails too is no news to the owner
+            await trio.sleep(retry_pause)
+            lost, watched = await _watch_until_lost(before_sleep, after_wake, report, trio.TASK_STATUS_IGNORED)
+
+
+async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], after_wake: Callable[[], Awaitable[None]],
+                            report: Callable[[str], None], task_status) -> tuple[BaseException, bool]:
+    """One connection to logind, followed until the bus or logind fails it: the error that ended it,
+    and whether it got as far as holding an inhibitor (then `task_status` was told it started)."""
+    watched = False
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
             connection = await open_dbus_connection("SYSTEM", enable_fds=True)
@@ -74,10 +98,10 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
                 unwrap_msg(await router.send_and_get_reply(message_bus.AddMatch(FROM_LOGIND)))
                 budget = await _delay_budget(router)
                 inhibitor = await _inhibit(router)
-            watched = f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on"
-            report(watched)
+            watching = f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on"
+            report(watching)
             task_status.started()
-            started = True
+            watched = True
             try:
                 async for signal in signals:
                     (going,) = signal.body
@@ -91,14 +115,11 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
                         await after_wake()
                         with trio.fail_after(CONNECT_TIMEOUT):
                             inhibitor = await _inhibit(router)
-                        report(watched)
+                        report(watching)
             finally:
                 if inhibitor is not None:
                     inhibitor.close()
     except* UNREACHABLE as group:     # the router's receiver runs in a nursery: its errors come grouped
-        error = group.exceptions[0]
-        why = why_unreachable(error)
-        log.info("sleep watch ended: %r", error)
-        report(f"sleep {'no longer' if started else 'not'} watched: no logind on a system bus ({why})")
-    if not started:
-        task_status.started()
+        lost = group.exceptions[0]
+    log.info("sleep watch ended: %r", lost)
+    return lost, watched

@@ -1,5 +1,7 @@
 """The machine going to sleep: logind's delay inhibitor is held, guests go first, then it is released."""
 
+from functools import partial
+
 import pytest
 import trio
 
@@ -7,7 +9,7 @@ from frost_core.wire.security import ClusterKey
 
 from frost_core.node.sleep import watch_sleep
 from tests.nodes import start_node
-from tests.process.dbus import MANAGER_PATH, Inhibitors, logind_service
+from tests.process.dbus import MANAGER_PATH, Inhibitors, PrivateBus, logind_service
 from tests.waiting import wait_for, wait_until
 
 MANAGER = "org.freedesktop.login1.Manager"
@@ -61,6 +63,47 @@ async def test_without_logind_sleep_is_not_watched_and_nothing_breaks(buses):
     with trio.fail_after(10):
         await watch_sleep(never, never, lines.append)
     assert lines == ["sleep not watched: no logind on a system bus (org.freedesktop.DBus.Error.ServiceUnknown)"]
+
+
+async def test_a_system_bus_that_goes_away_is_told_once_and_sleep_is_watched_again_when_it_is_back(
+        buses, started, tmp_path):
+    _, system = buses
+    inhibitors = Inhibitors()
+    logind = stand_in_logind(system, inhibitors)
+    started(logind)
+    lines, slept = [], []
+
+    async def before_sleep(seconds):
+        slept.append(seconds)
+
+    async def after_wake():
+        pass
+
+    try:
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lines.append, retry_pause=0.2))
+                logind.stop()
+                system.close()          # dbus-daemon restarts or crashes under a watching node
+                await wait_until(lambda: inhibitors.held() == 0, timeout=5, what="the inhibitor let go")
+                await trio.sleep(1)     # about five tries with no bus: the owner hears of it once, not five times
+                assert lines[1:] == ["sleep no longer watched: no logind on a system bus "
+                                     "(the bus closed the connection); trying again every 0.2 s"]
+
+                restarted = PrivateBus(tmp_path / "buses", "system")   # same socket path: the daemon is back
+                try:
+                    logind = stand_in_logind(restarted, inhibitors)
+                    started(logind)
+                    await wait_until(lambda: lines[-1].startswith("sleep watched") and inhibitors.held() == 1,
+                                     timeout=5, what="sleep watched again")
+                    logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (True,))
+                    await wait_until(lambda: slept and inhibitors.held() == 0, timeout=5, what="a suspend handled")
+                    logind.stop()       # before its bus goes: its thread must not die on a closed socket
+                finally:
+                    restarted.close()
+                nursery.cancel_scope.cancel()
+    finally:
+        inhibitors.close()
 
 
 @pytest.fixture

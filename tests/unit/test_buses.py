@@ -3,6 +3,7 @@
 import pytest
 import trio
 from jeepney import AuthenticationError
+from jeepney.io import RouterClosed
 
 from frost_core.measure.buses import UNREACHABLE, why_unreachable
 
@@ -15,6 +16,8 @@ from frost_core.measure.buses import UNREACHABLE, why_unreachable
     (AuthenticationError(b"REJECTED"), "the bus did not accept this user"),
     (trio.TooSlowError(), "the bus did not answer in time"),
     (EOFError(), "the bus closed the connection"),
+    (trio.EndOfChannel("Socket closed at the other end"), "the bus closed the connection"),
+    (RouterClosed("D-Bus router closed before reply arrived"), "the bus closed the connection"),
 ])
 def test_each_way_a_bus_fails_has_a_sentence(error, words):
     assert isinstance(error, UNREACHABLE)
