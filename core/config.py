@@ -24,6 +24,7 @@ import tomlkit
 
 from frost_core.api.errors import ConfigError
 from frost_core.policies.desk import parse_schedule
+from frost_core.wire.hosts import is_host
 
 APP_NAME = "frost-tui"
 DEFAULT_PORT = 47631
@@ -55,8 +56,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("node", "port", int, DEFAULT_PORT, "UDP and TCP port; 0 picks a free one.", 0, 65535),
     Option(
         "node", "advertise_host", str, "",
-        "Address peers should use to reach this node; empty means the address of the interface "
-        "that routes to the broadcast address (or 127.0.0.1 for a loopback broadcast).",
+        "Address peers should use to reach this node, an IP address or a host name; empty means the "
+        "address of the interface that routes to the broadcast address (or 127.0.0.1 for a loopback broadcast).",
     ),
     Option(
         "node", "broadcast_address", str, "255.255.255.255",
@@ -458,6 +459,9 @@ def _validate_flat(raw: dict[str, Any], *, source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: gossip.probe_timeout must be shorter than gossip.probe_interval")
     if values["checkpoints.min_interval"] > values["checkpoints.max_interval"]:
         raise ConfigError(f"{source}: checkpoints.min_interval must not exceed checkpoints.max_interval")
+    advertised = values["node.advertise_host"]
+    if advertised and not is_host(advertised):
+        raise ConfigError(f"{source}: node.advertise_host must be an IP address or a host name, not {advertised!r}")
     for seed in values["node.seeds"]:
         parse_address(seed, option="node.seeds")
     for host in values["control.hosts"]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from frost_core.api.errors import ProtocolError
 from frost_core.membership.records import MAX_COUNTER, MAX_SUSPECTORS, MemberState, NodeRecord, ResourceFigures
 from frost_core.wire.codes import MessageCode
+from frost_core.wire.hosts import is_host
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, Message, register
 
 MAX_ID = 64
@@ -181,6 +182,7 @@ def record_from_entry(entry: MemberEntry, now: float) -> NodeRecord:
     _check_text("node_id", node_id, MAX_ID, allow_empty=False)
     _check_text("name", name, MAX_NAME)
     _check_text("host", host, MAX_HOST, allow_empty=False)
+    _check_host("host", host)
     _check_range("port", port, 1, 65535)
     _check_range("protocol_version", protocol_version, 0, MAX_COUNTER)
     _check_range("incarnation", incarnation, 0, MAX_COUNTER)
@@ -219,6 +221,7 @@ def check_datagram(message: Message) -> None:
         _check_text("target_id", message.target_id, MAX_ID, allow_empty=False)
     if isinstance(message, PingReq):
         _check_text("target_host", message.target_host, MAX_HOST, allow_empty=False)
+        _check_host("target_host", message.target_host)
         _check_range("target_port", message.target_port, 1, 65535)
     if isinstance(message, Leave):
         _check_text("node_id", message.node_id, MAX_ID, allow_empty=False)
@@ -255,6 +258,12 @@ def _figures_from_wire(figures: Figures) -> ResourceFigures:
 def _check_text(name: str, value: str, limit: int, *, allow_empty: bool = True) -> None:
     if len(value) > limit or (not value and not allow_empty):
         raise ProtocolError(f"field {name} must be 1..{limit} characters, got {len(value)}")
+
+
+def _check_host(name: str, value: str) -> None:
+    """Refused here, a malformed name is one bad message; stored, every peer would fail to resolve it."""
+    if not is_host(value):
+        raise ProtocolError(f"field {name} must be an IP address or a host name, got {value!r}")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -9,8 +9,8 @@ connection, never the listener.
 import errno
 import logging
 import socket as stdlib_socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import trio
 
@@ -79,7 +79,8 @@ class NetworkTransport:
         """Best effort: an unreachable peer is logged at debug level, not raised."""
         datagram = self._sealer.seal(message.CODE, encode_message(message))
         try:
-            await self._udp[0].sendto(datagram, address)
+            with _unresolvable_as_os_error(address):
+                await self._udp[0].sendto(datagram, address)
         except OSError as exc:
             logger.debug("datagram to %s not sent: %s", address, exc)
 
@@ -129,7 +130,8 @@ class NetworkTransport:
 
     async def connect(self, address: Address) -> Channel:
         """An authenticated channel to `address`; the caller closes it (e.g. `async with`)."""
-        stream = await trio.open_tcp_stream(*address)
+        with _unresolvable_as_os_error(address):
+            stream = await trio.open_tcp_stream(*address)
         try:
             return await connect_channel(
                 stream, self.key, self.node_id, listen_port=self.local_address[1], peer_address=address
@@ -268,6 +270,19 @@ class NetworkTransport:
             except FrostError as exc:
                 raise ProtocolError(f"handler for {type(request).__name__} failed: {exc.message}") from exc
             await channel.send(reply)
+
+
+@contextmanager
+def _unresolvable_as_os_error(address: Address) -> Iterator[None]:
+    """Python's idna codec refuses a malformed name (`desk..lan`) with UnicodeError, a ValueError.
+
+    Callers handle an unreachable peer's OSError; a name that slipped past `wire.hosts` must fail
+    that one send the same way, not escape and stop the task that sent it.
+    """
+    try:
+        yield
+    except UnicodeError as error:
+        raise OSError(f"{address[0]!r} cannot be resolved: {error}") from error
 
 
 @asynccontextmanager

@@ -191,3 +191,13 @@ async def test_exchange_with_a_peer_that_resets_the_connection_raises_a_connecti
                 await client.exchange(listener.getsockname(), BulkEnd(size=1), timeout=2)
         nursery.cancel_scope.cancel()
     listener.close()
+
+
+async def test_a_malformed_peer_host_fails_that_send_like_an_unreachable_one(caplog) -> None:
+    """idna refuses `desk..lan` with UnicodeError; a name that slips past the checks must not stop the node."""
+    caplog.set_level(logging.DEBUG, logger="frost.transport")
+    async with node("alice") as alice:
+        await alice.send_datagram(("desk..lan", 47631), BulkEnd(1))  # best effort: logged, not raised
+        assert any("not sent" in r.getMessage() and "desk..lan" in r.getMessage() for r in caplog.records)
+        with pytest.raises(OSError, match="desk..lan"):
+            await alice.exchange(("desk..lan", 47631), BulkEnd(1), timeout=10)

@@ -1,8 +1,10 @@
 """Every membership handler survives arbitrary field values: bad input costs a log line, never the node."""
 
 import contextlib
+import dataclasses
 import random
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +23,7 @@ from frost_core.membership.messages import (
     PushPull,
     PushPullReply,
     ResourceUpdate,
+    entry_from_record,
 )
 from frost_core.membership.testing import open_sim_cluster
 from frost_core.wire.messages import decode_message, encode_message
@@ -68,3 +71,26 @@ def test_digests_and_entries_from_a_peer_are_checked(entry, digest: bytes):
                 await a.membership.gossip.answer_push_pull(("10.1.1.1", 1), PushPull(sender=entry, digest=digest))
 
     run_mock(scenario)
+
+
+def test_a_record_with_a_malformed_host_is_refused_and_never_stored(caplog):
+    """A node advertising `desk..lan` stopped every peer that stored its record and then sent to it."""
+    stranger = "c" * 32
+
+    async def scenario() -> None:
+        async with open_sim_cluster(1) as cluster:
+            a = await cluster.start_node()
+            b = await cluster.start_node()
+            await trio.sleep(3)
+            record = dataclasses.replace(a.membership.member(b.node_id), node_id=stranger, address=("desk..lan", 7946))
+            entry = entry_from_record(record, trio.current_time())
+            await a.membership.handle_datagram(b.address, ResourceUpdate(entries=(entry,)))
+            await a.membership.handle_datagram(b.address, Announce(node=entry))
+            with pytest.raises(ProtocolError, match="host"):
+                await a.membership.gossip.answer_push_pull(b.address, PushPull(sender=entry, digest=None))
+            await trio.sleep(20)
+            assert a.membership.member(stranger) is None
+            assert a.membership.member(b.node_id).is_active
+
+    run_mock(scenario)
+    assert any("bad membership message" in r.getMessage() and "desk..lan" in r.getMessage() for r in caplog.records)

@@ -30,6 +30,8 @@ def test_missing_file_gives_every_default(tmp_path):
         ("[guests]\ncpu = 2\n", "unknown option 'guests.cpu' (did you mean 'cpus'?)"),
         ("[gossp]\nfanout = 2\n", "unknown section [gossp] (did you mean 'gossip'?)"),
         ("[node]\nseeds = ['10.0.0.1']\n", "node.seeds: '10.0.0.1' is not HOST:PORT"),
+        ("[node]\nadvertise_host = 'desk..lan'\n",
+         "node.advertise_host must be an IP address or a host name, not 'desk..lan'"),
         ("[log]\nlevel = 'loud'\n", "log.level must be one of debug, info, warning, error"),
         ("[cluster]\nallow_cluster_plugins = 1\n", "cluster.allow_cluster_plugins must be true or false"),
         ("[checkpoints]\nmin_interval = 100\nmax_interval = 50\n", "checkpoints.min_interval must not exceed"),

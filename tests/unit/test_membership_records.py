@@ -302,7 +302,8 @@ def test_a_record_is_small_on_the_wire_and_its_figures_rounded_sensibly():
     assert back.figures == dataclasses.replace(figures, available=0.873, free_memory=8 << 30)
 
 
-_POSITIONS = {"node_id": 0, "name": 1, "port": 3, "incarnation": 5, "state": 6, "state_age": 8, "suspectors": 10}
+_POSITIONS = {"node_id": 0, "name": 1, "host": 2, "port": 3, "incarnation": 5, "state": 6, "state_age": 8,
+              "suspectors": 10}
 _FIGURES = {"available": 0, "idle_extremity": 1, "cpus": 3, "free_memory": 4, "mode": 6}
 
 
@@ -310,6 +311,8 @@ _FIGURES = {"available": 0, "idle_extremity": 1, "cpus": 3, "free_memory": 4, "m
     ("field", "value"),
     [
         ("node_id", ""),
+        ("host", "desk..lan"),
+        ("host", "a" * 64 + ".lan"),
         ("port", 0),
         ("incarnation", -1),
         ("incarnation", 2**40),

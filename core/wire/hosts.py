@@ -1,0 +1,25 @@
+"""Which hosts a peer may be reached at: an IP address or a well-formed host name.
+
+Resolving a name with an empty or overlong label (`desk..lan`, `.desk`, 64 letters) fails in
+Python's idna codec with UnicodeError, which no network code expects. The owner's
+`node.advertise_host` and every host a peer gossips go through this one rule before anything
+resolves them.
+"""
+
+import ipaddress
+import re
+
+MAX_HOST_NAME = 253
+"""Characters in a host name written with dots (RFC 1035's 255 octets on the wire, less framing)."""
+
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+"""RFC 1123: 1 to 63 ASCII letters, digits and hyphens, with no hyphen at either end."""
+
+
+def is_host(text: str) -> bool:
+    """True for an IP address (v4 or v6) or a host name made of valid labels."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return len(text) <= MAX_HOST_NAME and all(_LABEL.fullmatch(label) for label in text.split("."))
+    return True
