@@ -12,14 +12,17 @@ import re
 MAX_HOST_NAME = 253
 """Characters in a host name written with dots (RFC 1035's 255 octets on the wire, less framing)."""
 
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-"""RFC 1123: 1 to 63 ASCII letters, digits and hyphens, with no hyphen at either end."""
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+"""RFC 1123: 1 to 63 ASCII letters, digits and hyphens, with no hyphen at either end; and underscores, which
+desks' own names have (Windows allows them, and resolvers pass them on)."""
 
 
 def is_host(text: str) -> bool:
-    """True for an IP address (v4 or v6) or a host name made of valid labels."""
+    """True for an IP address (v4 or v6) or a host name made of valid labels, written with or without the
+    root's trailing dot."""
     try:
         ipaddress.ip_address(text)
     except ValueError:
-        return len(text) <= MAX_HOST_NAME and all(_LABEL.fullmatch(label) for label in text.split("."))
+        name = text[:-1] if text.endswith(".") else text
+        return len(name) <= MAX_HOST_NAME and all(_LABEL.fullmatch(label) for label in name.split("."))
     return True

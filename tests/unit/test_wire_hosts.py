@@ -5,8 +5,8 @@ import pytest
 from frost_core.wire.hosts import is_host
 
 
-@pytest.mark.parametrize("host", ["desk", "desk-1.lan", "10.0.0.2", "::1", "fe80::1%eth0", "a" * 63 + ".lan",
-                                  ".".join(["a" * 63] * 3 + ["a" * 61])])
+@pytest.mark.parametrize("host", ["desk", "desk-1.lan", "desk.lan.", "my_pc", "10.0.0.2", "::1", "fe80::1%eth0",
+                                  "a" * 63 + ".lan", ".".join(["a" * 63] * 3 + ["a" * 61])])
 def test_ip_addresses_and_host_names_are_hosts(host):
     assert is_host(host)
 
@@ -16,13 +16,12 @@ def test_ip_addresses_and_host_names_are_hosts(host):
     [
         "desk..lan",  # an empty label: idna raised UnicodeError where callers expect OSError
         ".desk",
-        "desk.lan.",
+        "desk.lan..",
         "a" * 64 + ".lan",  # a label over 63 characters
         ".".join(["a" * 63] * 3 + ["a" * 62]),  # 254 characters
         "-desk",
         "desk-",
         "de sk",
-        "desk_1",
         "bürö",
         "desk\n",
         "",
