@@ -15,6 +15,7 @@ import trio
 from frost_core.api.errors import AuthenticationError, ProtocolError
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
+from frost_core.wire.hosts import unresolvable_as_os_error
 from frost_core.wire.lent import LentInterrupted, LentPipe
 from frost_core.wire.messages import (
     BulkBegin, BulkEnd, Hello, HelloAck, HelloRefused, Message, decode_message, encode_message,
@@ -462,7 +463,8 @@ async def open_channel(
     address: Address, key: ClusterKey, node_id: str, *, listen_port: int = 0
 ) -> Channel:
     """Connect to a peer and run the client handshake; the peer is proven to hold `key`."""
-    stream = await trio.open_tcp_stream(*address)
+    with unresolvable_as_os_error(address):
+        stream = await trio.open_tcp_stream(*address)
     try:
         return await connect_channel(stream, key, node_id, listen_port=listen_port, peer_address=address)
     except BaseException:

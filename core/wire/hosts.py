@@ -8,6 +8,8 @@ resolves them.
 
 import ipaddress
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 MAX_HOST_NAME = 253
 """Characters in a host name written with dots (RFC 1035's 255 octets on the wire, less framing)."""
@@ -26,3 +28,16 @@ def is_host(text: str) -> bool:
         name = text[:-1] if text.endswith(".") else text
         return len(name) <= MAX_HOST_NAME and all(_LABEL.fullmatch(label) for label in name.split("."))
     return True
+
+
+@contextmanager
+def unresolvable_as_os_error(address: tuple[str, int]) -> Iterator[None]:
+    """Python's idna codec refuses a malformed name (`desk..lan`) with UnicodeError, a ValueError.
+
+    Callers handle an unreachable peer's OSError; a name that slipped past `is_host` (a seed, a UI's
+    target) must fail that one connection the same way, not escape and stop the task that made it.
+    """
+    try:
+        yield
+    except UnicodeError as error:
+        raise OSError(f"{address[0]!r} cannot be resolved: {error}") from error

@@ -9,14 +9,15 @@ connection, never the listener.
 import errno
 import logging
 import socket as stdlib_socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import trio
 
 from frost_core.api.errors import AuthenticationError, FrostError, ProtocolError
 from frost_core.wire.channel import Address, Channel, accept_channel, connect_channel
 from frost_core.wire.codes import MessageCode
+from frost_core.wire.hosts import unresolvable_as_os_error
 from frost_core.wire.messages import Message, decode_message, encode_message
 from frost_core.wire.pool import ChannelPool
 from frost_core.wire.security import (
@@ -79,7 +80,7 @@ class NetworkTransport:
         """Best effort: an unreachable peer is logged at debug level, not raised."""
         datagram = self._sealer.seal(message.CODE, encode_message(message))
         try:
-            with _unresolvable_as_os_error(address):
+            with unresolvable_as_os_error(address):
                 await self._udp[0].sendto(datagram, address)
         except OSError as exc:
             logger.debug("datagram to %s not sent: %s", address, exc)
@@ -130,7 +131,7 @@ class NetworkTransport:
 
     async def connect(self, address: Address) -> Channel:
         """An authenticated channel to `address`; the caller closes it (e.g. `async with`)."""
-        with _unresolvable_as_os_error(address):
+        with unresolvable_as_os_error(address):
             stream = await trio.open_tcp_stream(*address)
         try:
             return await connect_channel(
@@ -270,19 +271,6 @@ class NetworkTransport:
             except FrostError as exc:
                 raise ProtocolError(f"handler for {type(request).__name__} failed: {exc.message}") from exc
             await channel.send(reply)
-
-
-@contextmanager
-def _unresolvable_as_os_error(address: Address) -> Iterator[None]:
-    """Python's idna codec refuses a malformed name (`desk..lan`) with UnicodeError, a ValueError.
-
-    Callers handle an unreachable peer's OSError; a name that slipped past `wire.hosts` must fail
-    that one send the same way, not escape and stop the task that sent it.
-    """
-    try:
-        yield
-    except UnicodeError as error:
-        raise OSError(f"{address[0]!r} cannot be resolved: {error}") from error
 
 
 @asynccontextmanager
