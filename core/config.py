@@ -415,6 +415,8 @@ def parse_address(text: str, *, option: str) -> tuple[str, int]:
     host = host.strip("[]")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ConfigError(f"{option}: {text!r} is not HOST:PORT with a port from 1 to 65535")
+    if not is_host(host):
+        raise ConfigError(f"{option}: {text!r} does not start with an IP address or a host name")
     return host, int(port_text)
 
 

@@ -30,6 +30,8 @@ def test_missing_file_gives_every_default(tmp_path):
         ("[guests]\ncpu = 2\n", "unknown option 'guests.cpu' (did you mean 'cpus'?)"),
         ("[gossp]\nfanout = 2\n", "unknown section [gossp] (did you mean 'gossip'?)"),
         ("[node]\nseeds = ['10.0.0.1']\n", "node.seeds: '10.0.0.1' is not HOST:PORT"),
+        ("[node]\nseeds = ['desk..lan:47631']\n", "node.seeds: 'desk..lan:47631' does not start with an IP address"),
+        ("[control]\nhosts = ['[::1]:47631', '.desk:47631']\n", "control.hosts: '.desk:47631' does not start with"),
         ("[node]\nadvertise_host = 'desk..lan'\n",
          "node.advertise_host must be an IP address or a host name, not 'desk..lan'"),
         ("[log]\nlevel = 'loud'\n", "log.level must be one of debug, info, warning, error"),
