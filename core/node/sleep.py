@@ -87,6 +87,7 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
     """One connection to logind, followed until the bus or logind fails it: the error that ended it,
     and whether it got as far as holding an inhibitor (then `task_status` was told it started)."""
     watched = False
+    lost: BaseException = EOFError("logind's signals ended")   # (the router closed its filters without an error)
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
             connection = await open_dbus_connection("SYSTEM", enable_fds=True)
