@@ -20,12 +20,18 @@ def stand_in_logind(system, inhibitors):
                           extra={(MANAGER_PATH, MANAGER, "Inhibit"): inhibitors.inhibit})
 
 
-async def test_the_inhibitor_is_released_only_after_the_guests_are_handed_on_and_taken_again_on_waking(
-        buses, started):
-    _, system = buses
+def logind_started(system, started):
+    """A stand-in logind on `system`, stopped after the test: the inhibitors it hands out, and the service."""
     inhibitors = Inhibitors()
     logind = stand_in_logind(system, inhibitors)
     started(logind)
+    return inhibitors, logind
+
+
+async def test_the_inhibitor_is_released_only_after_the_guests_are_handed_on_and_taken_again_on_waking(
+        buses, started):
+    _, system = buses
+    inhibitors, logind = logind_started(system, started)
     lines, calls = [], []
 
     async def before_sleep(seconds):
@@ -68,9 +74,7 @@ async def test_without_logind_sleep_is_not_watched_and_nothing_breaks(buses):
 async def test_a_system_bus_that_goes_away_is_told_once_and_sleep_is_watched_again_when_it_is_back(
         buses, started, tmp_path):
     _, system = buses
-    inhibitors = Inhibitors()
-    logind = stand_in_logind(system, inhibitors)
-    started(logind)
+    inhibitors, logind = logind_started(system, started)
     lines, slept = [], []
 
     async def before_sleep(seconds):
@@ -132,9 +136,7 @@ ONE_CPU = ALWAYS + "\n[guests]\ncpus = 1\n\n[cluster]\nreport_interval = 0.5\nba
 def test_a_sleeping_node_hands_its_guest_on_and_leaves_before_releasing_then_rejoins_on_waking(
         buses, started, nodes):
     _, system = buses
-    inhibitors = Inhibitors()
-    logind = stand_in_logind(system, inhibitors)
-    started(logind)
+    inhibitors, logind = logind_started(system, started)
     try:
         # The laptop finds logind on its system bus; its peer has no bus (so no inhibitor of its own).
         laptop = nodes("laptop", extra_config=ALWAYS)
