@@ -138,6 +138,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "cpus", int, 0, "CPUs guests may use; 0 means all of them.", 0, 4096),
     Option("guests", "memory_pool_mb", int, 0,
            "Memory guests may use together, in MiB; 0 means half of this machine's memory.", 0, 1 << 30),
+    Option("guests", "min_free_disk_mb", int, 256,
+           "Free space, in MiB, left on the disk of the data folder: below it no new guest is taken (their "
+           "checkpoints and results would have nowhere to go); the guests running go on. 0: no floor.",
+           0, 1 << 30),
     Option("guests", "max_retries", int, 3, "Times a failed unit is retried before its assignment fails.", 0, 100),
     Option("guests", "step_timeout", float, 120.0,
            "Seconds one plugin step may take before the guest counts as stuck.", 1, 86400),

@@ -43,6 +43,13 @@ class CheckpointError(FrostError):
     title = "Checkpoint error"
 
 
+class StorageError(FrostError):
+    """The node's own disk refused a write (full, read-only, failing): the write did not happen, what was stored
+    before it is intact, and the caller keeps what it was writing to try again; the message names the file."""
+
+    title = "Disk refused a write"
+
+
 class NodeUnavailableError(FrostError):
     """No local node answered on the control socket."""
 

@@ -28,9 +28,9 @@ from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
     STOPPED, Holdings, SpentRun, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict,
 )
-from frost_core.cluster.outbox import Outbox, owed_failure, owed_result
+from frost_core.cluster.outbox import Outbox, Owed, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
-from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError
+from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError, StorageError
 from frost_core.events import EventLog
 from frost_core.guest import envelope
 from frost_core.guest.supervisor import GuestSupervisor
@@ -196,6 +196,7 @@ class HostService:
         paused_as: Callable[[], str] = lambda: "paused",
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
         on_spent: Callable[[Hosted, float, float], None] = lambda hosted, cpu_seconds, at: None,
+        disk_refused: Callable[[StorageError], None] = lambda error: None,
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
@@ -203,7 +204,8 @@ class HostService:
         `usage_of` is a submitter's decayed usage as this node knows it (fair share takes the larger of
         that and what the offering master says). `on_spent` hears the CPU each guest run here used and when it
         ended, whatever its outcome (the ledger's "given"); its master hears the same figure, with the result
-        or, for any other outcome, with the next report (`SpentRun`: the ledger's "received" there)."""
+        or, for any other outcome, with the next report (`SpentRun`: the ledger's "received" there).
+        `disk_refused` is told of each write of the outbox the disk refused."""
         self.node_id = node_id
         self.supervisor = supervisor
         self._links = links
@@ -240,6 +242,8 @@ class HostService:
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._delivering: set[str] = set()   # outcomes on their way to a master (a first try can outlast a cut)
         self._owing = trio.Event()           # set when an outcome stays in the outbox: `_deliver_owed` wakes for it
+        self._unsaved: dict[str, Owed] = {}  # task id -> an outcome owed that the disk would not take into the outbox
+        self._disk_refused = disk_refused
         self._nursery: trio.Nursery | None = None
 
     # -- what the node and the UI read ---------------------------------------------------------
@@ -402,7 +406,7 @@ class HostService:
         """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
         self._note_figures()
         running = tuple(h.status() for h in self._all_units() if h.master == master)
-        owed = await self._blocking(self._outbox.entries)
+        owed = await self._owed()
         return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
 
     # -- what the owner does ------------------------------------------------------------------------
@@ -552,29 +556,49 @@ class HostService:
             owed = owed_failure(task.task_id, hosted.master, task.epoch, outcome.reason, outcome.retryable)
             self._owe_spent(hosted.master, ran)
         if hosted.master != self.node_id:
-            await self._blocking(self._outbox.put, owed)
-        if await self._deliver(owed):
-            if hosted.master != self.node_id:
-                await self._blocking(self._outbox.remove, task.task_id)   # (a durable commit: not on the loop)
-            self.supervisor.discard_checkpoints(task.task_id)
-        elif hosted.master == self.node_id:
-            log.error("own master refused %s of %s", owed.kind, task.task_id)
-        else:
-            self._events.add("host", f"{task.task_id}: its master {hosted.master[:8]} is out of reach; the "
-                             f"{owed.kind} is kept until it is back", severity="warning")
+            await self._keep(owed)
+        kept = await self._deliver(owed)
+        if kept is None:
+            await self._delivered(owed)
+        elif owed.task_id not in self._delivering:   # (a delivery of it already on its way goes on)
+            if hosted.master == self.node_id:   # (its own master's outcomes skip the outbox: its store is the disk)
+                self._unsaved[owed.task_id] = owed
+            self._events.add("host", f"{task.task_id}: {kept}; the {owed.kind} is kept here until it takes it",
+                             severity="warning")
             self._owing.set()
 
-    async def _deliver(self, owed) -> bool:
-        """True once the master has the outcome (or told us it needs it no more); one delivery per unit at a time."""
+    async def _keep(self, owed: Owed) -> None:
+        """Put an outcome in the outbox before its first delivery; in memory if the disk refuses it (a crash then
+        loses it, as the guest's checkpoints would be lost on a disk that takes nothing)."""
+        try:
+            await self._blocking(self._outbox.put, owed)
+        except StorageError as error:
+            self._disk_refused(error)
+            self._unsaved[owed.task_id] = owed
+
+    async def _delivered(self, owed: Owed) -> None:
+        """The master has the outcome: it leaves the outbox (a durable commit: not on the loop). One the disk would
+        not let go of stays there, and goes again later: its master takes the same outcome twice as once."""
+        self._unsaved.pop(owed.task_id, None)
+        if owed.master != self.node_id:   # (its own master's never go there)
+            try:
+                await self._blocking(self._outbox.remove, owed.task_id)
+            except StorageError as error:
+                self._disk_refused(error)
+        self.supervisor.discard_checkpoints(owed.task_id)
+
+    async def _deliver(self, owed: Owed) -> str | None:
+        """None once the master has the outcome (or told us it needs it no more), else why it is kept here for a
+        later try; one delivery per unit at a time."""
         if owed.task_id in self._delivering:
-            return False
+            return "it is on its way to its master already"
         self._delivering.add(owed.task_id)
         try:
             return await self._deliver_now(owed)
         finally:
             self._delivering.discard(owed.task_id)
 
-    async def _deliver_now(self, owed) -> bool:
+    async def _deliver_now(self, owed: Owed) -> str | None:
         master = self._links.master(owed.master)
         try:
             if owed.kind == "result":
@@ -586,10 +610,18 @@ class HostService:
             else:
                 await master.host_failed(self.node_id, owed.task_id, owed.epoch, owed.reason, owed.retryable)
         except NodeUnavailableError:
-            return False
+            return f"its master {owed.master[:8]} is out of reach"
+        except StorageError as error:   # the master's disk refused it (this node's own, or a peer's)
+            return f"its master {owed.master[:8]} could not store it ({error.message})"
         except FrostError as error:  # the master refused it outright (e.g. the assignment is gone)
             log.warning("master %s refused the %s of %s: %s", owed.master[:8], owed.kind, owed.task_id, error.message)
-        return True
+        return None
+
+    async def _owed(self) -> list[Owed]:
+        """What masters could not take yet: the outbox's entries, and those the disk would not take into it."""
+        owed = await self._blocking(self._outbox.entries)
+        stored = {o.task_id for o in owed}
+        return [*owed, *(o for o in self._unsaved.values() if o.task_id not in stored)]
 
     async def _deliver_owed(self) -> None:
         """Retry what masters could not take, every `report_interval`, until they are back or `hold_results` runs
@@ -597,18 +629,24 @@ class HostService:
         results of up to 256 MiB, and each removal is a durable commit."""
         while True:
             settings = self._settings()
-            for owed in await self._blocking(self._outbox.expire, time.time() - settings.hold_results):
+            expiry = time.time() - settings.hold_results
+            expired = [o for o in self._unsaved.values() if o.created_at < expiry]
+            try:
+                expired += await self._blocking(self._outbox.expire, expiry)
+            except StorageError as error:
+                self._disk_refused(error)
+            for owed in expired:
+                self._unsaved.pop(owed.task_id, None)
                 self._events.add("host", f"{owed.task_id}: gave up holding its {owed.kind} for master "
                                  f"{owed.master[:8]} after {settings.hold_results:g} s", severity="error")
-            owed_now = await self._blocking(self._outbox.entries)
+            owed_now = await self._owed()
             if not owed_now:
                 await self._owing.wait()
                 self._owing = trio.Event()
                 continue
             for owed in owed_now:
-                if await self._deliver(owed):
-                    await self._blocking(self._outbox.remove, owed.task_id)
-                    self.supervisor.discard_checkpoints(owed.task_id)
+                if await self._deliver(owed) is None:
+                    await self._delivered(owed)
                     self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
                     self._on_change()
             await trio.sleep(settings.report_interval)
@@ -642,7 +680,7 @@ class HostService:
             spent = tuple(self._spent.get(master, ())[:SPENT_PER_REPORT])
             try:
                 stop = await self._links.master(master).host_report(self.node_id, tuple(units), spent)
-            except NodeUnavailableError as error:
+            except (NodeUnavailableError, StorageError) as error:   # (this node's own master: its disk refused)
                 log.debug("report to %s failed: %s", master[:8], error.message)
                 continue
             for status in units:

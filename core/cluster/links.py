@@ -22,7 +22,7 @@ import trio
 
 from frost_core.storage.checkpoints import IDENTITY, CheckpointRecord, CheckpointStore, StoredCheckpoint
 from frost_core.storage.staging import StagingSink
-from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, ProtocolError, StorageError
 from frost_core.cluster.messages import (
     CheckpointMeta, CheckpointReplica, Figures, FiguresQuery, FiguresReply, Holdings, HoldingsQuery, MoveCommand, ReplicaFetch, UnitMoved, UnitFailed, UnitOffer, UnitOfferReply, UnitReport,
     SlotKept, SpentRun, UnitReportReply, UnitResult, UnitReturn, UnitSpec, UnitStart, UnitStatus, Verdict, WorkRequest,
@@ -94,10 +94,13 @@ class Links:
     """Links to any node by id; `serve` answers the same calls arriving from the network."""
 
     def __init__(self, *, node_id: str, address_of: Callable[[str], Address | None],
-                 checkpoints: CheckpointStore | None = None) -> None:
+                 checkpoints: CheckpointStore | None = None,
+                 disk_refused: Callable[[StorageError], None] = lambda error: None) -> None:
         """`checkpoints`: the host's store, where a unit's checkpoint is written while it arrives
-        (None: it is gathered in memory and written once whole)."""
+        (None: it is gathered in memory and written once whole); `disk_refused` hears of each call this node
+        could not answer because its disk refused a write (the caller is told to send it again later)."""
         self.node_id = node_id
+        self._disk_refused = disk_refused
         self._address_of = address_of
         self._checkpoints = checkpoints
         self._transport: NetworkTransport | None = None
@@ -266,6 +269,9 @@ class Links:
             answer = await self._dispatch(channel, peer, request)
         except CheckpointError as error:
             answer = Verdict(ok=False, reason=error.message)
+        except StorageError as error:   # (this node's disk: the caller keeps what it sent, and sends it again)
+            self._disk_refused(error)
+            answer = Verdict(ok=False, reason=error.message, later=True)
         except FrostError as error:
             if isinstance(error, ProtocolError):
                 raise
@@ -454,8 +460,11 @@ class _RemoteMaster:
         return (await self._verdict(SlotKept())).ok
 
     async def _verdict(self, request: Message, data: bytes | None = None, *, timeout: float | None = None) -> Verdict:
+        """The master's answer; StorageError if its disk refused what it was given (it wants it again later)."""
         answer = await self._links.call(self._node, request, data, timeout=timeout or CALL_TIMEOUT)
         assert isinstance(answer, Verdict)
+        if answer.later:
+            raise StorageError(f"on {self._node[:8]}: {answer.reason}")
         return answer
 
 

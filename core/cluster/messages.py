@@ -127,12 +127,14 @@ class UnitStart(Message):
 @register
 @dataclasses.dataclass(frozen=True)
 class Verdict(Message):
-    """The general answer: done (`ok`) or why not."""
+    """The general answer: done (`ok`) or why not; `later`: not refused, but the answering node's disk refused
+    to store it now, so the asker keeps it and sends it again later."""
 
     CODE = MessageCode.VERDICT
     MAX_SIZE = 4096
     ok: bool
     reason: str = ""
+    later: bool = False
 
 
 STOPPED = "stopped"

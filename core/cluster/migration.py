@@ -58,7 +58,7 @@ from frost_core.guest.capture_feed import CaptureFeed
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
-from frost_core.api.errors import FrostError, NodeUnavailableError
+from frost_core.api.errors import FrostError, NodeUnavailableError, StorageError
 from frost_core.events import EventLog
 
 log = logging.getLogger("frost.migration")
@@ -258,7 +258,7 @@ class Migrator:
                          f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {epoch})")
         try:
             await self._links.master(hosted.master).host_moved(self._node_id, task_id, epoch, destination)
-        except NodeUnavailableError as error:
+        except (NodeUnavailableError, StorageError) as error:
             log.info("master not told of the move of %s (%s); the destination's report will", task_id, error.message)
 
     async def _return_to_master(self, home: HostService, hosted: Hosted, record: CheckpointRecord | None,
@@ -269,10 +269,11 @@ class Migrator:
             try:
                 await self._links.master(hosted.master).host_return(self._node_id, task.task_id, task.epoch,
                                                                     record)
-            except NodeUnavailableError as error:
+            except (NodeUnavailableError, StorageError) as error:   # (out of reach, or its disk full)
                 if hosted.change(Stay.STRANDED):
-                    self._events.add("evict", f"{task.task_id}: no peer took it and its master is out of reach "
-                                     f"({error.message}); keeping its checkpoint and trying again", severity="warning")
+                    self._events.add("evict", f"{task.task_id}: no peer took it and its master could not take it "
+                                     f"back ({error.message}); keeping its checkpoint and trying again",
+                                     severity="warning")
                 await trio.sleep(RETURN_RETRY)
                 continue
             break

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from frost_core.storage.sqlite import open_durably
+from frost_core.storage.sqlite import disk_writes, open_durably
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -45,7 +45,10 @@ class Owed:
 
 
 class Outbox:
+    """Raises StorageError where the disk refuses a write: the entry is then not put (or not removed)."""
+
     def __init__(self, path: Path) -> None:
+        self._name = path.name
         self._db = open_durably(path, _SCHEMA)
         if "cpu_seconds" not in {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}:
             self._db.execute(_CPU_COLUMN)
@@ -54,15 +57,17 @@ class Outbox:
         self._db.close()
 
     def put(self, owed: Owed) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at,"
-            " cpu_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (owed.task_id, owed.master, owed.epoch, owed.kind, owed.payload, owed.reason, int(owed.retryable),
-             owed.created_at, owed.cpu_seconds),
-        )
+        with disk_writes(self._name):
+            self._db.execute(
+                "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at,"
+                " cpu_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (owed.task_id, owed.master, owed.epoch, owed.kind, owed.payload, owed.reason, int(owed.retryable),
+                 owed.created_at, owed.cpu_seconds),
+            )
 
     def remove(self, task_id: str) -> None:
-        self._db.execute("DELETE FROM outbox WHERE task_id = ?", (task_id,))
+        with disk_writes(self._name):
+            self._db.execute("DELETE FROM outbox WHERE task_id = ?", (task_id,))
 
     def entries(self) -> list[Owed]:
         rows = self._db.execute(

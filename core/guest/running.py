@@ -556,10 +556,10 @@ class RunningGuest:
             return GuestFileRefused(name=name, reason="this node cannot fetch input files", retryable=True)
         try:
             path = await self.host.open_input(task, wanted)
-        except FrostError as error:
-            self.emit("error", f"input file {name}: {error.message}", "warning")
-            return GuestFileRefused(name=name, reason=f"input file {name!r} is unavailable: {error.message}",
-                                    retryable=True)
+        except (FrostError, OSError) as error:   # (OSError: the cache's disk, full or failing)
+            why = error.message if isinstance(error, FrostError) else f"this node could not keep it: {error}"
+            self.emit("error", f"input file {name}: {why}", "warning")
+            return GuestFileRefused(name=name, reason=f"input file {name!r} is unavailable: {why}", retryable=True)
         assert self.scratch is not None
         try:
             path = await trio.to_thread.run_sync(self.host.containment.hand_over, path, self.scratch)

@@ -20,7 +20,7 @@ from pathlib import Path
 from frost_core.api.errors import AuthenticationError
 from frost_core.ledger.summary import SignedSummary, Summary, build_summary, open_summary
 from frost_core.policies.fair_share import decayed
-from frost_core.storage.sqlite import open_durably
+from frost_core.storage.sqlite import disk_writes, open_durably, transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -98,6 +98,7 @@ def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_sec
 class Ledger:
     def __init__(self, path: Path, *, node_id: str) -> None:
         self.node_id = node_id
+        self._name = path.name
         self._db = open_durably(path, _SCHEMA)
         self._lock = threading.Lock()   # writes come from the node's thread pool as well as its loop
 
@@ -114,20 +115,15 @@ class Ledger:
             return 0
         with self._lock:
             before = self._db.total_changes
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
+            with transaction(self._db, self._name) as db:
+                db.executemany(
                     "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
             return self._db.total_changes - before
 
     def pin(self, node_id: str, public_key: bytes) -> None:
         """Know `node_id` by this key from now on (this node pins its own: a summary in its name is a forgery)."""
-        with self._lock:
+        with self._lock, disk_writes(self._name):
             self._db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
                              (node_id, public_key))
 
@@ -149,18 +145,13 @@ class Ledger:
             held = self._db.execute("SELECT issued_at FROM summaries WHERE node_id = ?", (summary.node_id,)).fetchone()
             if held is not None and held[0] >= summary.issued_at:
                 return None
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
-                                 (summary.node_id, signed.public_key))
-                self._db.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
-                                 (summary.node_id, summary.issued_at, signed.body, signed.signature, signed.public_key))
-                self._db.execute("DELETE FROM summaries WHERE node_id NOT IN (SELECT node_id FROM summaries"
-                                 " ORDER BY issued_at DESC LIMIT ?)", (MAX_HELD,))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            with transaction(self._db, self._name) as db:
+                db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
+                           (summary.node_id, signed.public_key))
+                db.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",
+                           (summary.node_id, summary.issued_at, signed.body, signed.signature, signed.public_key))
+                db.execute("DELETE FROM summaries WHERE node_id NOT IN (SELECT node_id FROM summaries"
+                           " ORDER BY issued_at DESC LIMIT ?)", (MAX_HELD,))
             return summary
 
     # -- reading ---------------------------------------------------------------------------------

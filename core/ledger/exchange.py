@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from frost_core.api.errors import AuthenticationError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ProtocolError, StorageError
 from frost_core.ledger.book import MAX_HELD, Ledger
 from frost_core.ledger.summary import MAX_BODY_BYTES, SignedSummary
 from frost_core.wire.channel import Address
@@ -63,6 +63,9 @@ def take_in(ledger: Ledger, summaries: tuple[SignedSummary, ...]) -> tuple[int, 
             new += ledger.accept(signed) is not None
         except (AuthenticationError, ProtocolError) as error:
             refusals.append(error.message)
+        except StorageError as error:   # the disk is full: they come again at a later exchange
+            log.info("peers' ledger summaries not kept: %s", error.message)
+            break
     return new, refusals
 
 

@@ -7,6 +7,7 @@ so neither the UI nor the master's results wait for the disk.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from functools import partial
@@ -14,6 +15,7 @@ from collections.abc import Callable
 
 import trio
 
+from frost_core.api.errors import StorageError
 from frost_core.api.ledger import LedgerView
 from frost_core.events import EventLog
 from frost_core.ledger.book import Ledger, NewRun, given_run, received_run
@@ -22,8 +24,11 @@ from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import balances, ledger_view
 from frost_core.ledger.summary import SignedSummary, sign_summary
 from frost_core.policies.fair_share import decayed
+from frost_core.storage.disk_watch import RETRY_AFTER
 from frost_core.wire.channel import Address
 from frost_core.wire.transport import NetworkTransport
+
+log = logging.getLogger("frost.ledger")
 
 VIEW_WINDOW = 30 * 86400.0
 """The UI's per-peer and per-day figures cover the last 30 days (`frost-tui stats --since` asks for others)."""
@@ -48,8 +53,11 @@ def refresh_pause(rebuild_seconds: float) -> float:
 
 class LedgerService:
     def __init__(self, ledger: Ledger, key: NodeKey, *, events: EventLog, speed: Callable[[], float],
-                 names: Callable[[], dict[str, str]], on_change: Callable[[], None]) -> None:
+                 names: Callable[[], dict[str, str]], on_change: Callable[[], None],
+                 disk_refused: Callable[[StorageError], None] = lambda error: None) -> None:
+        """`disk_refused`: told of each write the disk refused (the runs wait in memory and are written later)."""
         self.ledger = ledger
+        self._disk_refused = disk_refused
         self._key = key
         ledger.pin(ledger.node_id, key.public)
         self._events = events
@@ -58,6 +66,7 @@ class LedgerService:
         self._on_change = on_change
         self._dirty = trio.Event()
         self._unwritten: list[NewRun] = []   # runs ended since the last write
+        self._write_refused = False          # the last write was refused by the disk
         self._arrived = trio.Event()
         self._written_at = -math.inf
         self._refused = 0
@@ -88,27 +97,39 @@ class LedgerService:
 
     async def write_unwritten(self) -> None:
         """Write the runs recorded since the last write, together, in a thread: at hundreds of results a
-        second, a commit per run would put an fsync per result on the node's loop."""
+        second, a commit per run would put an fsync per result on the node's loop. Runs the disk refused
+        stay in memory, in order, and `_write_as_they_come` tries them again `RETRY_AFTER` seconds on."""
         batch, self._unwritten = self._unwritten, []
         try:
             written = await trio.to_thread.run_sync(self.ledger.record, batch)
-        except trio.Cancelled:
+        except (trio.Cancelled, StorageError) as error:
             self._unwritten[:0] = batch   # shutting down: close() writes them (a second write of any is ignored)
-            raise
+            if not isinstance(error, StorageError):
+                raise
+            self._disk_refused(error)
+            self._write_refused = True
+            self._arrived.set()
+            return
+        self._write_refused = False
         if written:
             self._dirty.set()
 
     async def _write_as_they_come(self) -> None:
         while True:
             await self._arrived.wait()
-            await trio.sleep_until(self._written_at + WRITE_GATHER)   # at once after a quiet spell
+            # At once after a quiet spell; a refused write waits for the disk.
+            await trio.sleep_until(self._written_at + (RETRY_AFTER if self._write_refused else WRITE_GATHER))
             self._arrived = trio.Event()
             self._written_at = trio.current_time()
             await self.write_unwritten()
 
     def close(self) -> None:
         """Write what still waits, then close the file."""
-        self.ledger.record(self._unwritten)
+        try:
+            self.ledger.record(self._unwritten)
+        except StorageError as error:
+            log.warning("%d runs ended since the ledger was last written are lost: %s", len(self._unwritten),
+                        error.message)
         self._unwritten = []
         self.ledger.close()
 

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 import trio
 
-from frost_core.api.errors import FrostError
+from frost_core.api.errors import FrostError, StorageError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,6 +48,8 @@ class GroupCommit(Generic[T, R]):
                 await self._batch_ended.wait()
             else:
                 await self._commit_pending()
+        if isinstance(ticket.error, StorageError):   # (the disk's: what was given is to come again)
+            raise StorageError(ticket.error.message) from ticket.error
         if ticket.error is not None:
             raise FrostError(f"the master could not store a result: {ticket.error}") from ticket.error
         return ticket.outcome  # type: ignore[return-value]

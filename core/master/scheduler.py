@@ -37,7 +37,7 @@ from frost_core.cluster.messages import (
     STOPPED, Holdings, SpentRun, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict,
 )
 from frost_core.cluster.replication import replica_holders
-from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError
+from frost_core.api.errors import FrostError, NodeUnavailableError, PluginError, StorageError
 from frost_core.guest import envelope
 from frost_core.events import EventLog
 from frost_core.plugin.api import Output, WorkUnit
@@ -63,6 +63,7 @@ from frost_core.master.waste import CopyRun
 from frost_core.membership import MembershipConfig
 from frost_core.membership.suspicion import death_settle
 from frost_core.membership.ticks import next_tick
+from frost_core.storage.disk_watch import RETRY_AFTER
 
 log = logging.getLogger("frost.master")
 
@@ -122,6 +123,7 @@ class MasterScheduler:
         on_received: Callable[[str, str, int, float, float | None], None] = (
             lambda host, task_id, epoch, cpu_seconds, ended_at: None),
         spare: SpareWorker | None = None,
+        disk_refused: Callable[[StorageError], None] = lambda error: None,
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
@@ -129,9 +131,11 @@ class MasterScheduler:
         queue is ordered by and offers carry (this master's own count, or the cluster's). `on_received` hears the
         guest CPU of each run of its units and its host (the ledger's "received"): a result's as it arrives, the
         others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report. `spare`: the node's
-        worker process started ahead, which a combine takes when it waits."""
+        worker process started ahead, which a combine takes when it waits. `disk_refused` hears of each write of
+        the store the disk refused in the master's own rounds: what the round did is done again at the next."""
         self._node_id = node_id
         self._spare = spare
+        self._disk_refused = disk_refused
         self._store = store
         self._registry = registry
         self._links = links
@@ -167,6 +171,9 @@ class MasterScheduler:
         # task id -> the current copy's newest checkpoint as its host reported it: (epoch, seq, progress, CPU)
         self._checkpoint_heard: dict[str, tuple[int, int, float, float]] = {}
         self._dead: dict[str, float] = {}                    # host -> when membership declared it dead
+        self._left: dict[str, str] = {}                      # host that left -> why, until its units are requeued
+        self._combined: dict[str, Output] = {}               # assignment -> its output, combined but not stored yet
+        self._combine_after: dict[str, float] = {}           # assignment -> when to try storing its output again
         self._reconciling: set[str] = set()                  # hosts being asked what they hold
         self._unasked: set[str] | None = None                # hosts of units running elsewhere at this master's
                                                              # start, not yet asked what they hold (None: not looked)
@@ -227,11 +234,15 @@ class MasterScheduler:
             nursery.start_soon(self.reach.watch_for_sleep)
             task_status.started()
             while True:
-                self._combine_ready(nursery)
-                self._watch_peers()
-                self._recover_dead()
-                self._recover_silent()
-                await self._place_queued()
+                try:
+                    self._combine_ready(nursery)
+                    self._watch_peers()
+                    self._requeue_left()
+                    self._recover_dead()
+                    self._recover_silent()
+                    await self._place_queued()
+                except StorageError as error:   # the disk is full: this round is done again at the next
+                    self._disk_refused(error)
                 # At least once a second, on the clock watchers' grid: an idle node's loop wakes once for them all.
                 with trio.move_on_at(next_tick(trio.current_time(), 1.0)):
                     await self._wake.wait()
@@ -464,7 +475,10 @@ class MasterScheduler:
             if ok:
                 self._started(unit, host, spec.epoch, checkpoint)
             else:
-                self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
+                try:
+                    self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
+                except StorageError as error:   # it counts as placed there, and restarts once given up as silent
+                    self._disk_refused(error)
                 self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
                                  severity="warning")
                 refusals.setdefault(unit.task_id, {})[host] = reason
@@ -785,8 +799,8 @@ class MasterScheduler:
         no more to be trusted than its results."""
         if host in self._quarantined or host == self._node_id:
             return
+        self._store.set_intents({QUARANTINE: {**self._quarantined, host: why}})   # (durable first: a refusal changes nothing)
         self._quarantined[host] = why
-        self._store.set_intent(QUARANTINE, self._quarantined)
         taken = [u for u in self._store.running_units()
                  if u.host == host and self._store.requeue_unit(u.assignment_id, u.index, epoch=u.epoch)]
         for unit in taken:
@@ -809,8 +823,8 @@ class MasterScheduler:
             raise FrostError(f"no single quarantined host matches {host!r}"
                              f" (quarantined: {', '.join(h[:8] for h in self._quarantined) or 'none'})",
                              title="Not quarantined")
+        self._store.set_intents({QUARANTINE: {h: why for h, why in self._quarantined.items() if h != matches[0]}})
         del self._quarantined[matches[0]]
-        self._store.set_intent(QUARANTINE, self._quarantined)
         self._events.add("quarantine", f"{matches[0][:8]} cleared by the owner: it gets units again")
         self.wake()
         return matches[0]
@@ -899,7 +913,11 @@ class MasterScheduler:
         for waiting in self._starts_on.get(host, ()):
             waiting.cancel()
         if left:
-            self._requeue_hosted(host, f"its host {host[:8]} left the cluster")
+            self._left[host] = f"its host {host[:8]} left the cluster"
+            try:
+                self._requeue_left()
+            except StorageError as error:   # the disk is full: the master's next round tries again
+                self._disk_refused(error)
         else:
             self._dead.setdefault(host, self._clock())
         self.wake()
@@ -936,8 +954,13 @@ class MasterScheduler:
                 self._reconcile_soon(host)
             elif (self.reach.cut_off_since is None and peers
                   and now - max(since, self.reach.hearing_since) >= self._settings().death_settle):
-                del self._dead[host]
                 self._requeue_hosted(host, f"its host {host[:8]} is dead while other peers are reachable")
+                del self._dead[host]
+
+    def _requeue_left(self) -> None:
+        for host, why in list(self._left.items()):
+            self._requeue_hosted(host, why)
+            del self._left[host]
 
     def _requeue_hosted(self, host: str, why: str) -> None:
         for unit in self._store.running_units():
@@ -1037,11 +1060,15 @@ class MasterScheduler:
     # -- combining -------------------------------------------------------------------------------------
 
     def _combine_ready(self, nursery: trio.Nursery) -> None:
-        for assignment_id in self._store.combining_assignments():
-            if assignment_id in self._combining:
+        now = self._clock()
+        ready = self._store.combining_assignments()
+        self._combined = {a: output for a, output in self._combined.items() if a in ready}   # (cancelled meanwhile)
+        for assignment_id in ready:
+            if assignment_id in self._combining or self._combine_after.get(assignment_id, now) > now:
                 continue
-            self._combining.add(assignment_id)
             self._store.mark_combining(assignment_id)
+            self._combining.add(assignment_id)
+            self._combine_after.pop(assignment_id, None)
             nursery.start_soon(self._combine, assignment_id)
 
     async def store_output(self, assignment_id: str, output: Output) -> bool:
@@ -1066,24 +1093,40 @@ class MasterScheduler:
                              f"but was not exported: {error.message}", severity="warning")
 
     async def _combine(self, assignment_id: str) -> None:
-        """Combine in a throwaway subprocess; a crash here leaves the assignment 'combining' for the next start."""
-        record = self._store.assignment(assignment_id)
+        """Combine in a throwaway subprocess; a crash here leaves the assignment 'combining' for the next start.
+        An output the disk refused to store is kept in memory and stored `RETRY_AFTER` seconds on (the combine
+        is not run again)."""
         try:
-            info = self._registry.by_hash(record.plugin_hash)
-            output = await combine_output(info, record.params, self._store.unit_results(assignment_id),
-                                          spare=self._spare)
-        except FrostError as error:
-            self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
-            self._events.error(error)
-        else:
-            stored = await self.store_output(assignment_id, output)
-            self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
-            if stored:
-                done = self._store.assignment(assignment_id)
-                checked = verification.summary(done.verify, len(done.units), done.verified)
-                self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: "
-                                 f"{output.filename}; {waste.summary(done.waste)}; {checked}")
+            await self._combine_and_store(assignment_id)
+        except StorageError as error:
+            self._disk_refused(error)
+            self._combine_after[assignment_id] = self._clock() + RETRY_AFTER
         finally:
             self._combining.discard(assignment_id)
-            self._unit_seconds.pop(assignment_id, None)
         self._on_change()
+
+    async def _combine_and_store(self, assignment_id: str) -> None:
+        record = self._store.assignment(assignment_id)
+        output = self._combined.pop(assignment_id, None)
+        if output is None:
+            try:
+                info = self._registry.by_hash(record.plugin_hash)
+                output = await combine_output(info, record.params, self._store.unit_results(assignment_id),
+                                              spare=self._spare)
+            except FrostError as error:
+                self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
+                self._events.error(error)
+                self._unit_seconds.pop(assignment_id, None)
+                return
+        try:
+            stored = await self.store_output(assignment_id, output)
+        except StorageError:
+            self._combined[assignment_id] = output
+            raise
+        self._unit_seconds.pop(assignment_id, None)
+        self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
+        if stored:
+            done = self._store.assignment(assignment_id)
+            checked = verification.summary(done.verify, len(done.units), done.verified)
+            self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: "
+                             f"{output.filename}; {waste.summary(done.waste)}; {checked}")

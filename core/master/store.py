@@ -22,7 +22,7 @@ from typing import Any
 
 import cbor2
 
-from frost_core.storage.sqlite import open_durably
+from frost_core.storage.sqlite import disk_writes, open_durably, transaction
 from frost_core.api.errors import FrostError
 from frost_core.guest.views import InputFile
 from frost_core.master.unit_index import AssignmentHead, Placed, UnitIndex
@@ -222,13 +222,15 @@ class MasterStore:
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
         were recorded are this node's owner's, and take it."""
+        self._name = path.name
         self._db = open_durably(path, _SCHEMA)
-        self._add_missing_columns()
         self._submitter = submitter
-        if submitter:
-            with self._db:
-                self._db.execute("UPDATE assignments SET submitter = ? WHERE submitter = ''", (submitter,))
-        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        with disk_writes(self._name):
+            self._add_missing_columns()
+            if submitter:
+                with self._db:
+                    self._db.execute("UPDATE assignments SET submitter = ? WHERE submitter = ''", (submitter,))
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
         self._listed: tuple[int, list[AssignmentRecord]] | None = None
@@ -268,19 +270,17 @@ class MasterStore:
 
     @contextmanager
     def _transaction(self, db: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
-        """One transaction; the index changes inside it, under its lock: in the order of the commits."""
+        """One transaction; the index changes inside it, under its lock: in the order of the commits. A
+        StorageError (the disk refused the commit) leaves the file and the index as they were before it."""
         db = self._db if db is None else db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            with self.index.lock:
+            with transaction(db, self._name), self.index.lock:
                 yield db
         except BaseException:
-            db.execute("ROLLBACK")
             with self.index.lock:  # it may have followed a change that is now undone
                 self.index.clear()
                 self._load_index(db)
             raise
-        db.execute("COMMIT")
         self._version += 1
 
     # -- assignments -------------------------------------------------------------------
@@ -709,12 +709,12 @@ class MasterStore:
         row = self._db.execute("SELECT value FROM intents WHERE key = ?", (key,)).fetchone()
         return default if row is None else cbor2.loads(row[0])
 
-    def set_intent(self, key: str, value: Any) -> None:
-        """Remember what the owner asked for (pause, pause until, finish) across restarts."""
+    def set_intents(self, values: dict[str, Any]) -> None:
+        """Remember what the owner asked for (pause, pause until, finish) across restarts, all or nothing."""
         with self._transaction() as db:
-            db.execute(
+            db.executemany(
                 "INSERT INTO intents (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, cbor2.dumps(value)),
+                [(key, cbor2.dumps(value)) for key, value in values.items()],
             )
 
     # -- rows --------------------------------------------------------------------------

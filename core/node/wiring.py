@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ import trio
 import frost_core.node.views as node_views
 from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointStore
+from frost_core.storage.disk_watch import MIB, RETRY_AFTER, DiskWatch
 from frost_core.cluster.host import Capacity, Hosted, HostService, HostSettings, Stay
 from frost_core.cluster.files import MAX_INPUTS, InputFiles
 from frost_core.cluster.links import Links
@@ -44,7 +45,7 @@ from frost_core.node.attach_service import serve_attached
 from frost_core.node.control import Handler, Request, serve_control
 from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
-from frost_core.api.errors import ConfigError, FrostError, PluginError
+from frost_core.api.errors import ConfigError, FrostError, PluginError, StorageError
 from frost_core.events import EventLog
 from frost_core.guest.gang_member import MemberGuest, MemberSpec, open_member
 from frost_core.guest.supervisor import GuestSupervisor
@@ -107,6 +108,8 @@ class Node:
         self.node_id = load_node_id(self.paths.data_dir)
         self.cluster_key = ClusterKey.load_or_create(config.cluster_key_file)
         self.events = EventLog()
+        self.disk = DiskWatch(self.paths.data_dir, self.events,
+                              floor=lambda: self.config.get("guests.min_free_disk_mb") * MIB)
         self.submitter = submitter_id(self.node_id)
         self.store = MasterStore(self.paths.database, node_id=self.node_id, submitter=self.submitter)
         self.registry = PluginRegistry(self.paths.data_dir)
@@ -125,6 +128,7 @@ class Node:
         self.desk = DeskWatch(config)
         self._machine_state: MachineState | None = None
         self._intents = Intents.load(self.store)
+        self._intents_unsaved = False           # the disk refused to save the owner's latest wishes
         self._guests_stopped = False
         self._evicting = 0
         self._asleep = False                    # between logind's PrepareForSleep(true) and waking
@@ -142,11 +146,13 @@ class Node:
         self._trio_token: trio.lowlevel.TrioToken | None = None
         self._transport = None
         self._nursery: trio.Nursery | None = None
-        self.links = Links(node_id=self.node_id, address_of=self._address_of, checkpoints=self.supervisor.store)
+        self.links = Links(node_id=self.node_id, address_of=self._address_of, checkpoints=self.supervisor.store,
+                           disk_refused=self.disk.refused)
         self.outbox = Outbox(self.paths.data_dir / "outbox.sqlite")
         self.ledger = LedgerService(
             Ledger(self.paths.data_dir / "ledger.sqlite", node_id=self.node_id), load_node_key(self.paths.data_dir),
             events=self.events, speed=self._speed, names=self._names, on_change=self.mark_changed,
+            disk_refused=self.disk.refused,
         )
         self.usage = UsageBook(self.store, speed_of=self.ledger.speed_of)
         migrator = Migrator(
@@ -160,7 +166,7 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
-            paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave,
+            paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
@@ -176,7 +182,7 @@ class Node:
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
             shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
-            spare=self.plugin_spare,
+            spare=self.plugin_spare, disk_refused=self.disk.refused,
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -557,9 +563,9 @@ class Node:
             self._nursery.start_soon(self._finish_gang, assignment_id, info, params, results)
 
         def failed(reason: str) -> None:
-            self.store.fail_assignment(assignment_id, reason)
-            self.events.add("assignment", f"assignment {assignment_id} ({info.name}) failed: {reason}", severity="error")
             assert self._nursery is not None
+            self._nursery.start_soon(self._until_stored, partial(self._fail_in_store, assignment_id, reason))
+            self.events.add("assignment", f"assignment {assignment_id} ({info.name}) failed: {reason}", severity="error")
             self._nursery.start_soon(self.gang_checkpoints.discard, assignment_id)
             self.mark_changed()
 
@@ -584,13 +590,26 @@ class Node:
         try:
             output = await combine_output(info, params, list(results), spare=self.plugin_spare)
         except FrostError as error:
-            self.store.fail_assignment(assignment_id, f"combine failed: {error.message}")
+            await self._until_stored(partial(self._fail_in_store, assignment_id, f"combine failed: {error.message}"))
             self.events.error(error)
         else:
-            if await self._scheduler.store_output(assignment_id, output):
+            if await self._until_stored(partial(self._scheduler.store_output, assignment_id, output)):
                 self.events.add("assignment", f"assignment {assignment_id} ({info.name}) is done: {output.filename}")
         await self.gang_checkpoints.discard(assignment_id)
         self.mark_changed()
+
+    async def _fail_in_store(self, assignment_id: str, reason: str) -> None:
+        self.store.fail_assignment(assignment_id, reason)
+
+    async def _until_stored(self, write: Callable[[], Awaitable[Any]]) -> Any:
+        """`write` (to the master's store), done again every `RETRY_AFTER` seconds while the disk refuses it:
+        a gang's outcome lives in memory only until it is stored."""
+        while True:
+            try:
+                return await write()
+            except StorageError as error:
+                self.disk.refused(error)
+                await trio.sleep(RETRY_AFTER)
 
     @contextlib.asynccontextmanager
     async def _open_member(self, spec: GangSpec, gang_id: str, rank: int, epoch: int, size: int,
@@ -753,9 +772,20 @@ class Node:
 
     def _set_intents(self, intents: Intents) -> None:
         self._intents = intents
-        intents.save(self.store)
+        self._save_intents()
         self._sync_guests()
         self._hosting_changed()  # paused or not, peers learn it now
+
+    def _save_intents(self) -> None:
+        """The owner's wishes outlive a restart. They hold at once whatever the disk says: one it refused to save
+        is saved again each second (`_watch_resources`) until it takes it."""
+        try:
+            self._intents.save(self.store)
+        except StorageError as error:
+            self.disk.refused(error)
+            self._intents_unsaved = True
+        else:
+            self._intents_unsaved = False
 
     def _sync_guests(self) -> None:
         """Stop or continue every guest so they run exactly when the owner (intent or activity) lets them."""
@@ -786,6 +816,8 @@ class Node:
         await self.machine.start()
         while True:
             now = time.time()
+            if self._intents_unsaved:
+                self._save_intents()
             expired = expire_intents(self._intents, now)
             if expired != self._intents:
                 if self._intents.paused and not expired.paused:
@@ -874,6 +906,7 @@ class Node:
             owner_reason = owner.describe(now)
         elif not self.machine.owner.accepting(now):
             held = owner.describe(now)
+        held = held or self.disk.reason()
         if self._asleep:
             owner_reason = "the machine is going to sleep"
         return hosting_state(

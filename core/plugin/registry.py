@@ -12,6 +12,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,6 +27,8 @@ from frost_core.plugin.api import API_VERSION, Param
 from frost_core.plugin.archive import unpack_plugin
 from frost_core.plugin.calls import ask_worker
 from frost_core.plugin.loader import IGNORED_NAMES, IGNORED_SUFFIXES, content_hash, load_plugin_file
+
+log = logging.getLogger("frost.plugins")
 
 __all__ = ["ENTRY_POINT_GROUP", "PluginInfo", "PluginRegistry", "content_hash", "load_plugin_file"]
 
@@ -417,8 +420,13 @@ class PluginRegistry:
         return stored["verdicts"]
 
     def _save_cache(self, verdicts: dict[str, dict]) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(self.data_dir / CACHE_FILE, {"api": API_VERSION, "verdicts": verdicts})
+        """Keep the scan's verdicts for the next start; a disk that refuses them (full) costs only that start's
+        rescan of every plugin."""
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            _write_json(self.data_dir / CACHE_FILE, {"api": API_VERSION, "verdicts": verdicts})
+        except OSError as error:
+            log.warning("the plugin scan's verdicts are not kept for the next start: %s", error)
 
 
 def _broken(candidate: _Candidate, code_hash: str, error: str, name: str | None = None) -> PluginInfo:
@@ -491,8 +499,12 @@ def _locate_module(module: str) -> Path | None:
 def _write_json(path: Path, value: object) -> None:
     """Replace a small JSON file atomically, so a crash leaves the old or the new one."""
     temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=1, sort_keys=True))
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(json.dumps(value, indent=1, sort_keys=True))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _remove(path: Path) -> None:

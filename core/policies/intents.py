@@ -17,7 +17,7 @@ from frost_core.api.errors import ConfigError
 
 class IntentStore(Protocol):
     def intent(self, key: str, default=None): ...
-    def set_intent(self, key: str, value) -> None: ...
+    def set_intents(self, values: dict) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class Intents:
         return cls(**loaded)
 
     def save(self, store: IntentStore) -> None:
-        for key, value in vars(self).items():
-            store.set_intent(key, value)
+        store.set_intents(vars(self))
 
 
 @dataclass(frozen=True)

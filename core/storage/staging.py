@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import trio
 
+from frost_core.api.errors import CheckpointError
 from frost_core.storage.checkpoints import IncomingCheckpoint
+
+log = logging.getLogger("frost.checkpoints")
 
 STAGE_FROM = 8 << 20
 """A guest's state from this size on is written to disk while it comes up the pipe; below it, it is
@@ -21,7 +25,8 @@ class StagingSink:
     """A `BulkSink` handing each piece of an arriving state to an `IncomingCheckpoint` as it lands.
 
     `start(size)` opens the temp file, in a worker thread; states under `from_size` bytes are not
-    staged (`incoming` stays None) and are written whole once they are in.
+    staged (`incoming` stays None) and are written whole once they are in, as is one whose temp file the
+    disk refused (full): its write then fails, and says so, where every checkpoint's failure is handled.
     """
 
     def __init__(self, start: Callable[[int], IncomingCheckpoint], from_size: int = 0) -> None:
@@ -30,7 +35,10 @@ class StagingSink:
 
     async def begin(self, size: int) -> None:
         if size >= self._from_size:
-            self.incoming = await trio.to_thread.run_sync(self._start, size)
+            try:
+                self.incoming = await trio.to_thread.run_sync(self._start, size)
+            except CheckpointError as error:
+                log.info("a checkpoint of %d bytes is received whole: %s", size, error.message)
 
     def filled(self, piece: memoryview) -> None:
         if self.incoming is not None:

@@ -140,8 +140,8 @@ def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_
 
 
 def test_intents_survive_reopening(tmp_path):
-    new_store(tmp_path).set_intent("paused_until", 1234.5)
-    assert new_store(tmp_path).intent("paused_until") == 1234.5
+    new_store(tmp_path).set_intents({"paused_until": 1234.5, "paused": True})
+    assert (new_store(tmp_path).intent("paused_until"), new_store(tmp_path).intent("paused")) == (1234.5, True)
 
 
 def test_kill_9_mid_write_keeps_every_acknowledged_result(tmp_path):

@@ -1,0 +1,161 @@
+"""A disk that refuses writes: each store says so with one error, changes nothing, and takes the write once it can.
+
+A database is made "full" by capping its pages at what it has (SQLite then refuses exactly as a full disk
+does, with SQLITE_FULL); tests/multinode/test_full_disk.py fills a real disk under two nodes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import cbor2
+import pytest
+import trio
+
+from frost_core.api.errors import StorageError
+from frost_core.cluster.outbox import Outbox, owed_result
+from frost_core.events import EventLog
+from frost_core.ledger.book import Ledger
+from frost_core.ledger.service import LedgerService
+from frost_core.ledger.signing import NodeKey
+from frost_core.master.store import Delivery, MasterStore, NewUnit
+from frost_core.storage.disk_watch import REFUSAL_HOLD, DiskWatch
+from frost_core.storage.sqlite import open_durably, transaction
+
+NODE_ID = "cd" * 16
+MIB = 1 << 20
+
+
+def cap(*connections: sqlite3.Connection, extra_pages: int = 0) -> None:
+    """No page more than each database has now (plus `extra_pages`): its next growth is refused as on a full disk."""
+    for db in connections:
+        (pages,) = db.execute("PRAGMA page_count").fetchone()
+        db.execute(f"PRAGMA max_page_count = {pages + extra_pages}")
+
+
+def uncap(*connections: sqlite3.Connection) -> None:
+    for db in connections:
+        db.execute("PRAGMA max_page_count = 1073741823")
+
+
+def test_a_refused_transaction_is_a_storage_error_naming_the_file_and_writes_nothing(tmp_path):
+    db = open_durably(tmp_path / "things.sqlite", "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
+    cap(db)
+    with pytest.raises(StorageError, match="things.sqlite.*full"):
+        with transaction(db, "things.sqlite") as writing:
+            writing.execute("INSERT INTO things VALUES (?)", (bytes(64 << 10),))
+    assert not db.in_transaction
+    assert db.execute("SELECT COUNT(*) FROM things").fetchone() == (0,)
+    uncap(db)
+    with transaction(db, "things.sqlite") as writing:
+        writing.execute("INSERT INTO things VALUES (?)", (bytes(64 << 10),))
+    assert db.execute("SELECT COUNT(*) FROM things").fetchone() == (1,)
+
+
+def test_a_fault_of_the_code_is_not_taken_for_the_disk(tmp_path):
+    db = open_durably(tmp_path / "things.sqlite", "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
+    with pytest.raises(sqlite3.OperationalError, match="no such column"):
+        with transaction(db, "things.sqlite") as writing:
+            writing.execute("UPDATE things SET missing = 1")
+    assert not db.in_transaction
+
+
+def test_results_the_disk_refused_leave_the_masters_units_running_in_memory_and_on_disk(tmp_path):
+    """The unit index follows every commit; one that failed at the COMMIT itself used to keep the change, and
+    a unit whose result was never stored counted as done: its assignment went to combine a missing result."""
+    store = MasterStore(tmp_path / "node.sqlite", node_id=NODE_ID)
+    aid = store.create_assignment(plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
+                                  units=[NewUnit(data={"i": 0}, memory_bytes=MIB, cost=1.0)])
+    epoch = store.place_unit(aid, 0, host="n1")
+    big = cbor2.dumps(bytes(256 << 10))   # (more pages than the file has to spare)
+    cap(store._db, store._batches, store._reads)   # (the store's three connections: a private detail)
+    with pytest.raises(StorageError):
+        store.accept_results([Delivery(aid, 0, epoch, big)])
+    assert [(u.task_id, u.epoch) for u in store.running_units()] == [(f"{aid}.0", epoch)]
+    assert store.unit(aid, 0).state == "running"
+    assert store.combining_assignments() == []
+    uncap(store._db, store._batches, store._reads)
+    assert store.accept_results([Delivery(aid, 0, epoch, big)]) == [True]
+    assert store.running_units() == [] and store.combining_assignments() == [aid]
+
+
+def test_an_outbox_the_disk_refuses_says_so(tmp_path):
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    cap(outbox._db)
+    with pytest.raises(StorageError, match="outbox.sqlite"):
+        outbox.put(owed_result("m-1.0", "m", 1, bytes(256 << 10)))
+    assert outbox.entries() == []
+
+
+async def test_runs_the_disk_refused_wait_in_memory_and_are_written_once_it_has_room(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id=NODE_ID)
+    refused: list[StorageError] = []
+    service = LedgerService(ledger, NodeKey.load_or_create(tmp_path / "node.key"), events=EventLog(), speed=lambda: 1.0, names=dict,
+                            on_change=lambda: None, disk_refused=refused.append)
+    cap(ledger._db)
+    for i in range(2000):   # (enough rows to need a page more)
+        service.gave(master="m" * 32, submitter="s", task_id=f"m-1.{i}", epoch=1, cpu_seconds=1.0)
+    await service.write_unwritten()
+    assert refused and ledger.runs() == []
+    uncap(ledger._db)
+    await service.write_unwritten()
+    assert len(ledger.runs()) == 2000
+
+
+class FakeDisk:
+    def __init__(self) -> None:
+        self.free = 10_000 * MIB
+        self.now = 0.0
+
+
+def watch_of(disk: FakeDisk, events: EventLog, floor_mib: int = 256) -> DiskWatch:
+    return DiskWatch(Path("data"), events, floor=lambda: floor_mib * MIB, free_bytes=lambda folder: disk.free,
+                     clock=lambda: disk.now)
+
+
+def test_the_node_takes_no_guest_while_its_disk_is_under_the_floor_and_says_so_once():
+    disk, events = FakeDisk(), EventLog()
+    watch = watch_of(disk, events)
+    assert watch.reason() is None
+    disk.free, disk.now = 100 * MIB, 10.0
+    assert "100 MiB free" in watch.reason()
+    disk.free, disk.now = 90 * MIB, 20.0
+    assert "90 MiB free" in watch.reason()
+    disk.free, disk.now = 1000 * MIB, 30.0
+    assert watch.reason() is None
+    told = [(e.severity, e.title, e.message) for e in events.recent()]
+    assert [(severity, title) for severity, title, _ in told] == [("warning", "Disk full"), ("info", "")]
+    assert "has room again" in told[1][2]
+
+
+def test_a_refused_write_holds_the_node_back_until_the_disk_takes_writes_again():
+    disk, events = FakeDisk(), EventLog()
+    watch = watch_of(disk, events, floor_mib=0)   # (no floor: a read-only or failing disk shows no lack of space)
+    watch.refused(StorageError("could not write node.sqlite: disk I/O error"))
+    assert "node.sqlite" in watch.reason()
+    disk.now = REFUSAL_HOLD - 1
+    watch.refused(StorageError("could not write ledger.sqlite: disk I/O error"))   # (a store tried again: still no)
+    disk.now = REFUSAL_HOLD + 1
+    assert "ledger.sqlite" in watch.reason()
+    disk.now = 2 * REFUSAL_HOLD
+    assert watch.reason() is None
+    assert len([e for e in events.recent() if e.title == "Disk full"]) == 1
+
+
+async def test_the_ledger_tries_a_refused_write_again_by_itself(tmp_path, autojump_clock):
+    """No run ends after the refusal: the ledger's writer comes back to the waiting runs on its own."""
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id=NODE_ID)
+    service = LedgerService(ledger, NodeKey.load_or_create(tmp_path / "node.key"), events=EventLog(), speed=lambda: 1.0, names=dict,
+                            on_change=lambda: None)
+    cap(ledger._db)
+    for i in range(2000):
+        service.gave(master="m" * 32, submitter="s", task_id=f"m-1.{i}", epoch=1, cpu_seconds=1.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service._write_as_they_come)
+        await trio.sleep(1)
+        assert ledger.runs() == []
+        uncap(ledger._db)
+        await trio.sleep(10)
+        assert len(ledger.runs()) == 2000
+        nursery.cancel_scope.cancel()
