@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import sys
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -35,6 +36,7 @@ class _RotatingLog(logging.handlers.RotatingFileHandler):
     def __init__(self, path: Path, **options) -> None:
         super().__init__(path, **options)
         self._size = self._size_now()
+        self._refused = False   # the last write failed (a full disk): said once on stderr, not once a record
 
     def _size_now(self) -> float:
         """What the file holds; a file that is not a regular one (/dev/null) never rotates (bpo-45401)."""
@@ -49,8 +51,14 @@ class _RotatingLog(logging.handlers.RotatingFileHandler):
             self.stream.write(line)
             self.flush()
             self._size += len(line)
+            self._refused = False
         except RecursionError:
             raise
+        except OSError as error:
+            if not self._refused:
+                self._refused = True
+                sys.stderr.write(f"frost-tui: the log file {self.baseFilename} is not written ({error}); "
+                                 "it is written again once the disk takes it\n")
         except Exception:
             self.handleError(record)
 

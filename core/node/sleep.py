@@ -8,7 +8,10 @@ on waking it rejoins and takes the inhibitor again. Without logind nothing is wa
 laptop that sleeps costs its guests the work since their last checkpoint (its peers restart
 them from there once they count it dead); `status` says which of the two holds. A system bus
 that goes away later (dbus-daemon or dbus-broker restarted or crashed) is waited out: the
-watch says so once and connects again every few seconds until logind answers.
+watch says so once and connects again every few seconds until logind answers. Lost between the
+two signals, it takes the node for awake (it runs: the machine is up again, or about to go down
+with its guests already handed on) rather than wait for a `PrepareForSleep(false)` that a new
+connection never hears; a node left "going to sleep" took no guest until it restarted.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
                             report: Callable[[str], None], task_status) -> tuple[BaseException, bool]:
     """One connection to logind, followed until the bus or logind fails it: the error that ended it,
     and whether it got as far as holding an inhibitor (then `task_status` was told it started)."""
-    watched = False
+    watched = asleep = False
     lost: BaseException = EOFError("logind's signals ended")   # (the router closed its filters without an error)
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
@@ -111,8 +114,10 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
                             await before_sleep(budget)
                         inhibitor.close()
                         inhibitor = None
+                        asleep = True
                         report("asleep: the inhibitor is released")
                     elif not going:
+                        asleep = False
                         await after_wake()
                         with trio.fail_after(CONNECT_TIMEOUT):
                             inhibitor = await _inhibit(router)
@@ -123,4 +128,7 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
     except* UNREACHABLE as group:     # the router's receiver runs in a nursery: its errors come grouped
         lost = group.exceptions[0]
     log.info("sleep watch ended: %r", lost)
+    if asleep:
+        log.info("the bus went away while the machine slept: taken for awake")
+        await after_wake()
     return lost, watched

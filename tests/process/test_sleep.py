@@ -110,6 +110,34 @@ async def test_a_system_bus_that_goes_away_is_told_once_and_sleep_is_watched_aga
         inhibitors.close()
 
 
+async def test_a_system_bus_lost_while_the_machine_slept_counts_as_waking(buses, started):
+    """The PrepareForSleep(false) a lost bus never brings is not waited for: a node left "going to sleep"
+    took no guest until it was restarted."""
+    _, system = buses
+    inhibitors, logind = logind_started(system, started)
+    calls = []
+
+    async def before_sleep(seconds):
+        calls.append("sleep")
+
+    async def after_wake():
+        calls.append("wake")
+
+    try:
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lambda line: None, retry_pause=0.2))
+                logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (True,))
+                await wait_until(lambda: calls == ["sleep"] and inhibitors.held() == 0, timeout=5,
+                                 what="the inhibitor released for sleep")
+                logind.stop()
+                system.close()          # the bus goes away before logind could say the machine woke
+                await wait_until(lambda: calls == ["sleep", "wake"], timeout=5, what="the node taken for awake")
+                nursery.cancel_scope.cancel()
+    finally:
+        inhibitors.close()
+
+
 @pytest.fixture
 def nodes(tmp_path):
     """Two real nodes on loopback, one cluster key; stopped after the test."""
