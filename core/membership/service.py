@@ -185,12 +185,21 @@ class Membership:
         """Back after a goodbye that was not a stop (the machine woke from sleep): alive again, one
         incarnation above the goodbye so it wins everywhere, pushed to the peers at once."""
         self._leaving = False
-        own = self.table.own
         now = trio.current_time()
-        back = dataclasses.replace(own, incarnation=own.incarnation + 1, state=MemberState.ALIVE, suspectors=(),
-                                   state_since=now, updated_at=now)
-        self.table.put(back)
-        await self.gossip.push([back], self.table.active_peers())
+        await self._outbid(state=MemberState.ALIVE, suspectors=(), state_since=now)
+
+    async def readdress(self, address: Address) -> None:
+        """This machine is reached at `address` now (another network, another lease): the own record says so,
+        one incarnation up so it wins everywhere, pushed to the peers at once (from the new address: a peer
+        that answers has it)."""
+        self.address = address
+        await self._outbid(address=address)
+
+    async def _outbid(self, **changes: object) -> None:
+        own = self.table.own
+        record = dataclasses.replace(own, incarnation=own.incarnation + 1, updated_at=trio.current_time(), **changes)
+        self.table.put(record)
+        await self.gossip.push([record], self.table.active_peers())
 
     # -- the plumbing the protocol parts share --------------------------------------------------
 

@@ -1,4 +1,9 @@
-"""Which address this node tells its peers: the configured one, or the one its packets leave from."""
+"""Which address this node tells its peers: the configured one, or the one its packets leave from.
+
+A desk machine's address is not for life: a laptop moves between networks, DHCP hands out another
+lease, and a node started at login may start before the Wi-Fi is up (with no route out, it can only
+say 127.0.0.1). The node looks again every `LOOK_AGAIN` seconds and tells its peers a new one.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import ipaddress
 import socket
 
 from frost_core.config import Config
+
+LOOK_AGAIN = 5.0
+"""Seconds between two looks at the address this machine's packets leave from (a route lookup: no packet)."""
 
 
 def advertised_host(config: Config) -> str:
@@ -36,3 +44,19 @@ def advertised_host(config: Config) -> str:
     finally:
         probe.close()
     return "127.0.0.1" if host == "0.0.0.0" else host
+
+
+def moved_to(current: str, found: str) -> str | None:
+    """The host to tell peers now that `found` is where packets leave from, or None to keep `current`: never
+    to loopback from a real address (a machine whose network went away keeps its address for when it is back;
+    telling peers 127.0.0.1 would send them to themselves)."""
+    if found == current or _is_loopback(found) and not _is_loopback(current):
+        return None
+    return found
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -60,7 +60,7 @@ from frost_core.node.sleep import watch_sleep
 from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
 from frost_core.master.gang_checkpoints import GangCheckpoints
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
-from frost_core.node.addresses import advertised_host
+from frost_core.node.addresses import LOOK_AGAIN, advertised_host, moved_to
 from frost_core.master.store import MasterStore, NewUnit, split_task_id
 from frost_core.master.usage import UsageBook
 from frost_core.master.verification import choose_checked
@@ -363,6 +363,7 @@ class Node:
                     nursery.start_soon(self._start_hosting, nursery)
                     nursery.start_soon(self._publish_snapshots)
                     nursery.start_soon(self._publish_hosting)
+                    nursery.start_soon(self._follow_address, advertised)
                     nursery.start_soon(self.balancer.serve)
                     # Summaries change slowly: one swap per 15 gossip rounds (30 s by default).
                     await nursery.start(partial(self.ledger.serve, transport, self._peer_addresses,
@@ -690,6 +691,22 @@ class Node:
             await self.hand_off_guests()
         if self.membership is not None:
             await self.membership.leave()
+
+    async def _follow_address(self, advertised: tuple[str, int]) -> None:
+        """Tell the peers when this machine's address changes (`node.addresses`): until then they call it where
+        it no longer is, and in the end count it dead with its guests; one started before its network came up
+        (127.0.0.1) was never found at all."""
+        host, port = advertised
+        while True:
+            await trio.sleep(LOOK_AGAIN)
+            new = moved_to(host, advertised_host(self.config))
+            if new is None or self.membership is None:
+                continue
+            self.events.add("join", f"this machine's address changed from {host} to {new}: peers are told")
+            host = new
+            self.address = f"{host}:{port}"
+            await self.membership.readdress((host, port))
+            self.mark_changed()
 
     async def _after_wake(self) -> None:
         self._asleep = False
