@@ -24,6 +24,7 @@ from frost_core.membership import MembershipConfig
 from frost_core.membership.suspicion import death_settle
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.policies.views import NodeView
+from tests.full_disk import connections_of, refuse_writes
 from tests.waiting import wait_until
 
 MASTER = "m" * 32
@@ -527,3 +528,21 @@ def test_a_restarted_master_asks_its_hosts_at_once_and_re_places_only_the_unit_i
             world.close()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_a_host_that_leaves_while_the_masters_disk_refuses_writes_has_its_unit_queued_once_the_disk_takes_them(
+        tmp_path):
+    """Requeueing a left host's units is a write: refused, it stopped the node (from membership's task); now the
+    master's rounds go on, and the requeue is done at the first round the disk takes it."""
+    async def scenario(world):
+        await placed(world, 1)
+        host = world.unit().host
+        refuse_writes(*connections_of(world.store))
+        world.scheduler.host_lost(host, left=True)
+        await trio.sleep(5)   # five of the master's rounds, each refused
+        assert (world.unit().state, world.unit().epoch) == ("running", 1)
+        refuse_writes(*connections_of(world.store), refused=False)
+        await placed(world, 2)
+        assert any(f"its host {host[:8]} left the cluster" in m for m in world.messages())
+
+    run(scenario, tmp_path)

@@ -22,21 +22,10 @@ from frost_core.ledger.signing import NodeKey
 from frost_core.master.store import Delivery, MasterStore, NewUnit
 from frost_core.storage.disk_watch import REFUSAL_HOLD, DiskWatch
 from frost_core.storage.sqlite import open_durably, transaction
+from tests.full_disk import cap, connections_of, uncap
 
 NODE_ID = "cd" * 16
 MIB = 1 << 20
-
-
-def cap(*connections: sqlite3.Connection, extra_pages: int = 0) -> None:
-    """No page more than each database has now (plus `extra_pages`): its next growth is refused as on a full disk."""
-    for db in connections:
-        (pages,) = db.execute("PRAGMA page_count").fetchone()
-        db.execute(f"PRAGMA max_page_count = {pages + extra_pages}")
-
-
-def uncap(*connections: sqlite3.Connection) -> None:
-    for db in connections:
-        db.execute("PRAGMA max_page_count = 1073741823")
 
 
 def test_a_refused_transaction_is_a_storage_error_naming_the_file_and_writes_nothing(tmp_path):
@@ -69,13 +58,13 @@ def test_results_the_disk_refused_leave_the_masters_units_running_in_memory_and_
                                   units=[NewUnit(data={"i": 0}, memory_bytes=MIB, cost=1.0)])
     epoch = store.place_unit(aid, 0, host="n1")
     big = cbor2.dumps(bytes(256 << 10))   # (more pages than the file has to spare)
-    cap(store._db, store._batches, store._reads)   # (the store's three connections: a private detail)
+    cap(*connections_of(store))
     with pytest.raises(StorageError):
         store.accept_results([Delivery(aid, 0, epoch, big)])
     assert [(u.task_id, u.epoch) for u in store.running_units()] == [(f"{aid}.0", epoch)]
     assert store.unit(aid, 0).state == "running"
     assert store.combining_assignments() == []
-    uncap(store._db, store._batches, store._reads)
+    uncap(*connections_of(store))
     assert store.accept_results([Delivery(aid, 0, epoch, big)]) == [True]
     assert store.running_units() == [] and store.combining_assignments() == [aid]
 
