@@ -269,11 +269,11 @@ class Migrator:
             try:
                 await self._links.master(hosted.master).host_return(self._node_id, task.task_id, task.epoch,
                                                                     record)
-            except (NodeUnavailableError, StorageError) as error:   # (out of reach, or its disk full)
+            except (NodeUnavailableError, StorageError) as error:
                 if hosted.change(Stay.STRANDED):
-                    self._events.add("evict", f"{task.task_id}: no peer took it and its master could not take it "
-                                     f"back ({error.message}); keeping its checkpoint and trying again",
-                                     severity="warning")
+                    why = "is out of reach" if isinstance(error, NodeUnavailableError) else "could not store it"
+                    self._events.add("evict", f"{task.task_id}: no peer took it and its master {why} "
+                                     f"({error.message}); keeping its checkpoint and trying again", severity="warning")
                 await trio.sleep(RETURN_RETRY)
                 continue
             break

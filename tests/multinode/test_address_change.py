@@ -50,7 +50,7 @@ def test_a_node_started_before_its_network_is_found_once_it_is_up_and_followed_t
                  what="the desk to learn the laptop's new address")
         assert laptop.call("status")["address"] == f"{moved}:{PORT}"
         assert any("address changed" in e["message"] for e in laptop.call("events"))
-        # Probed at the new address, the laptop stays alive in the desk's table past a suspicion's length.
-        for _ in range(10):
+        # Probed at the new address, the laptop stays alive in the desk's table past a suspicion's length (3 s).
+        for _ in range(5):
             assert seen(desk, laptop)["state"] == "alive"
             time.sleep(1)
