@@ -2,11 +2,12 @@
 
 A guest writes checkpoints and a result, and its master and host each commit it: on a full disk all of that
 fails. So below a floor of free space (`guests.min_free_disk_mb`, BOINC's "leave at least ... free") the node
-takes no new guest, before its own writes start failing; the guests it runs go on (a checkpoint that fails
-is tried again later, the last one kept). A store whose write the disk refused anyway (another program filled
-it at once; a read-only or failing disk, which free space does not show) says so here, and holds the node's
-hosting back until no refusal came for `REFUSAL_HOLD` seconds: each store tries again on its own clock
-(seconds apart), so a disk that still refuses keeps the hold, and one that takes writes again lifts it.
+takes no new guest, before its own writes start failing, until it has `ROOM_AGAIN` more than the floor; the
+guests it runs go on (a checkpoint that fails is tried again later, the last one kept). A store whose write
+the disk refused anyway (another program filled it at once; a read-only or failing disk, which free space
+does not show) says so here, and holds the node's hosting back until no refusal came for `REFUSAL_HOLD`
+seconds: each store tries again on its own clock (seconds apart), so a disk that still refuses keeps the
+hold, and one that takes writes again lifts it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ RETRY_AFTER = 5.0
 """Seconds a store waits before it tries again a write the disk refused (its pending writes kept meanwhile)."""
 LOOK_EVERY = 2.0
 """Seconds between two looks at the free space (one statvfs: cheap, but asked for on every snapshot)."""
+ROOM_AGAIN = 64 * MIB
+"""Free space above the floor a held node waits for before it takes guests again: a disk hovering at the floor
+(a download, a log) would otherwise flip it every look, and warn each time."""
 
 
 class DiskWatch:
@@ -43,6 +47,7 @@ class DiskWatch:
         self._looked_at = -float("inf")
         self._free: int | None = None
         self._reason: str | None = None   # as last told in the events: a change is told once
+        self._low = False                 # held for want of free space (until ROOM_AGAIN above the floor)
 
     def refused(self, error: StorageError) -> None:
         """A store's write was refused: the node takes no guest until the disk has taken writes again."""
@@ -60,11 +65,13 @@ class DiskWatch:
             except OSError:
                 self._free = None   # (the folder is gone or unreadable: the stores' writes say more)
         floor = self._floor()
+        self._low = bool(floor) and self._free is not None and self._free < floor + (ROOM_AGAIN if self._low else 0)
         if now - self._refused_at < REFUSAL_HOLD:
             reason = f"the disk refused a write ({self._refusal}); no new guest until it takes writes again"
-        elif floor and self._free is not None and self._free < floor:
+        elif self._low:
             reason = (f"the disk of {self._folder} has {self._free / MIB:.0f} MiB free, under "
-                      f"guests.min_free_disk_mb ({floor // MIB}); no new guest until it has room")
+                      f"guests.min_free_disk_mb ({floor // MIB}); no new guest until it has "
+                      f"{(floor + ROOM_AGAIN) // MIB} MiB")
         else:
             reason = None
         self._tell(reason)

@@ -20,7 +20,7 @@ from frost_core.ledger.book import Ledger
 from frost_core.ledger.service import LedgerService
 from frost_core.ledger.signing import NodeKey
 from frost_core.master.store import Delivery, MasterStore, NewUnit
-from frost_core.storage.disk_watch import REFUSAL_HOLD, DiskWatch
+from frost_core.storage.disk_watch import REFUSAL_HOLD, ROOM_AGAIN, DiskWatch
 from frost_core.storage.sqlite import open_durably, transaction
 from tests.full_disk import cap, connections_of, uncap
 
@@ -111,7 +111,11 @@ def test_the_node_takes_no_guest_while_its_disk_is_under_the_floor_and_says_so_o
     assert "100 MiB free" in watch.reason()
     disk.free, disk.now = 90 * MIB, 20.0
     assert "90 MiB free" in watch.reason()
-    disk.free, disk.now = 1000 * MIB, 30.0
+    disk.free, disk.now = 256 * MIB + ROOM_AGAIN // 2, 30.0   # over the floor, not by ROOM_AGAIN: no flip-flop
+    assert f"until it has {256 + ROOM_AGAIN // MIB} MiB" in watch.reason()
+    disk.free, disk.now = 1000 * MIB, 40.0
+    assert watch.reason() is None
+    disk.free, disk.now = 256 * MIB + ROOM_AGAIN // 2, 50.0   # over the floor: a node taking guests goes on
     assert watch.reason() is None
     told = [(e.severity, e.title, e.message) for e in events.recent()]
     assert [(severity, title) for severity, title, _ in told] == [("warning", "Disk full"), ("info", "")]
