@@ -7,6 +7,7 @@ an option cannot exist without its documentation.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import hashlib
@@ -22,7 +23,7 @@ from typing import Any
 import platformdirs
 import tomlkit
 
-from frost_core.api.errors import ConfigError
+from frost_core.api.errors import ConfigError, StorageError
 from frost_core.policies.desk import parse_schedule
 from frost_core.wire.hosts import is_host
 
@@ -395,11 +396,19 @@ def save_config(config: Config, names: Collection[str] | None = None) -> None:
         if option.section not in document:
             document.add(option.section, tomlkit.table())
         document[option.section][option.key] = _toml_item(config.values[name])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                     delete=False) as temporary:
-        temporary.write(tomlkit.dumps(document))
-    os.replace(temporary.name, path)
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                         delete=False) as handle:
+            temporary = handle.name
+            handle.write(tomlkit.dumps(document))
+        os.replace(temporary, path)
+    except OSError as error:   # (a full disk: the file keeps the settings it had, and no half-written copy)
+        if temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        raise StorageError(f"the settings were not saved to {path}: {error}") from error
 
 
 def _toml_item(value: Any) -> Any:

@@ -444,8 +444,9 @@ class Node:
                 self.events.add("plugin", f"plugin {name} removed ({counted(len(removed), 'copy', 'copies')})")
                 return f"removed {name}"
             case SaveSettings(values=values):
-                self.config = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
-                save_config(self.config, names=values)  # only what the owner edited; flags stay flags
+                edited = self.config.replace(**{k.replace(".", "__"): v for k, v in values.items()})
+                save_config(edited, names=values)  # only what the owner edited; flags stay flags
+                self.config = edited   # (after the save: settings the disk refused are not half in force)
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self.machine.update_settings(self.config)
                 self.desk.update_settings(self.config)

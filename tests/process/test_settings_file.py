@@ -1,6 +1,8 @@
 """Settings → save edits config.toml in place: the owner's comments stay, flags are not persisted, any name survives."""
 
+import resource
 import subprocess
+import sys
 
 from frost_core import ClusterKey, NodeUnavailableError, SaveSettings, call_node
 from tests.nodes import NodeProcess, start_node
@@ -38,3 +40,29 @@ def _status(node):
         return node.call("status")
     except NodeUnavailableError:
         return None
+
+
+REFUSED_SAVE = """
+import signal, sys
+from pathlib import Path
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the file-size limit then fails with EFBIG
+from frost_core.api.errors import StorageError
+from frost_core.config import Paths, load_config, save_config
+paths = Paths.resolve(config_file=Path(sys.argv[1]) / "config.toml", data_dir=Path(sys.argv[1]))
+try:
+    save_config(load_config(paths).replace(guests__cpus=3, node__name="x" * 500), names=["guests.cpus", "node.name"])
+except StorageError as error:
+    print(error.message)
+"""
+
+
+def test_settings_the_disk_refuses_leave_the_file_as_it_was_and_no_half_written_copy(tmp_path):
+    """The kernel refuses the write (a file-size limit stands in for a full disk, and binds root as well)."""
+    folder = tmp_path / "node"
+    folder.mkdir()
+    (folder / "config.toml").write_text("# mine\n[guests]\ncpus = 1\n")
+    refused = subprocess.run([sys.executable, "-c", REFUSED_SAVE, str(folder)], capture_output=True, text=True,
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)), check=True)
+    assert "the settings were not saved" in refused.stdout and "File too large" in refused.stdout, refused
+    assert (folder / "config.toml").read_text() == "# mine\n[guests]\ncpus = 1\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["config.toml"]
