@@ -102,10 +102,11 @@ class LedgerService:
         batch, self._unwritten = self._unwritten, []
         try:
             written = await trio.to_thread.run_sync(self.ledger.record, batch)
-        except (trio.Cancelled, StorageError) as error:
+        except trio.Cancelled:
             self._unwritten[:0] = batch   # shutting down: close() writes them (a second write of any is ignored)
-            if not isinstance(error, StorageError):
-                raise
+            raise
+        except StorageError as error:
+            self._unwritten[:0] = batch
             self._disk_refused(error)
             self._write_refused = True
             self._arrived.set()
