@@ -17,12 +17,14 @@ from frost_core.api.errors import StorageError
 from frost_core.cluster.outbox import Outbox, owed_result
 from frost_core.events import EventLog
 from frost_core.ledger.book import Ledger
+from frost_core.ledger import service as ledger_service
 from frost_core.ledger.service import LedgerService
 from frost_core.ledger.signing import NodeKey
 from frost_core.master.store import Delivery, MasterStore, NewUnit
 from frost_core.storage.disk_watch import REFUSAL_HOLD, ROOM_AGAIN, DiskWatch
 from frost_core.storage.sqlite import open_durably, transaction
 from tests.full_disk import cap, connections_of, uncap
+from tests.waiting import wait_until
 
 NODE_ID = "cd" * 16
 MIB = 1 << 20
@@ -136,19 +138,20 @@ def test_a_refused_write_holds_the_node_back_until_the_disk_takes_writes_again()
     assert len([e for e in events.recent() if e.title == "Disk full"]) == 1
 
 
-async def test_the_ledger_tries_a_refused_write_again_by_itself(tmp_path, autojump_clock):
+async def test_the_ledger_tries_a_refused_write_again_by_itself(tmp_path, monkeypatch):
     """No run ends after the refusal: the ledger's writer comes back to the waiting runs on its own."""
+    monkeypatch.setattr(ledger_service, "RETRY_AFTER", 0.05)   # (5 s in a node: this test need not wait that)
     ledger = Ledger(tmp_path / "ledger.sqlite", node_id=NODE_ID)
-    service = LedgerService(ledger, NodeKey.load_or_create(tmp_path / "node.key"), events=EventLog(), speed=lambda: 1.0, names=dict,
-                            on_change=lambda: None)
+    refused: list[StorageError] = []
+    service = LedgerService(ledger, NodeKey.load_or_create(tmp_path / "node.key"), events=EventLog(),
+                            speed=lambda: 1.0, names=dict, on_change=lambda: None, disk_refused=refused.append)
     cap(ledger._db)
     for i in range(2000):
         service.gave(master="m" * 32, submitter="s", task_id=f"m-1.{i}", epoch=1, cpu_seconds=1.0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(service._write_as_they_come)
-        await trio.sleep(1)
+        await wait_until(lambda: len(refused) >= 2, timeout=10, what="the write refused, and tried again")
         assert ledger.runs() == []
         uncap(ledger._db)
-        await trio.sleep(10)
-        assert len(ledger.runs()) == 2000
+        await wait_until(lambda: len(ledger.runs()) == 2000, timeout=10, what="the waiting runs written")
         nursery.cancel_scope.cancel()
