@@ -577,25 +577,35 @@ class MasterScheduler:
                           spent: tuple[SpentRun, ...] = ()) -> tuple[str, ...]:
         for run in spent:
             self._on_received(host, run.task_id, run.epoch, run.cpu_seconds, run.ended_at)
-        stop = []
+        stop: list[str] = []
         now = self._clock()
+        refused: StorageError | None = None
         for status in units:
-            progress = min(max(status.progress, 0.0), 1.0)
-            if status.state == STOPPED:  # a copy stopped on this master's word: its final figures
-                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=True)
-                continue
             try:
-                current = self._current(host, status.task_id, status.epoch)
-            except UnknownAssignmentError:
-                current = False
-            if current:
-                self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds, status.state)
-                self._heard_checkpoint(status)
-            elif not self._worth_keeping(host, status):
-                stop.append(status.task_id)
-                self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=False)
+                self._take_report(host, status, now, stop)
+            except StorageError as error:   # that copy's write waits for its next report; the others count now
+                refused = error
+        if refused is not None:
+            self._disk_refused(refused)
         self._on_change()
         return tuple(stop)
+
+    def _take_report(self, host: str, status: UnitStatus, now: float, stop: list[str]) -> None:
+        """One copy's report: heard if it is the current copy, else kept running or stopped (added to `stop`)."""
+        progress = min(max(status.progress, 0.0), 1.0)
+        if status.state == STOPPED:  # a copy stopped on this master's word: its final figures
+            self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=True)
+            return
+        try:
+            current = self._current(host, status.task_id, status.epoch)
+        except UnknownAssignmentError:
+            current = False
+        if current:
+            self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds, status.state)
+            self._heard_checkpoint(status)
+        elif not self._worth_keeping(host, status):
+            stop.append(status.task_id)
+            self._count_stopped(status.task_id, status.epoch, progress, now, status.cpu_seconds, final=False)
 
     def _worth_keeping(self, host: str, status: UnitStatus) -> bool:
         """Whether an older copy, no longer the one that counts, should run on rather than be stopped.

@@ -546,3 +546,24 @@ def test_a_host_that_leaves_while_the_masters_disk_refuses_writes_has_its_unit_q
         assert any(f"its host {host[:8]} left the cluster" in m for m in world.messages())
 
     run(scenario, tmp_path)
+
+
+def test_a_report_the_disk_refuses_part_of_still_counts_for_the_copies_that_need_no_write(tmp_path):
+    """A report in which one copy needs a write (a move this master missed) is not lost whole on a full disk:
+    before, the refused write ended it, the copies after it went unheard, and after `host_timeout` their units
+    were taken for silent and placed again."""
+    async def scenario(world):
+        await placed(world, 1, 0)
+        await placed(world, 1, 1)
+        host = world.unit(1).host
+        refuse_writes(*connections_of(world.store))
+        moved = UnitStatus(world.task(0), 2, 0.5)   # a move this master missed: adopting it is a write
+        for _ in range(8):   # past host_timeout (30 s), a report each 5 s
+            await world.scheduler.host_report(host, (moved, UnitStatus(world.task(1), 1, 0.5)))
+            await trio.sleep(5)
+        assert (world.unit(1).state, world.unit(1).epoch) == ("running", 1), "a reported copy was taken for silent"
+        refuse_writes(*connections_of(world.store), refused=False)
+        await world.scheduler.host_report(host, (moved,))
+        assert (world.unit(0).epoch, world.unit(0).host) == (2, host)
+
+    run(scenario, tmp_path)
