@@ -13,7 +13,7 @@ import cbor2
 import pytest
 import trio
 
-from frost_core.api.errors import StorageError
+from frost_core.api.errors import CheckpointError, StorageError
 from frost_core.cluster.outbox import Outbox, owed_result
 from frost_core.events import EventLog
 from frost_core.ledger.book import Ledger
@@ -23,6 +23,7 @@ from frost_core.ledger.signing import NodeKey
 from frost_core.master.store import Delivery, MasterStore, NewUnit
 from frost_core.storage.disk_watch import REFUSAL_HOLD, ROOM_AGAIN, DiskWatch
 from frost_core.storage.sqlite import open_durably, transaction
+from frost_core.storage.staging import STAGE_FROM, StagingSink
 from tests.full_disk import cap, connections_of, uncap
 from tests.waiting import wait_until
 
@@ -155,3 +156,18 @@ async def test_the_ledger_tries_a_refused_write_again_by_itself(tmp_path, monkey
         uncap(ledger._db)
         await wait_until(lambda: len(ledger.runs()) == 2000, timeout=10, what="the waiting runs written")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_big_checkpoint_whose_temp_file_the_disk_refused_is_received_whole_not_fatal():
+    """The staging sink's temp file is opened when a big state starts to arrive; refused there, the state comes in
+    whole and its write fails where every checkpoint's failure is handled (before, it stopped the guest's task
+    and the node with it)."""
+    def no_room(size: int):
+        raise CheckpointError(f"checkpoint 3 of task m-1.0 was not written ({size} bytes: No space left on device)")
+
+    sink = StagingSink(no_room, from_size=STAGE_FROM)
+    await sink.begin(STAGE_FROM * 2)
+    sink.filled(memoryview(b"state"))
+    await sink.drained()
+    assert sink.incoming is None
+    await sink.abort()
