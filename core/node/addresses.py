@@ -29,11 +29,8 @@ def advertised_host(config: Config) -> str:
     if listen not in ("0.0.0.0", "::", ""):
         return listen
     broadcast = config.get("node.broadcast_address") or "255.255.255.255"
-    try:
-        if ipaddress.ip_address(broadcast).is_loopback:
-            return "127.0.0.1"
-    except ValueError:
-        pass
+    if _is_loopback(broadcast):
+        return "127.0.0.1"
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)

@@ -78,10 +78,9 @@ class DiskWatch:
         return reason
 
     def _tell(self, reason: str | None) -> None:
-        if (reason is None) == (self._reason is None):
-            self._reason = reason
+        was_held, self._reason = self._reason is not None, reason
+        if (reason is not None) == was_held:
             return
-        self._reason = reason
         if reason is not None:
             self._events.add("disk", f"{reason}; the guests running here go on", severity="warning",
                              title="Disk full")

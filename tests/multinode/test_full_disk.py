@@ -63,7 +63,9 @@ def events(node) -> list[dict]:
 
 def test_a_disk_that_fills_stops_no_node_and_loses_no_result(tmp_path):
     # Not about the owner: the two nodes share this machine with other work, which the default owner policy
-    # would rightly take for a busy owner (tests/process/test_owner.py tests it on the defaults).
+    # would rightly take for a busy owner (tests/process/test_owner.py tests it on the defaults). CLUSTER_CONFIG:
+    # one guest CPU a node (a unit on each), checkpoints every 1-2 s (one falls due while the disk is full) and
+    # reports each 0.5 s (a kept result goes again within the test's seconds). The disk floor is the default.
     config = CLUSTER_CONFIG + '\n[owner]\npolicy = "always"\n'
     key_file = tmp_path / "cluster.key"
     ClusterKey.generate().save(key_file)

@@ -21,14 +21,13 @@ from frost_core.ledger import service as ledger_service
 from frost_core.ledger.service import LedgerService
 from frost_core.ledger.signing import NodeKey
 from frost_core.master.store import Delivery, MasterStore, NewUnit
-from frost_core.storage.disk_watch import REFUSAL_HOLD, ROOM_AGAIN, DiskWatch
+from frost_core.storage.disk_watch import MIB, REFUSAL_HOLD, ROOM_AGAIN, DiskWatch
 from frost_core.storage.sqlite import open_durably, transaction
 from frost_core.storage.staging import STAGE_FROM, StagingSink
 from tests.full_disk import cap, connections_of, uncap
 from tests.waiting import wait_until
 
 NODE_ID = "cd" * 16
-MIB = 1 << 20
 
 
 def test_a_refused_transaction_is_a_storage_error_naming_the_file_and_writes_nothing(tmp_path):
