@@ -254,12 +254,12 @@ class GuestRunner:
         the hash follows it, so the node copies and syncs while this process hashes; past KEEP_OUTBOX_BYTES (an
         emptied memfd) the answer goes even before the writing, and the node's copy follows it (the memfd's
         size shows how far it got)."""
+        size = sum(len(piece) for piece in pieces)
+        if size < HAND_OUT_FROM:
+            return False  # faster up the pipe; asked first, as it costs no system call
         outbox = self.handoff.newest_outbox() if request.hash_prefix and self.handoff is not None else None
         if outbox is None:
             return False
-        size = sum(len(piece) for piece in pieces)
-        if size < HAND_OUT_FROM:
-            return False  # faster up the pipe
         if size > request.outbox_room:
             return False  # its pages would count against this guest's memory cap, beside the state
         announce = size > KEEP_OUTBOX_BYTES
