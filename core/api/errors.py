@@ -1,5 +1,7 @@
 """The few error types of frost-tui: each says whose fault it was, with a title for the UI."""
 
+from __future__ import annotations
+
 
 class FrostError(Exception):
     """Base of every error we raise on purpose; `title` is the short heading the UI shows."""
@@ -48,6 +50,11 @@ class StorageError(FrostError):
     before it is intact, and the caller keeps what it was writing to try again; the message names the file."""
 
     title = "Disk refused a write"
+
+    @classmethod
+    def writing(cls, path: object, error: OSError) -> StorageError:
+        """The refusal of a write to the file `path`, named with the OS's reason."""
+        return cls(f"could not write {path}: {error.strerror or error}")
 
 
 class NodeUnavailableError(FrostError):

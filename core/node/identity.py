@@ -7,24 +7,34 @@ import os
 import uuid
 from pathlib import Path
 
-from frost_core.api.errors import ConfigError
+from frost_core.api.errors import ConfigError, StorageError
 from frost_core.ledger.signing import NodeKey
 from frost_core.wire.security import ClusterKey
 
 
 def load_node_id(data_dir: Path) -> str:
-    """Read data_dir/node_id, creating it on first start: peers and task ids refer to it."""
+    """Read data_dir/node_id, creating it on first start: peers and task ids refer to it.
+
+    A first start on a disk that refuses the file is a StorageError naming it (before, a traceback),
+    and leaves no half-written file behind."""
     path = data_dir / "node_id"
     if path.exists():
         node_id = path.read_text(encoding="ascii").strip()
         if len(node_id) == 32 and all(c in "0123456789abcdef" for c in node_id):
             return node_id
         raise ConfigError(f"{path} is corrupt: expected 32 hex digits; remove it to get a new node id")
-    data_dir.mkdir(parents=True, exist_ok=True)
     node_id = uuid.uuid4().hex
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(node_id, encoding="ascii")
-    os.replace(temporary, path)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "w", encoding="ascii") as file:
+            file.write(node_id)
+            file.flush()
+            os.fsync(file.fileno())  # a crash must not leave an empty node_id, which reads as corrupt
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise StorageError.writing(path, error) from error
     return node_id
 
 

@@ -26,11 +26,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESOCB3
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError, StorageError
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import PROTOCOL_VERSION
 from frost_core.wire.framing import HEADER, HEADER_SIZE
 from frost_core.wire.messages import Hello, HelloAck
+from frost_core.wire.pipe import write_pieces
 
 KEY_SIZE = 32
 NONCE_SIZE = 32
@@ -107,7 +108,11 @@ class ClusterKey:
     def save(self, path: Path) -> None:
         """Write the key (as its join code) to `path`, readable by the owner only, atomically."""
         temporary = self._write_beside(path)
-        os.replace(temporary, path)
+        try:
+            os.replace(temporary, path)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            raise StorageError.writing(path, error) from error
 
     def _write_beside(self, path: Path) -> Path:
         """A complete, synced copy of the key in a temporary file of its own next to `path`.
@@ -115,13 +120,18 @@ class ClusterKey:
         Its own name (not one shared `cluster.key.tmp`), so two nodes started at once with one
         key file never write, rename or delete each other's half-written copy.
         """
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
         try:
-            os.write(fd, (self.to_join_code() + "\n").encode())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+        except OSError as error:
+            raise StorageError.writing(path, error) from error
+        try:
+            write_pieces(fd, [(self.to_join_code() + "\n").encode()])  # all of it: a short write is no key
             os.fsync(fd)
-        except BaseException:
+        except BaseException as error:
             os.unlink(name)
+            if isinstance(error, OSError):
+                raise StorageError.writing(path, error) from error
             raise
         finally:
             os.close(fd)
@@ -154,6 +164,8 @@ class ClusterKey:
             os.link(temporary, path)
         except FileExistsError:
             return cls.load(path)  # another node made it a moment ago: theirs is the cluster's key
+        except OSError as error:
+            raise StorageError.writing(path, error) from error
         finally:
             os.unlink(temporary)
         return key
