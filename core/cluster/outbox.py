@@ -48,7 +48,7 @@ class Outbox:
     """Raises StorageError where the disk refuses a write: the entry is then not put (or not removed)."""
 
     def __init__(self, path: Path) -> None:
-        self._name = path.name
+        self._path = path
         self._db = open_durably(path, _SCHEMA)
         if "cpu_seconds" not in {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}:
             self._db.execute(_CPU_COLUMN)
@@ -57,7 +57,7 @@ class Outbox:
         self._db.close()
 
     def put(self, owed: Owed) -> None:
-        with disk_writes(self._name):
+        with disk_writes(self._path):
             self._db.execute(
                 "INSERT OR REPLACE INTO outbox (task_id, master, epoch, kind, payload, reason, retryable, created_at,"
                 " cpu_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -66,7 +66,7 @@ class Outbox:
             )
 
     def remove(self, task_id: str) -> None:
-        with disk_writes(self._name):
+        with disk_writes(self._path):
             self._db.execute("DELETE FROM outbox WHERE task_id = ?", (task_id,))
 
     def entries(self) -> list[Owed]:

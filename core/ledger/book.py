@@ -98,7 +98,7 @@ def received_run(*, host: str, submitter: str, task_id: str, epoch: int, cpu_sec
 class Ledger:
     def __init__(self, path: Path, *, node_id: str) -> None:
         self.node_id = node_id
-        self._name = path.name
+        self._path = path
         self._db = open_durably(path, _SCHEMA)
         self._lock = threading.Lock()   # writes come from the node's thread pool as well as its loop
 
@@ -115,7 +115,7 @@ class Ledger:
             return 0
         with self._lock:
             before = self._db.total_changes
-            with transaction(self._db, self._name) as db:
+            with transaction(self._db, self._path) as db:
                 db.executemany(
                     "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -123,7 +123,7 @@ class Ledger:
 
     def pin(self, node_id: str, public_key: bytes) -> None:
         """Know `node_id` by this key from now on (this node pins its own: a summary in its name is a forgery)."""
-        with self._lock, disk_writes(self._name):
+        with self._lock, disk_writes(self._path):
             self._db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
                              (node_id, public_key))
 
@@ -145,7 +145,7 @@ class Ledger:
             held = self._db.execute("SELECT issued_at FROM summaries WHERE node_id = ?", (summary.node_id,)).fetchone()
             if held is not None and held[0] >= summary.issued_at:
                 return None
-            with transaction(self._db, self._name) as db:
+            with transaction(self._db, self._path) as db:
                 db.execute("INSERT OR IGNORE INTO pinned_keys (node_id, public_key) VALUES (?, ?)",
                            (summary.node_id, signed.public_key))
                 db.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?, ?, ?, ?)",

@@ -222,10 +222,10 @@ class MasterStore:
     def __init__(self, path: Path, *, node_id: str, submitter: str = "") -> None:
         """`submitter`: who submits here (`identity.submitter_id`); assignments stored before submitters
         were recorded are this node's owner's, and take it."""
-        self._name = path.name
+        self._path = path
         self._db = open_durably(path, _SCHEMA)
         self._submitter = submitter
-        with disk_writes(self._name):
+        with disk_writes(self._path):
             self._add_missing_columns()
             if submitter:
                 with self._db:
@@ -274,7 +274,7 @@ class MasterStore:
         StorageError (the disk refused the commit) leaves the file and the index as they were before it."""
         db = self._db if db is None else db
         try:
-            with transaction(db, self._name), self.index.lock:
+            with transaction(db, self._path), self.index.lock:
                 yield db
         except BaseException:
             with self.index.lock:  # it may have followed a change that is now undone

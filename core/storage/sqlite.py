@@ -26,7 +26,7 @@ def open_durably(path: Path, schema: str) -> sqlite3.Connection:
     """Open (creating its folder and tables if need be) a database whose commits outlive a crash; StorageError
     if the disk refuses (a full one refuses even the opening: SQLite writes its shared-memory index then)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with disk_writes(path.name):
+    with disk_writes(path):
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
@@ -37,21 +37,22 @@ def open_durably(path: Path, schema: str) -> sqlite3.Connection:
 
 
 @contextmanager
-def disk_writes(name: str) -> Iterator[None]:
-    """Writes of the database `name` (a file name, for the message) whose refusal by the disk is a StorageError."""
+def disk_writes(path: Path) -> Iterator[None]:
+    """Writes of the database at `path` (named in the message: which disk refused) whose refusal by the disk is a
+    StorageError."""
     try:
         yield
     except sqlite3.OperationalError as error:
         if error.sqlite_errorcode & 0xFF in REFUSALS:
-            raise StorageError(f"could not write {name}: {error}") from error
+            raise StorageError(f"could not write {path}: {error}") from error
         raise
 
 
 @contextmanager
-def transaction(db: sqlite3.Connection, name: str) -> Iterator[sqlite3.Connection]:
-    """One write transaction (BEGIN IMMEDIATE ... COMMIT) of the database `name`, rolled back whole on any error,
+def transaction(db: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+    """One write transaction (BEGIN IMMEDIATE ... COMMIT) of the database at `path`, rolled back whole on any error,
     the COMMIT's own included: a disk that fills at the commit leaves the file as it was before the BEGIN."""
-    with disk_writes(name):
+    with disk_writes(path):
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db

@@ -50,6 +50,18 @@ def test_a_first_start_whose_cluster_key_the_disk_refuses_names_the_key_file(tmp
     assert _left_in(data_dir) == ["node_id"]
 
 
+def test_a_start_whose_database_the_disk_refuses_names_it_with_its_folder(tmp_path):
+    """The identity is there (an earlier start); the master's database is the first write (before, the message
+    named `node.sqlite` alone: which disk was full, the owner had to guess)."""
+    data_dir = tmp_path / "desk"
+    data_dir.mkdir()
+    (data_dir / "node_id").write_text("ab" * 16)
+    ClusterKey.generate().save(data_dir / "cluster.key")
+    refused = _first_start(data_dir, limit=100)
+    assert f"Disk refused a write: could not write {data_dir / 'node.sqlite'}: " in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr, refused.stderr
+
+
 MAKE_KEYS = """
 import signal, sys
 from pathlib import Path

@@ -31,23 +31,26 @@ NODE_ID = "cd" * 16
 
 
 def test_a_refused_transaction_is_a_storage_error_naming_the_file_and_writes_nothing(tmp_path):
-    db = open_durably(tmp_path / "things.sqlite", "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
+    path = tmp_path / "things.sqlite"
+    db = open_durably(path, "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
     cap(db)
-    with pytest.raises(StorageError, match="things.sqlite.*full"):
-        with transaction(db, "things.sqlite") as writing:
+    with pytest.raises(StorageError) as refused:
+        with transaction(db, path) as writing:
             writing.execute("INSERT INTO things VALUES (?)", (bytes(64 << 10),))
+    assert refused.value.message.startswith(f"could not write {path}: ") and "full" in refused.value.message
     assert not db.in_transaction
     assert db.execute("SELECT COUNT(*) FROM things").fetchone() == (0,)
     uncap(db)
-    with transaction(db, "things.sqlite") as writing:
+    with transaction(db, path) as writing:
         writing.execute("INSERT INTO things VALUES (?)", (bytes(64 << 10),))
     assert db.execute("SELECT COUNT(*) FROM things").fetchone() == (1,)
 
 
 def test_a_fault_of_the_code_is_not_taken_for_the_disk(tmp_path):
-    db = open_durably(tmp_path / "things.sqlite", "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
+    path = tmp_path / "things.sqlite"
+    db = open_durably(path, "CREATE TABLE IF NOT EXISTS things (blob BLOB);")
     with pytest.raises(sqlite3.OperationalError, match="no such column"):
-        with transaction(db, "things.sqlite") as writing:
+        with transaction(db, path) as writing:
             writing.execute("UPDATE things SET missing = 1")
     assert not db.in_transaction
 
