@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class FrostError(Exception):
     """Base of every error we raise on purpose; `title` is the short heading the UI shows."""
@@ -52,7 +54,7 @@ class StorageError(FrostError):
     title = "Disk refused a write"
 
     @classmethod
-    def writing(cls, path: object, error: OSError) -> StorageError:
+    def writing(cls, path: Path, error: OSError) -> StorageError:
         """The refusal of a write to the file `path`, named with the OS's reason."""
         return cls(f"could not write {path}: {error.strerror or error}")
 

@@ -4,6 +4,7 @@ no half-written file. Before, writing `node_id` raised a plain OSError traceback
 The kernel refuses the writes: a file-size limit stands in for a full disk (it binds root too, and the
 SIGXFSZ it would send is ignored, which an exec keeps, so the write fails with EFBIG instead)."""
 
+import os
 import resource
 import signal
 import subprocess
@@ -22,10 +23,12 @@ def _refusing(limit: int):
 
 
 def _first_start(data_dir, *, limit: int) -> subprocess.CompletedProcess:
+    """`frost-tui --headless` as a first start runs it: no config file (its folder is one of the test's own)."""
     return subprocess.run([FROST_TUI, "--headless", "--data-dir", str(data_dir), "--port", "0",
                            "--cluster-key-file", str(data_dir / "cluster.key"),
                            "--broadcast-address", "", "--listen-host", "127.0.0.1"],
-                          capture_output=True, text=True, timeout=60, preexec_fn=_refusing(limit))
+                          capture_output=True, text=True, timeout=60, preexec_fn=_refusing(limit),
+                          env={**os.environ, "XDG_CONFIG_HOME": str(data_dir.parent / "config")})
 
 
 def _left_in(data_dir) -> list[str]:
