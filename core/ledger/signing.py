@@ -8,9 +8,6 @@ node holds (data_dir/node.key, mode 0600); peers pin the public key they first s
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +15,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
-from frost_core.api.errors import AuthenticationError, ConfigError, StorageError
-from frost_core.wire.pipe import write_pieces
+from frost_core.api.errors import AuthenticationError, ConfigError
+from frost_core.wire.security import publish_secret
 
 PUBLIC_KEY_SIZE = 32
 SIGNATURE_SIZE = 64
@@ -46,10 +43,7 @@ class NodeKey:
         """The key at `path`, made on first use; a file others can read is refused like the cluster key."""
         if not path.exists():
             raw = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-            try:
-                _publish(path, raw)
-            except OSError as error:
-                raise StorageError.writing(path, error) from error
+            publish_secret(path, raw)   # (two nodes starting at once on one data dir: one key wins)
         mode = path.stat().st_mode & 0o777
         if mode & 0o077:
             raise ConfigError(f"node key file {path} has mode {mode:o}; it must be readable by its owner only"
@@ -59,23 +53,6 @@ class NodeKey:
             raise ConfigError(f"{path} is corrupt: expected a 32-byte Ed25519 key; remove it to get a new one "
                               "(peers that pinned the old key then refuse this node's ledger summaries)")
         return cls(Ed25519PrivateKey.from_private_bytes(raw))
-
-
-def _publish(path: Path, raw: bytes) -> None:
-    """Write `raw` to a synced temp file beside `path` (mode 0600) and link it to `path`; two nodes starting at
-    once on one data dir: one key wins. No temp file is left behind, whatever fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        try:
-            write_pieces(fd, [raw])  # all of it: a short write (a nearly full disk) would publish a torn key
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):
-            os.link(name, path)
-    finally:
-        os.unlink(name)
 
 
 def verify(public_key: bytes, signature: bytes, data: bytes) -> None:

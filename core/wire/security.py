@@ -107,35 +107,15 @@ class ClusterKey:
 
     def save(self, path: Path) -> None:
         """Write the key (as its join code) to `path`, readable by the owner only, atomically."""
-        temporary = self._write_beside(path)
+        temporary = write_secret_beside(path, self._file_bytes())
         try:
             os.replace(temporary, path)
         except OSError as error:
             temporary.unlink(missing_ok=True)
             raise StorageError.writing(path, error) from error
 
-    def _write_beside(self, path: Path) -> Path:
-        """A complete, synced copy of the key in a temporary file of its own next to `path`.
-
-        Its own name (not one shared `cluster.key.tmp`), so two nodes started at once with one
-        key file never write, rename or delete each other's half-written copy.
-        """
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
-        except OSError as error:
-            raise StorageError.writing(path, error) from error
-        try:
-            write_pieces(fd, [(self.to_join_code() + "\n").encode()])  # all of it: a short write is no key
-            os.fsync(fd)
-        except BaseException as error:
-            os.unlink(name)
-            if isinstance(error, OSError):
-                raise StorageError.writing(path, error) from error
-            raise
-        finally:
-            os.close(fd)
-        return Path(name)
+    def _file_bytes(self) -> bytes:
+        return (self.to_join_code() + "\n").encode()
 
     @classmethod
     def load(cls, path: Path) -> "ClusterKey":
@@ -159,16 +139,52 @@ class ClusterKey:
         if path.exists():
             return cls.load(path)
         key = cls.generate()
-        temporary = key._write_beside(path)
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
+        if not publish_secret(path, key._file_bytes()):
             return cls.load(path)  # another node made it a moment ago: theirs is the cluster's key
-        except OSError as error:
-            raise StorageError.writing(path, error) from error
-        finally:
-            os.unlink(temporary)
         return key
+
+
+def write_secret_beside(path: Path, data: bytes) -> Path:
+    """A complete, synced copy of `data` in a temporary file of its own next to `path`, readable by its owner
+    only; StorageError naming `path` where the disk refuses, and then no temporary file is left.
+
+    Its own name (not one shared `cluster.key.tmp`), so two nodes started at once with one key file never
+    write, rename or delete each other's half-written copy.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+    except OSError as error:
+        raise StorageError.writing(path, error) from error
+    try:
+        write_pieces(fd, [data])  # all of it: a short write (a nearly full disk) would publish a torn key
+        os.fsync(fd)
+    except BaseException as error:
+        os.unlink(name)
+        if isinstance(error, OSError):
+            raise StorageError.writing(path, error) from error
+        raise
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def publish_secret(path: Path, data: bytes) -> bool:
+    """Put `data` at `path` (mode 0600) unless a file is there already; True if this call's copy is the one there.
+
+    Published with a hard link, which fails if the file exists: of nodes that start at once on one data dir
+    or key file, exactly one copy wins. StorageError where the disk refuses; no temporary file is left.
+    """
+    temporary = write_secret_beside(path, data)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        return False
+    except OSError as error:
+        raise StorageError.writing(path, error) from error
+    finally:
+        os.unlink(temporary)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
