@@ -115,9 +115,9 @@ OPTIONS: tuple[Option, ...] = (
            "Relative change of this node's offer that is worth gossiping a new figure for (FROST 9.1).", 0, 1),
     Option("cluster", "destination_candidates", int, 8,
            "Destinations the balancer ranks for a guest; only these are queried afresh before a move.", 1, 100),
-    Option("cluster", "hold_results", float, 86400.0,
-           "Seconds a host keeps finished results for a master it cannot reach before giving up on them.",
-           60, 30 * 86400),
+    Option("cluster", "hold_results", float, 7 * 86400.0,
+           "Seconds a host keeps finished results for a master it cannot reach before giving up on them: a week, "
+           "as a submitter's laptop may stay shut over a long weekend.", 60, 30 * 86400),
     Option("cluster", "reciprocity", bool, False,
            "Fair share credits a submitter with what its node gave the cluster beyond what it took (from the "
            "signed ledger summaries): those who give are served before those who only take."),

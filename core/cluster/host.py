@@ -28,7 +28,7 @@ from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
     STOPPED, Holdings, SpentRun, UnitOffer, UnitOfferReply, UnitSpec, UnitStatus, Verdict,
 )
-from frost_core.cluster.outbox import Outbox, Owed, owed_failure, owed_result
+from frost_core.cluster.outbox import Held, Outbox, Owed, owed_failure, owed_result
 from frost_core.cluster.replication import replica_holders
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError, PluginError, StorageError
 from frost_core.events import EventLog
@@ -72,7 +72,7 @@ class Capacity:
 @dataclasses.dataclass(frozen=True)
 class HostSettings:
     report_interval: float = 2.0
-    hold_results: float = 86400.0
+    hold_results: float = 7 * 86400.0
     replicate_every: int = 1
     replicate_max_bytes: int = 256 << 20
     replica_peers: int = 0
@@ -406,8 +406,8 @@ class HostService:
         """What this host holds of `master`'s units: its copies (moving ones too), and outcomes owed to it."""
         self._note_figures()
         running = tuple(h.status() for h in self._all_units() if h.master == master)
-        owed = await self._owed()
-        return Holdings(running=running, finished=tuple((o.task_id, o.epoch) for o in owed if o.master == master))
+        held = await self._held()
+        return Holdings(running=running, finished=tuple((h.task_id, h.epoch) for h in held if h.master == master))
 
     # -- what the owner does ------------------------------------------------------------------------
 
@@ -617,35 +617,41 @@ class HostService:
             log.warning("master %s refused the %s of %s: %s", owed.master[:8], owed.kind, owed.task_id, error.message)
         return None
 
-    async def _owed(self) -> list[Owed]:
-        """What masters could not take yet: the outbox's entries, and those the disk would not take into it."""
-        owed = await self._blocking(self._outbox.entries)
-        stored = {o.task_id for o in owed}
-        return [*owed, *(o for o in self._unsaved.values() if o.task_id not in stored)]
+    async def _held(self) -> list[Held]:
+        """What masters could not take yet, without the outcomes themselves: the outbox's entries, and those the
+        disk would not take into it."""
+        held = await self._blocking(self._outbox.held)
+        stored = {h.task_id for h in held}
+        return [*held, *(o for o in self._unsaved.values() if o.task_id not in stored)]
 
     async def _deliver_owed(self) -> None:
         """Retry what masters could not take, every `report_interval`, until they are back or `hold_results` runs
-        out; asleep while nothing is owed. The outbox is read and written in a worker thread: its entries carry
-        results of up to 256 MiB, and each removal is a durable commit."""
+        out; asleep while nothing is owed. An outcome is read whole (up to 256 MiB) only when its master is alive
+        to be tried: a master away for days costs this loop a read of the outbox's index every round, not of
+        everything held. The outbox is read and written in a worker thread: each removal is a durable commit."""
         while True:
             settings = self._settings()
             expiry = time.time() - settings.hold_results
-            expired = [o for o in self._unsaved.values() if o.created_at < expiry]
+            expired: list[Held] = [o for o in self._unsaved.values() if o.created_at < expiry]
             try:
                 expired += await self._blocking(self._outbox.expire, expiry)
             except StorageError as error:
                 self._disk_refused(error)
-            for owed in expired:
-                self._unsaved.pop(owed.task_id, None)
-                self._events.add("host", f"{owed.task_id}: gave up holding its {owed.kind} for master "
-                                 f"{owed.master[:8]} after {settings.hold_results:g} s", severity="error")
-            owed_now = await self._owed()
-            if not owed_now:
+            for held in expired:
+                self._unsaved.pop(held.task_id, None)
+                self._events.add("host", f"{held.task_id}: gave up holding its {held.kind} for master "
+                                 f"{held.master[:8]} after {settings.hold_results:g} s", severity="error")
+            held_now = await self._held()
+            if not held_now:
                 await self._owing.wait()
                 self._owing = trio.Event()
                 continue
-            for owed in owed_now:
-                if await self._deliver(owed) is None:
+            alive = {self.node_id, *self._alive()}
+            for held in held_now:
+                if held.master not in alive:
+                    continue   # (out of reach: tried again once the membership sees it back)
+                owed = self._unsaved.get(held.task_id) or await self._blocking(self._outbox.owed, held.task_id)
+                if owed is not None and await self._deliver(owed) is None:
                     await self._delivered(owed)
                     self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
                     self._on_change()

@@ -1,8 +1,14 @@
 """Finished work a host owes to masters it cannot reach right now, kept durably until delivered.
 
-A master may be down for a while (its owner rebooted it); the host's work must not be lost
-meanwhile, nor when the host itself restarts. Each entry is written (WAL, synchronous=FULL)
-before the first delivery attempt and removed only once the master has answered.
+A master may be down for a while (its owner rebooted it, its laptop went home for the weekend);
+the host's work must not be lost meanwhile, nor when the host itself restarts. Each entry is
+written (WAL, synchronous=FULL) before the first delivery attempt and removed only once the
+master has answered.
+
+The host looks at what it holds every report interval, for as long as a master is away, so
+that look reads no payload: 200 held results of 1 MiB took 1.25 s of CPU to read whole
+(2,000 of 0.1 MiB, 1.1 s), every 2 s, at the node's normal priority on the owner's desk. A
+payload is read only when its master can be tried (`Outbox.owed`).
 """
 
 from __future__ import annotations
@@ -24,23 +30,34 @@ CREATE TABLE IF NOT EXISTS outbox (
     retryable INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS outbox_held ON outbox (created_at, task_id, master, epoch, kind);
 """
 _CPU_COLUMN = "ALTER TABLE outbox ADD COLUMN cpu_seconds REAL NOT NULL DEFAULT 0"
 """Added later: an outbox written before it gets the column, and its results count as 0 CPU-seconds."""
+_HELD_COLUMNS = "task_id, master, epoch, kind, created_at"
+"""What `held` reads, all from the index `outbox_held`: a row's `created_at` lies beyond its payload, and SQLite
+reads a big payload's overflow pages to reach it (without the index, 200 held results of 1 MiB still cost the
+node 5.5 % of a core)."""
 
 
 @dataclass(frozen=True)
-class Owed:
-    """One result (kind "result") or failure (kind "failed") waiting for its master."""
+class Held:
+    """What the host holds for a master, without the outcome itself: whose it is, and since when."""
 
     task_id: str
     master: str
     epoch: int
-    kind: str
-    payload: bytes
-    reason: str
-    retryable: bool
+    kind: str           # "result" or "failed"
     created_at: float
+
+
+@dataclass(frozen=True)
+class Owed(Held):
+    """One result (kind "result") or failure (kind "failed") waiting for its master, whole."""
+
+    payload: bytes = b""
+    reason: str = ""
+    retryable: bool = False
     cpu_seconds: float = 0.0    # a result's: the CPU its guest used
 
 
@@ -69,24 +86,30 @@ class Outbox:
         with disk_writes(self._path):
             self._db.execute("DELETE FROM outbox WHERE task_id = ?", (task_id,))
 
-    def entries(self) -> list[Owed]:
-        rows = self._db.execute(
-            "SELECT task_id, master, epoch, kind, payload, reason, retryable, created_at, cpu_seconds FROM outbox"
-            " ORDER BY created_at"
-        ).fetchall()
-        return [Owed(r[0], r[1], r[2], r[3], bytes(r[4]), r[5], bool(r[6]), r[7], r[8]) for r in rows]
+    def held(self) -> list[Held]:
+        """Everything held, oldest first, without payloads."""
+        rows = self._db.execute(f"SELECT {_HELD_COLUMNS} FROM outbox ORDER BY created_at").fetchall()
+        return [Held(*row) for row in rows]
 
-    def expire(self, older_than: float) -> list[Owed]:
+    def owed(self, task_id: str) -> Owed | None:
+        """The whole outcome held for `task_id`; None if it left meanwhile."""
+        row = self._db.execute(f"SELECT {_HELD_COLUMNS}, payload, reason, retryable, cpu_seconds FROM outbox"
+                               " WHERE task_id = ?", (task_id,)).fetchone()
+        return None if row is None else Owed(*row[:5], bytes(row[5]), row[6], bool(row[7]), row[8])
+
+    def expire(self, older_than: float) -> list[Held]:
         """Drop and return entries held longer than their masters may take to come back."""
-        expired = [owed for owed in self.entries() if owed.created_at < older_than]
-        for owed in expired:
-            self.remove(owed.task_id)
+        expired = [Held(*row) for row in self._db.execute(
+            f"SELECT {_HELD_COLUMNS} FROM outbox WHERE created_at < ? ORDER BY created_at", (older_than,))]
+        if expired:   # (nothing put now is that old)
+            with disk_writes(self._path):
+                self._db.execute("DELETE FROM outbox WHERE created_at < ?", (older_than,))
         return expired
 
 
 def owed_result(task_id: str, master: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> Owed:
-    return Owed(task_id, master, epoch, "result", result, "", False, time.time(), cpu_seconds)
+    return Owed(task_id, master, epoch, "result", time.time(), payload=result, cpu_seconds=cpu_seconds)
 
 
 def owed_failure(task_id: str, master: str, epoch: int, reason: str, retryable: bool) -> Owed:
-    return Owed(task_id, master, epoch, "failed", b"", reason, retryable, time.time())
+    return Owed(task_id, master, epoch, "failed", time.time(), reason=reason, retryable=retryable)

@@ -7,6 +7,7 @@ bookkeeping are the real ones.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,7 +21,8 @@ from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
 from frost_core.cluster.memory_links import MemoryNetwork
 from frost_core.cluster.messages import STOPPED, UnitSpec, UnitStatus
 from frost_core.cluster.migration import Migrator
-from frost_core.cluster.outbox import Outbox
+from frost_core.cluster.outbox import Outbox, owed_result
+from frost_core.config import Paths, load_config
 from frost_core.events import EventLog
 from frost_core.node.views import assignment_view
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
@@ -176,17 +178,20 @@ class RecordingMaster:
 
 
 class Cluster:
-    def __init__(self, tmp_path: Path, nursery: trio.Nursery, network: MemoryNetwork | None = None) -> None:
+    def __init__(self, tmp_path: Path, nursery: trio.Nursery, network: MemoryNetwork | None = None,
+                 settings: HostSettings = HostSettings(report_interval=1.0)) -> None:
         self.network = network or MemoryNetwork()
         self.master = RecordingMaster()
         if network is None:  # else the caller's master is bound already
             self.network.links(MASTER).bind(master=self.master, host=None, keeper=None)  # type: ignore[arg-type]
         self.guests = {node: StandInGuests(tmp_path / node) for node in (A, B)}
         self.accepting = {A: True, B: True}   # False: the owner paused hosting there
+        self.alive = [MASTER, A, B]           # the nodes the membership sees alive
         self.sent_away: dict[str, dict[str, float]] = {A: {}, B: {}}   # task -> until: the owner evicted it there
         self.outboxes: list[Outbox] = []
         self.events: dict[str, EventLog] = {}
         self.given: list[tuple[str, str, str, int, float]] = []   # (host, master, task, epoch, CPU) of every run
+        self.settings = settings
         self.hosts = {node: self._host(node, tmp_path / node) for node in (A, B)}
         self.nursery = nursery
 
@@ -206,8 +211,8 @@ class Cluster:
             capacity=lambda: Capacity(self.accepting[node], "paused by the owner", cpus=2, memory_pool_bytes=1 << 30,
                                       available=1.0, sent_away=self.sent_away[node]),
             plugin_source=plugin_source, has_plugin=lambda plugin_hash: True, outbox=self._outbox(data_dir),
-            events=events, settings=lambda: HostSettings(report_interval=1.0), on_change=lambda: None,
-            alive=lambda: [MASTER, A, B], own_figures=lambda: NodeView(node, available=1.0, guests=0),
+            events=events, settings=lambda: self.settings, on_change=lambda: None,
+            alive=lambda: list(self.alive), own_figures=lambda: NodeView(node, available=1.0, guests=0),
             answer_work_request=None, on_arrival=lambda task_id: None, relocator=migrator,  # type: ignore[arg-type]
             blocking=inline, on_spent=lambda hosted, cpu, at: self.given.append(
                 (node, hosted.master, hosted.task.task_id, hosted.task.epoch, cpu)),
@@ -234,10 +239,13 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def running_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    """A master and two hosts, the unit running on A; everything stopped on the way out."""
+async def running_cluster(tmp_path: Path, *, away: tuple[str, ...] = (),
+                          settings: HostSettings = HostSettings(report_interval=1.0)) -> AsyncIterator[Cluster]:
+    """A master and two hosts, the unit running on A; everything stopped on the way out. The nodes `away` are not
+    alive to the membership from the start."""
     async with trio.open_nursery() as nursery:
-        built = Cluster(tmp_path, nursery)
+        built = Cluster(tmp_path, nursery, settings=settings)
+        built.alive = [node for node in built.alive if node not in away]
         await built.start()
         yield built
         nursery.cancel_scope.cancel()
@@ -507,11 +515,35 @@ async def test_a_result_its_master_could_not_take_is_kept_and_delivered_once_the
     async with running_cluster(tmp_path) as cluster:
         cluster.master.reachable = False
         cluster.guests[A].complete(TASK, 42)
-        await wait_until(lambda: [o.task_id for o in cluster.outboxes[0].entries()] == [TASK], timeout=5,
+        await wait_until(lambda: [o.task_id for o in cluster.outboxes[0].held()] == [TASK], timeout=5,
                          what="the result kept in A's outbox")
         await trio.sleep(10)            # tried again every report interval meanwhile
         assert cluster.master.results == []
         cluster.master.reachable = True
         await wait_until(lambda: cluster.master.results == [(A, TASK, 1)], timeout=5, what="the result delivered")
-        await wait_until(lambda: cluster.outboxes[0].entries() == [], timeout=5, what="the outbox emptied")
+        await wait_until(lambda: cluster.outboxes[0].held() == [], timeout=5, what="the outbox emptied")
         assert any(f"{TASK}: result delivered to master" in e.message for e in cluster.events[A].recent())
+
+
+async def test_results_held_over_a_long_weekend_reach_their_master_and_only_those_past_a_week_are_given_up(
+        tmp_path, autojump_clock):
+    """The submitter's laptop went home on Friday: the membership declared its node dead, and A's results for it
+    waited in A's outbox. On the default configuration's hold, Monday's return brings it the results finished
+    since Friday; one finished eight days ago is given up, and A's owner is told which."""
+    day = 86400.0
+    earlier = Outbox(tmp_path / A / "outbox.sqlite")   # what A held when it started
+    for task, age in (("aaaaaaaa-1.7", 3.5 * day), ("aaaaaaaa-1.8", 8 * day)):
+        earlier.put(dataclasses.replace(owed_result(task, MASTER, 1, b"result"), created_at=time.time() - age))
+    earlier.close()
+    desk = HostSettings.from_config(load_config(Paths.resolve(config_file=tmp_path / "none.toml",
+                                                              data_dir=tmp_path / "data")))
+    async with running_cluster(tmp_path, away=(MASTER,), settings=desk) as cluster:
+        await trio.sleep(30)            # still away: A looks at what it holds every report interval
+        assert cluster.master.results == []
+        assert [h.task_id for h in cluster.outboxes[0].held()] == ["aaaaaaaa-1.7"]
+        (given_up,) = [e for e in cluster.events[A].recent() if "gave up holding" in e.message]
+        assert given_up.severity == "error" and "aaaaaaaa-1.8" in given_up.message, given_up
+        cluster.alive.append(MASTER)    # Monday: the laptop is back on the network
+        await wait_until(lambda: cluster.master.results == [(A, "aaaaaaaa-1.7", 1)], timeout=5,
+                         what="the weekend's result delivered")
+        await wait_until(lambda: cluster.outboxes[0].held() == [], timeout=5, what="the outbox emptied")

@@ -79,7 +79,7 @@ def test_an_outbox_the_disk_refuses_says_so(tmp_path):
     cap(outbox._db)
     with pytest.raises(StorageError, match="outbox.sqlite"):
         outbox.put(owed_result("m-1.0", "m", 1, bytes(256 << 10)))
-    assert outbox.entries() == []
+    assert outbox.held() == []
 
 
 async def test_runs_the_disk_refused_wait_in_memory_and_are_written_once_it_has_room(tmp_path):
