@@ -1,5 +1,6 @@
 """The master's SQLite store: atomic submits, exactly-once results, epochs, and survival of a kill."""
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -294,3 +295,44 @@ def test_a_report_of_the_current_copy_writes_nothing_so_the_listing_is_not_read_
     assert store.assignments()[0] is listed[0], "a heartbeat of every running unit re-read every assignment"
     assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")   # a move it missed: adopted, and listed
     assert store.assignments()[0].units[0].host == "n2"
+
+
+def test_a_database_with_results_in_their_rows_moves_them_out_on_opening_and_loses_no_byte(tmp_path):
+    """Schema 1 kept a unit's result and files in its `units` row and the combined result in its `assignments`
+    row; opening such a database moves them to their own tables in one transaction (listings then no longer walk
+    them). The old layout is rebuilt here from a new database: the move goes by column names, not positions."""
+    path = tmp_path / "node.sqlite"
+    store = new_store(tmp_path)
+    aid = submit(store, 2)
+    store.place_units([Placement(aid, 0, "n1"), Placement(aid, 1, "n2")])
+    results = [cbor2.dumps(bytes(range(256)) * 4096), cbor2.dumps({"tile": 1})]   # 1 MiB, and a small one
+    store.accept_results([Delivery(aid, 0, 1, results[0], {"out.png": b"\x89PNG" * 1000}), Delivery(aid, 1, 1, results[1])])
+    assert store.finish_assignment(aid, data=b"combined " * 200_000, media_type="image/png", filename="r.png")
+    store.close()
+    with sqlite3.connect(path) as db:
+        for table in ("units", "assignments"):
+            db.execute(f"ALTER TABLE {table} ADD COLUMN result BLOB")
+        db.execute("ALTER TABLE units ADD COLUMN files BLOB")
+        db.execute("UPDATE units SET result = (SELECT r.result FROM unit_results r WHERE r.assignment_id = units.assignment_id"
+                   " AND r.idx = units.idx), files = (SELECT r.files FROM unit_results r"
+                   " WHERE r.assignment_id = units.assignment_id AND r.idx = units.idx)")
+        db.execute("UPDATE assignments SET result = (SELECT r.result FROM assignment_results r WHERE r.id = assignments.id)")
+        db.execute("DROP TABLE unit_results")
+        db.execute("DROP TABLE assignment_results")
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+
+    store = new_store(tmp_path)
+    try:
+        assert store.unit_results(aid) == [bytes(range(256)) * 4096, {"tile": 1}]
+        assert list(store.unit_files(aid)) == [{"out.png": b"\x89PNG" * 1000}, {}]
+        assert store.result(aid) == (b"combined " * 200_000, "image/png", "r.png")
+        assert store.holds_result(aid, 0, results[0])
+        assert [u.state for u in store.assignment(aid).units] == ["done", "done"]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM units WHERE result IS NOT NULL OR files IS NOT NULL").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM assignments WHERE result IS NOT NULL").fetchone() == (0,)
+        assert db.execute("PRAGMA user_version").fetchone() == (store_module.SCHEMA_VERSION,)
+    db.close()
