@@ -34,6 +34,8 @@ from frost_core.guest.views import InputFile
 from frost_core.master.unit_index import AssignmentHead, Placed, UnitIndex
 from frost_core.master.verification import Decision, decide
 
+SETTLED = frozenset({"done", "failed", "cancelled"})
+"""An assignment in one of these states changes no more, but for the work its units' late copies wasted."""
 SCHEMA_VERSION = 2
 """1: results in the `assignments` and `units` rows; 2: in `assignment_results` and `unit_results`."""
 
@@ -251,6 +253,9 @@ class MasterStore:
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
         self._listed: tuple[int, list[AssignmentRecord]] | None = None
+        self._settled: dict[str, AssignmentRecord] = {}
+        """Records of SETTLED assignments as last read: a listing reads again only what can change. Three finished
+        10,000-unit sweeps took 190 ms a listing, and the node lists after every write while a run goes on."""
         self._batches = open_durably(path, _SCHEMA)
         self._batching = threading.Lock()        # one batch at a time on its connection
         self._reads = open_durably(path, _SCHEMA)
@@ -393,7 +398,8 @@ class MasterStore:
             " result_media_type, result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
             " check_supersteps, check_forced FROM assignments ORDER BY seq"
         ).fetchall()
-        records = [self._assignment_from_row(row) for row in rows]
+        records = [self._settled.get(row[0]) or self._assignment_from_row(row) for row in rows]
+        self._settled.update((r.id, r) for r in records if r.state in SETTLED)
         self._listed = (self._version, records)
         return list(records)
 
@@ -668,12 +674,14 @@ class MasterStore:
         """Count guest-seconds thrown away by the copy at `epoch` of a unit (`master.waste` says why)."""
         if seconds <= 0:
             return
+        self._settled.pop(assignment_id, None)
         with self._transaction() as db:
             db.execute("INSERT INTO waste (assignment_id, idx, epoch, reason, seconds) VALUES (?, ?, ?, ?, ?)",
                        (assignment_id, index, epoch, reason, seconds))
 
     def withdraw_waste(self, assignment_id: str, index: int, *, reason: str) -> None:
         """Take back a unit's waste of one kind: the work it counted was kept after all."""
+        self._settled.pop(assignment_id, None)
         with self._transaction() as db:
             db.execute("DELETE FROM waste WHERE assignment_id = ? AND idx = ? AND reason = ?",
                        (assignment_id, index, reason))

@@ -6,13 +6,23 @@ data after a `SnapshotPush` header (a node with thousands of units outgrows any 
 `KeepAlive` when nothing changed for a while; the UI sends commands one way and keep-alives. A
 side that hears nothing for SILENCE_TIMEOUT takes the other for gone: the node drops the client,
 the UI reconnects.
+
+A snapshot's assignments go as a list whose items are each one assignment's CBOR (a byte string), or
+its id alone where the connection's last push carried it unchanged (`SentAssignments`,
+`ReceivedViews`). A finished assignment's CBOR is made once on the node (`SettledViews` hands out the
+same view while nothing in it changes). With three finished 10,000-unit sweeps behind it, a node spent
+350 ms of its event loop encoding each 4 MiB push and the UI 290 ms decoding it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections.abc import Iterable
 
-from frost_core.api.snapshot import NodeSnapshot
+from frost_core.api.errors import ProtocolError
+from frost_core.api.snapshot import AssignmentView, NodeSnapshot
+from frost_core.master.store import SETTLED
 from frost_core.node.event_cbor import encoded_events
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import decode_strict, encode
@@ -62,13 +72,79 @@ class KeepAlive(Message):
     MAX_SIZE = 16
 
 
-async def send_snapshot(channel: Channel, snapshot: NodeSnapshot) -> None:
-    plain = to_plain(NodeSnapshot, snapshot)
+async def send_snapshot(channel: Channel, snapshot: NodeSnapshot, sent: SentAssignments | None = None) -> None:
+    """`sent`: what this connection's earlier pushes carried (none: every assignment goes whole)."""
+    plain = to_plain(NodeSnapshot, dataclasses.replace(snapshot, assignments=(), events=()))
+    plain["assignments"] = (sent or SentAssignments()).items(snapshot.assignments)
     plain["events"] = encoded_events(snapshot.events)  # up to 500 events, ten pushes a second during a sweep
     await channel.send_bulk(SnapshotPush(), encode(plain))
 
 
-async def receive_snapshot(channel: Channel) -> NodeSnapshot:
-    """The snapshot after a SnapshotPush header already received; ProtocolError if it is not one."""
+_SETTLED_ITEMS: dict[int, tuple[weakref.ref[AssignmentView], bytes]] = {}
+"""A settled assignment's view's CBOR by the view's identity, for as long as the view lives."""
+
+
+def encoded_assignments(views: Iterable[AssignmentView]) -> list[bytes]:
+    """Each view's CBOR; a settled one's made at its first push only."""
+    items = []
+    for view in views:
+        if view.state not in SETTLED:
+            items.append(encode(to_plain(AssignmentView, view)))
+            continue
+        kept = _SETTLED_ITEMS.get(id(view))
+        if kept is None or kept[0]() is not view:
+            key = id(view)
+            kept = _SETTLED_ITEMS[key] = (weakref.ref(view, lambda _, key=key: _SETTLED_ITEMS.pop(key, None)),
+                                          encode(to_plain(AssignmentView, view)))
+        items.append(kept[1])
+    return items
+
+
+class SentAssignments:
+    """The node's side of one attached UI: the CBOR it last sent of each assignment, so an unchanged one goes as
+    its id."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, bytes] = {}
+
+    def items(self, views: Iterable[AssignmentView]) -> list[bytes | str]:
+        views = tuple(views)
+        encoded = encoded_assignments(views)
+        items: list[bytes | str] = [view.id if self._sent.get(view.id) is item else item
+                                    for view, item in zip(views, encoded)]
+        self._sent = {view.id: item for view, item in zip(views, encoded)}
+        return items
+
+
+class ReceivedViews:
+    """The UI's side of one attachment: the assignments of the last push, for the next one's ids."""
+
+    def __init__(self) -> None:
+        self._views: dict[str, AssignmentView] = {}
+
+    def read(self, items: object) -> tuple[AssignmentView, ...]:
+        if not isinstance(items, list):
+            raise ProtocolError("a snapshot's assignments must be a list")
+        views = []
+        for item in items:
+            if isinstance(item, bytes):
+                views.append(from_plain(AssignmentView, decode_strict(item)))
+            elif isinstance(item, str) and item in self._views:
+                views.append(self._views[item])
+            else:
+                raise ProtocolError(f"a snapshot's assignment must be its CBOR or the id of one pushed before on this "
+                                    f"connection, not {type(item).__name__} {str(item)[:40]!r}")
+        self._views = {view.id: view for view in views}
+        return tuple(views)
+
+
+async def receive_snapshot(channel: Channel, views: ReceivedViews | None = None) -> NodeSnapshot:
+    """The snapshot after a SnapshotPush header already received; ProtocolError if it is not one. `views`: what the
+    connection's earlier pushes brought (none: every assignment is decoded)."""
     data = await channel.receive_bulk_data(max_size=MAX_SNAPSHOT_BYTES)
-    return from_plain(NodeSnapshot, decode_strict(data))
+    plain = decode_strict(data)
+    if not isinstance(plain, dict):
+        raise ProtocolError("a snapshot must be a map")
+    assignments = (views or ReceivedViews()).read(plain.get("assignments"))
+    plain["assignments"] = []
+    return dataclasses.replace(from_plain(NodeSnapshot, plain), assignments=assignments)

@@ -18,7 +18,8 @@ from frost_core.api.errors import FrostError, ProtocolError
 from frost_core.api.queries import Query
 from frost_core.api.snapshot import NodeSnapshot
 from frost_core.node.attach_protocol import (
-    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, send_snapshot,
+    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SentAssignments,
+    send_snapshot,
 )
 from frost_core.node.control import ControlRequest, Handler, Request, answer_request, send_reply
 from frost_core.wire.channel import Channel
@@ -72,6 +73,7 @@ async def _push_snapshots(channel: Channel, node: Attachable, watch: bool) -> No
     watcher is not the owner: the cluster's join code (its key) stays out of what it sees.
     """
     seen: NodeSnapshot | None = None
+    sent = SentAssignments()
     while True:
         latest = seen
         with trio.move_on_after(KEEP_ALIVE_INTERVAL):
@@ -80,7 +82,7 @@ async def _push_snapshots(channel: Channel, node: Attachable, watch: bool) -> No
             await channel.send(KeepAlive())
             continue
         seen = latest
-        await send_snapshot(channel, dataclasses.replace(latest, cluster_join_code="") if watch else latest)
+        await send_snapshot(channel, dataclasses.replace(latest, cluster_join_code="") if watch else latest, sent)
 
 
 async def _receive_commands(channel: Channel, node: Attachable, handler: Handler, *, watch: bool, client: str) -> None:

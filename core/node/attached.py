@@ -26,7 +26,8 @@ from frost_core.api.node_api import Link
 from frost_core.api.snapshot import HostingView, NodeSnapshot
 from frost_core.api.queries import Query
 from frost_core.node.attach_protocol import (
-    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, SnapshotPush, receive_snapshot,
+    KEEP_ALIVE_INTERVAL, SILENCE_TIMEOUT, AttachCommand, AttachRequest, KeepAlive, ReceivedViews, SnapshotPush,
+    receive_snapshot,
 )
 from frost_core.node.control import ControlReply, Request, receive_reply_body, reply_value, request_message
 from frost_core.wire.channel import Address, Channel, open_channel
@@ -150,7 +151,8 @@ class AttachedNode:
                 first = await channel.receive()
                 if not isinstance(first, SnapshotPush):
                     raise ProtocolError(f"the node answered the attach request with {type(first).__name__}")
-                snapshot = await receive_snapshot(channel)
+                views = ReceivedViews()   # (this connection's: a node reconnected to may be another one)
+                snapshot = await receive_snapshot(channel, views)
             commands_in, commands_out = trio.open_memory_channel[Command | _Waiting](COMMAND_QUEUE)
             self._commands = commands_in
             self._connected = True
@@ -159,20 +161,20 @@ class AttachedNode:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._send_commands, channel, commands_out)
-                    await self._receive_snapshots(channel)
+                    await self._receive_snapshots(channel, views)
                     nursery.cancel_scope.cancel()
             finally:
                 self._commands = None
                 self._fail_waiting(commands_out)
 
-    async def _receive_snapshots(self, channel: Channel) -> None:
+    async def _receive_snapshots(self, channel: Channel, views: ReceivedViews) -> None:
         while True:
             # The whole message, its body too: a node stopped half way through a snapshot is as silent as one
             # stopped between two, and would otherwise hold this reader (and the UI's "attached") for ever.
             with trio.move_on_after(SILENCE_TIMEOUT) as silence:
                 message = await channel.receive()
                 if isinstance(message, SnapshotPush):
-                    self._publish(await receive_snapshot(channel))
+                    self._publish(await receive_snapshot(channel, views))
                 elif isinstance(message, ControlReply) and self._waiting:
                     body = await receive_reply_body(channel, message)
                     self._waiting.popleft().reply.send_nowait(body)

@@ -122,6 +122,7 @@ class Node:
             on_event=self._on_guest_event, on_checkpoint=lambda task, record: self.host.on_checkpoint(task, record),
         )
         self.results_dir = self.paths.data_dir / "results"
+        self.settled_views = node_views.SettledViews()
         self.membership: Membership | None = None
         self.address = ""
         self.machine = MachineWatch(config, lambda: [*self.supervisor.guest_pids(), *self.gangs.host.guest_pids()])

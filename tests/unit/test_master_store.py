@@ -336,3 +336,21 @@ def test_a_database_with_results_in_their_rows_moves_them_out_on_opening_and_los
         assert db.execute("SELECT COUNT(*) FROM assignments WHERE result IS NOT NULL").fetchone() == (0,)
         assert db.execute("PRAGMA user_version").fetchone() == (store_module.SCHEMA_VERSION,)
     db.close()
+
+
+def test_a_finished_assignment_is_listed_as_it_is_after_its_late_copies_waste_comes_and_goes(tmp_path):
+    """A finished assignment is read once and kept; what can still change it (the work a late copy threw away,
+    and taking that back) shows in the very next listing, and a cancelled one lists as cancelled."""
+    store = new_store(tmp_path)
+    done, cancelled = submit(store, 2), submit(store, 1)
+    store.place_units([Placement(done, 0, "n1"), Placement(done, 1, "n2")])
+    store.accept_results([Delivery(done, 0, 1, cbor2.dumps(0)), Delivery(done, 1, 1, cbor2.dumps(1))])
+    assert store.finish_assignment(done, data=b"r", media_type="text/plain", filename="r.txt")
+    assert [(a.id, a.state) for a in store.assignments()] == [(done, "done"), (cancelled, "running")]
+    store.cancel_assignment(cancelled)
+    assert [(a.id, a.state, a.waste) for a in store.assignments()] == [(done, "done", ()), (cancelled, "cancelled", ())]
+    store.add_waste(done, 1, epoch=1, reason="superseded copy", seconds=3.0)   # its other copy stopped late
+    assert store.assignments()[0].waste == (("superseded copy", 3.0),)
+    store.withdraw_waste(done, 1, reason="superseded copy")
+    assert store.assignments()[0].waste == ()
+    assert store.assignments()[0] == store.assignment(done)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from frost_core.master.store import MasterStore, NewUnit
 from frost_core.membership.records import MemberState
-from frost_core.node.views import assignment_view, peer_names
+from frost_core.node.views import SettledViews, assignment_view, peer_names
 
 
 def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
@@ -71,3 +71,27 @@ def test_a_dead_host_is_named_as_dead_where_units_are_shown():
     node = SimpleNamespace(node_id="me", config=SimpleNamespace(node_name="turing"), membership=SimpleNamespace(
         members=lambda: [member("a", "curie", MemberState.ALIVE), member("d", "fermat", MemberState.DEAD)]))
     assert peer_names(node) == {"me": "turing", "a": "curie", "d": "fermat (dead)"}
+
+
+def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_hosts_is_named_otherwise(tmp_path):
+    """The snapshot keeps a finished sweep's view while nothing it shows changed; its host declared dead since
+    (or renamed) shows in the next one."""
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        epoch = store.place_unit(assignment, 0, host="cafe-host")
+        store.accept_result(assignment, 0, epoch=epoch, result=b"\x00")
+        store.finish_assignment(assignment, data=b"r", media_type="text/plain", filename="r.txt")
+        views = SettledViews()
+
+        def shown(names):
+            (record,) = store.assignments()
+            return views.view(record, names, lambda: assignment_view(record, now=0.0, results_dir=tmp_path, names=names))
+
+        first = shown({"cafe-host": "curie", "other": "fermat"})
+        assert shown({"cafe-host": "curie", "other": "fermat (dead)"}) is first   # not a host of this one
+        later = shown({"cafe-host": "curie (dead)"})
+    finally:
+        store.close()
+    assert first.units[0].host_name == "curie" and later.units[0].host_name == "curie (dead)"

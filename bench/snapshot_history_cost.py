@@ -1,0 +1,121 @@
+"""What finished assignments cost every snapshot pushed to an attached UI, node side and UI side.
+
+Question: with finished sweeps behind it, does the node still refresh its UI as cheaply as a fresh
+one? After each write (a placement, a batch of results) the node lists its assignments, makes their
+views, encodes them for each attached UI (`frost-tui` attaches to its node), and the UI decodes them.
+Goal: with 30,000 finished units behind it, a push costs the node at most 1.5x, and the UI at most
+1.5x, what the same push costs with none (until 2026-11-27: node 187-218 ms listing, 89-114 views,
+330-360 encoding; UI 280-290 ms decoding, against a few ms without the history).
+
+Method: two stores in the same run, each with one running assignment of 100 units, one with three
+finished assignments of 10,000 units behind it. Each trial places a unit of the running assignment
+(a write: the listing is stale, the running assignment's view changes), then times what
+`node.views.build_snapshot` does for the assignments (the store's listing, `SettledViews`), the
+node's encoding of them for a push to one attached UI (`attach_protocol.SentAssignments`: an
+assignment the connection's last push carried unchanged goes as its id) and the UI's decoding
+(`decode_strict`, `ReceivedViews`), in process CPU time; medians of TRIALS after the connection's
+first push (which carries everything, and is shown apart), the two stores alternated. Run: `.venv/bin/python bench/snapshot_history_cost.py` (about 30 s).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import print_table, write_results  # noqa: E402
+
+from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement  # noqa: E402
+from frost_core.node.attach_protocol import ReceivedViews, SentAssignments  # noqa: E402
+from frost_core.node.views import SettledViews, assignment_view  # noqa: E402
+from frost_core.wire.codec import decode_strict, encode  # noqa: E402
+
+FINISHED, UNITS_EACH, RUNNING_UNITS = 3, 10_000, 100
+TRIALS = 9
+GOAL_RATIO = 1.5
+
+
+def build(path: Path, finished: int) -> tuple[MasterStore, str]:
+    store = MasterStore(path, node_id="ab" * 16)
+    for _ in range(finished):
+        aid = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h" * 64, params={},
+                                      units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(UNITS_EACH)])
+        store.place_units([Placement(aid, i, f"host-{i % 7}") for i in range(UNITS_EACH)])
+        store.accept_results([Delivery(aid, i, 1, b"\x00", cpu_seconds=1.0) for i in range(UNITS_EACH)])
+        store.mark_combining(aid)
+        store.finish_assignment(aid, data=b"r", media_type="text/plain", filename="r.txt")
+    running = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h" * 64, params={},
+                                      units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(RUNNING_UNITS)])
+    return store, running
+
+
+class Side:
+    """One node's store with its caches, and one attached UI's."""
+
+    def __init__(self, store: MasterStore, running: str, folder: Path) -> None:
+        self.store, self.running, self.folder = store, running, folder
+        self.views, self.sent, self.received = SettledViews(), SentAssignments(), ReceivedViews()
+        self.names = {f"host-{i}": f"desk-{i}" for i in range(7)}
+
+    def push(self, trial: int) -> tuple[float, float, int]:
+        """(node ms, UI ms, bytes) of one push after one write."""
+        self.store.place_units([Placement(self.running, trial % RUNNING_UNITS, f"host-{trial % 7}")])
+        began = time.process_time()
+        views = [self.views.view(r, self.names, lambda r=r: assignment_view(
+            r, now=time.time(), results_dir=self.folder, names=self.names)) for r in self.store.assignments()]
+        data = encode({"assignments": self.sent.items(views)})
+        self.bytes = len(data)
+        node = time.process_time()
+        shown = self.received.read(decode_strict(data)["assignments"])
+        ui = time.process_time()
+        assert len(shown) == len(views)
+        return 1000 * (node - began), 1000 * (ui - node), len(data)
+
+
+def measure(folder: Path) -> dict[str, dict]:
+    sides = {}
+    for name, finished in (("none finished (baseline)", 0), (f"{FINISHED} x {UNITS_EACH:,} units finished", FINISHED)):
+        store, running = build(folder / f"{finished}.sqlite", finished)
+        sides[name] = Side(store, running, folder)
+    samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
+    first: dict[str, tuple[float, float, int]] = {}
+    try:
+        for trial in range(TRIALS + 1):
+            for name, side in sides.items():
+                sample = side.push(trial)
+                if trial:
+                    samples[name].append(sample)
+                else:   # (the first push of a connection carries everything, and makes what later ones keep)
+                    first[name] = sample
+    finally:
+        for side in sides.values():
+            side.store.close()
+    return {name: {"node_ms": statistics.median(s[0] for s in got), "ui_ms": statistics.median(s[1] for s in got),
+                   "push_bytes": statistics.median(s[2] for s in got), "first_push_node_ms": first[name][0],
+                   "first_push_ui_ms": first[name][1], "first_push_bytes": first[name][2]}
+            for name, got in samples.items()}
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="frost-history-") as tmp:
+        figures = measure(Path(tmp))
+    baseline = figures["none finished (baseline)"]
+    rows = []
+    for name, f in figures.items():
+        f["node_ratio"] = f["node_ms"] / max(baseline["node_ms"], 1e-3)
+        f["ui_ratio"] = f["ui_ms"] / max(baseline["ui_ms"], 1e-3)
+        met = f["node_ratio"] <= GOAL_RATIO and f["ui_ratio"] <= GOAL_RATIO
+        rows.append([name, f["node_ms"], f["node_ratio"], f["ui_ms"], f["ui_ratio"], f["push_bytes"],
+                     f"<= {GOAL_RATIO:g}: {'yes' if met else 'NO'}",
+                     f"{f['first_push_node_ms']:.0f} / {f['first_push_ui_ms']:.0f} ms, {f['first_push_bytes']:,} bytes"])
+    print_table(["history", "node ms a push", "ratio", "UI ms a push", "ratio", "bytes", "goal",
+                 "first push: node / UI, bytes"], rows)
+    write_results("snapshot_history_cost", figures)
+
+
+if __name__ == "__main__":
+    main()
