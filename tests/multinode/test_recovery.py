@@ -99,8 +99,10 @@ class CheckpointSampler(threading.Thread):
 
 
 def guest_pid(host) -> int:
-    """The pid of the one guest running on `host`, from its event log."""
-    task = host.call("status")["guests"][0]["task_id"]
+    """The pid of the one guest running on `host`, from its event log. (The master counts a unit running once
+    placed; the host starts its guest a moment later, after fetching the plugin.)"""
+    guests = wait_for(lambda: host.call("status")["guests"], timeout=10, what=f"a guest on {host.name}")
+    task = guests[0]["task_id"]
     started = wait_for(lambda: events(host, f"{task}: guest raytrace"), timeout=10, what="the guest's pid")
     return int(started[0].split("(pid ")[1].rstrip(")"))
 
