@@ -7,8 +7,8 @@ Goal: with 30,000 finished units behind it, a push costs the node at most 1.5x, 
 1.5x, what the same push costs with none (until 2026-11-27: node 187-218 ms listing, 89-114 views,
 330-360 encoding; UI 280-290 ms decoding, against a few ms without the history).
 
-Method: two stores in the same run, each with one running assignment of 100 units, one with three
-finished assignments of 10,000 units behind it. Each trial places a unit of the running assignment
+Method: two stores in the same run, each with one running assignment of 100 units (`--running N`:
+of N), one with three finished assignments of 10,000 units behind it. Each trial places a unit of the running assignment
 (a write: the listing is stale, the running assignment's view changes), then times what
 `node.views.build_snapshot` does for the assignments (the store's listing, `SettledViews`), the
 node's encoding of them for a push to one attached UI (`attach_protocol.SentAssignments`: an
@@ -19,6 +19,7 @@ first push (which carries everything, and is shown apart), the two stores altern
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -34,12 +35,12 @@ from frost_core.node.attach_protocol import ReceivedViews, SentAssignments  # no
 from frost_core.node.views import SettledViews, assignment_view  # noqa: E402
 from frost_core.wire.codec import decode_strict, encode  # noqa: E402
 
-FINISHED, UNITS_EACH, RUNNING_UNITS = 3, 10_000, 100
+FINISHED, UNITS_EACH = 3, 10_000
 TRIALS = 9
 GOAL_RATIO = 1.5
 
 
-def build(path: Path, finished: int) -> tuple[MasterStore, str]:
+def build(path: Path, finished: int, running_units: int) -> tuple[MasterStore, str]:
     store = MasterStore(path, node_id="ab" * 16)
     for _ in range(finished):
         aid = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h" * 64, params={},
@@ -49,21 +50,21 @@ def build(path: Path, finished: int) -> tuple[MasterStore, str]:
         store.mark_combining(aid)
         store.finish_assignment(aid, data=b"r", media_type="text/plain", filename="r.txt")
     running = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h" * 64, params={},
-                                      units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(RUNNING_UNITS)])
+                                      units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(running_units)])
     return store, running
 
 
 class Side:
     """One node's store with its caches, and one attached UI's."""
 
-    def __init__(self, store: MasterStore, running: str, folder: Path) -> None:
-        self.store, self.running, self.folder = store, running, folder
+    def __init__(self, store: MasterStore, running: str, running_units: int, folder: Path) -> None:
+        self.store, self.running, self.running_units, self.folder = store, running, running_units, folder
         self.views, self.sent, self.received = SettledViews(), SentAssignments(), ReceivedViews()
         self.names = {f"host-{i}": f"desk-{i}" for i in range(7)}
 
     def push(self, trial: int) -> tuple[float, float, int]:
         """(node ms, UI ms, bytes) of one push after one write."""
-        self.store.place_units([Placement(self.running, trial % RUNNING_UNITS, f"host-{trial % 7}")])
+        self.store.place_units([Placement(self.running, trial % self.running_units, f"host-{trial % 7}")])
         began = time.process_time()
         views = [self.views.view(r, self.names, lambda r=r: assignment_view(
             r, now=time.time(), results_dir=self.folder, names=self.names)) for r in self.store.assignments()]
@@ -76,11 +77,11 @@ class Side:
         return 1000 * (node - began), 1000 * (ui - node), len(data)
 
 
-def measure(folder: Path) -> dict[str, dict]:
+def measure(folder: Path, running_units: int) -> dict[str, dict]:
     sides = {}
     for name, finished in (("none finished (baseline)", 0), (f"{FINISHED} x {UNITS_EACH:,} units finished", FINISHED)):
-        store, running = build(folder / f"{finished}.sqlite", finished)
-        sides[name] = Side(store, running, folder)
+        store, running = build(folder / f"{finished}.sqlite", finished, running_units)
+        sides[name] = Side(store, running, running_units, folder)
     samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
     first: dict[str, tuple[float, float, int]] = {}
     try:
@@ -101,8 +102,11 @@ def measure(folder: Path) -> dict[str, dict]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--running", type=int, default=100, help="units of the running assignment (default 100)")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="frost-history-") as tmp:
-        figures = measure(Path(tmp))
+        figures = measure(Path(tmp), args.running)
     baseline = figures["none finished (baseline)"]
     rows = []
     for name, f in figures.items():
@@ -114,7 +118,8 @@ def main() -> None:
                      f"{f['first_push_node_ms']:.0f} / {f['first_push_ui_ms']:.0f} ms, {f['first_push_bytes']:,} bytes"])
     print_table(["history", "node ms a push", "ratio", "UI ms a push", "ratio", "bytes", "goal",
                  "first push: node / UI, bytes"], rows)
-    write_results("snapshot_history_cost", figures)
+    print(f"(the running assignment: {args.running:,} units)")
+    write_results("snapshot_history_cost", {"running_units": args.running, "cases": figures})
 
 
 if __name__ == "__main__":

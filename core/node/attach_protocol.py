@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Iterable
 
 from frost_core.api.errors import ProtocolError
-from frost_core.api.snapshot import AssignmentView, NodeSnapshot
+from frost_core.api.snapshot import AssignmentView, NodeSnapshot, UnitView
 from frost_core.master.store import SETTLED
 from frost_core.node.event_cbor import encoded_events
 from frost_core.wire.channel import Channel
-from frost_core.wire.codec import decode_strict, encode
+from frost_core.wire.codec import Encoded, decode_strict, encode
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.messages import Message, from_plain, register, to_plain
 
@@ -84,36 +84,44 @@ _SETTLED_ITEMS: dict[int, tuple[weakref.ref[AssignmentView], bytes]] = {}
 """A settled assignment's view's CBOR by the view's identity, for as long as the view lives."""
 
 
-def encoded_assignments(views: Iterable[AssignmentView]) -> list[bytes]:
-    """Each view's CBOR; a settled one's made at its first push only."""
-    items = []
-    for view in views:
-        if view.state not in SETTLED:
-            items.append(encode(to_plain(AssignmentView, view)))
-            continue
-        kept = _SETTLED_ITEMS.get(id(view))
-        if kept is None or kept[0]() is not view:
-            key = id(view)
-            kept = _SETTLED_ITEMS[key] = (weakref.ref(view, lambda _, key=key: _SETTLED_ITEMS.pop(key, None)),
-                                          encode(to_plain(AssignmentView, view)))
-        items.append(kept[1])
-    return items
+def _settled_item(view: AssignmentView) -> bytes:
+    """A settled view's CBOR, made at its first push only."""
+    kept = _SETTLED_ITEMS.get(id(view))
+    if kept is None or kept[0]() is not view:
+        key = id(view)
+        kept = _SETTLED_ITEMS[key] = (weakref.ref(view, lambda _, key=key: _SETTLED_ITEMS.pop(key, None)),
+                                      encode(to_plain(AssignmentView, view)))
+    return kept[1]
 
 
 class SentAssignments:
     """The node's side of one attached UI: the CBOR it last sent of each assignment, so an unchanged one goes as
-    its id."""
+    its id, and of each unit of a running one, so a unit that did not change since is spliced in as it was (a
+    10,000-unit sweep took 110 ms a push to encode)."""
 
     def __init__(self) -> None:
         self._sent: dict[str, bytes] = {}
+        self._units: dict[UnitView, Encoded] = {}
 
     def items(self, views: Iterable[AssignmentView]) -> list[bytes | str]:
-        views = tuple(views)
-        encoded = encoded_assignments(views)
-        items: list[bytes | str] = [view.id if self._sent.get(view.id) is item else item
-                                    for view, item in zip(views, encoded)]
-        self._sent = {view.id: item for view, item in zip(views, encoded)}
+        units: dict[UnitView, Encoded] = {}
+        items: list[bytes | str] = []
+        sent = {}
+        for view in views:
+            if view.state in SETTLED:
+                item = _settled_item(view)
+            else:
+                plain = to_plain(AssignmentView, dataclasses.replace(view, units=()))
+                plain["units"] = [self._unit_item(unit, units) for unit in view.units]
+                item = encode(plain)
+            items.append(view.id if self._sent.get(view.id) is item else item)
+            sent[view.id] = item
+        self._sent, self._units = sent, units
         return items
+
+    def _unit_item(self, unit: UnitView, units: dict[UnitView, Encoded]) -> Encoded:
+        item = units[unit] = self._units.get(unit) or Encoded(encode(to_plain(UnitView, unit)))
+        return item
 
 
 class ReceivedViews:
