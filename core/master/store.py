@@ -95,6 +95,8 @@ CREATE TABLE IF NOT EXISTS unit_copies (
     result BLOB NOT NULL,
     files BLOB
 );
+CREATE INDEX IF NOT EXISTS unit_copies_of_unit ON unit_copies (assignment_id, idx, host);
+CREATE INDEX IF NOT EXISTS waste_of_unit ON waste (assignment_id, idx);
 CREATE TABLE IF NOT EXISTS intents (
     key TEXT PRIMARY KEY,
     value BLOB NOT NULL
