@@ -114,7 +114,8 @@ class SentAssignments:
                 plain = to_plain(AssignmentView, dataclasses.replace(view, units=()))
                 plain["units"] = [self._unit_item(unit, units) for unit in view.units]
                 item = encode(plain)
-            items.append(view.id if self._sent.get(view.id) is item else item)
+            before = self._sent.get(view.id)
+            items.append(view.id if before is item or before == item else item)   # (a running one unchanged too)
             sent[view.id] = item
         self._sent, self._units = sent, units
         return items

@@ -91,3 +91,30 @@ def test_a_snapshot_whose_assignments_are_not_encoded_items_is_refused_by_name()
 
     with pytest.raises(ProtocolError, match="must be its CBOR or the id of one pushed before on this connection, not dict"):
         trio.run(main)
+
+
+def test_a_running_assignment_that_did_not_change_between_two_pushes_is_not_sent_again():
+    """A push that another change brought (a peer's figures, an event) carries a running sweep that did not move
+    as its id: the UI keeps the view it has."""
+    snapshot = _big(demo_snapshot())
+    running = dataclasses.replace(snapshot, assignments=(dataclasses.replace(snapshot.assignments[0], state="running"),))
+    later = dataclasses.replace(running, taken_at=running.taken_at + 1)
+
+    async def main():
+        left, right = trio.testing.memory_stream_pair()
+        sender, receiver = Channel(left), Channel(right)
+        views, received = ReceivedViews(), []
+        async with trio.open_nursery() as nursery:
+            async def push():
+                pushed = SentAssignments()
+                for each in (running, later):
+                    await send_snapshot(sender, each, pushed)
+            nursery.start_soon(push)
+            for _ in range(2):
+                assert isinstance(await receiver.receive(), SnapshotPush)
+                received.append(await receive_snapshot(receiver, views))
+        return received
+
+    first, second = trio.run(main)
+    assert (first, second) == (running, later)
+    assert second.assignments[0] is first.assignments[0]
