@@ -398,3 +398,22 @@ def test_a_checked_units_second_copy_and_the_listing_take_the_same_work_per_unit
     small, large = work(100), work(2000)
     assert large[0] <= small[0] + 100, f"VM steps for a second copy: {small[0]} at 100 units, {large[0]} at 2,000"
     assert large[1] <= 1.2 * small[1], f"VM steps per unit listed: {small[1]:.0f} at 100 units, {large[1]:.0f} at 2,000"
+
+
+def test_a_running_assignments_listing_follows_every_change_of_its_units(tmp_path):
+    """Each listing of a running sweep shows its units as they are now, however often it is listed in between
+    (the store keeps the rows it read last, and makes again only the units whose rows changed)."""
+    store = new_store(tmp_path)
+    aid = submit(store, 3)
+
+    def shown():
+        (record,) = store.assignments()
+        return [(u.state, u.host, u.epoch, u.failures) for u in record.units]
+
+    assert shown() == [("queued", "", 0, 0)] * 3
+    first, _ = store.place_unit(aid, 0, host="n1"), store.place_unit(aid, 1, host="n2")
+    assert shown() == [("running", "n1", first, 0), ("running", "n2", 1, 0), ("queued", "", 0, 0)]
+    assert store.requeue_unit(aid, 0, epoch=first, error="host died")
+    assert store.accept_result(aid, 1, epoch=1, result=cbor2.dumps(1))
+    assert shown()[:2] == [("queued", "n1", first, 1), ("done", "n2", 1, 0)]
+    assert shown() == shown()
