@@ -404,10 +404,7 @@ class MasterStore:
             " check_supersteps, check_forced FROM assignments ORDER BY seq"
         ).fetchall()
         records = [self._settled.get(row[0]) or self._assignment_from_row(row) for row in rows]
-        for record in records:
-            if record.state in SETTLED:
-                self._settled[record.id] = record
-                self._unit_rows.pop(record.id, None)
+        self._settled.update((r.id, r) for r in records if r.state in SETTLED)
         self._listed = (self._version, records)
         return list(records)
 
@@ -454,6 +451,7 @@ class MasterStore:
             if stored:
                 db.execute("INSERT OR REPLACE INTO assignment_results (id, result) VALUES (?, ?)", (assignment_id, data))
             self.index.close_assignment(assignment_id)
+        self._unit_rows.pop(assignment_id, None)   # (settled: read once more, and kept as a whole)
         return stored
 
     def fail_assignment(self, assignment_id: str, error: str) -> None:
@@ -464,6 +462,7 @@ class MasterStore:
             )
             db.execute("UPDATE units SET state = 'failed' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
             self.index.close_assignment(assignment_id)
+        self._unit_rows.pop(assignment_id, None)
 
     def cancel_assignment(self, assignment_id: str) -> AssignmentRecord:
         record = self.assignment(assignment_id)
@@ -475,6 +474,7 @@ class MasterStore:
             )
             db.execute("UPDATE units SET state = 'cancelled' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
             self.index.close_assignment(assignment_id)
+        self._unit_rows.pop(assignment_id, None)
         return self.assignment(assignment_id)
 
     # -- units -------------------------------------------------------------------------
@@ -772,12 +772,15 @@ class MasterStore:
 
     # -- rows --------------------------------------------------------------------------
 
-    def _unit_records(self, assignment_id: str, rows: list[tuple]) -> tuple[UnitRecord, ...]:
-        kept = self._unit_rows.get(assignment_id, {})
-        now = self._unit_rows[assignment_id] = {}
+    def _unit_records(self, assignment_id: str, rows: list[tuple], *, settled: bool) -> tuple[UnitRecord, ...]:
+        """The records of `rows`, one assignment's units; kept with their rows for the next read while it runs."""
+        kept = self._unit_rows.pop(assignment_id, {})
+        now = {}
         for row in rows:
             before = kept.get(row[1])
             now[row[1]] = before if before is not None and before[0] == row else (row, _unit_from_row(row))
+        if not settled:
+            self._unit_rows[assignment_id] = now
         return tuple(record for _, record in now.values())
 
     def _assignment_from_row(self, row: tuple) -> AssignmentRecord:
@@ -787,7 +790,7 @@ class MasterStore:
         return AssignmentRecord(
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
-            result_filename=row[9], error=row[10], units=self._unit_records(row[0], units),
+            result_filename=row[9], error=row[10], units=self._unit_records(row[0], units, settled=row[5] in SETTLED),
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
             check_interval=row[15], check_supersteps=row[16], check_forced=bool(row[17]),
             waste=tuple(self._db.execute(
