@@ -27,24 +27,30 @@ def _big(snapshot):
         dataclasses.replace(assignment, id=f"abcdef12-{j}", units=units) for j in range(3)))
 
 
-def test_a_snapshot_travels_whole_and_equal():
-    sent = [demo_snapshot(peers=100, guests=10), _big(demo_snapshot())]
-
+def _pushed(snapshots, *, one_connection: bool) -> list:
+    """`snapshots` pushed and received in turn: as one attached UI's connection carries them (what each side kept of
+    the pushes before), or each as the first push of a connection of its own."""
     async def main():
         left, right = trio.testing.memory_stream_pair()
         sender, receiver = Channel(left), Channel(right)
-        received = []
+        views, received = ReceivedViews(), []
         async with trio.open_nursery() as nursery:
             async def push():
-                for snapshot in sent:
-                    await send_snapshot(sender, snapshot)
+                pushed = SentAssignments()
+                for snapshot in snapshots:
+                    await send_snapshot(sender, snapshot, pushed if one_connection else None)
             nursery.start_soon(push)
-            for _ in sent:
+            for _ in snapshots:
                 assert isinstance(await receiver.receive(), SnapshotPush)
-                received.append(await receive_snapshot(receiver))
+                received.append(await receive_snapshot(receiver, views if one_connection else None))
         return received
 
-    received = trio.run(main)
+    return trio.run(main)
+
+
+def test_a_snapshot_travels_whole_and_equal():
+    sent = [demo_snapshot(peers=100, guests=10), _big(demo_snapshot())]
+    received = _pushed(sent, one_connection=False)
     assert [r == s for r, s in zip(received, sent)] == [True, True]
 
 
@@ -57,23 +63,7 @@ def test_a_finished_assignment_travels_once_per_connection_and_a_changed_one_aga
     moved_on = dataclasses.replace(running, progress=running.progress / 2 + 0.5)
     sent = [dataclasses.replace(base, assignments=(*done, running)), dataclasses.replace(base, assignments=(*done, moved_on)),
             dataclasses.replace(base, assignments=(done[1],))]
-
-    async def main():
-        left, right = trio.testing.memory_stream_pair()
-        sender, receiver = Channel(left), Channel(right)
-        views, received = ReceivedViews(), []
-        async with trio.open_nursery() as nursery:
-            async def push():
-                pushed = SentAssignments()
-                for snapshot in sent:
-                    await send_snapshot(sender, snapshot, pushed)
-            nursery.start_soon(push)
-            for _ in sent:
-                assert isinstance(await receiver.receive(), SnapshotPush)
-                received.append(await receive_snapshot(receiver, views))
-        return received
-
-    first, second, third = trio.run(main)
+    first, second, third = _pushed(sent, one_connection=True)
     assert (first, second, third) == tuple(sent)
     assert all(a is b for a, b in zip(first.assignments[:2], second.assignments[:2]))
     assert third.assignments[0] is first.assignments[1]
@@ -99,22 +89,6 @@ def test_a_running_assignment_that_did_not_change_between_two_pushes_is_not_sent
     snapshot = _big(demo_snapshot())
     running = dataclasses.replace(snapshot, assignments=(dataclasses.replace(snapshot.assignments[0], state="running"),))
     later = dataclasses.replace(running, taken_at=running.taken_at + 1)
-
-    async def main():
-        left, right = trio.testing.memory_stream_pair()
-        sender, receiver = Channel(left), Channel(right)
-        views, received = ReceivedViews(), []
-        async with trio.open_nursery() as nursery:
-            async def push():
-                pushed = SentAssignments()
-                for each in (running, later):
-                    await send_snapshot(sender, each, pushed)
-            nursery.start_soon(push)
-            for _ in range(2):
-                assert isinstance(await receiver.receive(), SnapshotPush)
-                received.append(await receive_snapshot(receiver, views))
-        return received
-
-    first, second = trio.run(main)
+    first, second = _pushed([running, later], one_connection=True)
     assert (first, second) == (running, later)
     assert second.assignments[0] is first.assignments[0]
