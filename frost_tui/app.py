@@ -431,9 +431,9 @@ class FrostApp(App[int]):
         if assignment is None or assignment.state != "running":
             self.notify("Select a running assignment first.", title="Nothing to cancel", severity="warning")
             return
-        done = sum(1 for u in assignment.units if u.state == "done")
+        done, unfinished = assignment.units_done, assignment.unit_count - assignment.units_done
         self._confirm(f"Cancel {assignment.id}?",
-                      f"{assignment.id} ({assignment.plugin}) stops: {counted(len(assignment.units) - done, 'unfinished unit')} "
+                      f"{assignment.id} ({assignment.plugin}) stops: {counted(unfinished, 'unfinished unit')} "
                       f"stop wherever they run and their work is thrown away; {counted(done, 'finished unit')} "
                       "give no result.", "Cancel assignment",
                       lambda: self.send(CancelAssignment(assignment_id=assignment.id)))

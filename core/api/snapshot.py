@@ -111,6 +111,11 @@ class GangView:
     restarts: int
 
 
+SNAPSHOT_UNITS = 200
+"""The units of an assignment a snapshot carries: the window a screen shows, from the first not done. A 10,000-unit
+sweep's every unit in every snapshot cost its node ~90 ms a push and the attached UI ~110 ms to decode."""
+
+
 @dataclass(frozen=True)
 class AssignmentView:
     id: str
@@ -121,7 +126,11 @@ class AssignmentView:
     finished_at: float | None
     eta_seconds: float | None
     params: dict[str, Any]
-    units: tuple[UnitView, ...]
+    units: tuple[UnitView, ...]   # all of them, or in a snapshot a window of them: see units_from
+    unit_count: int               # how many units the assignment has
+    units_done: int
+    moves: int                    # its units' moves, all of them
+    units_from: int               # the index of units[0]: a snapshot's are a window
     result_media_type: str | None
     result_filename: str | None   # the name the plugin suggests for the result
     result_path: str | None       # a readable copy of the result on this machine, once done

@@ -785,7 +785,8 @@ class MasterStore:
 
     def _assignment_from_row(self, row: tuple) -> AssignmentRecord:
         units = self._db.execute(
-            f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? ORDER BY u.idx", (row[0],)
+            f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? ORDER BY u.idx",
+            (row[12], row[13], row[0]),
         ).fetchall()
         return AssignmentRecord(
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
@@ -806,12 +807,19 @@ def _take_copy(db: sqlite3.Connection, assignment_id: str, index: int, which: st
                (assignment_id, index, *parameters))
 
 
-_UNIT_COLUMNS = (
-    "u.assignment_id, u.idx, u.data, u.memory_bytes, u.cost, u.state, u.host, u.epoch, u.failures,"
-    " u.moves, u.progress, u.error, (SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id),"
-    " (SELECT a.submitter FROM assignments a WHERE a.id = u.assignment_id), u.checked,"
-    " (SELECT group_concat(c.host) FROM unit_copies c WHERE c.assignment_id = u.assignment_id AND c.idx = u.idx)"
-)
+def _unit_columns(inputs: str, submitter: str) -> str:
+    """The columns `_unit_from_row` reads, the assignment's inputs and submitter as the SQL given."""
+    return ("u.assignment_id, u.idx, u.data, u.memory_bytes, u.cost, u.state, u.host, u.epoch, u.failures,"
+            f" u.moves, u.progress, u.error, {inputs}, {submitter}, u.checked,"
+            " (SELECT group_concat(c.host) FROM unit_copies c"
+            " WHERE c.assignment_id = u.assignment_id AND c.idx = u.idx)")
+
+
+_UNIT_COLUMNS = _unit_columns("(SELECT a.inputs FROM assignments a WHERE a.id = u.assignment_id)",
+                              "(SELECT a.submitter FROM assignments a WHERE a.id = u.assignment_id)")
+_LISTED_UNIT_COLUMNS = _unit_columns("?", "?")
+"""For a listing, which has the assignment's row: looking its inputs and submitter up again for each unit was a third
+of the time a 10,000-unit assignment's units took to read (23 ms)."""
 
 
 def _unit_from_row(row: tuple) -> UnitRecord:

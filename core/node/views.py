@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -19,7 +19,7 @@ from frost_core.master.results import exported_path
 from frost_core.master.store import SETTLED, AssignmentRecord
 from frost_core.api.snapshot import (
     AssignmentView, GangMemberView, GangView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView,
-    ResourceSample, UnitView,
+    ResourceSample, SNAPSHOT_UNITS, UnitView,
 )
 from frost_core.master.gang import GangView as GangCoordinatorView
 
@@ -151,18 +151,22 @@ def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
     waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
-    gangs: Mapping[str, GangCoordinatorView] | None = None,
+    gangs: Mapping[str, GangCoordinatorView] | None = None, window: int | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
     node ids to peer names, so the screen says where a unit runs in words. `reported` is each
     running unit's state as its host last said: one it reports paused or suspended says so
-    (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had may be dead and is not where it will run."""
+    (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had
+    may be dead and is not where it will run. `window`: the view carries that many units (`unit_window`), not all;
+    its counts and progress are still of all."""
     live = live or {}
     names = names or {}
     etas = etas or {}
     waiting = waiting or {}
     reported = reported or {}
+    records = record.units
+    start, stop = unit_window([u.state for u in records], window) if window is not None else (0, len(records))
     units = tuple(
         UnitView(index=u.index, task_id=u.task_id,
                  state=u.state, reported=_standing_still(u.state, reported.get(u.task_id)),
@@ -172,28 +176,39 @@ def assignment_view(
                  host_name=names.get(u.host, u.host[:8]) if u.host and u.state != "queued" else "",
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
                  waiting=waiting.get(u.task_id, "") if u.state == "queued" else "")
-        for u in record.units
+        for u in records[start:stop]
     )
-    progress = sum(1.0 if u.state == "done" else u.progress for u in units) / len(units) if units else record.progress
+    done = sum(1 for u in records if u.state == "done")
+    progress = (done + sum(live.get(u.task_id, u.progress) if u.state == "running" else u.progress
+                           for u in records if u.state != "done")) / len(records) if records else record.progress
     eta = None
-    unfinished = [u for u in units if u.state not in ("done", "failed")]
-    stalled = bool(unfinished) and all(u.reported in STOPPED_BY_OWNER for u in unfinished)
+    unfinished = [u for u in records if u.state not in ("done", "failed")]
+    stalled = bool(unfinished) and all(_standing_still(u.state, reported.get(u.task_id)) in STOPPED_BY_OWNER
+                                       for u in unfinished)
     if record.state == "running" and 0 < progress < 1 and not stalled:
         elapsed = now - record.created_at
         eta = elapsed * (1 - progress) / progress
     return AssignmentView(
         id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
         finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
-        units=units,
+        units=units, unit_count=len(records), units_done=done, moves=sum(u.moves for u in records), units_from=start,
         result_media_type=record.result_media_type, result_filename=record.result_filename,
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
         verify=record.verify, verified=record.verified,
-        verification=verification.summary(record.verify, len(record.units), record.verified),
+        verification=verification.summary(record.verify, len(records), record.verified),
         gang=gang_view((gangs or {}).get(record.id), names),
     )
+
+
+def unit_window(states: Sequence[str], rows: int) -> tuple[int, int]:
+    """The slice of an assignment's units (`states` in index order) a screen shows: `rows` of them from the first not
+    done, so the window follows a sweep as it goes; the last `rows` once all are done."""
+    first = next((i for i, state in enumerate(states) if state != "done"), max(len(states) - rows, 0))
+    start = max(min(first, len(states) - rows), 0)
+    return start, min(start + rows, len(states))
 
 
 def _assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
@@ -202,7 +217,7 @@ def _assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
 
     def make(record: AssignmentRecord) -> AssignmentView:
         return assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names, etas=etas,
-                               waiting=waiting, reported=reported, gangs=gangs)
+                               waiting=waiting, reported=reported, gangs=gangs, window=SNAPSHOT_UNITS)
 
     return tuple(make(record) if record.id in gangs   # (a gang's coordinator view changes beside its record)
                  else node.settled_views.view(record, names, functools.partial(make, record))

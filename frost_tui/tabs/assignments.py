@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Group
@@ -21,8 +20,6 @@ from frost_tui.tabs.pane import Pane
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
 UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error / why waiting")
 # At 80 columns the tables drop Age, Moves, Units (assignments) and Failures, Moves, ETA (units) first.
-UNIT_ROWS = 200
-"""Units the table shows at once: a sweep of 10,000 units rebuilt 10,000 rows on every snapshot."""
 
 
 class AssignmentsPane(Pane):
@@ -71,9 +68,8 @@ class AssignmentsPane(Pane):
         unit = self.selected_unit()
         if unit is not None and self.query_one("#units-table", LiveTable).has_focus:
             return f"Unit {unit.task_id}", describe_unit(unit)
-        start, stop = unit_window(assignment.units)
         units = Text("\n".join(f"{u.task_id}  {u.reported or u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
-                               for u in assignment.units[start:stop]))
+                               for u in assignment.units))
         if assignment.gang is not None:
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
                                    f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
@@ -86,9 +82,7 @@ class AssignmentsPane(Pane):
 
     def _show_units(self) -> None:
         assignment = self.selected_assignment()
-        units = assignment.units if assignment else ()
-        start, stop = unit_window(units)
-        rows = [(u.task_id, unit_row(u)) for u in units[start:stop]]
+        rows = [(u.task_id, unit_row(u)) for u in (assignment.units if assignment else ())]   # a window of a sweep's
         if assignment is not None and assignment.gang is not None:   # a gang's members stand in for units
             rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m)) for m in assignment.gang.members]
         self.query_one("#units-table", LiveTable).show_rows(rows)
@@ -100,7 +94,7 @@ class AssignmentsPane(Pane):
             return
         gang = assignment.gang
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds), (start, stop),
+               assignment.result_media_type, round(assignment.wasted_seconds), assignment.units_from,
                gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
                          gang.moves, gang.restarts))
         update_static(result, key, lambda: describe_result(assignment, self._now))
@@ -108,28 +102,16 @@ class AssignmentsPane(Pane):
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
 
 
-def unit_window(units: Sequence[UnitView], rows: int = UNIT_ROWS) -> tuple[int, int]:
-    """The slice of `units` (in index order) the table shows: `rows` of them from the first one not done, so
-    the window follows a sweep as it goes; the last `rows` once all are done."""
-    first = next((i for i, u in enumerate(units) if u.state != "done"), max(len(units) - rows, 0))
-    start = max(min(first, len(units) - rows), 0)
-    return start, min(start + rows, len(units))
-
-
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
-    done = sum(1 for u in assignment.units if u.state == "done")
-    moves = sum(u.moves for u in assignment.units)
     eta = format_duration(assignment.eta_seconds) if assignment.state == "running" else "—"
     gang = assignment.gang
-    if gang is not None:
-        moves = gang.moves
     return (
         assignment.id,
         assignment.plugin,
         styled_state(assignment.state),
         progress_bar(assignment.progress) if gang is None else f"superstep {gang.superstep}",
-        f"{done}/{len(assignment.units)}" if gang is None else f"gang of {len(gang.members)}",
-        str(moves),
+        f"{assignment.units_done}/{assignment.unit_count}" if gang is None else f"gang of {len(gang.members)}",
+        str(assignment.moves if gang is None else gang.moves),
         eta,
         format_duration(now - assignment.created_at),
     )
@@ -209,9 +191,9 @@ def describe_result(assignment: AssignmentView, now: float) -> Group:
                                    ("   Moves  ", "bold"), str(gang.moves), ("   Restarts  ", "bold"), str(gang.restarts)))
     if round(assignment.wasted_seconds) > 0:
         lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
-    start, stop = unit_window(assignment.units)
-    if stop - start < len(assignment.units):
-        lines.append(Text.assemble(("Units  ", "bold"), f"{start + 1:,}–{stop:,} of {len(assignment.units):,} "
+    start, stop = assignment.units_from, assignment.units_from + len(assignment.units)
+    if stop - start < assignment.unit_count:
+        lines.append(Text.assemble(("Units  ", "bold"), f"{start + 1:,}–{stop:,} of {assignment.unit_count:,} "
                                    "shown, from the first not done"))
     return Group(*lines)
 

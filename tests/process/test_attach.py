@@ -171,3 +171,32 @@ def test_a_node_gone_silent_shows_reconnecting_and_is_back_once_it_answers_again
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_an_attached_ui_gets_a_window_of_a_long_sweeps_units_and_the_counts_of_all(node):
+    """A 10,000-unit sweep's every unit in every push cost the node ~90 ms and the UI ~110 ms a push: the UI gets
+    the units its table shows, from the first not done, and the counts; a script asking for the assignment gets
+    every unit. The owner pauses hosting first so the sweep stands still while it is looked at."""
+    from frost_core import GetAssignment, SubmitAssignment
+    from frost_core.api.snapshot import SNAPSHOT_UNITS
+
+    async def main():
+        attached, _ = await _attached(node)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached")
+            with trio.fail_after(60):
+                await attached.execute(PauseHosting())
+                submitted = await attached.execute(SubmitAssignment(plugin="montecarlo-pi",
+                                                                    params={"samples": 1_000, "units": 500}))
+                await wait_until(lambda: any(a.id == submitted.id for a in attached.snapshot().assignments),
+                                 timeout=30, what="the sweep in a snapshot")
+                shown = next(a for a in attached.snapshot().assignments if a.id == submitted.id)
+                whole = await attached.ask(GetAssignment(assignment_id=submitted.id))
+            nursery.cancel_scope.cancel()
+        return shown, whole
+
+    shown, whole = trio.run(main)
+    assert (shown.unit_count, shown.units_done, shown.units_from) == (500, 0, 0)
+    assert [u.index for u in shown.units] == list(range(SNAPSHOT_UNITS))
+    assert len(whole.units) == whole.unit_count == 500 and whole.units[:SNAPSHOT_UNITS] == shown.units

@@ -179,7 +179,7 @@ class FakeNode:
                     unit = dataclasses.replace(unit, host=command.node, host_name=name, moves=unit.moves + 1)
                     moved = True
                 units.append(unit)
-            assignments.append(dataclasses.replace(assignment, units=tuple(units)))
+            assignments.append(dataclasses.replace(assignment, units=tuple(units), moves=sum(u.moves for u in units)))
         if not moved:
             self.publish(events=self._event("error", f"no unit {command.task_id}", "error", "Cannot move"))
             return
@@ -199,7 +199,8 @@ class FakeNode:
         )
         assignment = AssignmentView(
             id=assignment_id, plugin=plugin.name, state="running", progress=0.0, created_at=self.now + 1,
-            finished_at=None, eta_seconds=None, params=dict(command.params), units=units,
+            finished_at=None, eta_seconds=None, params=dict(command.params), units=units, unit_count=4, units_done=0,
+            moves=0, units_from=0,
             result_media_type=None, result_filename=None, result_path=None, error=None,
         )
         self.publish(assignments=self._snapshot.assignments + (assignment,),

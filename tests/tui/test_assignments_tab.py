@@ -12,7 +12,7 @@ from rich.console import Console
 
 from frost_core import AssignmentView, GangMemberView, GangView, UnitView
 from frost_tui import tables
-from frost_tui.tabs.assignments import UNIT_ROWS, assignment_row, describe_result, member_row, unit_window
+from frost_tui.tabs.assignments import assignment_row, describe_result, member_row
 
 
 def panel_text(assignment: AssignmentView) -> str:
@@ -24,7 +24,8 @@ def panel_text(assignment: AssignmentView) -> str:
 def done(**waste) -> AssignmentView:
     return AssignmentView(
         id="abababab-1", plugin="raytrace", state="done", progress=1.0, created_at=0.0, finished_at=90.0,
-        eta_seconds=None, params={"width": 64}, units=(), result_media_type="image/png",
+        eta_seconds=None, params={"width": 64}, units=(), unit_count=0, units_done=0, moves=0, units_from=0,
+        result_media_type="image/png",
         result_filename="raytrace.png", result_path="/tmp/raytrace.png", error=None,
         wasted_seconds=sum(waste.values()), waste={k.replace("_", " "): v for k, v in waste.items()},
     )
@@ -39,21 +40,16 @@ def test_an_assignment_that_threw_nothing_away_says_nothing_about_it():
     assert "Wasted" not in panel_text(done())
 
 
-def sweep(units: int, finished: int) -> tuple[UnitView, ...]:
-    return tuple(UnitView(index=i, task_id=f"abababab-1.{i}", state="done" if i < finished else "queued", host="",
-                          progress=1.0 if i < finished else 0.0, moves=0, failures=0, error=None) for i in range(units))
-
-
-def test_a_long_sweep_shows_a_window_of_units_from_the_first_not_done():
-    # 10,000 units: the table shows UNIT_ROWS (200) of them, however many exist, following the sweep.
-    assert unit_window(sweep(10_000, finished=0)) == (0, UNIT_ROWS)
-    assert unit_window(sweep(10_000, finished=1_200)) == (1_200, 1_200 + UNIT_ROWS)
-    assert unit_window(sweep(10_000, finished=9_950)) == (10_000 - UNIT_ROWS, 10_000)   # the last ones, never fewer
-    assert unit_window(sweep(10_000, finished=10_000)) == (10_000 - UNIT_ROWS, 10_000)
-    assert unit_window(sweep(50, finished=20)) == (0, 50)
-    running = dataclasses.replace(done(), state="running", units=sweep(10_000, finished=1_200))
+def test_the_panel_says_which_units_of_a_long_sweep_the_table_shows():
+    # A snapshot carries a window of a sweep's units (the node's views.unit_window): the panel says which.
+    window = tuple(UnitView(index=i, task_id=f"abababab-1.{i}", state="queued", host="", progress=0.0, moves=0,
+                            failures=0, error=None) for i in range(1_200, 1_400))
+    running = dataclasses.replace(done(), state="running", units=window, unit_count=10_000, units_done=1_200,
+                                  units_from=1_200)
     assert "Units  1,201–1,400 of 10,000 shown, from the first not done" in panel_text(running)
-    assert "Units " not in panel_text(dataclasses.replace(running, units=sweep(50, finished=20)))
+    assert "1200/10000" in assignment_row(running, now=100.0)
+    whole = dataclasses.replace(running, units=window[:50], unit_count=50, units_done=0, units_from=0)
+    assert "Units " not in panel_text(whole)
 
 
 GANG = GangView(
