@@ -9,8 +9,8 @@ Goal: with 30,000 finished units behind it, a push costs the node at most 1.5x, 
 
 Method: two stores in the same run, each with one running assignment of 100 units (`--running N`:
 of N), one with three finished assignments of 10,000 units behind it. A snapshot carries SNAPSHOT_UNITS units of
-each assignment and the counts of all (until 2026-11-27 16:00 UTC every unit: `--running 10000` cost the node 88 ms
-and the UI 113 ms a push, 1.3 MB). Each trial places a unit of the running assignment
+each assignment and the counts of all, which the store counts in SQLite (until 2026-11-27 16:00 UTC every unit, read,
+made into views and sent: `--running 10000` cost the node 83-100 ms and the UI 109-113 ms a push, 1.3 MB). Each trial places a unit of the running assignment
 (a write: the listing is stale, the running assignment's view changes), then times what
 `node.views.build_snapshot` does for the assignments (the store's listing, `SettledViews`), the
 node's encoding of them for a push to one attached UI (`attach_protocol.SentAssignments`: an
@@ -69,9 +69,9 @@ class Side:
         """(node ms, UI ms, bytes) of one push after one write."""
         self.store.place_units([Placement(self.running, trial % self.running_units, f"host-{trial % 7}")])
         began = time.process_time()
-        views = [self.views.view(r, self.names, lambda r=r: assignment_view(
-            r, now=time.time(), results_dir=self.folder, names=self.names, window=SNAPSHOT_UNITS))
-            for r in self.store.assignments()]
+        views = [self.views.view(listed.record, self.names, lambda listed=listed: assignment_view(
+            listed.record, now=time.time(), results_dir=self.folder, names=self.names, tally=listed.tally))
+            for listed in self.store.listing(SNAPSHOT_UNITS)]
         data = encode({"assignments": self.sent.items(views)})
         self.bytes = len(data)
         node = time.process_time()

@@ -9,14 +9,14 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from frost_core.policies.intents import HostingState, Intents
 from frost_core.master import verification
 from frost_core.master.results import exported_path
-from frost_core.master.store import SETTLED, AssignmentRecord
+from frost_core.master.store import SETTLED, AssignmentRecord, Listed, UnitTally
 from frost_core.api.snapshot import (
     AssignmentView, GangMemberView, GangView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView,
     ResourceSample, SNAPSHOT_UNITS, UnitView,
@@ -151,22 +151,21 @@ def assignment_view(
     record: AssignmentRecord, *, now: float, results_dir: Path, live: Mapping[str, float] | None = None,
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
     waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
-    gangs: Mapping[str, GangCoordinatorView] | None = None, window: int | None = None,
+    gangs: Mapping[str, GangCoordinatorView] | None = None, tally: UnitTally | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
     node ids to peer names, so the screen says where a unit runs in words. `reported` is each
     running unit's state as its host last said: one it reports paused or suspended says so
     (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had
-    may be dead and is not where it will run. `window`: the view carries that many units (`unit_window`), not all;
-    its counts and progress are still of all."""
+    may be dead and is not where it will run. `tally`: of all the units, where `record.units` is a window of them
+    (`MasterStore.listing`); None: `record.units` are all of them."""
     live = live or {}
     names = names or {}
     etas = etas or {}
     waiting = waiting or {}
     reported = reported or {}
-    records = record.units
-    start, stop = unit_window([u.state for u in records], window) if window is not None else (0, len(records))
+    tally = tally or UnitTally.of(record.units)
     units = tuple(
         UnitView(index=u.index, task_id=u.task_id,
                  state=u.state, reported=_standing_still(u.state, reported.get(u.task_id)),
@@ -176,52 +175,46 @@ def assignment_view(
                  host_name=names.get(u.host, u.host[:8]) if u.host and u.state != "queued" else "",
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
                  waiting=waiting.get(u.task_id, "") if u.state == "queued" else "")
-        for u in records[start:stop]
+        for u in record.units
     )
-    done = sum(1 for u in records if u.state == "done")
-    progress = (done + sum(live.get(u.task_id, u.progress) if u.state == "running" else u.progress
-                           for u in records if u.state != "done")) / len(records) if records else record.progress
+    running = {f"{record.id}.{index}": stored for index, stored in tally.running}
+    if tally.count:
+        progress = (tally.progress + sum(live[task] - stored for task, stored in running.items() if task in live)) / tally.count
+    else:
+        progress = 1.0 if record.state == "done" else 0.0
     eta = None
-    unfinished = [u for u in records if u.state not in ("done", "failed")]
-    stalled = bool(unfinished) and all(_standing_still(u.state, reported.get(u.task_id)) in STOPPED_BY_OWNER
-                                       for u in unfinished)
+    stalled = (tally.count > tally.done + tally.failed and not tally.queued
+               and all(_standing_still("running", reported.get(task)) in STOPPED_BY_OWNER for task in running))
     if record.state == "running" and 0 < progress < 1 and not stalled:
         elapsed = now - record.created_at
         eta = elapsed * (1 - progress) / progress
     return AssignmentView(
         id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
         finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
-        units=units, unit_count=len(records), units_done=done, moves=sum(u.moves for u in records), units_from=start,
+        units=units, unit_count=tally.count, units_done=tally.done, moves=tally.moves,
+        units_from=units[0].index if units else 0,
         result_media_type=record.result_media_type, result_filename=record.result_filename,
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
-        verify=record.verify, verified=record.verified,
-        verification=verification.summary(record.verify, len(records), record.verified),
+        verify=record.verify, verified=tally.verified,
+        verification=verification.summary(record.verify, tally.count, tally.verified),
         gang=gang_view((gangs or {}).get(record.id), names),
     )
-
-
-def unit_window(states: Sequence[str], rows: int) -> tuple[int, int]:
-    """The slice of an assignment's units (`states` in index order) a screen shows: `rows` of them from the first not
-    done, so the window follows a sweep as it goes; the last `rows` once all are done."""
-    first = next((i for i, state in enumerate(states) if state != "done"), max(len(states) - rows, 0))
-    start = max(min(first, len(states) - rows), 0)
-    return start, min(start + rows, len(states))
 
 
 def _assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
                       names: Mapping[str, str]) -> tuple[AssignmentView, ...]:
     etas, waiting, reported, gangs = node.unit_etas(), node.unit_waiting(), node.unit_states(), node.gang_views()
 
-    def make(record: AssignmentRecord) -> AssignmentView:
-        return assignment_view(record, now=now, results_dir=node.results_dir, live=live, names=names, etas=etas,
-                               waiting=waiting, reported=reported, gangs=gangs, window=SNAPSHOT_UNITS)
+    def make(listed: Listed) -> AssignmentView:
+        return assignment_view(listed.record, now=now, results_dir=node.results_dir, live=live, names=names, etas=etas,
+                               waiting=waiting, reported=reported, gangs=gangs, tally=listed.tally)
 
-    return tuple(make(record) if record.id in gangs   # (a gang's coordinator view changes beside its record)
-                 else node.settled_views.view(record, names, functools.partial(make, record))
-                 for record in node.store.assignments())
+    return tuple(make(listed) if listed.record.id in gangs   # (a gang's coordinator view changes beside its record)
+                 else node.settled_views.view(listed.record, names, functools.partial(make, listed))
+                 for listed in node.store.listing(SNAPSHOT_UNITS))
 
 
 class SettledViews:

@@ -3,12 +3,18 @@ a unit placed ahead of a busy CPU shown waiting."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from frost_core.api.snapshot import SNAPSHOT_UNITS
-from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement
+from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, unit_window
 from frost_core.membership.records import MemberState
-from frost_core.node.views import SettledViews, assignment_view, peer_names, unit_window
+from frost_core.node.views import SettledViews, assignment_view, peer_names
 
 
 def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
@@ -100,7 +106,7 @@ def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_host
 
 def test_a_snapshot_carries_a_window_of_a_long_sweep_from_its_first_unit_not_done_and_counts_all_of_them(tmp_path):
     """A 10,000-unit sweep in every snapshot cost the node ~90 ms a push and the attached UI ~110 ms: the snapshot
-    carries the SNAPSHOT_UNITS the screen shows, and the counts, progress and moves of all."""
+    carries the SNAPSHOT_UNITS the screen shows, and the counts, progress and moves of all, counted by the store."""
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
         assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
@@ -108,16 +114,24 @@ def test_a_snapshot_carries_a_window_of_a_long_sweep_from_its_first_unit_not_don
         store.place_units([Placement(assignment, i, "cafe-host") for i in range(1_000)])
         store.accept_results([Delivery(assignment, i, 1, b"\x00", cpu_seconds=1.0) for i in range(300)])
         assert store.confirm_location(assignment, 999, epoch=2, host="other-host")   # moved there
-        record = store.assignment(assignment)
-        live = {f"{assignment}.{i}": 0.5 for i in range(300, 1_000)}
+        store.requeue_unit(assignment, 998, epoch=1)
+        live = {f"{assignment}.{i}": 0.5 for i in range(300, 998)}
 
-        def view(window):
-            return assignment_view(record, now=record.created_at + 60, results_dir=tmp_path, live=live, window=window)
+        def views():
+            record = store.assignment(assignment)
+            (listed,) = store.listing(SNAPSHOT_UNITS)
+            return [assignment_view(shown, now=record.created_at + 60, results_dir=tmp_path, live=live, tally=tally)
+                    for shown, tally in ((record, None), (listed.record, listed.tally))]
 
-        whole, window = view(None), view(SNAPSHOT_UNITS)
-        store.accept_results([Delivery(assignment, i, 1, b"\x00", cpu_seconds=1.0) for i in range(300, 999)])
+        whole, window = views()
+        paused = {f"{assignment}.{i}": "paused" for i in range(1_000)}
+        store.place_units([Placement(assignment, 998, "cafe-host")])
+        still = [assignment_view(listed.record, now=0.0, results_dir=tmp_path, reported=paused, tally=listed.tally)
+                 for listed in store.listing(SNAPSHOT_UNITS)]
+        store.accept_results([Delivery(assignment, i, 1, b"\x00", cpu_seconds=1.0) for i in range(300, 998)])
+        store.accept_results([Delivery(assignment, 998, 2, b"\x00", cpu_seconds=1.0)])
         store.accept_results([Delivery(assignment, 999, 2, b"\x00", cpu_seconds=1.0)])
-        all_done = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path, window=SNAPSHOT_UNITS)
+        all_done, all_done_window = views()
     finally:
         store.close()
     assert len(whole.units) == 1_000 and whole.units_from == 0
@@ -125,18 +139,67 @@ def test_a_snapshot_carries_a_window_of_a_long_sweep_from_its_first_unit_not_don
     assert window.units == whole.units[300:300 + SNAPSHOT_UNITS]
     for shown in (whole, window):
         assert (shown.unit_count, shown.units_done, shown.moves) == (1_000, 300, 1)
-    assert window.progress == whole.progress == (300 + 700 * 0.5) / 1_000
-    assert window.eta_seconds == whole.eta_seconds
+        assert shown.progress == pytest.approx((300 + 698 * 0.5) / 1_000)   # 998 queued, 999 not running here
+        assert shown.eta_seconds == pytest.approx(60 * (1 - shown.progress) / shown.progress)
     assert window.units_from == 300
-    assert (all_done.units_from, [u.index for u in all_done.units][-1], all_done.units_done) == (800, 999, 1_000)
+    assert still[0].eta_seconds is None    # every unit left is paused where it runs: no ETA
+    assert (all_done_window.units_from, all_done_window.units[-1].index) == (800, 999)
+    for shown in (all_done, all_done_window):
+        assert (shown.units_done, shown.progress) == (1_000, 1.0)
 
 
 def test_the_window_follows_a_sweep_and_is_never_short():
-    def window(units, finished):
-        return unit_window(["done"] * finished + ["queued"] * (units - finished), SNAPSHOT_UNITS)
+    assert unit_window(10_000, 0, SNAPSHOT_UNITS) == (0, SNAPSHOT_UNITS)
+    assert unit_window(10_000, 1_200, SNAPSHOT_UNITS) == (1_200, 1_200 + SNAPSHOT_UNITS)
+    assert unit_window(10_000, 9_950, SNAPSHOT_UNITS) == (10_000 - SNAPSHOT_UNITS, 10_000)   # the last ones, never fewer
+    assert unit_window(10_000, None, SNAPSHOT_UNITS) == (10_000 - SNAPSHOT_UNITS, 10_000)    # all done
+    assert unit_window(50, 20, SNAPSHOT_UNITS) == (0, 50)
+    assert unit_window(0, None, SNAPSHOT_UNITS) == (0, 0)
 
-    assert window(10_000, finished=0) == (0, SNAPSHOT_UNITS)
-    assert window(10_000, finished=1_200) == (1_200, 1_200 + SNAPSHOT_UNITS)
-    assert window(10_000, finished=9_950) == (10_000 - SNAPSHOT_UNITS, 10_000)   # the last ones, never fewer
-    assert window(10_000, finished=10_000) == (10_000 - SNAPSHOT_UNITS, 10_000)
-    assert window(50, finished=20) == (0, 50)
+
+operations = st.lists(st.tuples(st.sampled_from(["on", "on", "on", "move", "requeue", "fail", "lost"]),
+                                st.integers(0, 29), st.sampled_from(["cafe", "beef", "f00d"])), max_size=80)
+"""What befalls a unit: "on" places a queued one and completes a running one."""
+
+
+@settings(max_examples=100, deadline=None)
+@example(size=5, checked=frozenset({0, 1}), steps=[("on", 0, "cafe"), ("on", 0, "cafe"), ("on", 1, "beef"),
+                                                    ("move", 1, "f00d"), ("on", 2, "cafe"), ("fail", 2, "cafe"),
+                                                    ("on", 3, "beef"), ("lost", 3, "beef"), ("on", 4, "cafe")],
+         end=None, rows=2)
+@given(st.integers(1, 30), st.frozensets(st.integers(0, 29)), operations, st.sampled_from([None, "cancel", "fail"]),
+       st.integers(1, 12))
+def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, steps, end, rows):
+    """Whatever its units went through, the tally the store counts in SQLite is that of its units, and the window
+    is theirs: a screen shows the same numbers as a script asking for the assignment whole."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = MasterStore(Path(folder) / "master.sqlite", node_id="m")
+        try:
+            assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                                 units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * size, verify=0.5,
+                                                 checked=frozenset(i for i in checked if i < size))
+            for operation, index, host in steps:
+                index %= size
+                unit = store.assignment(assignment).units[index]
+                if operation == "on" and unit.state == "queued":
+                    store.place_unit(assignment, index, host=host)
+                elif operation == "on" and unit.state == "running":
+                    store.accept_result(assignment, index, epoch=unit.epoch, result=b"\x00")
+                elif operation == "move" and unit.state == "running":
+                    store.confirm_location(assignment, index, epoch=unit.epoch + 1, host=host)
+                elif operation in ("requeue", "fail") and unit.state == "running":
+                    (store.requeue_unit if operation == "requeue" else store.fail_unit)(
+                        assignment, index, epoch=unit.epoch, error="broke")
+                elif operation == "lost":
+                    store.requeue_hosted_by(host)
+            if end == "cancel":
+                store.cancel_assignment(assignment)
+            elif end == "fail":
+                store.fail_assignment(assignment, "gave up")
+            units = store.assignment(assignment).units
+            (listed,) = store.listing(rows)
+        finally:
+            store.close()
+    assert listed.tally == UnitTally.of(units)
+    start, stop = unit_window(len(units), listed.tally.first_not_done, rows)
+    assert listed.record.units == units[start:stop]
