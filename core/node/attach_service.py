@@ -66,7 +66,7 @@ async def serve_attached(
 async def _push_snapshots(channel: Channel, node: Attachable, watch: bool) -> None:
     """Each snapshot the node publishes, whole; a keep-alive when nothing changed.
 
-    The node already publishes at most every PUBLISH_INTERVAL: a second limit here would only
+    The node already paces its snapshots (`pace.SnapshotPace`): a second limit here would only
     add its delay to a keypress's effect (p95 133 ms with it, 79 without: bench/attach_latency.py).
 
     Only the wait is bounded: a send cut off midway would leave half a frame on the stream. A

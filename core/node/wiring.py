@@ -55,6 +55,7 @@ from frost_core.node.identity import load_node_id, load_node_key, load_owner_tok
 from frost_core.ledger.book import Ledger
 from frost_core.ledger.service import LedgerService
 from frost_core.node.gangs import Gangs
+from frost_core.node.pace import SnapshotPace
 from frost_core.node.remote_control import serve_remote_control
 from frost_core.node.sleep import watch_sleep
 from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
@@ -92,8 +93,6 @@ from frost_core.wire.security import ClusterKey
 
 log = logging.getLogger("frost.node")
 
-PUBLISH_INTERVAL = 0.1      # at most ten snapshots a second reach the UI
-SNAPSHOT_COST_SHARE = 10    # ... and building them takes at most a tenth of the node's time
 FIGURES_INTERVAL = 1.0      # how often local resources are measured and the history grows
 HOSTING_PUBLISH_GAP = 0.02  # hosting changes within this of a publication go out together, after it
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
@@ -139,7 +138,7 @@ class Node:
         """Seeds and peers that refused us (another cluster key), by address: `status` shows them."""
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands_in, self._commands_out = trio.open_memory_channel[Command](64)
-        self._changed = trio.Event()
+        self._pace = SnapshotPace()
         self._hosting_due = trio.Event()
         self._published = trio.Event()
         self._stale = False      # changes since the last snapshot, which nobody was watching
@@ -195,7 +194,7 @@ class Node:
     # -- the API the UI and the control socket use ---------------------------------------
 
     def snapshot(self) -> NodeSnapshot:
-        """The latest published snapshot (at most PUBLISH_INTERVAL old), or one built now if nobody watched."""
+        """The latest published snapshot (at most STEADY_INTERVAL old), or one built now if nobody watched."""
         if self._stale:
             self._snapshot, self._stale = self._build_snapshot(), False
         return self._snapshot
@@ -256,14 +255,15 @@ class Node:
         try:
             return await self._execute(command)
         finally:
-            self.mark_changed()
+            self.mark_changed(command=True)
 
     async def ask(self, query: Query) -> Any:
         """Answer one query with its REPLY; FrostError says why it could not (an unknown id, say)."""
         return await answer(self, query)
 
-    def mark_changed(self) -> None:
-        self._changed.set()
+    def mark_changed(self, *, command: bool = False) -> None:
+        """Something a snapshot shows changed; `command`: what a command did, shown without the steady pace's wait."""
+        self._pace.mark(command=command)
 
     def _hosting_changed(self) -> None:
         """A guest arrived or left, or the owner's intents changed: tell the peers now, not at the
@@ -393,7 +393,7 @@ class Node:
                 log.exception("carrying out %s failed", type(command).__name__)
                 self.events.add("error", f"the node could not carry out {type(command).__name__}: "
                                 f"{type(error).__name__}: {error} (the node's log has the details)", severity="error")
-            self.mark_changed()
+            self.mark_changed(command=True)
 
     async def _execute(self, command: Command) -> Any:
         now = time.time()
@@ -890,12 +890,9 @@ class Node:
         self.mark_changed()
 
     async def _publish_snapshots(self) -> None:
-        """Rebuild the snapshot after changes for whoever watches, at most every PUBLISH_INTERVAL (a burst
-        is one redraw) and never for more than 1/SNAPSHOT_COST_SHARE of the time: a 10,000-unit sweep's
-        snapshot takes tens of milliseconds, and the master's own work must not wait behind the screen."""
+        """Rebuild the snapshot after changes for whoever watches, at the pace `SnapshotPace` keeps."""
         while True:
-            await self._changed.wait()
-            self._changed = trio.Event()
+            await self._pace.changed()
             if self._listener is None and not self._watchers:
                 self._stale = True  # nobody looks (a headless node): built when somebody does
                 continue
@@ -906,7 +903,7 @@ class Node:
                 self._listener(self._snapshot)
             self._published.set()
             self._published = trio.Event()
-            await trio.sleep(max(PUBLISH_INTERVAL, cost * SNAPSHOT_COST_SHARE))
+            await self._pace.rest(cost)
 
     async def _attach(self, channel: Channel, request: AttachRequest, handler: Handler) -> None:
         await serve_attached(channel, request, self, handler, client="a local UI")
