@@ -231,7 +231,7 @@ def run_on_cluster(master: BenchNode, plugin: str, params: dict, limit: float, n
     done_units = sum(1 for u in view["units"] if u["state"] == "done")
     hosts = {u["host"] for u in view["units"] if u.get("host")}
     results_line = "unit finished" if nodes == 1 else "result accepted"
-    return {"finished": finished, "seconds": round(seconds, 3),
+    return {"finished": finished, "began_at": began_wall, "seconds": round(seconds, 3),
             "seconds_to_done_event": round(done_at[0] - began_wall, 3) if done_at else None,
             "units": units, "units_done": done_units,
             "units_per_s": round(done_units / seconds, 2), "master_cpu_s": round(cpu, 3),

@@ -1,7 +1,7 @@
 """What an attached UI and its node say: snapshots pushed one way, commands and keep-alives the other.
 
 After an `AttachRequest` on a control connection (the local socket, or an owner-keyed channel
-from another machine) the node pushes every snapshot it publishes (at most ten a second), whole, as bulk
+from another machine) the node pushes every snapshot it publishes (`pace.SnapshotPace`), whole, as bulk
 data after a `SnapshotPush` header (a node with thousands of units outgrows any one frame), and a
 `KeepAlive` when nothing changed for a while; the UI sends commands one way and keep-alives. A
 side that hears nothing for SILENCE_TIMEOUT takes the other for gone: the node drops the client,
@@ -10,7 +10,7 @@ the UI reconnects.
 A snapshot's assignments go as a list whose items are each one assignment's CBOR (a byte string), or
 its id alone where the connection's last push carried it unchanged (`SentAssignments`,
 `ReceivedViews`). A finished assignment's CBOR is made once on the node (`SettledViews` hands out the
-same view while nothing in it changes). With three finished 10,000-unit sweeps behind it, a node spent
+same view while nothing in it changes). Each carries a window of its units (`SNAPSHOT_UNITS`) and the counts of all. With three finished 10,000-unit sweeps behind it, a node spent
 350 ms of its event loop encoding each 4 MiB push and the UI 290 ms decoding it.
 """
 

@@ -1,8 +1,8 @@
 """When a node rebuilds the snapshot its UI draws: soon after a command, at a steady pace while a sweep runs.
 
-Every placement, result and figure reading changes what the screen shows. At ten snapshots a second, a
-watched 10,000-unit sweep of tiny units ran at 0.69-0.83x the speed of an unwatched one (bench/watched_sweep_cost.py):
-the master's own work waited behind the screen. A command (the owner's pause, evict, submit) is what a person
+Every placement, result and figure reading changes what the screen shows. Snapshotted up to ten times a second, a
+watched 10,000-unit sweep of tiny units ran at 0.83-0.86x the speed of an unwatched one, and 0.96x at two a second
+(bench/watched_sweep_cost.py): the master's own work waited behind the screen. A command (the owner's pause, evict, submit) is what a person
 waits to see, so its effect goes out at once; the rest keeps a pace a person reads at (htop redraws every 1.5 s).
 """
 
