@@ -127,10 +127,6 @@ class AssignmentView:
     eta_seconds: float | None
     params: dict[str, Any]
     units: tuple[UnitView, ...]   # all of them, or in a snapshot a window of them: see units_from
-    unit_count: int               # how many units the assignment has
-    units_done: int
-    moves: int                    # its units' moves, all of them
-    units_from: int               # the index of units[0]: a snapshot's are a window
     result_media_type: str | None
     result_filename: str | None   # the name the plugin suggests for the result
     result_path: str | None       # a readable copy of the result on this machine, once done
@@ -141,6 +137,18 @@ class AssignmentView:
     verification: str = ""        # the same in words: "3 of 100 units verified by a second host", "not verified"
     waste: dict[str, float] = dataclasses.field(default_factory=dict)  # the same, by reason (master.waste)
     gang: GangView | None = None  # a gang plugin's assignment: its members instead of units
+    unit_count: int = -1          # how many units the assignment has (-1: count `units`, below)
+    units_done: int = -1
+    moves: int = -1               # its units' moves, all of them
+    units_from: int = 0           # the index of units[0]: a snapshot's units are a window (SNAPSHOT_UNITS)
+
+    def __post_init__(self) -> None:
+        """A view made by hand, or an older node's (a query's reply from before 2026-11-27), has every unit and none
+        of the counts: they are counted here."""
+        if self.unit_count < 0:
+            object.__setattr__(self, "unit_count", len(self.units))
+            object.__setattr__(self, "units_done", sum(1 for u in self.units if u.state == "done"))
+            object.__setattr__(self, "moves", sum(u.moves for u in self.units))
 
 
 @dataclass(frozen=True)

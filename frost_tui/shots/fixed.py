@@ -117,14 +117,12 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         AssignmentView(
             id="f00dfeed-7", plugin="raytrace", state="running", progress=0.63, created_at=now - 754,
             finished_at=None, eta_seconds=412, params={"width": 640, "height": 480, "samples": 16},
-            units=running_units, unit_count=6, units_done=2, moves=3, units_from=0,
-            result_media_type=None, result_filename=None, result_path=None, error=None,
+            units=running_units, result_media_type=None, result_filename=None, result_path=None, error=None,
         ),
         AssignmentView(
             id="f00dfeed-6", plugin="montecarlo-pi", state="done", progress=1.0, created_at=now - 3900,
             finished_at=now - 3011, eta_seconds=None, params={"samples": 400_000_000},
-            units=done_units, unit_count=4, units_done=4, moves=0, units_from=0,
-            result_media_type="text/plain", result_filename="pi.txt",
+            units=done_units, result_media_type="text/plain", result_filename="pi.txt",
             result_path="/home/owner/.local/share/frost-tui/results/f00dfeed-6-pi.txt",
             error=None,
         ),

@@ -117,7 +117,6 @@ async def test_an_assignment_of_ten_thousand_units_comes_back_whole(tmp_path):
     )
     sweep = AssignmentView(id="a1", plugin="montecarlo-pi", state="running", progress=0.0, created_at=1.0,
                            finished_at=None, eta_seconds=None, params={"units": 10_000}, units=units,
-                           unit_count=10_000, units_done=0, moves=0, units_from=0,
                            result_media_type=None, result_filename=None, result_path=None, error=None)
 
     async def handler(request):

@@ -199,8 +199,7 @@ class FakeNode:
         )
         assignment = AssignmentView(
             id=assignment_id, plugin=plugin.name, state="running", progress=0.0, created_at=self.now + 1,
-            finished_at=None, eta_seconds=None, params=dict(command.params), units=units, unit_count=4, units_done=0,
-            moves=0, units_from=0,
+            finished_at=None, eta_seconds=None, params=dict(command.params), units=units,
             result_media_type=None, result_filename=None, result_path=None, error=None,
         )
         self.publish(assignments=self._snapshot.assignments + (assignment,),

@@ -24,8 +24,7 @@ def panel_text(assignment: AssignmentView) -> str:
 def done(**waste) -> AssignmentView:
     return AssignmentView(
         id="abababab-1", plugin="raytrace", state="done", progress=1.0, created_at=0.0, finished_at=90.0,
-        eta_seconds=None, params={"width": 64}, units=(), unit_count=0, units_done=0, moves=0, units_from=0,
-        result_media_type="image/png",
+        eta_seconds=None, params={"width": 64}, units=(), result_media_type="image/png",
         result_filename="raytrace.png", result_path="/tmp/raytrace.png", error=None,
         wasted_seconds=sum(waste.values()), waste={k.replace("_", " "): v for k, v in waste.items()},
     )
