@@ -223,9 +223,8 @@ class MasterScheduler:
         return {task_id: max(eta, 0.0) for task_id, eta in etas.items()}
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        for record in self._store.assignments():
-            if record.state == "done":
-                await self.export(record.id)
+        for assignment_id in self._store.done_assignments():
+            await self.export(assignment_id)
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
             self._events.add("assignment", f"{counted(len(requeued), 'unit')} this machine ran when it stopped are queued again")

@@ -191,13 +191,6 @@ class AssignmentRecord:
     def wasted_seconds(self) -> float:
         return sum(seconds for _, seconds in self.waste)
 
-    @property
-    def progress(self) -> float:
-        if not self.units:
-            return 1.0 if self.state == "done" else 0.0
-        done = sum(1.0 if u.state == "done" else u.progress for u in self.units)
-        return done / len(self.units)
-
 
 @dataclass(frozen=True)
 class UnitTally:
@@ -297,15 +290,9 @@ class MasterStore:
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._prefix = node_id[:8]
         self._version = 0        # grows with every write: the node rebuilds snapshots up to ten times a second
-        self._listed: tuple[int, list[AssignmentRecord]] | None = None
-        self._settled: dict[str, AssignmentRecord] = {}
-        self._shown: tuple[int, int, list[Listed]] | None = None
+        self._shown: tuple[int, int, list[Listed]] | None = None   # the last `listing`, at (_version, rows)
         self._settled_listed: dict[tuple[str, int], Listed] = {}
-        self._unit_rows: dict[str, dict[int, tuple[tuple, UnitRecord]]] = {}
-        """A running assignment's units as last read, each with its row: a unit whose row is the same is the same
-        record (a 10,000-unit sweep's listing decoded every unit's data again: 35 of its 60 ms)."""
-        """Records of SETTLED assignments as last read: a listing reads again only what can change. Three finished
-        10,000-unit sweeps took 190 ms a listing, and the node lists after every write while a run goes on."""
+        """The listing of each SETTLED assignment, read once: only its waste can change it still."""
         self._batches = open_durably(path, _SCHEMA)
         self._batching = threading.Lock()        # one batch at a time on its connection
         self._reads = open_durably(path, _SCHEMA)
@@ -435,14 +422,13 @@ class MasterStore:
         return count
 
     def assignments(self) -> list[AssignmentRecord]:
-        """Every assignment with its units; read from SQLite only when something was written since."""
-        if self._listed is not None and self._listed[0] == self._version:
-            return list(self._listed[1])
+        """Every assignment with all its units, read now: what a query asks for (a screen lists with `listing`)."""
         rows = self._db.execute(f"SELECT {_ASSIGNMENT_COLUMNS} FROM assignments ORDER BY seq").fetchall()
-        records = [self._settled.get(row[0]) or self._assignment_from_row(row) for row in rows]
-        self._settled.update((r.id, r) for r in records if r.state in SETTLED)
-        self._listed = (self._version, records)
-        return list(records)
+        return [self._assignment_from_row(row) for row in rows]
+
+    def done_assignments(self) -> list[str]:
+        """The ids of the assignments whose combined result is stored, oldest first."""
+        return [row[0] for row in self._db.execute("SELECT id FROM assignments WHERE state = 'done' ORDER BY seq")]
 
     def listing(self, rows: int) -> list[Listed]:
         """Every assignment with `rows` of its units (`unit_window`) and the tally of all, for a screen: a running
@@ -504,7 +490,6 @@ class MasterStore:
             if stored:
                 db.execute("INSERT OR REPLACE INTO assignment_results (id, result) VALUES (?, ?)", (assignment_id, data))
             self.index.close_assignment(assignment_id)
-        self._unit_rows.pop(assignment_id, None)   # (settled: read once more, and kept as a whole)
         return stored
 
     def fail_assignment(self, assignment_id: str, error: str) -> None:
@@ -515,7 +500,6 @@ class MasterStore:
             )
             db.execute("UPDATE units SET state = 'failed' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
             self.index.close_assignment(assignment_id)
-        self._unit_rows.pop(assignment_id, None)
 
     def cancel_assignment(self, assignment_id: str) -> AssignmentRecord:
         record = self.assignment(assignment_id)
@@ -527,7 +511,6 @@ class MasterStore:
             )
             db.execute("UPDATE units SET state = 'cancelled' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
             self.index.close_assignment(assignment_id)
-        self._unit_rows.pop(assignment_id, None)
         return self.assignment(assignment_id)
 
     # -- units -------------------------------------------------------------------------
@@ -748,8 +731,7 @@ class MasterStore:
                        (assignment_id, index, reason))
 
     def _forget_settled(self, assignment_id: str) -> None:
-        """A settled assignment's waste changes: its kept record and listing are read again."""
-        self._settled.pop(assignment_id, None)
+        """A settled assignment's waste changes: its listing is read again."""
         for key in [key for key in self._settled_listed if key[0] == assignment_id]:
             del self._settled_listed[key]
 
@@ -831,23 +813,12 @@ class MasterStore:
 
     # -- rows --------------------------------------------------------------------------
 
-    def _unit_records(self, assignment_id: str, rows: list[tuple], *, settled: bool) -> tuple[UnitRecord, ...]:
-        """The records of `rows`, one assignment's units; kept with their rows for the next read while it runs."""
-        kept = self._unit_rows.pop(assignment_id, {})
-        now = {}
-        for row in rows:
-            before = kept.get(row[1])
-            now[row[1]] = before if before is not None and before[0] == row else (row, _unit_from_row(row))
-        if not settled:
-            self._unit_rows[assignment_id] = now
-        return tuple(record for _, record in now.values())
-
     def _assignment_from_row(self, row: tuple) -> AssignmentRecord:
         units = self._db.execute(
             f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? ORDER BY u.idx",
             (row[12], row[13], row[0]),
         ).fetchall()
-        return self._record_from_row(row, self._unit_records(row[0], units, settled=row[5] in SETTLED))
+        return self._record_from_row(row, tuple(_unit_from_row(unit) for unit in units))
 
     def _listed_from_row(self, row: tuple, rows: int) -> Listed:
         counts = self._db.execute(

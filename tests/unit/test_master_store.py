@@ -13,6 +13,7 @@ from frost_core.master import store as store_module
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement
 
 NODE_ID = "ab" * 16
+ROWS = 200   # units a screen lists of each assignment (`MasterStore.listing`)
 
 
 def new_store(tmp_path):
@@ -175,16 +176,16 @@ def test_kill_9_mid_write_keeps_every_acknowledged_result(tmp_path):
 
 
 def test_listing_follows_every_write(tmp_path):
-    """assignments() is cached for the snapshot loop; a write must never leave it stale."""
+    """listing() is cached for the snapshot loop; a write must never leave it stale."""
     store = new_store(tmp_path)
     aid = submit(store, 1)
-    assert [u.state for u in store.assignments()[0].units] == ["queued"]
+    assert [u.state for u in store.listing(ROWS)[0].record.units] == ["queued"]
     epoch = store.place_unit(aid, 0, host="me")
-    assert [u.state for u in store.assignments()[0].units] == ["running"]
+    assert [u.state for u in store.listing(ROWS)[0].record.units] == ["running"]
     store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))
     store.mark_combining(aid)
-    assert store.assignments()[0].state == "combining"
-    assert [u.state for u in store.assignments()[0].units] == ["done"]
+    assert store.listing(ROWS)[0].record.state == "combining"
+    assert [u.state for u in store.listing(ROWS)[0].record.units] == ["done"]
 
 
 def test_a_move_the_master_missed_is_adopted_and_the_same_epoch_elsewhere_loses(tmp_path):
@@ -289,12 +290,12 @@ def test_a_report_of_the_current_copy_writes_nothing_so_the_listing_is_not_read_
     store = new_store(tmp_path)
     aid = submit(store)
     epoch = store.place_unit(aid, 0, host="n1")
-    listed = store.assignments()
+    listed = store.listing(ROWS)
     assert store.confirm_location(aid, 0, epoch=epoch, host="n1")
     assert not store.confirm_location(aid, 0, epoch=epoch, host="n2")
-    assert store.assignments()[0] is listed[0], "a heartbeat of every running unit re-read every assignment"
+    assert store.listing(ROWS)[0] is listed[0], "a heartbeat of every running unit re-read every assignment"
     assert store.confirm_location(aid, 0, epoch=epoch + 1, host="n2")   # a move it missed: adopted, and listed
-    assert store.assignments()[0].units[0].host == "n2"
+    assert store.listing(ROWS)[0].record.units[0].host == "n2"
 
 
 def test_a_database_with_results_in_their_rows_moves_them_out_on_opening_and_loses_no_byte(tmp_path):
@@ -346,14 +347,19 @@ def test_a_finished_assignment_is_listed_as_it_is_after_its_late_copies_waste_co
     store.place_units([Placement(done, 0, "n1"), Placement(done, 1, "n2")])
     store.accept_results([Delivery(done, 0, 1, cbor2.dumps(0)), Delivery(done, 1, 1, cbor2.dumps(1))])
     assert store.finish_assignment(done, data=b"r", media_type="text/plain", filename="r.txt")
-    assert [(a.id, a.state) for a in store.assignments()] == [(done, "done"), (cancelled, "running")]
+    def listed():
+        return [listed.record for listed in store.listing(ROWS)]
+
+    assert [(a.id, a.state) for a in listed()] == [(done, "done"), (cancelled, "running")]
+    kept = listed()[0]
     store.cancel_assignment(cancelled)
-    assert [(a.id, a.state, a.waste) for a in store.assignments()] == [(done, "done", ()), (cancelled, "cancelled", ())]
+    assert [(a.id, a.state, a.waste) for a in listed()] == [(done, "done", ()), (cancelled, "cancelled", ())]
+    assert listed()[0] is kept                                     # read once
     store.add_waste(done, 1, epoch=1, reason="superseded copy", seconds=3.0)   # its other copy stopped late
-    assert store.assignments()[0].waste == (("superseded copy", 3.0),)
+    assert listed()[0].waste == (("superseded copy", 3.0),)
     store.withdraw_waste(done, 1, reason="superseded copy")
-    assert store.assignments()[0].waste == ()
-    assert store.assignments()[0] == store.assignment(done)
+    assert listed()[0].waste == ()
+    assert listed()[0] == store.assignment(done) == store.assignments()[0]
 
 
 def _vm_steps(store, call) -> int:
@@ -402,13 +408,13 @@ def test_a_checked_units_second_copy_and_the_listing_take_the_same_work_per_unit
 
 def test_a_running_assignments_listing_follows_every_change_of_its_units(tmp_path):
     """Each listing of a running sweep shows its units as they are now, however often it is listed in between
-    (the store keeps the rows it read last, and makes again only the units whose rows changed)."""
+    (the store keeps its last listing until the next write)."""
     store = new_store(tmp_path)
     aid = submit(store, 3)
 
     def shown():
-        (record,) = store.assignments()
-        return [(u.state, u.host, u.epoch, u.failures) for u in record.units]
+        (listed,) = store.listing(ROWS)
+        return [(u.state, u.host, u.epoch, u.failures) for u in listed.record.units]
 
     assert shown() == [("queued", "", 0, 0)] * 3
     first, _ = store.place_unit(aid, 0, host="n1"), store.place_unit(aid, 1, host="n2")

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from frost_core.api.snapshot import SNAPSHOT_UNITS
+from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, unit_window
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
+from frost_core.wire.messages import from_plain, to_plain
+from frost_tui.shots.fixed import demo_snapshot
 
 
 def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
@@ -93,8 +95,9 @@ def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_host
         views = SettledViews()
 
         def shown(names):
-            (record,) = store.assignments()
-            return views.view(record, names, lambda: assignment_view(record, now=0.0, results_dir=tmp_path, names=names))
+            (listed,) = store.listing(SNAPSHOT_UNITS)
+            return views.view(listed.record, names, lambda: assignment_view(
+                listed.record, now=0.0, results_dir=tmp_path, names=names, tally=listed.tally))
 
         first = shown({"cafe-host": "curie", "other": "fermat"})
         assert shown({"cafe-host": "curie", "other": "fermat (dead)"}) is first   # not a host of this one
@@ -203,3 +206,12 @@ def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, st
     assert listed.tally == UnitTally.of(units)
     start, stop = unit_window(len(units), listed.tally.first_not_done, rows)
     assert listed.record.units == units[start:stop]
+
+
+def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
+    """A query's reply from a node of before the window carries every unit and no counts."""
+    plain = to_plain(AssignmentView, demo_snapshot().assignments[0])
+    for name in ("unit_count", "units_done", "moves", "units_from"):
+        del plain[name]
+    older = from_plain(AssignmentView, plain)
+    assert (older.unit_count, older.units_done, older.moves, older.units_from) == (6, 2, 3, 0)
