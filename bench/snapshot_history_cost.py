@@ -7,16 +7,16 @@ Goal: with 30,000 finished units behind it, a push costs the node at most 1.5x, 
 1.5x, what the same push costs with none (until 2026-11-27: node 187-218 ms listing, 89-114 views,
 330-360 encoding; UI 280-290 ms decoding, against a few ms without the history).
 
-Method: two stores in the same run, each with one running assignment of 100 units (`--running N`:
-of N), one with three finished assignments of 10,000 units behind it. A snapshot carries SNAPSHOT_UNITS units of
-each assignment and the counts of all, which the store counts in SQLite (until 2026-11-27 16:00 UTC every unit, read,
-made into views and sent: `--running 10000` cost the node 83-100 ms and the UI 109-113 ms a push, 1.3 MB). Each trial places a unit of the running assignment
-(a write: the listing is stale, the running assignment's view changes), then times what
-`node.views.build_snapshot` does for the assignments (the store's listing, `SettledViews`), the
-node's encoding of them for a push to one attached UI (`attach_protocol.SentAssignments`: an
-assignment the connection's last push carried unchanged goes as its id) and the UI's decoding
-(`decode_strict`, `ReceivedViews`), in process CPU time; medians of TRIALS after the connection's
-first push (which carries everything, and is shown apart), the two stores alternated. Run: `.venv/bin/python bench/snapshot_history_cost.py` (about 30 s).
+Method: two stores in the same run, each with one running assignment of 100 units (`--running N`: of N), one with
+three finished assignments of 10,000 units behind it. A snapshot carries SNAPSHOT_UNITS units of each assignment and
+the counts of all, which the store counts in SQLite (until 2026-11-27 16:00 UTC every unit, read, made into views and
+sent: `--running 10000` cost the node 83-100 ms and the UI 109-113 ms a push, 1.3 MB). Each trial places a unit of
+the running assignment (a write: the listing is stale, the running assignment's view changes), then times what
+`node.views.build_snapshot` does for the assignments (the store's listing, `SettledViews`), the node's encoding of
+them for a push to one attached UI (`attach_protocol.SentAssignments`: an assignment the connection's last push
+carried unchanged goes as its id) and the UI's decoding (`decode_strict`, `ReceivedViews`), in process CPU time;
+medians of TRIALS after the connection's first push (which carries everything, and is shown apart), the two stores
+alternated. Run: `.venv/bin/python bench/snapshot_history_cost.py` (about 10 s).
 """
 
 from __future__ import annotations

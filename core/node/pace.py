@@ -2,8 +2,9 @@
 
 Every placement, result and figure reading changes what the screen shows. Snapshotted up to ten times a second, a
 watched 10,000-unit sweep of tiny units ran at 0.83-0.86x the speed of an unwatched one, and 0.96x at two a second
-(bench/watched_sweep_cost.py): the master's own work waited behind the screen. A command (the owner's pause, evict, submit) is what a person
-waits to see, so its effect goes out at once; the rest keeps a pace a person reads at (htop redraws every 1.5 s).
+(bench/watched_sweep_cost.py): the master's own work waited behind the screen. A command (the owner's pause, evict,
+submit) is what a person waits to see, so its effect goes out at once; the rest keeps a pace a person reads at (htop
+redraws every 1.5 s).
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ class Node:
     # -- the API the UI and the control socket use ---------------------------------------
 
     def snapshot(self) -> NodeSnapshot:
-        """The latest published snapshot (at most STEADY_INTERVAL old), or one built now if nobody watched."""
+        """The latest published snapshot (at most `pace.STEADY_INTERVAL` old), or one built now if nobody watched."""
         if self._stale:
             self._snapshot, self._stale = self._build_snapshot(), False
         return self._snapshot
