@@ -112,8 +112,9 @@ class GangView:
 
 
 SNAPSHOT_UNITS = 200
-"""The units of an assignment a snapshot carries: the window a screen shows, from the first not done. A 10,000-unit
-sweep's every unit in every snapshot cost its node ~90 ms a push and the attached UI ~110 ms to decode."""
+"""The units of an assignment a snapshot carries, those a screen shows (`master.store.shown_units`: the running ones,
+then the others not done, then the last done). A 10,000-unit sweep's every unit in every snapshot cost its node
+~90 ms a push and the attached UI ~110 ms to decode."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class AssignmentView:
     finished_at: float | None
     eta_seconds: float | None
     params: dict[str, Any]
-    units: tuple[UnitView, ...]   # all of them, or in a snapshot a window of them: see units_from
+    units: tuple[UnitView, ...]   # all of them, or in a snapshot SNAPSHOT_UNITS of them: those running, waiting, last done
     result_media_type: str | None
     result_filename: str | None   # the name the plugin suggests for the result
     result_path: str | None       # a readable copy of the result on this machine, once done
@@ -140,7 +141,6 @@ class AssignmentView:
     unit_count: int = -1          # how many units the assignment has (-1: count `units`, below)
     units_done: int = -1
     moves: int = -1               # its units' moves, all of them
-    units_from: int = 0           # the index of units[0]: a snapshot's units are a window (SNAPSHOT_UNITS)
 
     def __post_init__(self) -> None:
         """A view made by hand, or an older node's (a query's reply from before 2026-11-27), has every unit and none

@@ -204,7 +204,6 @@ class UnitTally:
     verified: int                            # checked units whose result two hosts agreed on
     progress: float                          # summed as stored: a done unit's 1, a running one's as last reported
     running: tuple[tuple[int, float], ...]   # (index, stored progress) of each running unit
-    first_not_done: int | None
 
     @classmethod
     def of(cls, units: Sequence[UnitRecord]) -> UnitTally:
@@ -214,25 +213,28 @@ class UnitTally:
                    queued=sum(1 for u in units if u.state == "queued"), moves=sum(u.moves for u in units),
                    verified=sum(1 for u in units if u.checked and u.state == "done"),
                    progress=sum(1.0 if u.state == "done" else u.progress for u in units),
-                   running=tuple((u.index, u.progress) for u in units if u.state == "running"),
-                   first_not_done=next((u.index for u in units if u.state != "done"), None))
+                   running=tuple((u.index, u.progress) for u in units if u.state == "running"))
 
 
 @dataclass(frozen=True)
 class Listed:
-    """An assignment as a screen lists it: its record with a window of its units (`unit_window`), and the tally of
+    """An assignment as a screen lists it: its record with some of its units (`shown_units`), and the tally of
     all of them."""
 
     record: AssignmentRecord
     tally: UnitTally
 
 
-def unit_window(count: int, first_not_done: int | None, rows: int) -> tuple[int, int]:
-    """The slice of an assignment's `count` units a screen lists: `rows` of them from the first not done, so the
-    window follows a sweep as it goes; the last `rows` once all are done."""
-    first = max(count - rows, 0) if first_not_done is None else first_not_done
-    start = max(min(first, count - rows), 0)
-    return start, min(start + rows, count)
+def shown_units(states: Sequence[str], rows: int) -> list[int]:
+    """Which of an assignment's units (their `states`, in index order) a screen lists, `rows` at most, in index
+    order: every running one, then the others not done by index, then the last done. A straggler (a unit
+    paused on a desk for an hour) and the sweep's front both show, however far apart; a contiguous window
+    from the first unit not done showed the straggler and the 199 done units after it."""
+    running = [index for index, state in enumerate(states) if state == "running"]
+    waiting = [index for index, state in enumerate(states) if state not in ("running", "done")]
+    done = [index for index, state in enumerate(states) if state == "done"]
+    chosen = (running + waiting)[:rows]
+    return sorted(chosen + done[::-1][:rows - len(chosen)])
 
 
 @dataclass(frozen=True)
@@ -431,7 +433,7 @@ class MasterStore:
         return [row[0] for row in self._db.execute("SELECT id FROM assignments WHERE state = 'done' ORDER BY seq")]
 
     def listing(self, rows: int) -> list[Listed]:
-        """Every assignment with `rows` of its units (`unit_window`) and the tally of all, for a screen: a running
+        """Every assignment with `rows` of its units (`shown_units`) and the tally of all, for a screen: a running
         10,000-unit sweep's every row read for each snapshot was most of what the node spent on one (23 ms);
         the tally is counted in SQLite. A settled assignment is read once and kept."""
         if self._shown is not None and self._shown[:2] == (self._version, rows):
@@ -823,17 +825,20 @@ class MasterStore:
     def _listed_from_row(self, row: tuple, rows: int) -> Listed:
         counts = self._db.execute(
             "SELECT COUNT(*), TOTAL(state = 'done'), TOTAL(state IN ('failed', 'cancelled')), TOTAL(state = 'queued'),"
-            " TOTAL(moves), TOTAL(checked AND state = 'done'), TOTAL(CASE WHEN state = 'done' THEN 1.0 ELSE progress END),"
-            " MIN(CASE WHEN state != 'done' THEN idx END) FROM units WHERE assignment_id = ?", (row[0],)).fetchone()
+            " TOTAL(moves), TOTAL(checked AND state = 'done'), TOTAL(CASE WHEN state = 'done' THEN 1.0 ELSE progress END)"
+            " FROM units WHERE assignment_id = ?", (row[0],)).fetchone()
         running = self._db.execute("SELECT idx, progress FROM units WHERE assignment_id = ? AND state = 'running'"
                                    " ORDER BY idx", (row[0],)).fetchall()
         tally = UnitTally(count=counts[0], done=int(counts[1]), failed=int(counts[2]), queued=int(counts[3]),
                           moves=int(counts[4]), verified=int(counts[5]), progress=counts[6],
-                          running=tuple(running), first_not_done=counts[7])
-        start, stop = unit_window(tally.count, tally.first_not_done, rows)
+                          running=tuple(running))
         units = self._db.execute(
-            f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? AND u.idx >= ? ORDER BY u.idx"
-            " LIMIT ?", (row[12], row[13], row[0], start, stop - start)).fetchall()
+            f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? AND u.idx IN ("
+            " SELECT idx FROM (SELECT idx FROM units WHERE assignment_id = ? AND state != 'done'"
+            " ORDER BY state != 'running', idx LIMIT ?) UNION ALL"
+            " SELECT idx FROM (SELECT idx FROM units WHERE assignment_id = ? AND state = 'done' ORDER BY idx DESC LIMIT ?)"
+            ") ORDER BY u.idx", (row[12], row[13], row[0], row[0], rows, row[0],
+                                 max(rows - (tally.count - tally.done), 0))).fetchall()
         return Listed(self._record_from_row(row, tuple(_unit_from_row(unit) for unit in units)), tally)
 
     def _record_from_row(self, row: tuple, units: tuple[UnitRecord, ...]) -> AssignmentRecord:

@@ -11,7 +11,7 @@ A snapshot's assignments go as a list whose items are each one assignment's CBOR
 its id alone where the connection's last push carried it unchanged (`SentAssignments`,
 `ReceivedViews`). A finished assignment's CBOR is made once on the node (`SettledViews` hands out the
 same view while nothing in it changes). With three finished 10,000-unit sweeps behind it, a node spent
-350 ms of its event loop encoding each 4 MiB push and the UI 290 ms decoding it. Each assignment carries a window
+350 ms of its event loop encoding each 4 MiB push and the UI 290 ms decoding it. Each assignment carries some
 of its units (`SNAPSHOT_UNITS`) and the counts of all: a running sweep's every unit took 110 ms a push to encode.
 """
 

@@ -158,7 +158,7 @@ def assignment_view(
     node ids to peer names, so the screen says where a unit runs in words. `reported` is each
     running unit's state as its host last said: one it reports paused or suspended says so
     (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had
-    may be dead and is not where it will run. `tally`: of all the units, where `record.units` is a window of them
+    may be dead and is not where it will run. `tally`: of all the units, where `record.units` are some of them
     (`MasterStore.listing`); None: `record.units` are all of them."""
     live = live or {}
     names = names or {}
@@ -192,7 +192,6 @@ def assignment_view(
         id=record.id, plugin=record.plugin, state=record.state, progress=progress, created_at=record.created_at,
         finished_at=record.finished_at, eta_seconds=eta, params=dict(record.params),
         units=units, unit_count=tally.count, units_done=tally.done, moves=tally.moves,
-        units_from=units[0].index if units else 0,
         result_media_type=record.result_media_type, result_filename=record.result_filename,
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,

@@ -82,7 +82,7 @@ class AssignmentsPane(Pane):
 
     def _show_units(self) -> None:
         assignment = self.selected_assignment()
-        rows = [(u.task_id, unit_row(u)) for u in (assignment.units if assignment else ())]   # a window of a sweep's
+        rows = [(u.task_id, unit_row(u)) for u in (assignment.units if assignment else ())]   # some of a sweep's
         if assignment is not None and assignment.gang is not None:   # a gang's members stand in for units
             rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m)) for m in assignment.gang.members]
         self.query_one("#units-table", LiveTable).show_rows(rows)
@@ -94,7 +94,7 @@ class AssignmentsPane(Pane):
             return
         gang = assignment.gang
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds), assignment.units_from,
+               assignment.result_media_type, round(assignment.wasted_seconds), units_shown(assignment),
                gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
                          gang.moves, gang.restarts))
         update_static(result, key, lambda: describe_result(assignment, self._now))
@@ -191,11 +191,23 @@ def describe_result(assignment: AssignmentView, now: float) -> Group:
                                    ("   Moves  ", "bold"), str(gang.moves), ("   Restarts  ", "bold"), str(gang.restarts)))
     if round(assignment.wasted_seconds) > 0:
         lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
-    start, stop = assignment.units_from, assignment.units_from + len(assignment.units)
-    if stop - start < assignment.unit_count:
-        lines.append(Text.assemble(("Units  ", "bold"), f"{start + 1:,}–{stop:,} of {assignment.unit_count:,} "
-                                   "shown, from the first not done"))
+    if units_shown(assignment):
+        lines.append(Text.assemble(("Units  ", "bold"), units_shown(assignment)))
     return Group(*lines)
+
+
+def units_shown(assignment: AssignmentView) -> str:
+    """Which of a long sweep's units the table lists (a snapshot carries SNAPSHOT_UNITS of them); '' for all."""
+    shown, count, waiting = len(assignment.units), assignment.unit_count, assignment.unit_count - assignment.units_done
+    if shown >= count:
+        return ""
+    if not waiting:
+        which = "the last ones done"
+    elif waiting >= shown:
+        which = "those running, then those waiting, by number"
+    else:
+        which = f"the {waiting:,} not done, then the last ones done"
+    return f"{shown:,} of {count:,} shown: {which}"
 
 
 def describe_waste(assignment: AssignmentView) -> str:

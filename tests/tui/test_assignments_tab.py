@@ -40,14 +40,17 @@ def test_an_assignment_that_threw_nothing_away_says_nothing_about_it():
 
 
 def test_the_panel_says_which_units_of_a_long_sweep_the_table_shows():
-    # A snapshot carries a window of a sweep's units (the node's views.unit_window): the panel says which.
-    window = tuple(UnitView(index=i, task_id=f"abababab-1.{i}", state="queued", host="", progress=0.0, moves=0,
-                            failures=0, error=None) for i in range(1_200, 1_400))
-    running = dataclasses.replace(done(), state="running", units=window, unit_count=10_000, units_done=1_200,
-                                  units_from=1_200)
-    assert "Units  1,201–1,400 of 10,000 shown, from the first not done" in panel_text(running)
+    # A snapshot carries SNAPSHOT_UNITS of a sweep's units (the node's store.shown_units): the panel says which.
+    shown = tuple(UnitView(index=i, task_id=f"abababab-1.{i}", state="queued", host="", progress=0.0, moves=0,
+                           failures=0, error=None) for i in range(1_200, 1_400))
+    running = dataclasses.replace(done(), state="running", units=shown, unit_count=10_000, units_done=1_200)
+    assert "Units  200 of 10,000 shown: those running, then those waiting, by number" in panel_text(running)
     assert "1200/10000" in assignment_row(running, now=100.0)
-    whole = dataclasses.replace(running, units=window[:50], unit_count=50, units_done=0, units_from=0)
+    ending = dataclasses.replace(running, units_done=9_950)
+    assert "Units  200 of 10,000 shown: the 50 not done, then the last ones done" in panel_text(ending)
+    finished = dataclasses.replace(running, units_done=10_000)
+    assert "Units  200 of 10,000 shown: the last ones done" in panel_text(finished)
+    whole = dataclasses.replace(running, units=shown[:50], unit_count=50, units_done=0)
     assert "Units " not in panel_text(whole)
 
 

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView
-from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, unit_window
+from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, shown_units
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
 from frost_core.wire.messages import from_plain, to_plain
@@ -107,7 +107,7 @@ def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_host
     assert first.units[0].host_name == "curie" and later.units[0].host_name == "curie (dead)"
 
 
-def test_a_snapshot_carries_a_window_of_a_long_sweep_from_its_first_unit_not_done_and_counts_all_of_them(tmp_path):
+def test_a_snapshot_carries_the_units_a_screen_shows_of_a_long_sweep_and_counts_all_of_them(tmp_path):
     """A 10,000-unit sweep in every snapshot cost the node ~90 ms a push and the attached UI ~110 ms: the snapshot
     carries the SNAPSHOT_UNITS the screen shows, and the counts, progress and moves of all, counted by the store."""
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
@@ -137,27 +137,35 @@ def test_a_snapshot_carries_a_window_of_a_long_sweep_from_its_first_unit_not_don
         all_done, all_done_window = views()
     finally:
         store.close()
-    assert len(whole.units) == 1_000 and whole.units_from == 0
+    assert len(whole.units) == 1_000
     assert [u.index for u in window.units] == list(range(300, 300 + SNAPSHOT_UNITS))
     assert window.units == whole.units[300:300 + SNAPSHOT_UNITS]
     for shown in (whole, window):
         assert (shown.unit_count, shown.units_done, shown.moves) == (1_000, 300, 1)
         assert shown.progress == pytest.approx((300 + 698 * 0.5) / 1_000)   # 998 queued, 999 not running here
         assert shown.eta_seconds == pytest.approx(60 * (1 - shown.progress) / shown.progress)
-    assert window.units_from == 300
     assert still[0].eta_seconds is None    # every unit left is paused where it runs: no ETA
-    assert (all_done_window.units_from, all_done_window.units[-1].index) == (800, 999)
+    assert [u.index for u in all_done_window.units] == list(range(800, 1_000))   # the last ones done
     for shown in (all_done, all_done_window):
         assert (shown.units_done, shown.progress) == (1_000, 1.0)
 
 
-def test_the_window_follows_a_sweep_and_is_never_short():
-    assert unit_window(10_000, 0, SNAPSHOT_UNITS) == (0, SNAPSHOT_UNITS)
-    assert unit_window(10_000, 1_200, SNAPSHOT_UNITS) == (1_200, 1_200 + SNAPSHOT_UNITS)
-    assert unit_window(10_000, 9_950, SNAPSHOT_UNITS) == (10_000 - SNAPSHOT_UNITS, 10_000)   # the last ones, never fewer
-    assert unit_window(10_000, None, SNAPSHOT_UNITS) == (10_000 - SNAPSHOT_UNITS, 10_000)    # all done
-    assert unit_window(50, 20, SNAPSHOT_UNITS) == (0, 50)
-    assert unit_window(0, None, SNAPSHOT_UNITS) == (0, 0)
+def test_the_screen_shows_a_straggler_and_the_sweeps_front_however_far_apart():
+    """A unit paused on somebody's desk for an hour stays running while the sweep goes on: the screen shows it, the
+    units running at the front and those waiting after them (a window from the first unit not done showed the
+    straggler and the 199 done units after it)."""
+    states = ["done"] * 10_000
+    states[5] = "running"
+    states[6_000:6_006] = ["running"] * 6
+    states[6_006:] = ["queued"] * (10_000 - 6_006)
+    assert shown_units(states, SNAPSHOT_UNITS) == [5, *range(6_000, 6_000 + SNAPSHOT_UNITS - 1)]
+    states[7_000] = "running"      # placed out of order (a unit that came back): running ones come first
+    assert shown_units(states, SNAPSHOT_UNITS) == [5, *range(6_000, 6_000 + SNAPSHOT_UNITS - 2), 7_000]
+    assert shown_units(["done"] * 9_998 + ["running", "queued"], SNAPSHOT_UNITS) == list(range(9_800, 10_000))
+    assert shown_units(["done"] * 10_000, SNAPSHOT_UNITS) == list(range(9_800, 10_000))   # all done: the last
+    assert shown_units(["queued"] * 50, SNAPSHOT_UNITS) == list(range(50))
+    assert shown_units(["failed", "done", "cancelled"], 2) == [0, 2]
+    assert shown_units([], SNAPSHOT_UNITS) == []
 
 
 operations = st.lists(st.tuples(st.sampled_from(["on", "on", "on", "move", "requeue", "fail", "lost"]),
@@ -173,8 +181,8 @@ operations = st.lists(st.tuples(st.sampled_from(["on", "on", "on", "move", "requ
 @given(st.integers(1, 30), st.frozensets(st.integers(0, 29)), operations, st.sampled_from([None, "cancel", "fail"]),
        st.integers(1, 12))
 def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, steps, end, rows):
-    """Whatever its units went through, the tally the store counts in SQLite is that of its units, and the window
-    is theirs: a screen shows the same numbers as a script asking for the assignment whole."""
+    """Whatever its units went through, the tally the store counts in SQLite is that of its units, and so are
+    the units it shows: a screen shows the same numbers as a script asking for the assignment whole."""
     with tempfile.TemporaryDirectory() as folder:
         store = MasterStore(Path(folder) / "master.sqlite", node_id="m")
         try:
@@ -204,14 +212,13 @@ def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, st
         finally:
             store.close()
     assert listed.tally == UnitTally.of(units)
-    start, stop = unit_window(len(units), listed.tally.first_not_done, rows)
-    assert listed.record.units == units[start:stop]
+    assert listed.record.units == tuple(units[index] for index in shown_units([u.state for u in units], rows))
 
 
 def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
     """A query's reply from a node of before the window carries every unit and no counts."""
     plain = to_plain(AssignmentView, demo_snapshot().assignments[0])
-    for name in ("unit_count", "units_done", "moves", "units_from"):
+    for name in ("unit_count", "units_done", "moves"):
         del plain[name]
     older = from_plain(AssignmentView, plain)
-    assert (older.unit_count, older.units_done, older.moves, older.units_from) == (6, 2, 3, 0)
+    assert (older.unit_count, older.units_done, older.moves) == (6, 2, 3)
