@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from frost_core.api.node_api import EMBEDDED, Link, NodeApi
     from frost_core.api.queries import (
         FetchResult,
+        FindUnits,
+        FoundUnits,
         GetAssignment,
         GetLedger,
         GetStatus,
@@ -133,8 +135,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "PauseHosting", "Remeasure", "RemovePlugin", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (
-        "FetchResult", "GetAssignment", "GetLedger", "GetStatus", "ListAssignments", "ListEvents", "ListPeers", "ListPlugins",
-        "NodeStatus", "Query", "SavedResult")},
+        "FetchResult", "FindUnits", "FoundUnits", "GetAssignment", "GetLedger", "GetStatus", "ListAssignments", "ListEvents",
+        "ListPeers", "ListPlugins", "NodeStatus", "Query", "SavedResult")},
     # snapshot views
     **{name: ("frost_core.api.snapshot", name) for name in (
         "AssignmentView", "EventView", "GangMemberView", "GangView", "GuestView", "HostingView", "NodeSnapshot",

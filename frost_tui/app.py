@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 from pathlib import Path
 
 import outcome
@@ -36,6 +37,7 @@ from frost_core import (
     NodeApi,
     NodeSnapshot,
     PauseHosting,
+    Query,
     ResumeHosting,
     SubmitAssignment,
     counted,
@@ -262,6 +264,19 @@ class FrostApp(App[int]):
         tab = self.query_one(TabbedContent).active or "machine"
         return self.query_one(f"#{tab}-pane", Pane)
 
+    def ask_soon(self, query: Query, reply: Callable[[Any], None]) -> bool:
+        """Ask the node `query` without waiting: `reply` gets its answer, or the FrostError that says why there is
+        none, on the screen's side. False if the node is not running to be asked."""
+
+        async def ask() -> None:
+            try:
+                answer = await self.node.ask(query)
+            except FrostError as error:
+                answer = error
+            self.call_next(reply, answer)
+
+        return self.host.run_soon(ask)
+
     def send(self, command: Command) -> None:
         """One way: the outcome shows up in a later snapshot (or as an error event).
 
@@ -291,10 +306,9 @@ class FrostApp(App[int]):
 
     def _filter_applied(self) -> bool:
         try:
-            box = self.active_pane().filter_box()
+            return self.active_pane().filter_applied()
         except NoMatches:  # not composed yet
             return False
-        return box is not None and box.value != ""
 
     def palette_commands(self) -> list[PaletteCommand]:
         """The palette's frost commands (`FrostCommands` ranks the tabs first); evicting asks first there."""
@@ -478,9 +492,13 @@ class FrostApp(App[int]):
         self._focus_tab()
 
     def action_filter(self) -> None:
+        if self.query_one(TabbedContent).active == "assignments":
+            self.query_one(AssignmentsPane).find_units()
+            return
         box = self.active_pane().filter_box()
         if box is None:
-            self.notify("Filtering works on Peers (3) and Events (6).", title="No filter here")
+            self.notify("Filtering works on Peers (3), Assignments (4: their units) and Events (6).",
+                        title="No filter here")
         else:
             box.screen.set_focus(box)  # at once: the letters typed right after / belong in it
 

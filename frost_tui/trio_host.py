@@ -19,6 +19,7 @@ class TrioHost:
     def __init__(self) -> None:
         self._cancel_scope = trio.CancelScope()
         self._done: asyncio.Future[outcome.Outcome] | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
 
     @property
     def running(self) -> bool:
@@ -35,6 +36,7 @@ class TrioHost:
         self._done = done
 
         async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
             with self._cancel_scope:
                 await async_fn()
 
@@ -50,6 +52,18 @@ class TrioHost:
             host_uses_signal_set_wakeup_fd=False,
             restrict_keyboard_interrupt_to_checkpoints=True,
         )
+
+    def run_soon(self, async_fn: Callable[[], Awaitable[object]]) -> bool:
+        """Run `async_fn` under trio beside the code `start` runs, until it returns or the run ends (which cancels
+        it); False if there is no run to do it in. What it raises ends the whole run: it must catch what it can
+        expect."""
+        if self._token is None or not self.running:
+            return False
+        try:
+            self._token.run_sync_soon(trio.lowlevel.spawn_system_task, async_fn)
+        except trio.RunFinishedError:
+            return False
+        return True
 
     def cancel(self) -> None:
         """Ask the trio code to stop; safe to call from UI code on the same thread, any number of times."""

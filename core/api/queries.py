@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from frost_core.api.ledger import LedgerView
-from frost_core.api.snapshot import AssignmentView, EventView, GuestView, HostingView, PeerView, PluginView
+from frost_core.api.snapshot import (
+    SNAPSHOT_UNITS, AssignmentView, EventView, GuestView, HostingView, PeerView, PluginView, UnitView,
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,27 @@ class GetAssignment:
 
 
 @dataclass(frozen=True)
+class FoundUnits:
+    """The first `limit` units that match, in index order, and how many match in all."""
+
+    units: tuple[UnitView, ...]
+    matched: int
+
+
+@dataclass(frozen=True)
+class FindUnits:
+    """An assignment's units that match `match`, as its table would show them: a screen carries SNAPSHOT_UNITS of a
+    long sweep's units, and the owner looks for the others. Every word must match: a number is a unit's, other
+    words are found in its state, its host's name, its error or why it waits ("failed" finds every unit that
+    failed at least once)."""
+
+    REPLY: ClassVar[Any] = FoundUnits
+    assignment_id: str
+    match: str
+    limit: int = SNAPSHOT_UNITS
+
+
+@dataclass(frozen=True)
 class ListEvents:
     """The recent event log (what the Events tab shows), oldest first."""
 
@@ -94,4 +117,5 @@ class GetLedger:
     since: float = 0.0
 
 
-Query = GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | ListEvents | FetchResult | GetLedger
+Query = (GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | FindUnits | ListEvents | FetchResult
+         | GetLedger)

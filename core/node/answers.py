@@ -10,11 +10,10 @@ import trio
 
 from frost_core.api.errors import FrostError
 from frost_core.api.queries import (
-    FetchResult, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers, ListPlugins, NodeStatus,
-    Query,
-    SavedResult,
+    FetchResult, FindUnits, FoundUnits, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers,
+    ListPlugins, NodeStatus, Query, SavedResult,
 )
-from frost_core.api.snapshot import NodeSnapshot
+from frost_core.api.snapshot import NodeSnapshot, UnitView
 from frost_core.master.results import save_files, write_atomically
 from frost_core.node.views import MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, peer_views, plugin_view
 
@@ -52,11 +51,24 @@ async def answer(node: Answering, query: Query) -> Any:
             return tuple(_assignment(node, record) for record in node.store.assignments())
         case GetAssignment(assignment_id=assignment_id):
             return _assignment(node, node.store.assignment(assignment_id))
+        case FindUnits(assignment_id=assignment_id, match=match, limit=limit):
+            words = match.lower().split()
+            found = [unit for unit in _assignment(node, node.store.assignment(assignment_id)).units
+                     if unit_matches(unit, words)]
+            return FoundUnits(units=tuple(found[:max(limit, 0)]), matched=len(found))
         case FetchResult(assignment_id=assignment_id, output=output, files=files):
             return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
         case GetLedger(since=since):
             return await node.ledger.view_since(since)
     raise FrostError(f"unknown query {query!r}")
+
+
+def unit_matches(unit: UnitView, words: list[str]) -> bool:
+    """Whether every one of `words` (lower case) matches `unit` as `FindUnits` says: a number is the unit's own,
+    another word a part of what its row shows (state, host, error, why it waits), "failed" once it failed."""
+    shown = " ".join((unit.reported or unit.state, unit.host_name, unit.error or "", unit.waiting,
+                      "failed" if unit.failures else "")).lower()
+    return all(int(word) == unit.index if word.isdecimal() else word in shown for word in words)
 
 
 def _assignment(node: Answering, record):

@@ -41,6 +41,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "assignments": (
         ("↑ ↓ tab", "select an assignment, tab to its units"),
         ("enter", "the selected assignment (or unit) in full"),
+        ("/", "find units of the selected assignment: a number, a state, a host (escape lists the usual ones)"),
         ("c", "cancel the selected assignment (asks first)"),
         ("m", "move the selected unit (a running one) to a peer you choose"),
         ("w", "save the selected assignment's result to a file"),

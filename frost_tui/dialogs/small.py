@@ -151,6 +151,30 @@ class PathDialog(ModalScreen[Path | None]):
         self.dismiss(None)
 
 
+class FindDialog(ModalScreen[str | None]):
+    """Ask which of an assignment's units to list; empty text lists the usual ones again."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
+
+    def __init__(self, assignment_id: str, value: str = "") -> None:
+        super().__init__()
+        self.assignment_id = assignment_id
+        self.value = value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Find units of {self.assignment_id}", classes="dialog-title")
+            yield Label("A unit's number, a state (running, queued, paused, failed), a host's name or words of an "
+                        "error; every word must match. Empty: the units running and waiting again.")
+            yield Input(self.value, placeholder="1234, failed, curie …", id="find-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
 class MoveDialog(ModalScreen[str | None]):
     """Pick the node a unit should move to; only live nodes other than the unit's host are offered."""
 

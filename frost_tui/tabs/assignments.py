@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Group
@@ -9,8 +10,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from frost_core import AssignmentView, GangMemberView, NodeSnapshot, UnitView
+from frost_core import AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, UnitView
 
+from frost_tui.dialogs.small import FindDialog
 from frost_tui.widgets.format import format_ago, format_duration, progress_bar, styled_state
 from frost_tui.widgets.image_preview import ImagePreview
 from frost_tui.widgets.live_table import LiveTable
@@ -20,6 +22,9 @@ from frost_tui.tabs.pane import Pane
 ASSIGNMENT_COLUMNS = ("Assignment", "Plugin", "State", "Progress", "Units", "Moves", "ETA", "Age")
 UNIT_COLUMNS = ("Unit", "State", "Runs on", "Progress", "ETA", "Moves", "Failures", "Error / why waiting")
 # At 80 columns the tables drop Age, Moves, Units (assignments) and Failures, Moves, ETA (units) first.
+FIND_AGAIN = 2.0
+"""Seconds between two asks for the units the owner looks for (`/`), while the answer is on the screen: the
+node reads every unit of the assignment for each."""
 
 
 class AssignmentsPane(Pane):
@@ -29,6 +34,10 @@ class AssignmentsPane(Pane):
         super().__init__(**kwargs)
         self._assignments: dict[str, AssignmentView] = {}
         self._now = 0.0
+        self._find: tuple[str, str] | None = None   # (assignment id, words): the units the owner looks for
+        self._found: FoundUnits | None = None       # the node's answer to `_find`, until the next one
+        self._asked_at = float("-inf")
+        self._asking = False
 
     def compose(self) -> ComposeResult:
         yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table", drop_order=(7, 5, 4))
@@ -43,6 +52,7 @@ class AssignmentsPane(Pane):
         self.query_one("#assignments-table", LiveTable).show_rows(
             [(a.id, assignment_row(a, now)) for a in newest_first]
         )
+        self._ask_again()
         self._show_units()
 
     def selected_assignment(self) -> AssignmentView | None:
@@ -58,7 +68,67 @@ class AssignmentsPane(Pane):
         key = self.query_one("#units-table", LiveTable).selected_key()
         if assignment is None or key is None:
             return None
-        return next((u for u in assignment.units if u.task_id == key), None)
+        return next((u for u in self._units_of(assignment) if u.task_id == key), None)
+
+    def find_units(self) -> None:
+        """/: which of the selected assignment's units to list; a snapshot carries only SNAPSHOT_UNITS of a long
+        sweep's, and the owner looks for the others (the node answers `FindUnits`)."""
+        assignment = self.selected_assignment()
+        if assignment is None:
+            self.app.notify("Select an assignment first.", title="Find units", severity="warning")
+            return
+        words = self._find[1] if self._find is not None and self._find[0] == assignment.id else ""
+        self.app.push_screen(FindDialog(assignment.id, words), lambda words: self._look_for(assignment.id, words))
+
+    def filter_applied(self) -> bool:
+        return self._find is not None
+
+    def back_out(self) -> None:
+        """Esc: the units running and waiting again, after a find."""
+        if self._find is not None:
+            self._look_for(self._find[0], "")
+
+    def _look_for(self, assignment_id: str, words: str | None) -> None:
+        if words is None:
+            return  # the dialog was cancelled: the list stays as it is
+        self._find = (assignment_id, words) if words else None
+        self._found, self._asked_at = None, float("-inf")
+        self._ask_again()
+        self._show_units()
+        self.app.refresh_bindings()  # Esc is offered while units are found
+
+    def _ask_again(self) -> None:
+        """Ask the node for the units looked for, at most every FIND_AGAIN seconds and one ask at a time."""
+        find = self._find
+        if find is None or self._asking or time.monotonic() - self._asked_at < FIND_AGAIN:
+            return
+        self._asked_at = time.monotonic()
+        self._asking = self.app.ask_soon(FindUnits(assignment_id=find[0], match=find[1]),
+                                         lambda answer: self._answered(find, answer))
+
+    def _answered(self, find: tuple[str, str], answer: FoundUnits | FrostError) -> None:
+        self._asking = False
+        if find != self._find:
+            return  # the owner looks for something else now
+        if isinstance(answer, FrostError):
+            self._find = self._found = None
+            self.app.refresh_bindings()
+            self.app.notify(answer.message, title="Units not found", severity="error")
+        else:
+            self._found = answer
+        self._show_units()
+
+    def _units_of(self, assignment: AssignmentView) -> tuple[UnitView, ...]:
+        """What the units table lists: the units found for the owner, else those the snapshot carries."""
+        if self._find is not None and self._find[0] == assignment.id:
+            return self._found.units if self._found is not None else ()
+        return assignment.units
+
+    def _looking(self, assignment: AssignmentView) -> tuple[str, FoundUnits | None] | None:
+        """The words looked for among `assignment`'s units and the answer so far, if the owner looks there."""
+        if self._find is None or self._find[0] != assignment.id:
+            return None
+        return self._find[1], self._found
 
     def details(self) -> tuple[str, Group] | None:
         """The unit under the cursor when the units table has the keys, else the assignment."""
@@ -69,12 +139,12 @@ class AssignmentsPane(Pane):
         if unit is not None and self.query_one("#units-table", LiveTable).has_focus:
             return f"Unit {unit.task_id}", describe_unit(unit)
         units = Text("\n".join(f"{u.task_id}  {u.reported or u.state}  {u.host_name or '—'}  {u.error or u.waiting}".rstrip()
-                               for u in assignment.units))
+                               for u in self._units_of(assignment)))
         if assignment.gang is not None:
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
                                    f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
-            describe_result(assignment, self._now), Text(""), units)
+            describe_result(assignment, self._now, self._looking(assignment)), Text(""), units)
 
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         if event.table.id == "assignments-table":
@@ -82,7 +152,7 @@ class AssignmentsPane(Pane):
 
     def _show_units(self) -> None:
         assignment = self.selected_assignment()
-        rows = [(u.task_id, unit_row(u)) for u in (assignment.units if assignment else ())]   # some of a sweep's
+        rows = [(u.task_id, unit_row(u)) for u in (self._units_of(assignment) if assignment else ())]
         if assignment is not None and assignment.gang is not None:   # a gang's members stand in for units
             rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m)) for m in assignment.gang.members]
         self.query_one("#units-table", LiveTable).show_rows(rows)
@@ -94,10 +164,11 @@ class AssignmentsPane(Pane):
             return
         gang = assignment.gang
         key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds), units_shown(assignment),
+               assignment.result_media_type, round(assignment.wasted_seconds),
+               units_shown(assignment, self._looking(assignment)),
                gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
                          gang.moves, gang.restarts))
-        update_static(result, key, lambda: describe_result(assignment, self._now))
+        update_static(result, key, lambda: describe_result(assignment, self._now, self._looking(assignment)))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
 
@@ -165,7 +236,8 @@ def checkpoint_age(at: float | None, now: float) -> str:
     return "" if at is None else format_ago(at, now)
 
 
-def describe_result(assignment: AssignmentView, now: float) -> Group:
+def describe_result(assignment: AssignmentView, now: float,
+                    looking: tuple[str, FoundUnits | None] | None = None) -> Group:
     params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
     lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
     if assignment.error:
@@ -191,14 +263,23 @@ def describe_result(assignment: AssignmentView, now: float) -> Group:
                                    ("   Moves  ", "bold"), str(gang.moves), ("   Restarts  ", "bold"), str(gang.restarts)))
     if round(assignment.wasted_seconds) > 0:
         lines.append(Text.assemble(("Wasted  ", "bold yellow"), describe_waste(assignment)))
-    if units_shown(assignment):
-        lines.append(Text.assemble(("Units  ", "bold"), units_shown(assignment)))
+    if units_shown(assignment, looking):
+        lines.append(Text.assemble(("Units  ", "bold"), units_shown(assignment, looking)))
     return Group(*lines)
 
 
-def units_shown(assignment: AssignmentView) -> str:
-    """Which of a long sweep's units the table lists (a snapshot carries SNAPSHOT_UNITS of them); '' for all."""
+def units_shown(assignment: AssignmentView, looking: tuple[str, FoundUnits | None] | None = None) -> str:
+    """Which of a long sweep's units the table lists (a snapshot carries SNAPSHOT_UNITS of them), or those the owner
+    looks for (`looking`: the words, and the node's answer once it came); '' for all."""
     shown, count, waiting = len(assignment.units), assignment.unit_count, assignment.unit_count - assignment.units_done
+    if looking is not None:
+        words, found = looking
+        if found is None:
+            return f"looking for “{words}” among {count:,}…"
+        if not found.matched:
+            return f"none of {count:,} matches “{words}”; escape lists the usual ones"
+        return (f"{len(found.units):,} of the {found.matched:,} matching “{words}” shown (of {count:,}); "
+                "escape lists the usual ones")
     if shown >= count:
         return ""
     if not waiting:

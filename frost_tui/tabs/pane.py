@@ -28,6 +28,11 @@ class Pane(Vertical):
         """This tab's `/` filter (an Input whose id ends in -filter), if it has one."""
         return next((box for box in self.query(Input) if box.id and box.id.endswith("-filter")), None)
 
+    def filter_applied(self) -> bool:
+        """Whether the tab lists less than it would without the owner's `/` (Esc then undoes it)."""
+        box = self.filter_box()
+        return box is not None and box.value != ""
+
     def back_out(self) -> None:
         """Esc: clear this tab's filter (never left applied unseen); the app gives the keys back to the tab."""
         box = self.filter_box()

@@ -391,3 +391,36 @@ def test_ctrl_q_quits_at_once_with_the_guest_running(desk):
     app = run_ui(desk, scenario)
     assert app.return_code == 0
     assert not app.host.running
+
+
+def test_slash_on_assignments_finds_units_the_snapshot_does_not_carry(real_node):
+    """A snapshot carries SNAPSHOT_UNITS of a long sweep's units; `/` asks the node for the others. On the default
+    configuration; the owner pauses hosting first, in this test, so the sweep stands still while it is looked at."""
+    from frost_core.api.snapshot import SNAPSHOT_UNITS
+    from frost_tui.widgets.live_table import LiveTable
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.address != "", timeout=30)
+        await pilot.press("p")
+        await wait_in_app(pilot, lambda: app.snapshot.hosting.state == "paused", timeout=10)
+        app.send(SubmitAssignment(plugin="montecarlo-pi", params={"samples": 1_000, "units": 300}))
+        await wait_in_app(pilot, lambda: [a.unit_count for a in app.snapshot.assignments] == [300], timeout=30)
+        sweep = app.snapshot.assignments[0].id
+        units = app.query_one("#units-table", LiveTable)
+        await pilot.press("4")
+        await wait_to_see(app, pilot, "200 of 300 shown: those running, then those waiting, by number")
+        assert len(units._keys) == SNAPSHOT_UNITS and f"{sweep}.250" not in units._keys
+        await pilot.press("slash", *"250", "enter")
+        await wait_to_see(app, pilot, "1 of the 1 matching “250” shown (of 300)")
+        assert units._keys == [f"{sweep}.250"]
+        await pilot.press("slash", "ctrl+u", *"queued 299", "enter")   # every word must match
+        await wait_to_see(app, pilot, "1 of the 1 matching “queued 299” shown")
+        assert units._keys == [f"{sweep}.299"]
+        await pilot.press("slash", "ctrl+u", *"curie", "enter")
+        await wait_to_see(app, pilot, "none of 300 matches “curie”")
+        assert units._keys == []
+        await pilot.press("escape")
+        await wait_to_see(app, pilot, "200 of 300 shown: those running")
+        assert len(units._keys) == SNAPSHOT_UNITS
+
+    run_ui(real_node, scenario)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView
+from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, UnitView
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, shown_units
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
@@ -222,3 +222,19 @@ def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
         del plain[name]
     older = from_plain(AssignmentView, plain)
     assert (older.unit_count, older.units_done, older.moves) == (6, 2, 3)
+
+
+def test_finding_units_matches_what_their_rows_show_and_every_word_must_match():
+    from frost_core.node.answers import unit_matches
+
+    def unit(index, state="queued", **shown):
+        return UnitView(index=index, task_id=f"m-1.{index}", state=state, host="", progress=0.0, moves=0,
+                        failures=shown.pop("failures", 0), error=shown.pop("error", None), **shown)
+
+    paused = unit(12, "running", host_name="curie", reported="paused")
+    retried = unit(7, failures=2, error="MemoryError in step", waiting="no peer with free CPU")
+    assert unit_matches(paused, ["12"]) and not unit_matches(paused, ["1"])    # a number is a unit's, whole
+    assert unit_matches(paused, ["paused", "curie"]) and not unit_matches(paused, ["running"])  # as its row says
+    assert unit_matches(retried, ["failed"]) and unit_matches(retried, ["memoryerror"])
+    assert unit_matches(retried, ["free", "cpu"]) and not unit_matches(retried, ["free", "curie"])
+    assert not unit_matches(unit(3), ["failed"]) and unit_matches(unit(3), [])
