@@ -74,8 +74,9 @@ class AssignmentsPane(Pane):
         """/: which of the selected assignment's units to list; a snapshot carries only SNAPSHOT_UNITS of a long
         sweep's, and the owner looks for the others (the node answers `FindUnits`)."""
         assignment = self.selected_assignment()
-        if assignment is None:
-            self.app.notify("Select an assignment first.", title="Find units", severity="warning")
+        if assignment is None or assignment.gang is not None:
+            self.app.notify("Select an assignment first." if assignment is None else "A gang's members are all listed.",
+                            title="Find units", severity="warning")
             return
         words = self._find[1] if self._find is not None and self._find[0] == assignment.id else ""
         self.app.push_screen(FindDialog(assignment.id, words), lambda words: self._look_for(assignment.id, words))
@@ -120,9 +121,10 @@ class AssignmentsPane(Pane):
 
     def _units_of(self, assignment: AssignmentView) -> tuple[UnitView, ...]:
         """What the units table lists: the units found for the owner, else those the snapshot carries."""
-        if self._find is not None and self._find[0] == assignment.id:
-            return self._found.units if self._found is not None else ()
-        return assignment.units
+        looking = self._looking(assignment)
+        if looking is None:
+            return assignment.units
+        return looking[1].units if looking[1] is not None else ()
 
     def _looking(self, assignment: AssignmentView) -> tuple[str, FoundUnits | None] | None:
         """The words looked for among `assignment`'s units and the answer so far, if the owner looks there."""
