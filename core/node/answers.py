@@ -13,9 +13,11 @@ from frost_core.api.queries import (
     FetchResult, FindUnits, FoundUnits, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers,
     ListPlugins, NodeStatus, Query, SavedResult,
 )
-from frost_core.api.snapshot import NodeSnapshot, UnitView
+from frost_core.api.snapshot import NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
-from frost_core.node.views import MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, peer_views, plugin_view
+from frost_core.node.views import (
+    MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, peer_names, peer_views, plugin_view, unit_words,
+)
 
 STATUS_EVENTS = 20
 """How many of the latest events `status` carries; `ListEvents` has them all."""
@@ -52,10 +54,7 @@ async def answer(node: Answering, query: Query) -> Any:
         case GetAssignment(assignment_id=assignment_id):
             return _assignment(node, node.store.assignment(assignment_id))
         case FindUnits(assignment_id=assignment_id, match=match, limit=limit):
-            words = match.lower().split()
-            found = [unit for unit in _assignment(node, node.store.assignment(assignment_id)).units
-                     if unit_matches(unit, words)]
-            return FoundUnits(units=tuple(found[:max(limit, 0)]), matched=len(found))
+            return _find_units(node, assignment_id, match.lower().split(), max(limit, 0))
         case FetchResult(assignment_id=assignment_id, output=output, files=files):
             return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
         case GetLedger(since=since):
@@ -63,12 +62,28 @@ async def answer(node: Answering, query: Query) -> Any:
     raise FrostError(f"unknown query {query!r}")
 
 
-def unit_matches(unit: UnitView, words: list[str]) -> bool:
-    """Whether every one of `words` (lower case) matches `unit` as `FindUnits` says: a number is the unit's own,
-    another word a part of what its row shows (state, host, error, why it waits), "failed" once it failed."""
-    shown = " ".join((unit.reported or unit.state, unit.host_name, unit.error or "", unit.waiting,
-                      "failed" if unit.failures else "")).lower()
-    return all(int(word) == unit.index if word.isdecimal() else word in shown for word in words)
+def unit_matches(index: int, shown: str, words: list[str]) -> bool:
+    """Whether every one of `words` (lower case) matches the unit numbered `index` whose row shows `shown` (lower
+    case, `_shown`), as `FindUnits` says: a number must be the unit's own, another word a part of the row."""
+    return all(int(word) == index if word.isdecimal() else word in shown for word in words)
+
+
+def _find_units(node: Answering, assignment_id: str, words: list[str], limit: int) -> FoundUnits:
+    """Every unit's state, host and error is read and matched; only the first `limit` found are read whole and
+    made into views."""
+    names, waiting, reported = peer_names(node), node.unit_waiting(), node.unit_states()
+    matched = [index for index, state, host, error, failures in node.store.unit_states(assignment_id)
+               if unit_matches(index, _shown(state, error, failures, **unit_words(
+                   state, host, f"{assignment_id}.{index}", names=names, waiting=waiting, reported=reported)), words)]
+    listed = node.store.found(assignment_id, matched[:limit])
+    view = assignment_view(listed.record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
+                           names=names, etas=node.unit_etas(), waiting=waiting, reported=reported, tally=listed.tally)
+    return FoundUnits(units=view.units, matched=len(matched))
+
+
+def _shown(state: str, error: str | None, failures: int, *, reported: str, host_name: str, waiting: str) -> str:
+    """A unit's row in lower case, as a search reads it; "failed" in it once the unit failed at least once."""
+    return " ".join((reported or state, host_name, error or "", waiting, "failed" if failures else "")).lower()
 
 
 def _assignment(node: Answering, record):

@@ -167,14 +167,12 @@ def assignment_view(
     reported = reported or {}
     tally = tally or UnitTally.of(record.units)
     units = tuple(
-        UnitView(index=u.index, task_id=u.task_id,
-                 state=u.state, reported=_standing_still(u.state, reported.get(u.task_id)),
+        UnitView(index=u.index, task_id=u.task_id, state=u.state,
                  host="" if u.state == "queued" else u.host,
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
                  moves=u.moves, failures=u.failures, error=u.error,
-                 host_name=names.get(u.host, u.host[:8]) if u.host and u.state != "queued" else "",
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
-                 waiting=waiting.get(u.task_id, "") if u.state == "queued" else "")
+                 **unit_words(u.state, u.host, u.task_id, names=names, waiting=waiting, reported=reported))
         for u in record.units
     )
     running = {f"{record.id}.{index}": stored for index, stored in tally.running}
@@ -255,6 +253,15 @@ def gang_view(gang: GangCoordinatorView | None, names: Mapping[str, str]) -> Gan
 
 
 STOPPED_BY_OWNER = ("paused", "suspended")
+
+
+def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str], waiting: Mapping[str, str],
+               reported: Mapping[str, str]) -> dict[str, str]:
+    """What a unit's row says beside its stored fields (`UnitView`'s reported, host_name and waiting): a search of
+    the units (`FindUnits`) matches what the screen shows."""
+    return {"reported": _standing_still(state, reported.get(task_id)),
+            "host_name": names.get(host, host[:8]) if host and state != "queued" else "",
+            "waiting": waiting.get(task_id, "") if state == "queued" else ""}
 
 
 def _standing_still(stored: str, reported: str | None) -> str:

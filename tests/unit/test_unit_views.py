@@ -224,17 +224,37 @@ def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
     assert (older.unit_count, older.units_done, older.moves) == (6, 2, 3)
 
 
-def test_finding_units_matches_what_their_rows_show_and_every_word_must_match():
-    from frost_core.node.answers import unit_matches
+def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tmp_path):
+    """`FindUnits` reads only the units' states, hosts and errors to match them, and words them as the screen does:
+    a unit shows its host's peer name and the state its host reports. What it finds reads whole, as a query's."""
+    from frost_core.node.answers import _find_units, unit_matches
 
-    def unit(index, state="queued", **shown):
-        return UnitView(index=index, task_id=f"m-1.{index}", state=state, host="", progress=0.0, moves=0,
-                        failures=shown.pop("failures", 0), error=shown.pop("error", None), **shown)
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(300)])
+        store.place_units([Placement(assignment, i, "cafe-host") for i in (12, 120, 250)])
+        epoch = store.place_unit(assignment, 7, host="beef-host")
+        store.requeue_unit(assignment, 7, epoch=epoch, error="MemoryError in step")
+        node = SimpleNamespace(
+            store=store, results_dir=tmp_path, node_id="m", config=SimpleNamespace(node_name="turing"),
+            membership=SimpleNamespace(members=lambda: []), live_progress=dict, unit_etas=dict,
+            unit_waiting=lambda: {f"{assignment}.7": "no peer with free CPU"},
+            unit_states=lambda: {f"{assignment}.12": "paused"})
 
-    paused = unit(12, "running", host_name="curie", reported="paused")
-    retried = unit(7, failures=2, error="MemoryError in step", waiting="no peer with free CPU")
-    assert unit_matches(paused, ["12"]) and not unit_matches(paused, ["1"])    # a number is a unit's, whole
-    assert unit_matches(paused, ["paused", "curie"]) and not unit_matches(paused, ["running"])  # as its row says
-    assert unit_matches(retried, ["failed"]) and unit_matches(retried, ["memoryerror"])
-    assert unit_matches(retried, ["free", "cpu"]) and not unit_matches(retried, ["free", "curie"])
-    assert not unit_matches(unit(3), ["failed"]) and unit_matches(unit(3), [])
+        def found(words, limit=SNAPSHOT_UNITS):
+            answer = _find_units(node, assignment, words.split(), limit)
+            return [u.index for u in answer.units], answer.matched
+
+        assert found("12") == ([12], 1)                             # a number is a unit's, whole
+        assert found("paused cafe") == ([12], 1)                    # as its row says: paused, on "cafe-hos" (no peer name)
+        assert found("running") == ([120, 250], 2)
+        assert found("failed") == ([7], 1) and found("memoryerror free cpu") == ([7], 1)
+        assert found("free beef") == ([], 0)                        # a queued unit shows no host
+        assert found("queued", limit=2) == ([0, 1], 297)
+        whole = {u.index: u for u in store.assignment(assignment).units}
+        (unit,) = _find_units(node, assignment, ["7"], 1).units
+        assert (unit.task_id, unit.failures, unit.error) == (whole[7].task_id, 1, "MemoryError in step")
+    finally:
+        store.close()
+    assert unit_matches(3, "queued", []) and not unit_matches(3, "queued", ["30"])
