@@ -238,7 +238,9 @@ def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tm
         store.requeue_unit(assignment, 7, epoch=epoch, error="MemoryError in step")
         node = SimpleNamespace(
             store=store, results_dir=tmp_path, node_id="m", config=SimpleNamespace(node_name="turing"),
-            membership=SimpleNamespace(members=lambda: []), live_progress=dict, unit_etas=dict,
+            membership=SimpleNamespace(members=lambda: [SimpleNamespace(
+                node_id="cafe-host", name="curie", address=("10.0.0.1", 1), state=MemberState.ALIVE, is_active=True)]),
+            live_progress=dict, unit_etas=dict,
             unit_waiting=lambda: {f"{assignment}.7": "no peer with free CPU"},
             unit_states=lambda: {f"{assignment}.12": "paused"})
 
@@ -247,7 +249,7 @@ def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tm
             return [u.index for u in answer.units], answer.matched
 
         assert found("12") == ([12], 1)                             # a number is a unit's, whole
-        assert found("paused cafe") == ([12], 1)                    # as its row says: paused, on "cafe-hos" (no peer name)
+        assert found("paused curie") == ([12], 1)                   # as its row says: paused, on the peer curie
         assert found("running") == ([120, 250], 2)
         assert found("failed") == ([7], 1) and found("memoryerror free cpu") == ([7], 1)
         assert found("free beef") == ([], 0)                        # a queued unit shows no host
