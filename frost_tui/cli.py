@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from frost_core import (
-    OPTIONS, AssignmentView, ConfigError, FrostError, LedgerView, Measurement, NodeStatus, NodeUnavailableError, Paths, PeerView,
-    PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
+    OPTIONS, AssignmentView, ConfigError, FoundUnits, FrostError, LedgerView, Measurement, NodeStatus, NodeUnavailableError,
+    Paths, PeerView, PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
 )
 
 from frost_tui import tables
@@ -79,7 +79,8 @@ class SubmitResult:
 
 RESULTS: dict[str, Any] = {
     "status": NodeStatus, "peers": tuple[PeerView, ...], "plugins": tuple[PluginView, ...],
-    "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...], "submit": SubmitResult,
+    "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...],
+    "units": FoundUnits, "submit": SubmitResult,
     "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str, "unquarantine": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
     "key remember": KeyResult,
@@ -207,7 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "30s,50steps or off; add `forced` (2m,forced) to restart the gang on the best p at "
                              "every check; default: gang.check_interval and gang.check_supersteps)")
 
-    verb("assignments", "my assignments and their units")
+    verb("assignments", "my assignments, each with up to 200 of its units (`units` lists them all)")
+    units = verb("units", "an assignment's units: every one, or those matching WORDS")
+    units.add_argument("assignment")
+    units.add_argument("words", nargs="*", metavar="WORD",
+                       help="a unit's number, a state (running, queued, paused, failed), a host's name or words of "
+                            "an error; every one must match")
+    units.add_argument("--limit", type=int, default=None, metavar="N", help="list the first N that match (default: all)")
     stats = verb("stats", "CPU given to and received from each peer, per day, and the top contributors")
     stats.add_argument("--since", metavar="DURATION", help="only the last 90s, 30m, 24h, 7d, 2w… (default: all)")
     stats.add_argument("--csv", type=Path, metavar="FILE", help="also write the figures as CSV to FILE")
@@ -497,6 +504,20 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
     return saved, EXIT_OK
 
 
+def _units(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[FoundUnits, int]:
+    from frost_core import FindUnits, GetAssignment, plain_reply
+
+    if args.limit is not None and args.limit < 0:
+        raise ConfigError(f"--limit wants a count of units, not {args.limit}")
+    words = " ".join(args.words)
+    query = FindUnits(assignment_id=args.assignment, match=words, limit=args.limit)
+    found = _call(paths, query)
+    if not out.json:
+        count = _call(paths, GetAssignment(assignment_id=args.assignment, every_unit=False)).unit_count
+        out.say(tables.units(plain_reply(query, found), count, words))
+    return found, EXIT_OK
+
+
 def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[str, int]:
     from frost_core import (
         CancelAssignment, ClearQuarantine, EvictGuests, FinishThenPause, MoveTask, PauseHosting, ResumeHosting,
@@ -566,9 +587,10 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
     out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK
-    while (state := _call(paths, GetAssignment(assignment_id=submitted.id))).state not in ("done", "failed",
-                                                                                            "cancelled"):
+    while _call(paths, GetAssignment(assignment_id=submitted.id, every_unit=False)).state not in (
+            "done", "failed", "cancelled"):
         time.sleep(0.5)
+    state = _call(paths, GetAssignment(assignment_id=submitted.id))   # every unit, once
     ended = SubmitResult(id=submitted.id, units=submitted.units, assignment=state)
     if state.state != "done":
         out.say(f"Assignment {submitted.id} {state.state}: {state.error or ''}", file=sys.stderr)
@@ -599,7 +621,8 @@ def _input_files(items: list[str]) -> dict[str, str]:
 
 
 _COMMANDS = {
-    "status": _table_query, "peers": _table_query, "assignments": _table_query, "key": _key, "stats": _stats,
+    "status": _table_query, "peers": _table_query, "assignments": _table_query, "units": _units, "key": _key,
+    "stats": _stats,
     "service": _service, "config": _show_config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
     "plugins": _plugins, "submit": _submit, "result": _result, "cancel": _owner_command, "pause": _owner_command,
     "resume": _owner_command, "finish": _owner_command, "evict": _owner_command, "move": _owner_command,

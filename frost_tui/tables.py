@@ -66,12 +66,20 @@ def assignments(reply: list[dict[str, Any]]) -> str:
         if a.get("gang"):
             rows += gang_rows(a, now)
             continue
-        done = sum(1 for u in a["units"] if u["state"] == "done")
         waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
-        rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{done}/{len(a['units'])}",
+        rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{a['units_done']}/{a['unit_count']}",
                      a.get("error") or (f"queued: {waiting}" if waiting else "")
                      or (a.get("verification", "") if a["state"] == "done" else "")])
     return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)
+
+
+def units(reply: dict[str, Any], count: int, words: str) -> str:
+    """An assignment's units (`FindUnits`' answer), and how many of its `count` match `words`."""
+    rows = [[u["task_id"], u.get("reported") or u["state"], u["host_name"] or "—", f"{u['progress']:.0%}", u["moves"],
+             u["failures"], u["error"] or u["waiting"]] for u in reply["units"]]
+    table = render(["UNIT", "STATE", "HOST", "PROGRESS", "MOVES", "FAILURES", "ERROR / WHY WAITING"], rows)
+    shown = f"{len(rows):,} of the {reply['matched']:,}" if len(rows) < reply["matched"] else f"{reply['matched']:,}"
+    return f"{table}\n{shown} of {count:,} units" + (f" matching {words!r}" if words else "")
 
 
 def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:

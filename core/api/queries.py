@@ -62,13 +62,21 @@ class ListPlugins:
 
 @dataclass(frozen=True)
 class ListAssignments:
+    """Every assignment as a screen lists it: up to SNAPSHOT_UNITS of its units (a longer sweep's running ones,
+    then those waiting, then the last done) and the counts of all. With five finished 10,000-unit sweeps behind
+    it, a node spent 1.2 s of its event loop on every unit of them, for a table of five rows."""
+
     REPLY: ClassVar[Any] = tuple[AssignmentView, ...]
 
 
 @dataclass(frozen=True)
 class GetAssignment:
+    """One assignment, with every unit; `every_unit` False: as ListAssignments lists it (`submit --wait` asks so
+    twice a second, and every unit of a running 10,000-unit sweep cost its node ~200 ms an ask)."""
+
     REPLY: ClassVar[Any] = AssignmentView
     assignment_id: str
+    every_unit: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,12 +92,12 @@ class FindUnits:
     """An assignment's units that match `match`, as its table would show them: a screen carries SNAPSHOT_UNITS of a
     long sweep's units, and the owner looks for the others. Every word must match: a number is a unit's, other
     words are found in its state, its host's name, its error or why it waits ("failed" finds every unit that
-    failed at least once)."""
+    failed at least once). `limit`: how many to carry (None: every one that matches)."""
 
     REPLY: ClassVar[Any] = FoundUnits
     assignment_id: str
     match: str
-    limit: int = SNAPSHOT_UNITS
+    limit: int | None = SNAPSHOT_UNITS
 
 
 @dataclass(frozen=True)

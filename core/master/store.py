@@ -819,6 +819,10 @@ class MasterStore:
         ).fetchall()
         return self._record_from_row(row, tuple(_unit_from_row(unit) for unit in units))
 
+    def listed(self, assignment_id: str, rows: int) -> Listed:
+        """One assignment as `listing` lists it, read now."""
+        return self._listed_from_row(self._assignment_row(assignment_id), rows)
+
     def _listed_from_row(self, row: tuple, rows: int) -> Listed:
         tally = self._tally(row[0])
         units = self._db.execute(

@@ -13,10 +13,12 @@ from frost_core.api.queries import (
     FetchResult, FindUnits, FoundUnits, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers,
     ListPlugins, NodeStatus, Query, SavedResult,
 )
-from frost_core.api.snapshot import NodeSnapshot
+from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
+from frost_core.master.store import AssignmentRecord, UnitTally
 from frost_core.node.views import (
-    MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, peer_names, peer_views, plugin_view, unit_words,
+    MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, peer_names, peer_views, plugin_view,
+    unit_words,
 )
 
 STATUS_EVENTS = 20
@@ -50,11 +52,14 @@ async def answer(node: Answering, query: Query) -> Any:
             await node.registry.scan_async()
             return tuple(plugin_view(info) for info in node.registry.plugins())
         case ListAssignments():
-            return tuple(_assignment(node, record) for record in node.store.assignments())
-        case GetAssignment(assignment_id=assignment_id):
+            return assignment_views(node, now=time.time(), live=node.live_progress(), names=peer_names(node))
+        case GetAssignment(assignment_id=assignment_id, every_unit=True):
             return _assignment(node, node.store.assignment(assignment_id))
+        case GetAssignment(assignment_id=assignment_id):
+            listed = node.store.listed(assignment_id, SNAPSHOT_UNITS)
+            return _assignment(node, listed.record, listed.tally)
         case FindUnits(assignment_id=assignment_id, match=match, limit=limit):
-            return _find_units(node, assignment_id, match.lower().split(), max(limit, 0))
+            return _find_units(node, assignment_id, match.lower().split(), limit)
         case FetchResult(assignment_id=assignment_id, output=output, files=files):
             return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
         case GetLedger(since=since):
@@ -68,17 +73,15 @@ def unit_matches(index: int, shown: str, words: list[str]) -> bool:
     return all(int(word) == index if word.isdecimal() else word in shown for word in words)
 
 
-def _find_units(node: Answering, assignment_id: str, words: list[str], limit: int) -> FoundUnits:
+def _find_units(node: Answering, assignment_id: str, words: list[str], limit: int | None) -> FoundUnits:
     """Every unit's state, host and error is read and matched; only the first `limit` found are read whole and
     made into views."""
     names, waiting, reported = peer_names(node), node.unit_waiting(), node.unit_states()
     matched = [index for index, state, host, error, failures in node.store.unit_states(assignment_id)
                if unit_matches(index, _shown(state, error, failures, **unit_words(
                    state, host, f"{assignment_id}.{index}", names=names, waiting=waiting, reported=reported)), words)]
-    listed = node.store.found(assignment_id, matched[:limit])
-    view = assignment_view(listed.record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
-                           names=names, etas=node.unit_etas(), waiting=waiting, reported=reported, tally=listed.tally)
-    return FoundUnits(units=view.units, matched=len(matched))
+    listed = node.store.found(assignment_id, matched if limit is None else matched[:max(limit, 0)])
+    return FoundUnits(units=_assignment(node, listed.record, listed.tally).units, matched=len(matched))
 
 
 def _shown(state: str, error: str | None, failures: int, *, reported: str, host_name: str, waiting: str) -> str:
@@ -86,10 +89,11 @@ def _shown(state: str, error: str | None, failures: int, *, reported: str, host_
     return " ".join((reported or state, host_name, error or "", waiting, "failed" if failures else "")).lower()
 
 
-def _assignment(node: Answering, record):
+def _assignment(node: Answering, record: AssignmentRecord, tally: UnitTally | None = None) -> AssignmentView:
+    """`record`'s view as a screen shows it; `tally`: of all its units, where `record` has some of them."""
     return assignment_view(record, now=time.time(), results_dir=node.results_dir, live=node.live_progress(),
-                           etas=node.unit_etas(), waiting=node.unit_waiting(), reported=node.unit_states(),
-                           gangs=node.gang_views())
+                           names=peer_names(node), etas=node.unit_etas(), waiting=node.unit_waiting(),
+                           reported=node.unit_states(), gangs=node.gang_views(), tally=tally)
 
 
 async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:

@@ -118,7 +118,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             )
             for g in guests
         ),
-        assignments=_assignment_views(node, now=now, live=live, names=names) if assignments else (),
+        assignments=assignment_views(node, now=now, live=live, names=names) if assignments else (),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
@@ -201,8 +201,10 @@ def assignment_view(
     )
 
 
-def _assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
-                      names: Mapping[str, str]) -> tuple[AssignmentView, ...]:
+def assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
+                     names: Mapping[str, str]) -> tuple[AssignmentView, ...]:
+    """Every assignment as a screen lists it (`MasterStore.listing`), a settled one's view made once: a snapshot's,
+    and `ListAssignments`' answer."""
     etas, waiting, reported, gangs = node.unit_etas(), node.unit_waiting(), node.unit_states(), node.gang_views()
 
     def make(listed: Listed) -> AssignmentView:

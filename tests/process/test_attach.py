@@ -176,9 +176,9 @@ def test_a_node_gone_silent_shows_reconnecting_and_is_back_once_it_answers_again
 def test_an_attached_ui_gets_the_units_its_table_shows_of_a_long_sweep_and_the_counts_of_all(node):
     """A 10,000-unit sweep's every unit in every push cost the node ~90 ms and the UI ~110 ms a push: the UI gets
     the units its table shows (all waiting here: the first ones) and the counts; a script asking for the
-    assignment gets every unit, and `/` finds any of them. The owner pauses hosting first so the sweep stands
+    assignment whole gets every unit, and `/` finds any of them. The owner pauses hosting first so the sweep stands
     still while it is looked at."""
-    from frost_core import FindUnits, GetAssignment, SubmitAssignment
+    from frost_core import FindUnits, GetAssignment, ListAssignments, SubmitAssignment
     from frost_core.api.snapshot import SNAPSHOT_UNITS
 
     async def main():
@@ -195,11 +195,15 @@ def test_an_attached_ui_gets_the_units_its_table_shows_of_a_long_sweep_and_the_c
                 shown = next(a for a in attached.snapshot().assignments if a.id == submitted.id)
                 whole = await attached.ask(GetAssignment(assignment_id=submitted.id))
                 found = await attached.ask(FindUnits(assignment_id=submitted.id, match="499"))
+                listed = (*await attached.ask(ListAssignments()),
+                          await attached.ask(GetAssignment(assignment_id=submitted.id, every_unit=False)))
             nursery.cancel_scope.cancel()
-        return shown, whole, found
+        return shown, whole, found, listed
 
-    shown, whole, found = trio.run(main)
+    shown, whole, found, listed = trio.run(main)
     assert ([u.index for u in found.units], found.matched) == ([499], 1)   # one the snapshot does not carry
+    for view in listed:    # what `frost-tui assignments` and `submit --wait` ask for: as the screen lists it
+        assert (len(view.units), view.unit_count, view.units_done) == (SNAPSHOT_UNITS, 500, 0)
     assert (shown.unit_count, shown.units_done) == (500, 0)
     assert [u.index for u in shown.units] == list(range(SNAPSHOT_UNITS))
     assert len(whole.units) == whole.unit_count == 500

@@ -240,7 +240,7 @@ def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tm
             store=store, results_dir=tmp_path, node_id="m", config=SimpleNamespace(node_name="turing"),
             membership=SimpleNamespace(members=lambda: [SimpleNamespace(
                 node_id="cafe-host", name="curie", address=("10.0.0.1", 1), state=MemberState.ALIVE, is_active=True)]),
-            live_progress=dict, unit_etas=dict,
+            live_progress=dict, unit_etas=dict, gang_views=dict,
             unit_waiting=lambda: {f"{assignment}.7": "no peer with free CPU"},
             unit_states=lambda: {f"{assignment}.12": "paused"})
 
