@@ -78,8 +78,10 @@ def units(reply: dict[str, Any], count: int, words: str) -> str:
     rows = [[u["task_id"], u.get("reported") or u["state"], u["host_name"] or "—", f"{u['progress']:.0%}", u["moves"],
              u["failures"], u["error"] or u["waiting"]] for u in reply["units"]]
     table = render(["UNIT", "STATE", "HOST", "PROGRESS", "MOVES", "FAILURES", "ERROR / WHY WAITING"], rows)
-    shown = f"{len(rows):,} of the {reply['matched']:,}" if len(rows) < reply["matched"] else f"{reply['matched']:,}"
-    return f"{table}\n{shown} of {count:,} units" + (f" matching {words!r}" if words else "")
+    matched = reply["matched"]
+    summary = (f"{matched:,} of {count:,} units {'matches' if matched == 1 else 'match'} {words!r}" if words
+               else f"{count:,} units")
+    return f"{table}\n{summary}" + (f"; the first {len(rows):,} shown" if len(rows) < matched else "")
 
 
 def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:
