@@ -12,8 +12,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import outcome
 from textual.app import App, ComposeResult

@@ -844,7 +844,7 @@ class MasterStore:
         return UnitTally(count=counts[0], done=int(counts[1]), failed=int(counts[2]), queued=int(counts[3]),
                          moves=int(counts[4]), verified=int(counts[5]), progress=counts[6], running=tuple(running))
 
-    def unit_states(self, assignment_id: str) -> list[tuple[int, str, str, str | None, int]]:
+    def searchable_units(self, assignment_id: str) -> list[tuple[int, str, str, str | None, int]]:
         """(index, state, host, error, failures) of each of the assignment's units in index order: what a search
         through them reads (`FindUnits`), without their data. A 10,000-unit sweep read whole, as a query reads
         it, took 58 ms on the node's event loop, and its views 32 more."""

@@ -77,7 +77,7 @@ def _find_units(node: Answering, assignment_id: str, words: list[str], limit: in
     """Every unit's state, host and error is read and matched; only the first `limit` found are read whole and
     made into views."""
     names, waiting, reported = peer_names(node), node.unit_waiting(), node.unit_states()
-    matched = [index for index, state, host, error, failures in node.store.unit_states(assignment_id)
+    matched = [index for index, state, host, error, failures in node.store.searchable_units(assignment_id)
                if unit_matches(index, _shown(state, error, failures, **unit_words(
                    state, host, f"{assignment_id}.{index}", names=names, waiting=waiting, reported=reported)), words)]
     listed = node.store.found(assignment_id, matched if limit is None else matched[:max(limit, 0)])
