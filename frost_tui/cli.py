@@ -505,7 +505,7 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
 
 
 def _units(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[FoundUnits, int]:
-    from frost_core import FindUnits, GetAssignment, plain_reply
+    from frost_core import FindUnits, plain_reply
 
     if args.limit is not None and args.limit < 0:
         raise ConfigError(f"--limit wants a count of units, not {args.limit}")
@@ -513,8 +513,7 @@ def _units(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[FoundU
     query = FindUnits(assignment_id=args.assignment, match=words, limit=args.limit)
     found = _call(paths, query)
     if not out.json:
-        count = _call(paths, GetAssignment(assignment_id=args.assignment, every_unit=False)).unit_count
-        out.say(tables.units(plain_reply(query, found), count, words))
+        out.say(tables.units(plain_reply(query, found), words))
     return found, EXIT_OK
 
 

@@ -73,12 +73,12 @@ def assignments(reply: list[dict[str, Any]]) -> str:
     return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)
 
 
-def units(reply: dict[str, Any], count: int, words: str) -> str:
-    """An assignment's units (`FindUnits`' answer), and how many of its `count` match `words`."""
+def units(reply: dict[str, Any], words: str) -> str:
+    """An assignment's units (`FindUnits`' answer), and how many of them match `words`."""
     rows = [[u["task_id"], u.get("reported") or u["state"], u["host_name"] or "—", f"{u['progress']:.0%}", u["moves"],
              u["failures"], u["error"] or u["waiting"]] for u in reply["units"]]
     table = render(["UNIT", "STATE", "HOST", "PROGRESS", "MOVES", "FAILURES", "ERROR / WHY WAITING"], rows)
-    matched = reply["matched"]
+    matched, count = reply["matched"], reply["unit_count"]
     summary = (f"{matched:,} of {count:,} units {'matches' if matched == 1 else 'match'} {words!r}" if words
                else f"{count:,} units")
     return f"{table}\n{summary}" + (f"; the first {len(rows):,} shown" if len(rows) < matched else "")

@@ -81,10 +81,11 @@ class GetAssignment:
 
 @dataclass(frozen=True)
 class FoundUnits:
-    """The first `limit` units that match, in index order, and how many match in all."""
+    """The first `limit` units that match, in index order, how many match in all, and how many the assignment has."""
 
     units: tuple[UnitView, ...]
     matched: int
+    unit_count: int
 
 
 @dataclass(frozen=True)

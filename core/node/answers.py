@@ -81,7 +81,8 @@ def _find_units(node: Answering, assignment_id: str, words: list[str], limit: in
                if unit_matches(index, _shown(state, error, failures, **unit_words(
                    state, host, f"{assignment_id}.{index}", names=names, waiting=waiting, reported=reported)), words)]
     listed = node.store.found(assignment_id, matched if limit is None else matched[:max(limit, 0)])
-    return FoundUnits(units=_assignment(node, listed.record, listed.tally).units, matched=len(matched))
+    return FoundUnits(units=_assignment(node, listed.record, listed.tally).units, matched=len(matched),
+                      unit_count=listed.tally.count)
 
 
 def _shown(state: str, error: str | None, failures: int, *, reported: str, host_name: str, waiting: str) -> str:

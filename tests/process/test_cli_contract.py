@@ -64,7 +64,8 @@ def test_assignment_commands_print_documents_that_fit_the_schema(single_node, tm
     assert [a["id"] for a in _document(node.cli("assignments", "--json"), "assignments")] == [submitted["id"]]
     units = _document(node.cli("units", submitted["id"], "--json"), "units")
     assert [u["task_id"] for u in units["units"]] == [f"{submitted['id']}.0"] and units["matched"] == 1
-    assert _document(node.cli("units", submitted["id"], "queued", "--json"), "units") == {"units": [], "matched": 0}
+    assert _document(node.cli("units", submitted["id"], "queued", "--json"), "units") == {
+        "units": [], "matched": 0, "unit_count": 1}
     assert node.cli("units", submitted["id"], "0").stdout.splitlines()[-1] == "1 of 1 units matches '0'"
     again = _document(node.cli("result", submitted["id"], "--output", str(tmp_path / "again.json"), "--json"),
                       "result")

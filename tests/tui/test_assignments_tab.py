@@ -93,9 +93,9 @@ def test_frost_tui_assignments_lists_a_gangs_members_under_it():
 def test_frost_tui_units_says_how_many_match_and_how_many_it_shows():
     unit = {"task_id": "abababab-1.7", "state": "queued", "reported": "", "host_name": "", "progress": 0.0,
             "moves": 0, "failures": 2, "error": "MemoryError in step", "waiting": "no peer with free CPU"}
-    lines = tables.units({"units": [unit], "matched": 1}, 10_000, "failed").splitlines()
+    lines = tables.units({"units": [unit], "matched": 1, "unit_count": 10_000}, "failed").splitlines()
     assert lines[2].split()[:6] == ["abababab-1.7", "queued", "—", "0%", "0", "2"] and "MemoryError" in lines[2]
     assert lines[-1] == "1 of 10,000 units matches 'failed'"
-    assert tables.units({"units": [unit], "matched": 37}, 10_000, "memoryerror").splitlines()[-1] == \
+    assert tables.units({"units": [unit], "matched": 37, "unit_count": 10_000}, "memoryerror").splitlines()[-1] == \
         "37 of 10,000 units match 'memoryerror'; the first 1 shown"
-    assert tables.units({"units": [unit] * 3, "matched": 3}, 3, "").splitlines()[-1] == "3 units"
+    assert tables.units({"units": [unit] * 3, "matched": 3, "unit_count": 3}, "").splitlines()[-1] == "3 units"
