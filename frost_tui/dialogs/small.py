@@ -165,7 +165,8 @@ class FindDialog(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Label(f"Find units of {self.assignment_id}", classes="dialog-title")
             yield Label("A unit's number, a state (running, queued, paused, failed), a host's name or words of an "
-                        "error; every word must match. Empty: the units running and waiting again.")
+                        "error; every word must match. Empty: the units running and waiting again.",
+                        classes="dialog-text")
             yield Input(self.value, placeholder="1234, failed, curie …", id="find-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

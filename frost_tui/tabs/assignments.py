@@ -279,9 +279,8 @@ def units_shown(assignment: AssignmentView, looking: tuple[str, FoundUnits | Non
         if found is None:
             return f"looking for “{words}” among {count:,}…"
         if not found.matched:
-            return f"none of {count:,} matches “{words}”; escape lists the usual ones"
-        return (f"{len(found.units):,} of the {found.matched:,} matching “{words}” shown (of {count:,}); "
-                "escape lists the usual ones")
+            return f"none of {count:,} matches “{words}”; escape: the usual ones"
+        return f"{len(found.units):,} of {found.matched:,} matching “{words}” (of {count:,}); escape: the usual ones"
     if shown >= count:
         return ""
     if not waiting:

@@ -411,10 +411,10 @@ def test_slash_on_assignments_finds_units_the_snapshot_does_not_carry(real_node)
         await wait_to_see(app, pilot, "200 of 300 shown: those running, then those waiting, by number")
         assert len(units._keys) == SNAPSHOT_UNITS and f"{sweep}.250" not in units._keys
         await pilot.press("slash", *"250", "enter")
-        await wait_to_see(app, pilot, "1 of the 1 matching “250” shown (of 300)")
+        await wait_to_see(app, pilot, "1 of 1 matching “250” (of 300); escape: the usual ones")
         assert units._keys == [f"{sweep}.250"]
         await pilot.press("slash", "ctrl+u", *"queued 299", "enter")   # every word must match
-        await wait_to_see(app, pilot, "1 of the 1 matching “queued 299” shown")
+        await wait_to_see(app, pilot, "1 of 1 matching “queued 299” (of 300)")
         assert units._keys == [f"{sweep}.299"]
         await pilot.press("slash", "ctrl+u", *"curie", "enter")
         await wait_to_see(app, pilot, "none of 300 matches “curie”")
