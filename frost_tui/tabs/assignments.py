@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.timer import Timer
 from textual.widgets import Static
 
 from frost_core import AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, UnitView
@@ -38,6 +39,8 @@ class AssignmentsPane(Pane):
         self._found: FoundUnits | None = None       # the node's answer to `_find`, until the next one
         self._asked_at = float("-inf")
         self._asking = False
+        self._stale = False                          # something changed while the last ask was under way
+        self._later: Timer | None = None             # the ask put off by FIND_AGAIN
 
     def compose(self) -> ComposeResult:
         yield LiveTable(*ASSIGNMENT_COLUMNS, id="assignments-table", drop_order=(7, 5, 4))
@@ -99,16 +102,34 @@ class AssignmentsPane(Pane):
         self.app.refresh_bindings()  # Esc is offered while units are found
 
     def _ask_again(self) -> None:
-        """Ask the node for the units looked for, at most every FIND_AGAIN seconds and one ask at a time."""
+        """Ask the node for the units looked for, after each snapshot, but at most every FIND_AGAIN seconds and
+        one ask at a time: a snapshot that comes sooner is asked for when the time is up, or when the ask under
+        way is answered. Else the last change of a sweep, a few seconds after the one before and followed by no
+        other, would leave the list showing units running that are done."""
         find = self._find
-        if find is None or self._asking or time.monotonic() - self._asked_at < FIND_AGAIN:
+        if find is None:
+            return
+        if self._asking:
+            self._stale = True
+            return
+        wait = self._asked_at + FIND_AGAIN - time.monotonic()
+        if wait > 0:
+            if self._later is None:
+                self._later = self.set_timer(wait, self._ask_later)
             return
         self._asked_at = time.monotonic()
         self._asking = self.app.ask_soon(FindUnits(assignment_id=find[0], match=find[1]),
                                          lambda answer: self._answered(find, answer))
 
+    def _ask_later(self) -> None:
+        self._later = None
+        self._ask_again()
+
     def _answered(self, find: tuple[str, str], answer: FoundUnits | FrostError) -> None:
         self._asking = False
+        if self._stale:
+            self._stale = False
+            self._ask_again()
         if find != self._find:
             return  # the owner looks for something else now
         if isinstance(answer, FrostError):

@@ -1,8 +1,9 @@
-"""The Assignments tab's result panel (what an assignment threw away, and why, next to its result), its
-window on a long sweep's units, and a gang's members."""
+"""The Assignments tab's result panel (what an assignment threw away, and why, next to its result), which of a
+long sweep's units it lists and the units found for the owner, and a gang's members."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -10,9 +11,13 @@ import time
 
 from rich.console import Console
 
-from frost_core import AssignmentView, GangMemberView, GangView, UnitView
+from frost_core import AssignmentView, FindUnits, FoundUnits, GangMemberView, GangView, UnitView
 from frost_tui import tables
 from frost_tui.tabs.assignments import assignment_row, describe_result, member_row
+from frost_tui.widgets.live_table import LiveTable
+from tests.tui.conftest import run_ui
+from tests.tui.fake_node import FakeNode
+from tests.waiting import wait_in_app
 
 
 def panel_text(assignment: AssignmentView) -> str:
@@ -99,3 +104,42 @@ def test_frost_tui_units_says_how_many_match_and_how_many_it_shows():
     assert tables.units({"units": [unit], "matched": 37, "unit_count": 10_000}, "memoryerror").splitlines()[-1] == \
         "37 of 10,000 units match 'memoryerror'; the first 1 shown"
     assert tables.units({"units": [unit] * 3, "matched": 3, "unit_count": 3}, "").splitlines()[-1] == "3 units"
+
+
+def test_found_units_follow_the_last_change_even_when_no_snapshot_comes_after_it():
+    """The screen asks again for the units it found after each snapshot, at most every FIND_AGAIN seconds: a change
+    that came sooner is asked for once the time is up, not left until a later snapshot that may never come (the
+    end of a sweep)."""
+
+    class SearchedNode(FakeNode):
+        """Answers a search with whatever state the test set last."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.state, self.asked = "running", []
+
+        async def ask(self, query: FindUnits) -> FoundUnits:
+            self.asked.append(query)
+            assignment = self._snapshot.assignments[0]
+            unit = dataclasses.replace(assignment.units[0], state=self.state)
+            return FoundUnits(units=(unit,), matched=1, unit_count=assignment.unit_count)
+
+    node = SearchedNode()
+
+    async def scenario(app, pilot):
+        sweep = node.snapshot().assignments[0]
+        await pilot.press("4")
+        app.query_one("AssignmentsPane").select_assignment(sweep.id)
+        await pilot.pause()
+        await pilot.press("slash", *"0", "enter")
+        table = app.query_one("#units-table", LiveTable)
+        await wait_in_app(pilot, lambda: table._cells and table._keys[0] == sweep.units[0].task_id and node.asked)
+        assert "running" in str(table._cells[table._keys[0]][1])
+        node.state = "done"
+        node.publish()    # the change's snapshot comes within FIND_AGAIN of the first ask, and no other after it
+        await asyncio.sleep(0.2)
+        assert len(node.asked) == 1
+        await wait_in_app(pilot, lambda: "done" in str(table._cells[table._keys[0]][1]), timeout=5)
+        assert [query.match for query in node.asked] == ["0", "0"]
+
+    run_ui(node, scenario)
