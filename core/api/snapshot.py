@@ -112,8 +112,8 @@ class GangView:
 
 
 SNAPSHOT_UNITS = 200
-"""The units of an assignment a snapshot carries, those a screen shows (`master.store.shown_units`: the running ones,
-then the others not done, then the last done). A 10,000-unit sweep's every unit in every snapshot cost its node
+"""The units of an assignment a snapshot carries, those a screen shows (`MasterStore.listing`: the running ones, then
+the others not done, then the last done). A 10,000-unit sweep's every unit in every snapshot cost its node
 ~90 ms a push and the attached UI ~110 ms to decode."""
 
 

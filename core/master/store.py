@@ -218,23 +218,11 @@ class UnitTally:
 
 @dataclass(frozen=True)
 class Listed:
-    """An assignment as a screen lists it: its record with some of its units (`shown_units`), and the tally of
-    all of them."""
+    """An assignment as a screen lists it: its record with some of its units (`MasterStore.listing` says which), and
+    the tally of all of them."""
 
     record: AssignmentRecord
     tally: UnitTally
-
-
-def shown_units(states: Sequence[str], rows: int) -> list[int]:
-    """Which of an assignment's units (their `states`, in index order) a screen lists, `rows` at most, in index
-    order: every running one, then the others not done by index, then the last done. A straggler (a unit
-    paused on a desk for an hour) and the sweep's front both show, however far apart; a contiguous window
-    from the first unit not done showed the straggler and the 199 done units after it."""
-    running = [index for index, state in enumerate(states) if state == "running"]
-    waiting = [index for index, state in enumerate(states) if state not in ("running", "done")]
-    done = [index for index, state in enumerate(states) if state == "done"]
-    chosen = (running + waiting)[:rows]
-    return sorted(chosen + done[::-1][:rows - len(chosen)])
 
 
 @dataclass(frozen=True)
@@ -430,9 +418,12 @@ class MasterStore:
         return [row[0] for row in self._db.execute("SELECT id FROM assignments WHERE state = 'done' ORDER BY seq")]
 
     def listing(self, rows: int) -> list[Listed]:
-        """Every assignment with `rows` of its units (`shown_units`) and the tally of all, for a screen: a running
-        10,000-unit sweep's every row read for each snapshot was most of what the node spent on one (23 ms);
-        the tally is counted in SQLite. A settled assignment is read once and kept."""
+        """Every assignment with `rows` of its units and the tally of all, for a screen: a running 10,000-unit
+        sweep's every row read for each snapshot was most of what the node spent on one (23 ms); the tally is
+        counted in SQLite. The units are every running one, then the others not done by number, then the last
+        done, in index order: a straggler (a unit paused on a desk for an hour) and the sweep's front both show,
+        however far apart, where a window from the first unit not done showed the straggler and the 199 done
+        units after it. A settled assignment is read once and kept."""
         if self._shown is not None and self._shown[:2] == (self._version, rows):
             return list(self._shown[2])
         listed = []

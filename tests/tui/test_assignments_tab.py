@@ -45,7 +45,7 @@ def test_an_assignment_that_threw_nothing_away_says_nothing_about_it():
 
 
 def test_the_panel_says_which_units_of_a_long_sweep_the_table_shows():
-    # A snapshot carries SNAPSHOT_UNITS of a sweep's units (the node's store.shown_units): the panel says which.
+    # A snapshot carries SNAPSHOT_UNITS of a sweep's units (the node's MasterStore.listing): the panel says which.
     shown = tuple(UnitView(index=i, task_id=f"abababab-1.{i}", state="queued", host="", progress=0.0, moves=0,
                            failures=0, error=None) for i in range(1_200, 1_400))
     running = dataclasses.replace(done(), state="running", units=shown, unit_count=10_000, units_done=1_200)

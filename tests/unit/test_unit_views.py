@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, UnitView
-from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally, shown_units
+from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
 from frost_core.wire.messages import from_plain, to_plain
@@ -150,20 +150,41 @@ def test_a_snapshot_carries_the_units_a_screen_shows_of_a_long_sweep_and_counts_
         assert (shown.units_done, shown.progress) == (1_000, 1.0)
 
 
-def test_the_screen_shows_a_straggler_and_the_sweeps_front_however_far_apart():
-    """A unit paused on somebody's desk for an hour stays running while the sweep goes on: the screen shows it, the
+def shown_units(states: list[str], rows: int) -> list[int]:
+    """The rule `MasterStore.listing` follows in SQL, for units in these `states` (in index order): every running
+    one, then the others not done by index, then the last done, `rows` at most, in index order."""
+    running = [index for index, state in enumerate(states) if state == "running"]
+    waiting = [index for index, state in enumerate(states) if state not in ("running", "done")]
+    done = [index for index, state in enumerate(states) if state == "done"]
+    chosen = (running + waiting)[:rows]
+    return sorted(chosen + done[::-1][:rows - len(chosen)])
+
+
+def test_the_screen_shows_a_straggler_and_the_sweeps_front_however_far_apart(tmp_path):
+    """A unit paused on somebody's desk for an hour stays running while the sweep goes on: the store lists it, the
     units running at the front and those waiting after them (a window from the first unit not done showed the
-    straggler and the 199 done units after it)."""
-    states = ["done"] * 10_000
-    states[5] = "running"
-    states[6_000:6_006] = ["running"] * 6
-    states[6_006:] = ["queued"] * (10_000 - 6_006)
-    assert shown_units(states, SNAPSHOT_UNITS) == [5, *range(6_000, 6_000 + SNAPSHOT_UNITS - 1)]
-    states[7_000] = "running"      # placed out of order (a unit that came back): running ones come first
-    assert shown_units(states, SNAPSHOT_UNITS) == [5, *range(6_000, 6_000 + SNAPSHOT_UNITS - 2), 7_000]
-    assert shown_units(["done"] * 9_998 + ["running", "queued"], SNAPSHOT_UNITS) == list(range(9_800, 10_000))
-    assert shown_units(["done"] * 10_000, SNAPSHOT_UNITS) == list(range(9_800, 10_000))   # all done: the last
-    assert shown_units(["queued"] * 50, SNAPSHOT_UNITS) == list(range(50))
+    straggler and the 199 done units after it); at the end, the last ones done."""
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 1_000)
+        store.place_units([Placement(assignment, i, "cafe-host") for i in range(606)])
+        store.accept_results([Delivery(assignment, i, 1, b"\x00") for i in range(600) if i != 5])
+
+        def listed() -> list[int]:
+            (shown,) = store.listing(SNAPSHOT_UNITS)
+            return [unit.index for unit in shown.record.units]
+
+        assert listed() == [5, *range(600, 600 + SNAPSHOT_UNITS - 1)]
+        store.place_units([Placement(assignment, 900, "cafe-host")])   # placed out of order: running ones first
+        assert listed() == [5, *range(600, 600 + SNAPSHOT_UNITS - 2), 900]
+        store.place_units([Placement(assignment, i, "cafe-host") for i in range(606, 1_000) if i != 900])
+        store.accept_results([Delivery(assignment, i, 1, b"\x00") for i in (5, *range(605, 999))])
+        assert listed() == [*range(600, 605), *range(805, 1_000)]   # the 6 not done, then the last ones done
+        store.accept_results([Delivery(assignment, i, 1, b"\x00") for i in (600, 601, 602, 603, 604, 999)])
+        assert listed() == list(range(800, 1_000))   # all done: the last
+    finally:
+        store.close()
     assert shown_units(["failed", "done", "cancelled"], 2) == [0, 2]
     assert shown_units([], SNAPSHOT_UNITS) == []
 
