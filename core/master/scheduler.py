@@ -1115,13 +1115,15 @@ class MasterScheduler:
         self._on_change()
 
     async def _combine_and_store(self, assignment_id: str) -> None:
-        record = self._store.assignment(assignment_id)
+        """The assignment is read without its units, and their results in a worker thread: a 100,000-unit sweep's
+        every unit, read twice, and its results held the event loop for seconds."""
+        record = self._store.listed(assignment_id, 0).record
         output = self._combined.pop(assignment_id, None)
         if output is None:
             try:
                 info = self._registry.by_hash(record.plugin_hash)
-                output = await combine_output(info, record.params, self._store.unit_results(assignment_id),
-                                              spare=self._spare)
+                results = await self._blocking(self._store.unit_results, assignment_id)
+                output = await combine_output(info, record.params, results, spare=self._spare)
             except FrostError as error:
                 self._store.fail_assignment(assignment_id, f"combine failed: {error.message}")
                 self._events.error(error)
@@ -1135,7 +1137,7 @@ class MasterScheduler:
         self._unit_seconds.pop(assignment_id, None)
         self._kept_older = {key for key in self._kept_older if not key[0].startswith(f"{assignment_id}.")}
         if stored:
-            done = self._store.assignment(assignment_id)
-            checked = verification.summary(done.verify, len(done.units), done.verified)
+            done = self._store.listed(assignment_id, 0)
+            checked = verification.summary(done.record.verify, done.tally.count, done.tally.verified)
             self._events.add("assignment", f"assignment {assignment_id} ({record.plugin}) is done: "
-                             f"{output.filename}; {waste.summary(done.waste)}; {checked}")
+                             f"{output.filename}; {waste.summary(done.record.waste)}; {checked}")

@@ -74,10 +74,12 @@ def unit_matches(index: int, shown: str, words: list[str]) -> bool:
 
 
 def _find_units(node: Answering, assignment_id: str, words: list[str], limit: int | None) -> FoundUnits:
-    """Every unit's state, host and error is read and matched; only the first `limit` found are read whole and
-    made into views."""
+    """Every unit's state, host and error is read and matched (only the numbered one's, where a word is a number);
+    only the first `limit` found are read whole and made into views."""
     names, waiting, reported = peer_names(node), node.unit_waiting(), node.unit_states()
-    matched = [index for index, state, host, error, failures in node.store.searchable_units(assignment_id)
+    numbers = [int(word) for word in words if word.isdecimal()]
+    matched = [index for index, state, host, error, failures in node.store.searchable_units(
+                   assignment_id, min(numbers) if numbers else None)
                if unit_matches(index, _shown(state, error, failures, **unit_words(
                    state, host, f"{assignment_id}.{index}", names=names, waiting=waiting, reported=reported)), words)]
     listed = node.store.found(assignment_id, matched if limit is None else matched[:max(limit, 0)])

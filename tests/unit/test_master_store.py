@@ -406,6 +406,65 @@ def test_a_checked_units_second_copy_and_the_listing_take_the_same_work_per_unit
     assert large[1] <= 1.2 * small[1], f"VM steps per unit listed: {small[1]:.0f} at 100 units, {large[1]:.0f} at 2,000"
 
 
+def test_a_running_sweeps_listing_and_a_search_for_a_units_number_take_the_same_work_at_1000_and_20000_units(tmp_path):
+    """The node lists a running sweep for an attached UI up to twice a second, on its event loop: counting its units
+    and finding the 200 it shows walked every unit (60 ms at 100,000 units, growing with the sweep). A search for
+    a unit's number (`/` 250 on the Assignments tab, every 2 s while shown) read every unit's row too."""
+    def work(units):
+        store = MasterStore(tmp_path / f"{units}.sqlite", node_id=NODE_ID)
+        try:
+            aid = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h" * 64, params={},
+                                          units=[NewUnit(data={}, memory_bytes=1, cost=1.0) for _ in range(units)])
+            third = units // 3
+            store.place_units([Placement(aid, i, "host-a") for i in range(third + 4)])
+            store.accept_results([Delivery(aid, i, 1, b"\x00") for i in range(third) if i != 7])
+            store.fail_unit(aid, third, epoch=1, error="broke")
+            store.place_units([Placement(aid, units - 1, "host-b")])    # the last one, placed out of order
+            steps = (_vm_steps(store, lambda: store.listing(ROWS)),
+                     _vm_steps(store, lambda: store.searchable_units(aid, 7)))
+            (listed,) = store.listing(ROWS)
+            assert store.searchable_units(aid, 7) == [(7, "running", "host-a", None, 0)]
+        finally:
+            store.close()
+        assert (listed.tally.count, listed.tally.done, listed.tally.failed) == (units, third - 1, 1)
+        shown = [unit.index for unit in listed.record.units]
+        assert shown == [7, *range(third, third + ROWS - 2), units - 1]   # running, then waiting and failed
+        return steps
+
+    small, large = work(1_000), work(20_000)
+    assert large[0] <= small[0] * 1.1, f"VM steps for a listing: {small[0]} at 1,000 units, {large[0]} at 20,000"
+    assert large[1] <= small[1] * 1.1, f"VM steps to find unit 7: {small[1]} at 1,000 units, {large[1]} at 20,000"
+
+
+def test_a_database_from_before_the_tallies_is_counted_when_opened_and_counts_on(tmp_path):
+    """The tallies are made from the units already stored the first time a node of this version opens a database;
+    an assignment's counts then follow its units, whoever writes them."""
+    store = new_store(tmp_path)
+    aid, other = submit(store, 4), submit(store, 2)
+    store.place_units([Placement(aid, i, "n1") for i in range(3)] + [Placement(other, 0, "n1")])
+    store.accept_results([Delivery(aid, 0, 1, b"\x00"), Delivery(other, 0, 1, b"\x00")])
+    store.fail_unit(aid, 1, epoch=1, error="broke")
+    assert store.confirm_location(aid, 2, epoch=2, host="n2")
+    store.close()
+    with sqlite3.connect(tmp_path / "node.sqlite") as db:
+        db.execute("DROP TRIGGER unit_recounted")
+        db.execute("DROP TABLE unit_tallies")
+    db.close()
+
+    store = new_store(tmp_path)
+    try:
+        before = {listed.record.id: listed.tally for listed in store.listing(ROWS)}
+        store.accept_results([Delivery(aid, 2, 2, b"\x00")])
+        store.cancel_assignment(other)
+        after = {listed.record.id: listed.tally for listed in store.listing(ROWS)}
+    finally:
+        store.close()
+    assert [(t.count, t.done, t.failed, t.queued, t.moves, t.running) for t in before.values()] == [
+        (4, 1, 1, 1, 1, ((2, 0.0),)), (2, 1, 0, 1, 0, ())]
+    assert [(t.count, t.done, t.failed, t.queued, t.moves, t.running) for t in after.values()] == [
+        (4, 2, 1, 1, 1, ()), (2, 1, 1, 0, 0, ())]
+
+
 def test_a_running_assignments_listing_follows_every_change_of_its_units(tmp_path):
     """Each listing of a running sweep shows its units as they are now, however often it is listed in between
     (the store keeps its last listing until the next write)."""

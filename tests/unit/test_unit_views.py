@@ -202,7 +202,7 @@ operations = st.lists(st.tuples(st.sampled_from(["on", "on", "on", "move", "requ
 @given(st.integers(1, 30), st.frozensets(st.integers(0, 29)), operations, st.sampled_from([None, "cancel", "fail"]),
        st.integers(1, 12))
 def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, steps, end, rows):
-    """Whatever its units went through, the tally the store counts in SQLite is that of its units, and so are
+    """Whatever its units went through, the tally the store keeps as they change is that of its units, and so are
     the units it shows: a screen shows the same numbers as a script asking for the assignment whole."""
     with tempfile.TemporaryDirectory() as folder:
         store = MasterStore(Path(folder) / "master.sqlite", node_id="m")
@@ -270,6 +270,7 @@ def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tm
             return [u.index for u in answer.units], answer.matched
 
         assert found("12") == ([12], 1)                             # a number is a unit's, whole
+        assert found("12 paused") == ([12], 1) and found("12 running") == found("12 120") == found("300") == ([], 0)
         assert found("paused curie") == ([12], 1)                   # as its row says: paused, on the peer curie
         assert found("running") == ([120, 250], 2)
         assert found("failed") == ([7], 1) and found("memoryerror free cpu") == ([7], 1)
