@@ -292,8 +292,9 @@ class MasterStore:
     """One SQLite file per node, used from the node's trio thread, except `create_assignment`, `place_units`,
     `accept_results`, `record_copy`, `settle_unchecked` and `finish_assignment`, which any one thread may call
     (they write on a connection of their own): the node runs them off its event loop, which would otherwise
-    wait for their fsync. `result`, `unit_files` and `unit_results`, which exports and the combine read in worker
-    threads, also read on a connection of their own: a read on the loop's connection may run inside the snapshot of a statement the
+    wait for their fsync. `result`, `unit_files`, `unit_results`, `assignment`, `found` and `searchable_units`,
+    which exports, the combine and queries that go through every unit read in worker threads, also read on a
+    connection of their own: a read on the loop's connection may run inside the snapshot of a statement the
     loop has in progress, and so not see a commit made on another connection a moment before (an assignment
     just finished read back as still running)."""
 
@@ -320,7 +321,7 @@ class MasterStore:
         self._batches = open_durably(path, _SCHEMA)
         self._batching = threading.Lock()        # one batch at a time on its connection
         self._reads = open_durably(path, _SCHEMA)
-        self._reading = threading.Lock()         # one query at a time on it, never held between two
+        self._reading = threading.Lock()         # one read at a time on it (a query, or `_snapshot`'s few)
         self.index = UnitIndex()
         self._load_index(self._db)
 
@@ -445,7 +446,10 @@ class MasterStore:
         return _head_from_row(row)
 
     def assignment(self, assignment_id: str) -> AssignmentRecord:
-        return self._assignment_from_row(self._assignment_row(assignment_id))
+        """The assignment with every unit, read whole in one transaction; any one thread may call it (a
+        100,000-unit sweep takes 0.6 s: the node reads it in a worker thread)."""
+        with self._snapshot() as db:
+            return self._assignment_from_row(db, self._assignment_row(db, assignment_id))
 
     def assignment_count(self) -> int:
         (count,) = self._db.execute("SELECT COUNT(*) FROM assignments").fetchone()
@@ -454,7 +458,7 @@ class MasterStore:
     def assignments(self) -> list[AssignmentRecord]:
         """Every assignment with all its units, read now: what a query asks for (a screen lists with `listing`)."""
         rows = self._db.execute(f"SELECT {_ASSIGNMENT_COLUMNS} FROM assignments ORDER BY seq").fetchall()
-        return [self._assignment_from_row(row) for row in rows]
+        return [self._assignment_from_row(self._db, row) for row in rows]
 
     def done_assignments(self) -> list[str]:
         """The ids of the assignments whose combined result is stored, oldest first."""
@@ -473,7 +477,7 @@ class MasterStore:
         for row in self._db.execute(f"SELECT {_ASSIGNMENT_COLUMNS} FROM assignments ORDER BY seq").fetchall():
             kept = self._settled_listed.get((row[0], rows))
             if kept is None:
-                kept = self._listed_from_row(row, rows)
+                kept = self._listed_from_row(self._db, row, rows)
                 if kept.record.state in SETTLED:
                     self._settled_listed[(row[0], rows)] = kept
             listed.append(kept)
@@ -507,6 +511,17 @@ class MasterStore:
             row = self._read_one("SELECT files FROM unit_results WHERE assignment_id = ? AND idx = ?",
                                  (assignment_id, index))
             yield {} if row is None or row[0] is None else cbor2.loads(row[0])
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """The read connection, for one thread at a time, in a transaction: each query of a read that takes several
+        sees the database as the first found it. It writes nothing, so it ends with a rollback."""
+        with self._reading:
+            self._reads.execute("BEGIN")
+            try:
+                yield self._reads
+            finally:
+                self._reads.execute("ROLLBACK")
 
     def _read_one(self, query: str, parameters: tuple) -> tuple | None:
         with self._reading:
@@ -846,40 +861,41 @@ class MasterStore:
 
     # -- rows --------------------------------------------------------------------------
 
-    def _assignment_from_row(self, row: tuple) -> AssignmentRecord:
-        units = self._db.execute(
+    def _assignment_from_row(self, db: sqlite3.Connection, row: tuple) -> AssignmentRecord:
+        units = db.execute(
             f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? ORDER BY u.idx",
             (row[12], row[13], row[0]),
         ).fetchall()
-        return self._record_from_row(row, tuple(_unit_from_row(unit) for unit in units))
+        return self._record_from_row(db, row, tuple(_unit_from_row(unit) for unit in units))
 
     def listed(self, assignment_id: str, rows: int) -> Listed:
         """One assignment as `listing` lists it, read now."""
-        return self._listed_from_row(self._assignment_row(assignment_id), rows)
+        return self._listed_from_row(self._db, self._assignment_row(self._db, assignment_id), rows)
 
-    def _listed_from_row(self, row: tuple, rows: int) -> Listed:
-        tally = self._tally(row[0])
-        return Listed(self._record_from_row(row, self._units_at(row, self._shown_indexes(row[0], rows, tally))), tally)
+    def _listed_from_row(self, db: sqlite3.Connection, row: tuple, rows: int) -> Listed:
+        tally = self._tally(db, row[0])
+        shown = self._units_at(db, row, self._shown_indexes(db, row[0], rows, tally))
+        return Listed(self._record_from_row(db, row, shown), tally)
 
-    def _shown_indexes(self, assignment_id: str, rows: int, tally: UnitTally) -> list[int]:
+    def _shown_indexes(self, db: sqlite3.Connection, assignment_id: str, rows: int, tally: UnitTally) -> list[int]:
         """The indexes of the `rows` units `listing` shows of the assignment (its docstring says which), each read
         from `units_by_state` by state and number: a limit on a query of every unit not done walked all of them."""
         shown = [index for index, _ in tally.running[:rows]]
         waiting = []
         for state in _WAITING:
-            waiting += [index for (index,) in self._db.execute(
+            waiting += [index for (index,) in db.execute(
                 "SELECT idx FROM units WHERE assignment_id = ? AND state = ? ORDER BY idx LIMIT ?",
                 (assignment_id, state, rows - len(shown)))]
         shown += sorted(waiting)[:rows - len(shown)]
-        shown += [index for (index,) in self._db.execute(
+        shown += [index for (index,) in db.execute(
             "SELECT idx FROM units WHERE assignment_id = ? AND state = 'done' ORDER BY idx DESC LIMIT ?",
             (assignment_id, max(rows - (tally.count - tally.done), 0)))]
         return sorted(shown)
 
-    def _tally(self, assignment_id: str) -> UnitTally:
-        counts = self._db.execute("SELECT units, done, failed, queued, moves, verified, progress FROM unit_tallies"
+    def _tally(self, db: sqlite3.Connection, assignment_id: str) -> UnitTally:
+        counts = db.execute("SELECT units, done, failed, queued, moves, verified, progress FROM unit_tallies"
                                   " WHERE assignment_id = ?", (assignment_id,)).fetchone() or (0, 0, 0, 0, 0, 0, 0.0)
-        running = self._db.execute("SELECT idx, progress FROM units WHERE assignment_id = ? AND state = 'running'"
+        running = db.execute("SELECT idx, progress FROM units WHERE assignment_id = ? AND state = 'running'"
                                    " ORDER BY idx", (assignment_id,)).fetchall()
         count, done, failed, queued, moves, verified, progress = counts
         return UnitTally(count=count, done=done, failed=failed, queued=queued, moves=moves, verified=verified,
@@ -888,36 +904,40 @@ class MasterStore:
     def searchable_units(self, assignment_id: str,
                          index: int | None = None) -> list[tuple[int, str, str, str | None, int]]:
         """(index, state, host, error, failures) of each of the assignment's units in index order, or of the one at
-        `index`: what a search through them reads (`FindUnits`), without their data. A 10,000-unit sweep read
-        whole, as a query reads it, took 58 ms on the node's event loop, and its views 32 more."""
-        self._assignment_row(assignment_id)
+        `index`: what a search through them reads (`FindUnits`), without their data. Any one thread may call it:
+        a 100,000-unit sweep takes 70 ms, and matching its rows 110 more (the node searches in a worker thread)."""
         one = "" if index is None else " AND idx = ?"
-        return self._db.execute(f"SELECT idx, state, host, error, failures FROM units WHERE assignment_id = ?{one}"
-                                " ORDER BY idx", (assignment_id, *(() if index is None else (index,)))).fetchall()
+        with self._snapshot() as db:
+            self._assignment_row(db, assignment_id)
+            return db.execute(f"SELECT idx, state, host, error, failures FROM units WHERE assignment_id = ?{one}"
+                              " ORDER BY idx", (assignment_id, *(() if index is None else (index,)))).fetchall()
 
     def found(self, assignment_id: str, indexes: Sequence[int]) -> Listed:
-        """The assignment with its units at `indexes` (in index order), and the tally of all of them."""
-        row = self._assignment_row(assignment_id)
-        return Listed(self._record_from_row(row, self._units_at(row, indexes)), self._tally(assignment_id))
+        """The assignment with its units at `indexes` (in index order), and the tally of all of them, read in one
+        transaction; any one thread may call it."""
+        with self._snapshot() as db:
+            row = self._assignment_row(db, assignment_id)
+            return Listed(self._record_from_row(db, row, self._units_at(db, row, indexes)), self._tally(db, row[0]))
 
-    def _units_at(self, row: tuple, indexes: Sequence[int]) -> tuple[UnitRecord, ...]:
+    def _units_at(self, db: sqlite3.Connection, row: tuple, indexes: Sequence[int]) -> tuple[UnitRecord, ...]:
         """The units at `indexes` of the assignment whose row (`_ASSIGNMENT_COLUMNS`) is `row`, in index order."""
         units: list[tuple] = []
         for start in range(0, len(indexes), _IN_AT_ONCE):
             part = indexes[start:start + _IN_AT_ONCE]
-            units += self._db.execute(
+            units += db.execute(
                 f"SELECT {_LISTED_UNIT_COLUMNS} FROM units u WHERE u.assignment_id = ? AND u.idx IN"
                 f" ({', '.join('?' * len(part))})", (row[12], row[13], row[0], *part)).fetchall()
         units.sort(key=lambda unit: unit[1])
         return tuple(_unit_from_row(unit) for unit in units)
 
-    def _assignment_row(self, assignment_id: str) -> tuple:
-        row = self._db.execute(f"SELECT {_ASSIGNMENT_COLUMNS} FROM assignments WHERE id = ?", (assignment_id,)).fetchone()
+    def _assignment_row(self, db: sqlite3.Connection, assignment_id: str) -> tuple:
+        row = db.execute(f"SELECT {_ASSIGNMENT_COLUMNS} FROM assignments WHERE id = ?", (assignment_id,)).fetchone()
         if row is None:
             raise UnknownAssignmentError(f"no assignment {assignment_id!r} on this node")
         return row
 
-    def _record_from_row(self, row: tuple, units: tuple[UnitRecord, ...]) -> AssignmentRecord:
+    def _record_from_row(self, db: sqlite3.Connection, row: tuple,
+                         units: tuple[UnitRecord, ...]) -> AssignmentRecord:
         """An assignment's record from its row (`_ASSIGNMENT_COLUMNS`) and the units given."""
         return AssignmentRecord(
             id=row[0], plugin=row[1], plugin_version=row[2], plugin_hash=row[3], params=cbor2.loads(row[4]),
@@ -925,7 +945,7 @@ class MasterStore:
             result_filename=row[9], error=row[10], units=units,
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
             check_interval=row[15], check_supersteps=row[16], check_forced=bool(row[17]),
-            waste=tuple(self._db.execute(
+            waste=tuple(db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),
         )

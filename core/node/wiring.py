@@ -530,9 +530,10 @@ class Node:
         coordinator's state (epochs, where each member is) lived in memory only. Without this the
         scheduler would take a gang, which has no units, for one ready to combine."""
         for assignment_id in self.store.combining_assignments():
-            record = self.store.assignment(assignment_id)
-            if record.units:
+            listed = self.store.listed(assignment_id, 0)   # (not every unit of a sweep that was combining)
+            if listed.tally.count:
                 continue
+            record = listed.record
             try:
                 info = self.registry.by_hash(record.plugin_hash)
                 demand = await gang_demand(info, record.params)

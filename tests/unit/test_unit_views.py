@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from frost_core.api.queries import FindUnits
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, UnitView
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally
 from frost_core.membership.records import MemberState
@@ -245,10 +246,10 @@ def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
     assert (older.unit_count, older.units_done, older.moves) == (6, 2, 3)
 
 
-def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tmp_path):
+async def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tmp_path):
     """`FindUnits` reads only the units' states, hosts and errors to match them, and words them as the screen does:
     a unit shows its host's peer name and the state its host reports. What it finds reads whole, as a query's."""
-    from frost_core.node.answers import _find_units, unit_matches
+    from frost_core.node.answers import answer, unit_matches
 
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
@@ -265,19 +266,21 @@ def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tm
             unit_waiting=lambda: {f"{assignment}.7": "no peer with free CPU"},
             unit_states=lambda: {f"{assignment}.12": "paused"})
 
-        def found(words, limit=SNAPSHOT_UNITS):
-            answer = _find_units(node, assignment, words.split(), limit)
-            return [u.index for u in answer.units], answer.matched
+        async def found(words, limit=SNAPSHOT_UNITS):
+            answered = await answer(node, FindUnits(assignment_id=assignment, match=words, limit=limit))
+            return [u.index for u in answered.units], answered.matched
 
-        assert found("12") == ([12], 1)                             # a number is a unit's, whole
-        assert found("12 paused") == ([12], 1) and found("12 running") == found("12 120") == found("300") == ([], 0)
-        assert found("paused curie") == ([12], 1)                   # as its row says: paused, on the peer curie
-        assert found("running") == ([120, 250], 2)
-        assert found("failed") == ([7], 1) and found("memoryerror free cpu") == ([7], 1)
-        assert found("free beef") == ([], 0)                        # a queued unit shows no host
-        assert found("queued", limit=2) == ([0, 1], 297)
+        assert await found("12") == ([12], 1)                       # a number is a unit's, whole
+        assert await found("12 PAUSED") == ([12], 1)
+        for nothing in ("12 running", "12 120", "300"):
+            assert await found(nothing) == ([], 0)
+        assert await found("paused curie") == ([12], 1)             # as its row says: paused, on the peer curie
+        assert await found("running") == ([120, 250], 2)
+        assert await found("failed") == ([7], 1) and await found("memoryerror free cpu") == ([7], 1)
+        assert await found("free beef") == ([], 0)                  # a queued unit shows no host
+        assert await found("queued", limit=2) == ([0, 1], 297)
         whole = {u.index: u for u in store.assignment(assignment).units}
-        (unit,) = _find_units(node, assignment, ["7"], 1).units
+        (unit,) = (await answer(node, FindUnits(assignment_id=assignment, match="7", limit=1))).units
         assert (unit.task_id, unit.failures, unit.error) == (whole[7].task_id, 1, "MemoryError in step")
     finally:
         store.close()
