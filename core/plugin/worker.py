@@ -22,7 +22,7 @@ from frost_core.api.errors import PluginError
 from frost_core.plugin.api import API_VERSION, Done, Output, Plugin, WorkUnit, parse_params, unit_files
 from frost_core.plugin.gang import GangPlugin, MemberCheckpoint, check_member_memory, check_members, check_superstep
 from frost_core.plugin.limits import MAX_RESULT_BYTES
-from frost_core.plugin.plain import decode_plain, encode_plain
+from frost_core.plugin.plain import decode_pieces, decode_plain, encode_pieces, encode_plain
 from frost_core.plugin.loader import describe_exception, load_plugin_file
 
 PHASE_MARK = "frost-plugin-phase: "
@@ -67,11 +67,10 @@ def _handle(request: dict) -> dict:
         kind = "a gang plugin: its assignments run as members, not units" if op == "split" else "not a gang plugin"
         raise PluginError(f"{plugin.name} is {kind}")
     if op == "split":
-        return {"ok": True, "units": [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]}
+        units = [unit.to_plain() for unit in check_units(_call("split", plugin.split, params))]
+        return {"ok": True, "units": encode_pieces(units, "the split's units", MAX_RESULT_BYTES)}
     if op == "combine":
-        results = request.get("results")
-        if not isinstance(results, list):
-            raise PluginError("a combine request needs a list of results")
+        results = decode_pieces(request.get("results"), "a combine request's results")
         output = _call("combine", plugin.combine, params, results)
         if not isinstance(output, Output):
             raise PluginError(f"combine returned a {type(output).__name__}, not an Output")

@@ -22,6 +22,7 @@ from frost_core.plugin.api import (
     parse_params,
     run_locally,
 )
+from frost_core.plugin.plain import LIST_CHUNK, decode_pieces, encode_pieces
 
 
 class Squares(Plugin):
@@ -208,6 +209,27 @@ plain_values = st.recursive(
 @given(plain_values)
 def test_plain_data_round_trips_exactly(value):
     assert decode_plain(encode_plain(value)) == value
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(plain_values, max_size=2_500))
+def test_a_list_cut_into_pieces_comes_back_whole_and_in_order(items):
+    """A split's units and a combine's results cross between the node and a plugin's worker in pieces (one
+    decoding call each), so that a worker thread decoding 100,000 of them lets the node's event loop run."""
+    pieces = encode_pieces(items, "units", 1 << 20)
+    assert len(pieces) == -(-len(items) // LIST_CHUNK)
+    assert decode_pieces(decode_plain(encode_plain(pieces)), "units") == items
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_values)
+def test_anything_but_pieces_of_a_list_is_refused_by_name(value):
+    try:
+        decode_pieces(value, "the split's units")
+    except PluginError as error:
+        assert "the split's units" in error.message
+    else:
+        assert isinstance(value, list) and all(isinstance(piece, bytes) for piece in value)
 
 
 def test_png_holds_the_pixels_given():
