@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from frost_core.api.errors import AuthenticationError
-from frost_core.ledger.summary import SignedSummary, Summary, build_summary, open_summary
+from frost_core.ledger.summary import BUCKET_SECONDS, SignedSummary, Summary, build_summary, open_summary
 from frost_core.policies.fair_share import decayed
 from frost_core.storage.sqlite import disk_writes, open_durably, transaction
 
@@ -62,6 +62,17 @@ class Run:
     @property
     def normalised(self) -> float:
         return self.cpu_seconds * self.speed
+
+
+@dataclass(frozen=True)
+class RunsInHour:
+    """The runs of one direction with one peer within one clock hour, summed: what the ledger's screen counts
+    (`stats.ledger_view`)."""
+
+    direction: str
+    peer: str
+    normalised: float
+    at: float          # the hour's first run
 
 
 @dataclass(frozen=True)
@@ -161,7 +172,7 @@ class Ledger:
         with self._lock:
             rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
                                     " WHERE at >= ? ORDER BY at", (since,)).fetchall()
-        speeds = {s.node_id: s.speed for s in self.summaries() if s.speed > 0}
+        speeds = self._speeds()
         return [Run(d, peer, sub, task, cpu, speeds.get(peer, speed) if d == "received" else speed, at)
                 for d, peer, sub, task, cpu, speed, at in rows]
 
@@ -182,18 +193,51 @@ class Ledger:
                 continue
         return out
 
+    def hours(self, since: float) -> list[RunsInHour]:
+        """The runs since `since`, summed per direction, peer and hour, oldest first; what a host gave here at the
+        speed its summary states. (Read run by run, the 200,000 runs of one 100,000-unit sweep on a single node
+        took 0.5 s of Python for every rebuild of the ledger's screen.)"""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT direction, peer, SUM(cpu_seconds), SUM(cpu_seconds * speed), MIN(at) FROM runs WHERE at >= ?"
+                " GROUP BY direction, peer, CAST(at / 3600 AS INTEGER) ORDER BY MIN(at)", (since,)).fetchall()
+        speeds = self._speeds()
+        return [RunsInHour(d, peer, cpu * speeds[peer] if d == "received" and peer in speeds else normalised, at)
+                for d, peer, cpu, normalised, at in rows]
+
     def summary(self, now: float, speed: float) -> Summary:
-        """This node's own summary now, from its own rows only."""
+        """This node's own summary now, from its own rows only, summed in SQLite: per peer, and what each
+        submitter was given per `BUCKET_SECONDS` (all the summary keeps of it)."""
+        with self._lock:
+            totals = self._db.execute("SELECT direction, peer, SUM(cpu_seconds), SUM(cpu_seconds * speed) FROM runs"
+                                      " GROUP BY direction, peer").fetchall()
+        speeds = self._speeds()
         peers: dict[str, tuple[float, float]] = {}
-        given_to: list[tuple[str, float, float]] = []
-        for run in self.runs():
-            given, received = peers.get(run.peer, (0.0, 0.0))
-            if run.direction == "given":
-                peers[run.peer] = (given + run.normalised, received)
-                given_to.append((run.submitter, run.normalised, run.at))
+        for direction, peer, cpu, normalised in totals:
+            given, received = peers.get(peer, (0.0, 0.0))
+            if direction == "given":
+                peers[peer] = (given + normalised, received)
             else:
-                peers[run.peer] = (given, received + run.normalised)
-        return build_summary(self.node_id, now, speed, peers, given_to)
+                peers[peer] = (given, received + (cpu * speeds[peer] if peer in speeds else normalised))
+        return build_summary(self.node_id, now, speed, peers, self._given_per_bucket())
+
+    def _given_per_bucket(self) -> list[tuple[str, float, float]]:
+        """(submitter, normalised CPU, when) of what this host gave, one record per submitter and `BUCKET_SECONDS`,
+        at the CPU-weighted mean time of the bucket's runs (kept inside the bucket against rounding): what
+        `build_summary` and fair share make of each run, bucket by bucket, but as many records as hours."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT submitter, CAST(at / ? AS INTEGER), SUM(cpu_seconds * speed), SUM(cpu_seconds * speed * at)"
+                " FROM runs WHERE direction = 'given' GROUP BY 1, 2 ORDER BY 2, 1", (BUCKET_SECONDS,)).fetchall()
+        records = []
+        for submitter, bucket, cpu, weighted in rows:
+            start = bucket * BUCKET_SECONDS
+            records.append((submitter, cpu, min(max(weighted / cpu, start), start + BUCKET_SECONDS - 1e-6)))
+        return records
+
+    def _speeds(self) -> dict[str, float]:
+        """Each peer's speed as its latest verified summary states it."""
+        return {s.node_id: s.speed for s in self.summaries() if s.speed > 0}
 
     def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
         """The submitter's normalised CPU-seconds given by every host, decayed with `half_life` (fair share).
@@ -205,12 +249,10 @@ class Ledger:
         return sum(decayed(cpu, now - at, half_life) for at, cpu in records)
 
     def usage_records(self, summaries: Iterable[Summary]) -> dict[str, list[tuple[float, float]]]:
-        """Submitter -> (when, normalised CPU) given to it: this host's runs, then the peers' summaries."""
-        with self._lock:
-            rows = self._db.execute("SELECT submitter, cpu_seconds * speed, at FROM runs WHERE direction = 'given'"
-                                    ).fetchall()
+        """Submitter -> (when, normalised CPU) given to it: this host's runs an hour at a time, then the peers'
+        summaries (which keep them so too)."""
         records: dict[str, list[tuple[float, float]]] = {}
-        for submitter, cpu, at in rows:
+        for submitter, cpu, at in self._given_per_bucket():
             records.setdefault(submitter, []).append((at, cpu))
         for summary in summaries:
             if summary.node_id == self.node_id:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from frost_core.api.ledger import ContributorView, LedgerDayView, LedgerPeerView, LedgerView
-from frost_core.ledger.book import Run
+from frost_core.ledger.book import RunsInHour
 from frost_core.ledger.summary import Summary
 
 HISTORY_HOURS = 48
@@ -18,7 +18,7 @@ def day_of(at: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(at))
 
 
-def ledger_view(runs: Iterable[Run], summaries: Sequence[Summary], own: Summary, *, now: float, since: float,
+def ledger_view(runs: Iterable[RunsInHour], summaries: Sequence[Summary], own: Summary, *, now: float, since: float,
                 name_of: Callable[[str], str], refused: int = 0) -> LedgerView:
     """Given vs received since `since` per peer and per UTC day, this machine's giving per hour for the
     last HISTORY_HOURS, and the top contributors by their own all-time totals (`own` for this node)."""
