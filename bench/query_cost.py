@@ -8,7 +8,7 @@ socket; `submit --wait` asked `GetAssignment` for the whole running sweep. Now `
 screen lists (SNAPSHOT_UNITS units of each and the counts of all, a settled assignment's view made once) and
 `submit --wait` asks `GetAssignment(every_unit=False)`, then once for every unit at the end. The old answers are
 the baselines, measured in the same run on the same store: "every unit" is what each answer did before.
-Since 2026-11-27 22:30 UTC the answers that go through every unit (`GetAssignment` whole, which `submit --wait`
+Since 2026-11-27 22:12 UTC the answers that go through every unit (`GetAssignment` whole, which `submit --wait`
 asks once at the end; `FindUnits`) read and make their views in a worker thread, and the loop only copies what
 the views need: each is timed beside the same answer made on the event loop, as it was before.
 

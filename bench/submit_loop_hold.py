@@ -1,7 +1,7 @@
 """How long a big submit holds the node's event loop, against the same node's answers before it.
 
 Question: the owner submits a 100,000-unit sweep while guests run; does the node go on answering (a pause key, a
-guest's messages, its peers) while it splits the sweep and stores its units? Until 2026-11-27 23:00 UTC the split's
+guest's messages, its peers) while it splits the sweep and stores its units? Until 2026-11-27 22:28 UTC the split's
 reply was decoded in one call on the event loop (0.5 s at 100,000 units), its units made into rows there, and the
 store locked its index for the whole insert, which the loop waits for: a `status` waited up to 1.2 s.
 
