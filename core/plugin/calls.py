@@ -41,6 +41,7 @@ async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout
     """Cut an assignment into work units by running the plugin's `split` in a subprocess (`spare`'s, if one waits)."""
     reply = await run_worker({"op": "split", "path": info.path, "params": dict(params)}, timeout=timeout,
                              label=info.name, spare=spare)
+
     def units() -> list[WorkUnit]:   # (100,000 units: 0.8 s, off the event loop)
         return [WorkUnit.from_plain(unit) for unit in decode_pieces(reply.get("units"), f"{info.name}'s split")]
 
