@@ -152,3 +152,8 @@ class WaitingReasons(Mapping[str, str]):
 
     def __bool__(self) -> bool:
         return bool(self._by_task or self._assignments())
+
+    def worked_out(self) -> WaitingReasons:
+        """These reasons, the assignments' worked out now: what a worker thread may read (working them out reads
+        the store on the event loop's connection)."""
+        return WaitingReasons(self._by_task, dict(self._assignments()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,6 +17,7 @@ from frost_core.api.queries import (
 )
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
+from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import AssignmentRecord, MasterStore, UnitTally
 from frost_core.node.views import (
     MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, peer_names, peer_views, plugin_view,
@@ -107,7 +109,7 @@ class _Seen:
     live: dict[str, float]
     names: dict[str, str]
     etas: dict[str, float]
-    waiting: dict[str, str]
+    waiting: Mapping[str, str]      # a queued unit's reason, else its assignment's (`WaitingReasons`)
     reported: dict[str, str]
     gangs: dict[str, Any]
 
@@ -119,9 +121,10 @@ class _Seen:
 
 
 def _seen(node: Answering) -> _Seen:
+    waiting = node.unit_waiting()
     return _Seen(results_dir=node.results_dir, live=dict(node.live_progress()), names=peer_names(node),
-                 etas=dict(node.unit_etas()), waiting=dict(node.unit_waiting()), reported=dict(node.unit_states()),
-                 gangs=dict(node.gang_views()))
+                 etas=dict(node.unit_etas()), reported=dict(node.unit_states()), gangs=dict(node.gang_views()),
+                 waiting=waiting.worked_out() if isinstance(waiting, WaitingReasons) else dict(waiting))
 
 
 async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:

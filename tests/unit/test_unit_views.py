@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from frost_core.api.queries import FindUnits
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, UnitView
+from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
@@ -263,7 +264,8 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
             membership=SimpleNamespace(members=lambda: [SimpleNamespace(
                 node_id="cafe-host", name="curie", address=("10.0.0.1", 1), state=MemberState.ALIVE, is_active=True)]),
             live_progress=dict, unit_etas=dict, gang_views=dict,
-            unit_waiting=lambda: {f"{assignment}.7": "no peer with free CPU"},
+            unit_waiting=lambda: WaitingReasons({f"{assignment}.7": "no peer with free CPU"},
+                                                lambda: {assignment: "waits its turn"}),   # as a round leaves them
             unit_states=lambda: {f"{assignment}.12": "paused"})
 
         async def found(words, limit=SNAPSHOT_UNITS):
@@ -279,6 +281,7 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
         assert await found("failed") == ([7], 1) and await found("memoryerror free cpu") == ([7], 1)
         assert await found("free beef") == ([], 0)                  # a queued unit shows no host
         assert await found("queued", limit=2) == ([0, 1], 297)
+        assert await found("its turn", limit=2) == ([0, 1], 296)   # the queue past the round: its assignment's
         whole = {u.index: u for u in store.assignment(assignment).units}
         (unit,) = (await answer(node, FindUnits(assignment_id=assignment, match="7", limit=1))).units
         assert (unit.task_id, unit.failures, unit.error) == (whole[7].task_id, 1, "MemoryError in step")
