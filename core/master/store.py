@@ -504,8 +504,8 @@ class MasterStore:
 
     def unit_results(self, assignment_id: str) -> list[Any]:
         """Decoded unit results in unit order: what the plugin's combine receives. Any one thread may call it."""
-        with self._reading:
-            rows = self._reads.execute(
+        with self._snapshot() as db:
+            rows = db.execute(
                 "SELECT r.result FROM units u LEFT JOIN unit_results r ON r.assignment_id = u.assignment_id"
                 " AND r.idx = u.idx WHERE u.assignment_id = ? ORDER BY u.idx", (assignment_id,)).fetchall()
         return [cbor2.loads(result) for (result,) in rows]
@@ -901,9 +901,9 @@ class MasterStore:
 
     def _tally(self, db: sqlite3.Connection, assignment_id: str) -> UnitTally:
         counts = db.execute("SELECT units, done, failed, queued, moves, verified, progress FROM unit_tallies"
-                                  " WHERE assignment_id = ?", (assignment_id,)).fetchone() or (0, 0, 0, 0, 0, 0, 0.0)
+                            " WHERE assignment_id = ?", (assignment_id,)).fetchone() or (0, 0, 0, 0, 0, 0, 0.0)
         running = db.execute("SELECT idx, progress FROM units WHERE assignment_id = ? AND state = 'running'"
-                                   " ORDER BY idx", (assignment_id,)).fetchall()
+                             " ORDER BY idx", (assignment_id,)).fetchall()
         count, done, failed, queued, moves, verified, progress = counts
         return UnitTally(count=count, done=done, failed=failed, queued=queued, moves=moves, verified=verified,
                          progress=progress, running=tuple(running))
