@@ -7,6 +7,12 @@ the speed of the machine it ran on; normalised CPU-seconds (speed units x second
 reading. WAL with synchronous=FULL (`storage.sqlite.open_durably`): a committed row survives
 `kill -9`. Peers' summaries are kept as they arrived (body, signature, key) so they can be relayed,
 with the first key seen for each node pinned.
+
+Everything the node reads of its runs is a sum per hour, and `run_hours` keeps those sums, one row per
+direction, peer, submitter and hour, added to by a trigger in the transaction that writes the runs: a
+rebuild of the ledger's figures, and every summary signed for a peer's exchange, then costs what the hours
+with runs cost, not what the runs do (a 100,000-unit sweep on one node leaves 200,000 runs in minutes, and
+the runs are never deleted). Only the hour `since` falls in is read run by run.
 """
 
 from __future__ import annotations
@@ -45,6 +51,35 @@ CREATE TABLE IF NOT EXISTS summaries (
 CREATE TABLE IF NOT EXISTS pinned_keys (node_id TEXT PRIMARY KEY, public_key BLOB NOT NULL);
 """
 
+_HOUR = int(BUCKET_SECONDS)
+"""The hours the sums are kept in: the summary's buckets, and the screen's hours."""
+_HOURLY_SUMS = (f"""
+CREATE TABLE run_hours (
+    direction TEXT NOT NULL,
+    peer TEXT NOT NULL,
+    submitter TEXT NOT NULL,
+    hour INTEGER NOT NULL,          -- CAST(at / {_HOUR} AS INTEGER) of the runs summed
+    cpu_seconds REAL NOT NULL,      -- SUM(cpu_seconds)
+    normalised REAL NOT NULL,       -- SUM(cpu_seconds * speed)
+    weighted_at REAL NOT NULL,      -- SUM(cpu_seconds * speed * at): for their CPU-weighted mean time
+    first_at REAL NOT NULL,         -- MIN(at)
+    PRIMARY KEY (direction, peer, submitter, hour)
+) WITHOUT ROWID""", f"""
+CREATE TRIGGER run_summed AFTER INSERT ON runs BEGIN
+    INSERT INTO run_hours VALUES (NEW.direction, NEW.peer, NEW.submitter, CAST(NEW.at / {_HOUR} AS INTEGER),
+                                  NEW.cpu_seconds, NEW.cpu_seconds * NEW.speed, NEW.cpu_seconds * NEW.speed * NEW.at,
+                                  NEW.at)
+    ON CONFLICT DO UPDATE SET cpu_seconds = cpu_seconds + excluded.cpu_seconds,
+                              normalised = normalised + excluded.normalised,
+                              weighted_at = weighted_at + excluded.weighted_at,
+                              first_at = MIN(first_at, excluded.first_at);
+END""", f"""
+INSERT INTO run_hours
+SELECT direction, peer, submitter, CAST(at / {_HOUR} AS INTEGER), SUM(cpu_seconds), SUM(cpu_seconds * speed),
+       SUM(cpu_seconds * speed * at), MIN(at)
+FROM runs GROUP BY 1, 2, 3, 4""")
+"""Made, with the runs written before it summed, in one transaction when a ledger from before it is opened."""
+
 MAX_HELD = 64
 """Peers' summaries kept for reading and relaying: the most recently issued (bounded, like gossip)."""
 
@@ -73,6 +108,16 @@ class RunsInHour:
     peer: str
     normalised: float
     at: float          # the hour's first run
+
+
+@dataclass(frozen=True)
+class LedgerReading:
+    """What one rebuild of the node's ledger figures reads (`Ledger.read`)."""
+
+    own: Summary                                    # this node's summary now
+    summaries: list[Summary]                        # the peers' latest, verified
+    hours: list[RunsInHour]                         # since the rebuild's `since`
+    usage: dict[str, list[tuple[float, float]]]     # fair share's records: submitter -> (when, normalised CPU)
 
 
 @dataclass(frozen=True)
@@ -112,6 +157,14 @@ class Ledger:
         self._path = path
         self._db = open_durably(path, _SCHEMA)
         self._lock = threading.Lock()   # writes come from the node's thread pool as well as its loop
+        self._add_hourly_sums()
+
+    def _add_hourly_sums(self) -> None:
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_hours'").fetchone():
+            return
+        with transaction(self._db, self._path) as db:
+            for statement in _HOURLY_SUMS:
+                db.execute(statement)
 
     def close(self) -> None:
         self._db.close()
@@ -125,12 +178,11 @@ class Ledger:
         if not rows:
             return 0
         with self._lock:
-            before = self._db.total_changes
             with transaction(self._db, self._path) as db:
-                db.executemany(
+                # rowcount: the runs written, without what `run_summed` changes (total_changes counts that too)
+                return db.executemany(
                     "INSERT OR IGNORE INTO runs (direction, run, peer, submitter, task_id, cpu_seconds, speed, at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            return self._db.total_changes - before
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows).rowcount
 
     def pin(self, node_id: str, public_key: bytes) -> None:
         """Know `node_id` by this key from now on (this node pins its own: a summary in its name is a forgery)."""
@@ -172,7 +224,7 @@ class Ledger:
         with self._lock:
             rows = self._db.execute("SELECT direction, peer, submitter, task_id, cpu_seconds, speed, at FROM runs"
                                     " WHERE at >= ? ORDER BY at", (since,)).fetchall()
-        speeds = self._speeds()
+        speeds = peer_speeds(self.summaries())
         return [Run(d, peer, sub, task, cpu, speeds.get(peer, speed) if d == "received" else speed, at)
                 for d, peer, sub, task, cpu, speed, at in rows]
 
@@ -193,51 +245,20 @@ class Ledger:
                 continue
         return out
 
-    def hours(self, since: float) -> list[RunsInHour]:
-        """The runs since `since`, summed per direction, peer and hour, oldest first; what a host gave here at the
-        speed its summary states. (Read run by run, the 200,000 runs of one 100,000-unit sweep on a single node
-        took 0.5 s of Python for every rebuild of the ledger's screen.)"""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT direction, peer, SUM(cpu_seconds), SUM(cpu_seconds * speed), MIN(at) FROM runs WHERE at >= ?"
-                " GROUP BY direction, peer, CAST(at / 3600 AS INTEGER) ORDER BY MIN(at)", (since,)).fetchall()
-        speeds = self._speeds()
-        return [RunsInHour(d, peer, cpu * speeds[peer] if d == "received" and peer in speeds else normalised, at)
-                for d, peer, cpu, normalised, at in rows]
+    def read(self, *, since: float, now: float, speed: float) -> LedgerReading:
+        """What a rebuild of the node's ledger figures reads, each part once: the peers' summaries verified once
+        (up to `MAX_HELD` signatures), what this host gave per submitter and hour summed once for both the
+        node's summary and fair share."""
+        summaries = self.summaries()
+        speeds = peer_speeds(summaries)
+        given = self._given_per_bucket()
+        return LedgerReading(own=self._summary(now, speed, speeds, given), summaries=summaries,
+                             hours=self._hours(since, speeds), usage=self._usage(summaries, given))
 
     def summary(self, now: float, speed: float) -> Summary:
-        """This node's own summary now, from its own rows only, summed in SQLite: per peer, and what each
-        submitter was given per `BUCKET_SECONDS` (all the summary keeps of it)."""
-        with self._lock:
-            totals = self._db.execute("SELECT direction, peer, SUM(cpu_seconds), SUM(cpu_seconds * speed) FROM runs"
-                                      " GROUP BY direction, peer").fetchall()
-        speeds = self._speeds()
-        peers: dict[str, tuple[float, float]] = {}
-        for direction, peer, cpu, normalised in totals:
-            given, received = peers.get(peer, (0.0, 0.0))
-            if direction == "given":
-                peers[peer] = (given + normalised, received)
-            else:
-                peers[peer] = (given, received + (cpu * speeds[peer] if peer in speeds else normalised))
-        return build_summary(self.node_id, now, speed, peers, self._given_per_bucket())
-
-    def _given_per_bucket(self) -> list[tuple[str, float, float]]:
-        """(submitter, normalised CPU, when) of what this host gave, one record per submitter and `BUCKET_SECONDS`,
-        at the CPU-weighted mean time of the bucket's runs (kept inside the bucket against rounding): what
-        `build_summary` and fair share make of each run, bucket by bucket, but as many records as hours."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT submitter, CAST(at / ? AS INTEGER), SUM(cpu_seconds * speed), SUM(cpu_seconds * speed * at)"
-                " FROM runs WHERE direction = 'given' GROUP BY 1, 2 ORDER BY 2, 1", (BUCKET_SECONDS,)).fetchall()
-        records = []
-        for submitter, bucket, cpu, weighted in rows:
-            start = bucket * BUCKET_SECONDS
-            records.append((submitter, cpu, min(max(weighted / cpu, start), start + BUCKET_SECONDS - 1e-6)))
-        return records
-
-    def _speeds(self) -> dict[str, float]:
-        """Each peer's speed as its latest verified summary states it."""
-        return {s.node_id: s.speed for s in self.summaries() if s.speed > 0}
+        """This node's own summary now, from its own rows only: per peer, and what each submitter was given per
+        `BUCKET_SECONDS` (all the summary keeps of it)."""
+        return self._summary(now, speed, peer_speeds(self.summaries()), self._given_per_bucket())
 
     def decayed_usage(self, submitter: str, now: float, half_life: float) -> float:
         """The submitter's normalised CPU-seconds given by every host, decayed with `half_life` (fair share).
@@ -245,14 +266,57 @@ class Ledger:
         This host's own runs plus what each peer's verified summary says it gave; each host reports only
         its own giving, so nothing is counted twice.
         """
-        records = self.usage_records(self.summaries()).get(submitter, ())
+        records = self._usage(self.summaries(), self._given_per_bucket()).get(submitter, ())
         return sum(decayed(cpu, now - at, half_life) for at, cpu in records)
 
-    def usage_records(self, summaries: Iterable[Summary]) -> dict[str, list[tuple[float, float]]]:
-        """Submitter -> (when, normalised CPU) given to it: this host's runs an hour at a time, then the peers'
-        summaries (which keep them so too)."""
+    def _summary(self, now: float, speed: float, speeds: dict[str, float],
+                 given: list[tuple[str, float, float]]) -> Summary:
+        with self._lock:
+            totals = self._db.execute("SELECT direction, peer, SUM(cpu_seconds), SUM(normalised) FROM run_hours"
+                                      " GROUP BY direction, peer").fetchall()
+        peers: dict[str, tuple[float, float]] = {}
+        for direction, peer, cpu, normalised in totals:
+            given_to, received = peers.get(peer, (0.0, 0.0))
+            if direction == "given":
+                peers[peer] = (given_to + normalised, received)
+            else:
+                peers[peer] = (given_to, received + (cpu * speeds[peer] if peer in speeds else normalised))
+        return build_summary(self.node_id, now, speed, peers, given)
+
+    def _hours(self, since: float, speeds: dict[str, float]) -> list[RunsInHour]:
+        """The runs since `since` per direction, peer and hour, oldest first, what a host gave here at the speed
+        its summary states: the hours after `since`'s from their sums, `since`'s own hour from its runs."""
+        hour = int(since / _HOUR)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT direction, peer, SUM(cpu_seconds), SUM(normalised), MIN(first_at) FROM run_hours"
+                " WHERE hour > ? GROUP BY direction, peer, hour"
+                " UNION ALL SELECT direction, peer, SUM(cpu_seconds), SUM(cpu_seconds * speed), MIN(at) FROM runs"
+                f" WHERE at >= ? AND at < ? AND CAST(at / {_HOUR} AS INTEGER) = ? GROUP BY direction, peer"
+                " ORDER BY 5", (hour, since, (hour + 2) * _HOUR, hour)).fetchall()
+        return [RunsInHour(d, peer, cpu * speeds[peer] if d == "received" and peer in speeds else normalised, at)
+                for d, peer, cpu, normalised, at in rows]
+
+    def _given_per_bucket(self) -> list[tuple[str, float, float]]:
+        """(submitter, normalised CPU, when) of what this host gave, one record per submitter and `BUCKET_SECONDS`,
+        at the CPU-weighted mean time of the bucket's runs (kept inside the bucket against rounding): what
+        `build_summary` and fair share make of each run, bucket by bucket, but as many records as hours."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT submitter, hour, SUM(normalised), SUM(weighted_at) FROM run_hours WHERE direction = 'given'"
+                " GROUP BY 1, 2 ORDER BY 2, 1").fetchall()
+        records = []
+        for submitter, bucket, cpu, weighted in rows:
+            start = bucket * BUCKET_SECONDS
+            records.append((submitter, cpu, min(max(weighted / cpu, start), start + BUCKET_SECONDS - 1e-6)))
+        return records
+
+    def _usage(self, summaries: Iterable[Summary],
+               given: list[tuple[str, float, float]]) -> dict[str, list[tuple[float, float]]]:
+        """Submitter -> (when, normalised CPU) given to it: this host's runs an hour at a time (`given`), then the
+        peers' summaries (which keep them so too)."""
         records: dict[str, list[tuple[float, float]]] = {}
-        for submitter, cpu, at in self._given_per_bucket():
+        for submitter, cpu, at in given:
             records.setdefault(submitter, []).append((at, cpu))
         for summary in summaries:
             if summary.node_id == self.node_id:
@@ -260,3 +324,8 @@ class Ledger:
             for usage in summary.usage:
                 records.setdefault(usage.submitter, []).extend(usage.buckets)
         return records
+
+
+def peer_speeds(summaries: Iterable[Summary]) -> dict[str, float]:
+    """Each peer's speed as its verified summary states it."""
+    return {s.node_id: s.speed for s in summaries if s.speed > 0}

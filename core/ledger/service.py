@@ -18,7 +18,7 @@ import trio
 from frost_core.api.errors import StorageError
 from frost_core.api.ledger import LedgerView
 from frost_core.events import EventLog
-from frost_core.ledger.book import Ledger, NewRun, given_run, received_run
+from frost_core.ledger.book import Ledger, NewRun, given_run, peer_speeds, received_run
 from frost_core.ledger.exchange import EXCHANGE_INTERVAL, install_ledger, serve_exchanges
 from frost_core.ledger.signing import NodeKey
 from frost_core.ledger.stats import balances, ledger_view
@@ -215,12 +215,10 @@ class LedgerService:
     def _rebuild(self, since: float, names: dict[str, str], speed: float, refused: int,
                  ) -> tuple[LedgerView, dict[str, float], dict[str, list[tuple[float, float]]], dict[str, float]]:
         now = time.time()
-        own = self.ledger.summary(now, speed)
-        summaries = self.ledger.summaries()
-        view = ledger_view(self.ledger.hours(since), summaries, own, now=now, since=since,
+        reading = self.ledger.read(since=since, now=now, speed=speed)
+        view = ledger_view(reading.hours, reading.summaries, reading.own, now=now, since=since,
                            name_of=lambda node_id: names.get(node_id, node_id[:8]), refused=refused)
-        speeds = {s.node_id: s.speed for s in summaries if s.speed > 0}
-        return view, balances(summaries, own), self.ledger.usage_records(summaries), speeds
+        return view, balances(reading.summaries, reading.own), reading.usage, peer_speeds(reading.summaries)
 
     def _summary_refused(self, source: str, reason: str) -> None:
         self._refused += 1
