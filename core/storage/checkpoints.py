@@ -381,7 +381,7 @@ class CheckpointStore:
         fd = -1
         try:
             fd = self._create(temp, os.O_RDWR)
-            sealed = fill(fd, _sync, sync_first=True)
+            sealed = fill(fd, _sync)
         except CheckpointError:
             _close_quietly(fd)
             _remove_quietly(temp)
@@ -844,16 +844,18 @@ def _fill(fd: int, end: Callable[[int], None], *, record: CheckpointRecord,
 
 
 def _hand_in(source: int, size: int, offset: int, sha256: Future[str], unsealed: CheckpointRecord,
-             fd: int, end: Callable[[int], None], *, sync_first: bool = False) -> CheckpointRecord:
+             fd: int, end: Callable[[int], None]) -> CheckpointRecord:
     """Copy a guest's memfd into `fd` after the header's `offset` bytes, then write the header with the guest's
     hash and `end(fd)` (the sync); the record sealed with that hash (see `CheckpointStore.commit_handed`).
 
-    `sync_first`: if the hash is still to come once the state is copied, sync the state's blocks meanwhile,
-    so the last sync has only the header left: for a temp file (from SLOTS_BELOW on), not a slot (at 1 MiB
-    a slot's second sync read 0.13-0.15 of raw write+fsync below the pipe, 0.05-0.09 without it)."""
+    If the hash is still to come once the state is copied, the state's blocks are synced meanwhile, so the
+    last sync has only the header left. A guest hands states from 4 MiB on (`child.HAND_OUT_FROM`) and
+    hashes them after its answer up to 16 MiB, so at 10 MiB its 5 ms of hashing outlast the node's copy.
+    (Until 2026-11-28 only temp files synced first: when 1 MiB states were handed too, a slot's second sync read
+    0.13-0.15 of raw write+fsync below the pipe, 0.05-0.09 without it.)"""
     try:
         _copy_range(source, fd, size, offset, sha256)
-        if sync_first and not sha256.done():
+        if not sha256.done():
             _sync_data(fd)
     finally:
         digest = sha256.result()  # never left unread, even on failure
