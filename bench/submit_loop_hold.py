@@ -1,15 +1,17 @@
 """How long a big submit holds the node's event loop, against the same node's answers before it.
 
 Question: the owner submits a 100,000-unit sweep while guests run; does the node go on answering (a pause key, a
-guest's messages, its peers) while it splits the sweep and stores its units? Until 2026-11-27 22:28 UTC the split's
+guest's messages, its peers) while it splits the sweep and stores its units, and how much memory does it take for
+it? Until 2026-11-27 22:28 UTC the split's
 reply was decoded in one call on the event loop (0.5 s at 100,000 units), its units made into rows there, and the
 store locked its index for the whole insert, which the loop waits for: a `status` waited up to 1.2 s.
 
 Method: one real `frost-tui --headless` node (two guest CPUs, the owner policy off as in `unit_throughput.py`) with
 a small sweep running; a thread asks `status` every 20 ms throughout. Each round submits `--units` no-op units of
 `montecarlo-pi` and notes how long the submit took and the longest a `status` waited from the submit's start to a
-second after it, against the median `status` of the second before (the baseline, same node, same run). ROUNDS
-rounds; the swept units run on meanwhile.
+second after it, against the median `status` of the second before (the baseline, same node, same run), and the
+node's resident memory, sampled with each `status` (psutil), at its highest during against the second before (since
+2026-11-28). ROUNDS rounds; the swept units run on meanwhile.
 
 Usage: .venv/bin/python bench/submit_loop_hold.py [--units 100000] [--rounds 3]   (about 30 s)
 """
@@ -24,18 +26,21 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results  # noqa: E402
 from _nodes import start_cluster, stop_all  # noqa: E402
 from unit_throughput import TWO_GUEST_CPUS  # noqa: E402
 
 
-def timed_statuses(node, stop: threading.Event, waits: list[tuple[float, float]]) -> None:
-    """(when asked, seconds waited) of a `status` every 20 ms until `stop`."""
+def timed_statuses(node, stop: threading.Event, waits: list[tuple[float, float, int]]) -> None:
+    """(when asked, seconds waited, the node's resident bytes then) of a `status` every 20 ms until `stop`."""
+    process = psutil.Process(node.process.pid)
     while not stop.is_set():
         began = time.perf_counter()
         node.call("status")
-        waits.append((began, time.perf_counter() - began))
+        waits.append((began, time.perf_counter() - began, process.memory_info().rss))
         time.sleep(0.02)
 
 
@@ -51,7 +56,7 @@ def main() -> int:
             node.call("submit", plugin="montecarlo-pi", params={"samples": 10_000_000, "units": 20})
             time.sleep(2.0)
             for _ in range(args.rounds):
-                waits: list[tuple[float, float]] = []
+                waits: list[tuple[float, float, int]] = []
                 stop = threading.Event()
                 asking = threading.Thread(target=timed_statuses, args=(node, stop, waits))
                 asking.start()
@@ -62,16 +67,21 @@ def main() -> int:
                 time.sleep(1.0)
                 stop.set()
                 asking.join()
-                before = [waited for at, waited in waits if at < began]
-                during = [waited for at, waited in waits if at >= began]
-                rounds.append({"submit_s": ended - began, "status_before_median_ms": statistics.median(before) * 1e3,
-                               "status_longest_during_ms": max(during) * 1e3})
+                before = [(waited, rss) for at, waited, rss in waits if at < began]
+                during = [(waited, rss) for at, waited, rss in waits if at >= began]
+                rounds.append({"submit_s": ended - began,
+                               "status_before_median_ms": statistics.median(w for w, _ in before) * 1e3,
+                               "status_longest_during_ms": max(w for w, _ in during) * 1e3,
+                               "rss_before_mb": max(r for _, r in before) / 2**20,
+                               "rss_highest_during_mb": max(r for _, r in during) / 2**20})
                 print(rounds[-1], flush=True)
         finally:
             stop_all([node])
-    print_table(["round", "submit s", "status ms, median before", "status ms, longest during", "longest / median"],
+    print_table(["round", "submit s", "status ms, median before", "status ms, longest during", "longest / median",
+                 "node MB before", "highest during"],
                 [[n + 1, round(r["submit_s"], 2), round(r["status_before_median_ms"], 1),
-                  round(r["status_longest_during_ms"]), round(r["status_longest_during_ms"] / r["status_before_median_ms"])]
+                  round(r["status_longest_during_ms"]), round(r["status_longest_during_ms"] / r["status_before_median_ms"]),
+                  round(r["rss_before_mb"]), round(r["rss_highest_during_mb"])]
                  for n, r in enumerate(rounds)])
     write_results("submit_loop_hold", {"units": args.units, "rounds": rounds})
     return 0

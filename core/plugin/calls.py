@@ -43,7 +43,7 @@ async def split_units(info: PluginFile, params: Mapping[str, object], *, timeout
                              label=info.name, spare=spare)
 
     def units() -> list[WorkUnit]:   # (100,000 units: 0.8 s, off the event loop)
-        return [WorkUnit.from_plain(unit) for unit in decode_pieces(reply.get("units"), f"{info.name}'s split")]
+        return decode_pieces(reply.get("units"), f"{info.name}'s split", WorkUnit.from_plain)
 
     return await trio.to_thread.run_sync(units)
 

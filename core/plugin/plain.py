@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import mmap
+from collections.abc import Callable
 from typing import Any
 
 import cbor2
@@ -89,8 +90,10 @@ def encode_pieces(items: list, what: str, limit: int) -> list[bytes]:
     return [encode_plain(items[start:start + LIST_CHUNK], what, limit) for start in range(0, len(items), LIST_CHUNK)]
 
 
-def decode_pieces(pieces: object, what: str) -> list:
-    """The list `encode_pieces` cut into `pieces`; PluginError if they are not its pieces."""
+def decode_pieces(pieces: object, what: str, make: Callable[[Any], Any] = lambda item: item) -> list:
+    """The list `encode_pieces` cut into `pieces`, each item passed through `make` as its piece is decoded (so a
+    piece's plain maps are gone before the next is decoded: a 100,000-unit split held them all beside the
+    units made of them, 23 MB); PluginError if they are not its pieces."""
     if not isinstance(pieces, list) or not all(isinstance(piece, bytes) for piece in pieces):
         raise PluginError(f"{what} is not a list of encoded pieces")
     items: list = []
@@ -98,7 +101,7 @@ def decode_pieces(pieces: object, what: str) -> list:
         part = decode_plain(piece, what)
         if not isinstance(part, list):
             raise PluginError(f"{what} has a piece that is not a list")
-        items += part
+        items += map(make, part)
     return items
 
 

@@ -219,6 +219,8 @@ def test_a_list_cut_into_pieces_comes_back_whole_and_in_order(items):
     pieces = encode_pieces(items, "units", 1 << 20)
     assert len(pieces) == -(-len(items) // LIST_CHUNK)
     assert decode_pieces(decode_plain(encode_plain(pieces)), "units") == items
+    # Made into what the node keeps piece by piece (a split's WorkUnits), in order.
+    assert decode_pieces(pieces, "units", lambda item: ("made", item)) == [("made", item) for item in items]
 
 
 @settings(max_examples=200, deadline=None)
