@@ -93,7 +93,7 @@ def encode_pieces(items: list, what: str, limit: int) -> list[bytes]:
 def decode_pieces(pieces: object, what: str, make: Callable[[Any], Any] = lambda item: item) -> list:
     """The list `encode_pieces` cut into `pieces`, each item passed through `make` as its piece is decoded (so a
     piece's plain maps are gone before the next is decoded: a 100,000-unit split held them all beside the
-    units made of them, 23 MB); PluginError if they are not its pieces."""
+    units made of them, 43 MB more at its peak); PluginError if they are not its pieces."""
     if not isinstance(pieces, list) or not all(isinstance(piece, bytes) for piece in pieces):
         raise PluginError(f"{what} is not a list of encoded pieces")
     items: list = []
