@@ -334,7 +334,7 @@ class MasterStore:
         for row in db.execute(
                 "SELECT id, seq, plugin, plugin_version, plugin_hash, one_per_host, submitter, inputs FROM assignments"
                 " WHERE state IN ('running', 'combining')"):
-            self.index.add_assignment(_head_from_row(row), ())
+            self.index.add_assignment(_head_from_row(row))
         for assignment_id, index, state, host, epoch in db.execute(
                 "SELECT u.assignment_id, u.idx, u.state, u.host, u.epoch FROM units u JOIN assignments a"
                 " ON a.id = u.assignment_id WHERE u.state != 'done' AND a.state IN ('running', 'combining')"):
