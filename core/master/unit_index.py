@@ -98,8 +98,6 @@ class QueuedUnits:
                 self.hi -= 1
         else:
             self.taken.add(index)
-        if self.lo == self.hi:
-            self.lo = self.hi = 0
 
     def first(self, count: int) -> list[int]:
         """The `count` lowest, in order: O(count log n) plus the taken ones skipped in the run."""
