@@ -405,13 +405,14 @@ class MasterScheduler:
                      taken: dict[str, list[tuple[UnitRecord, AssignmentHead, CheckpointRecord | None]]],
                      usage: dict[str, float], demand: dict[str, int], running: Mapping[str, int]) -> None:
         checkpoints = await self._newest_checkpoints([(u, head.plugin_hash) for u, head in batch])
-        for i, (unit, head) in enumerate(batch):
-            if unit.copied_on or unit.task_id in self._afresh:
-                # A checked unit's next copy starts afresh: nothing of an earlier copy's run; so does one taken
-                # back from a quarantined host.
-                checkpoints[i] = None
-            elif unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
-                checkpoints[i] = await self._newer_from_holders(unit, head.plugin_hash, checkpoints[i])
+        async with trio.open_nursery() as nursery:
+            for i, (unit, head) in enumerate(batch):
+                if unit.copied_on or unit.task_id in self._afresh:
+                    # A checked unit's next copy starts afresh: nothing of an earlier copy's run; so does one taken
+                    # back from a quarantined host.
+                    checkpoints[i] = None
+                elif unit.epoch > 0:  # it ran before: a holder may have a newer copy than this master received
+                    nursery.start_soon(self._newer_from_holders, unit, head.plugin_hash, checkpoints, i)
         offers = []
         for (unit, head), checkpoint in zip(batch, checkpoints):
             demand[unit.submitter] = max(demand.get(unit.submitter, 1) - 1, 0)
@@ -534,16 +535,22 @@ class MasterScheduler:
         return max(found, key=lambda r: (r.seq, r.epoch), default=None)
 
     async def _newer_from_holders(self, unit: UnitRecord, plugin_hash: str,
-                                  best: CheckpointRecord | None) -> CheckpointRecord | None:
+                                  checkpoints: list[CheckpointRecord | None], i: int) -> None:
+        """Replace `checkpoints[i]`, the unit's newest here, with a newer copy one of its replica holders keeps.
+
+        The holders are asked one after the other, each for up to OFFER_TIMEOUT and only for a copy newer than
+        the best so far (they keep the same copies: the newer one usually crosses the network once); a batch's units are asked all
+        at once (`_offer`): with a holder alive but out of reach, the round waits that long per holder, not per
+        unit (a host's twenty units re-placed after it died waited a minute, one after the other)."""
         k = self._settings().replica_peers
         for holder in replica_holders(unit.task_id, self._alive(), self._node_id, k):
             with trio.move_on_after(OFFER_TIMEOUT):
+                best = checkpoints[i]
                 held = await self._links.keeper(holder).fetch(unit.task_id, best.seq if best else 0)
                 if held is not None and (held.plugin_hash, held.unit_index) == (plugin_hash, unit.index):
-                    best = held
+                    checkpoints[i] = held
                     self._events.add("assignment", f"{unit.task_id}: peer {holder[:8]} held a newer checkpoint "
                                      f"({held.seq}) than this master")
-        return best
 
     def _add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
         log.info("%s.%d epoch %d: %.1f guest-seconds thrown away (%s)", assignment_id, index, epoch, seconds, reason)

@@ -75,13 +75,14 @@ async def inline(function, *args):
 
 
 class World:
-    def __init__(self, tmp_path, *, units: int = 2, settings: MasterSettings = SETTINGS) -> None:
+    def __init__(self, tmp_path, *, units: int = 2, settings: MasterSettings = SETTINGS,
+                 links: type[StandInLinks] = StandInLinks) -> None:
         self.store = MasterStore(tmp_path / "master.sqlite", node_id=MASTER)
         self.assignment = self.store.create_assignment(
             plugin="pi", plugin_version="1", plugin_hash="h" * 64, params={},
             units=[NewUnit(data={"i": i}, memory_bytes=1 << 20, cost=1.0) for i in range(units)])
         self.events = EventLog()
-        self.links = StandInLinks()
+        self.links = links()
         self.alive = [MASTER, *HOSTS]
         # Only the stand-in hosts take guests: the master's own machine does not (its units never go silent).
         self.views = [NodeView(node_id=h, available=1.0, guests=0, cpus=4) for h in HOSTS]
@@ -111,9 +112,10 @@ class World:
         self.store.close()
 
 
-def run(test, tmp_path, settings: MasterSettings = SETTINGS, units: int = 2) -> None:
+def run(test, tmp_path, settings: MasterSettings = SETTINGS, units: int = 2,
+        links: type[StandInLinks] = StandInLinks) -> None:
     async def main():
-        world = World(tmp_path, settings=settings, units=units)
+        world = World(tmp_path, settings=settings, units=units, links=links)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(world.scheduler.serve)
