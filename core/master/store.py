@@ -912,7 +912,7 @@ class MasterStore:
                          index: int | None = None) -> list[tuple[int, str, str, str | None, int]]:
         """(index, state, host, error, failures) of each of the assignment's units in index order, or of the one at
         `index`: what a search through them reads (`FindUnits`), without their data. Any one thread may call it:
-        a 100,000-unit sweep takes 70 ms, and matching its rows 110 more (the node searches in a worker thread)."""
+        a 100,000-unit sweep takes 70 ms, and matching its rows 50 more (the node searches in a worker thread)."""
         one = "" if index is None else " AND idx = ?"
         with self._snapshot() as db:
             self._assignment_row(db, assignment_id)

@@ -250,7 +250,7 @@ def test_an_older_nodes_view_without_the_counts_is_counted_from_its_units():
 async def test_finding_units_matches_what_their_rows_show_and_every_word_must_match(tmp_path):
     """`FindUnits` reads only the units' states, hosts and errors to match them, and words them as the screen does:
     a unit shows its host's peer name and the state its host reports. What it finds reads whole, as a query's."""
-    from frost_core.node.answers import answer, unit_matches
+    from frost_core.node.answers import answer
 
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
@@ -282,9 +282,9 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
         assert await found("free beef") == ([], 0)                  # a queued unit shows no host
         assert await found("queued", limit=2) == ([0, 1], 297)
         assert await found("its turn", limit=2) == ([0, 1], 296)   # the queue past the round: its assignment's
+        assert await found("", limit=0) == ([], 300)               # no word: every unit
         whole = {u.index: u for u in store.assignment(assignment).units}
         (unit,) = (await answer(node, FindUnits(assignment_id=assignment, match="7", limit=1))).units
         assert (unit.task_id, unit.failures, unit.error) == (whole[7].task_id, 1, "MemoryError in step")
     finally:
         store.close()
-    assert unit_matches(3, "queued", []) and not unit_matches(3, "queued", ["30"])
