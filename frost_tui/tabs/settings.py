@@ -72,8 +72,30 @@ def option_field(option: Option) -> Widget:
                  validate_on=["changed", "submitted"], classes="setting-input")
 
 
+def form_widgets() -> list[Widget]:
+    """The settings form's rows, a section per group, then the join code and the buttons."""
+    widgets: list[Widget] = []
+    for title, names in GROUPS:
+        widgets.append(Label(title, classes="settings-group"))
+        for name in names:
+            option = _OPTIONS[name]
+            widgets += [
+                Horizontal(Label(name, classes="setting-name"), option_field(option),
+                           Label(describe_accepts(option), classes="setting-accepts"), classes="setting"),
+                Label(option.doc, classes="setting-doc"),
+                Label("", id=field_id(name) + "-error", classes="setting-error"),
+            ]
+    return [*widgets, Label("Cluster join code", classes="settings-group"), Static(id="join-code"),
+            Horizontal(Button("Save (ctrl+s)", id="settings-save", variant="primary"),
+                       Button("Revert", id="settings-revert"), id="settings-buttons")]
+
+
 class SettingsPane(Pane):
-    """Fields follow the node's settings until the owner edits them; ctrl+s or Save sends them."""
+    """Fields follow the node's settings until the owner edits them; ctrl+s or Save sends them.
+
+    The form is built when the tab is first shown. Its 435 widgets were most of the app's 502: the
+    start-up and every restyle of the app went through them, on every tab (the UI tests of
+    tests/tui/test_keys.py took 59 s with them, 41 without)."""
 
     class Save(Message):
         """The owner asked to save; the app sends the command to the node."""
@@ -85,30 +107,22 @@ class SettingsPane(Pane):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._loaded: dict[str, Any] = {}
+        self._form_ready = False
+        self._waiting: tuple[NodeSnapshot, float] | None = None
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="settings-form"):
-            for title, names in GROUPS:
-                yield Label(title, classes="settings-group")
-                for name in names:
-                    option = _OPTIONS[name]
-                    with Horizontal(classes="setting"):
-                        yield Label(name, classes="setting-name")
-                        yield option_field(option)
-                        yield Label(describe_accepts(option), classes="setting-accepts")
-                    yield Label(option.doc, classes="setting-doc")
-                    yield Label("", id=field_id(name) + "-error", classes="setting-error")
-            yield Label("Cluster join code", classes="settings-group")
-            yield Static(id="join-code")
-            with Horizontal(id="settings-buttons"):
-                yield Button("Save (ctrl+s)", id="settings-save", variant="primary")
-                yield Button("Revert", id="settings-revert")
+        yield VerticalScroll(id="settings-form")
 
     def main_widget(self) -> Widget:
         """The form, not a field: number keys must still switch tabs."""
         return self.query_one("#settings-form")
 
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
+        if not self._form_ready:
+            if self._waiting is None:
+                self.call_later(self._build_form)
+            self._waiting = (snapshot, now)   # the newest, shown once the form is there
+            return
         self.query_one("#join-code", Static).update(
             f"{snapshot.cluster_join_code}\nGive this code to a colleague so their desk can join this cluster."
         )
@@ -123,8 +137,16 @@ class SettingsPane(Pane):
                     continue  # the owner is editing this field: keep their text
                 self._set_field(name, snapshot.settings[name])
 
+    async def _build_form(self) -> None:
+        await self.query_one("#settings-form").mount_all(form_widgets())
+        self._form_ready = True
+        assert self._waiting is not None
+        self.show(*self._waiting)
+
     def changed_values(self) -> dict[str, Any]:
         """Values that differ from the node's; raises ValueError naming the first invalid field."""
+        if not self._form_ready:
+            return {}   # never shown: nothing edited
         changed = {}
         for title, names in GROUPS:
             for name in names:
@@ -147,6 +169,8 @@ class SettingsPane(Pane):
         self.post_message(self.Save(SaveSettings(values=values)))
 
     def revert(self) -> None:
+        if not self._form_ready:
+            return
         loaded, self._loaded = self._loaded, {}
         for title, names in GROUPS:
             for name in names:

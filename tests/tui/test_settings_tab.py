@@ -75,3 +75,21 @@ def test_choices_lists_and_tables_are_edited_in_their_own_terms(tmp_path):
     assert saved["desk"]["programs"] == ["steam", "zoom"]
     assert saved["desk"]["schedule"] == {"Mon-Fri 09:00-17:00": "idle-only"}
     assert saved["desk"]["max_temperature"] == 85.0
+
+
+def test_the_form_built_on_first_showing_holds_the_nodes_values_and_ctrl_s_before_it_saves_nothing(node):
+    """The form is made when Settings is first shown (bench/ui_startup.py): ctrl+s before that has nothing to
+    save, and the fields hold the values of the node's newest snapshot, also one that came while it was made."""
+    async def scenario(app, pilot):
+        node.publish(settings={**node.snapshot().settings, "owner.evict_hold": 1234.0, "owner.policy": "idle-only"})
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_in_app(pilot, lambda: "Nothing changed." in screen_text(app))
+        await pilot.press("7")
+        await wait_in_app(pilot, lambda: app.query("#opt-owner-evict-hold"))
+        await wait_in_app(pilot, lambda: app.query_one("#opt-owner-evict-hold").value == "1234")
+        assert app.query_one("#opt-owner-policy", Select).value == "idle-only"
+        await pilot.press("ctrl+s")
+        await wait_in_app(pilot, lambda: screen_text(app).count("Nothing changed.") == 2)
+
+    run_ui(node, scenario)
