@@ -539,9 +539,9 @@ class MasterScheduler:
         """Replace `checkpoints[i]`, the unit's newest here, with a newer copy one of its replica holders keeps.
 
         The holders are asked one after the other, each for up to OFFER_TIMEOUT and only for a copy newer than
-        the best so far (they keep the same copies: the newer one usually crosses the network once); a batch's units are asked all
-        at once (`_offer`): with a holder alive but out of reach, the round waits that long per holder, not per
-        unit (a host's twenty units re-placed after it died waited a minute, one after the other)."""
+        the best so far (they keep the same copies: the newer one usually crosses the network once). A batch's
+        units ask at once (`_offer`): with a holder alive but out of reach, the placement round waits that long
+        per holder, not per unit (twenty units coming back at once, asked one after the other, held it 30 s)."""
         k = self._settings().replica_peers
         for holder in replica_holders(unit.task_id, self._alive(), self._node_id, k):
             with trio.move_on_after(OFFER_TIMEOUT):

@@ -52,12 +52,18 @@ def test_a_path_field_per_named_input_file_and_one_per_host(tmp_path):
         await wait_in_app(pilot, lambda: bool(app.screen.query("#file-inputs-0")))
         dialog = app.screen
         dialog.query_one("#param-inputs", Input).value = "a, b"
-        await wait_in_app(pilot, lambda: len(dialog.query(".input-path")) == 2)
+        # Mounted, not only listed: the fields are made anew when the names change (failed once in CI, 2026-11-28,
+        # the click not submitting, whatever the dialog said then not recorded).
+        await wait_in_app(pilot, lambda: [f.is_mounted for f in dialog.query(".input-path")] == [True, True])
         dialog.query_one("#file-inputs-0", Input).value = str(tmp_path / "a.log")
         dialog.query_one("#file-inputs-1", Input).value = str(tmp_path / "b.log")
         dialog.query_one("#submit-one-per-host", Switch).value = True
+        await pilot.pause()   # laid out: a click lands where the button is drawn
         await pilot.click("#submit")
-        await wait_in_app(pilot, lambda: bool(sent))
+        try:
+            await wait_in_app(pilot, lambda: bool(sent))
+        except AssertionError:
+            raise AssertionError(f"not submitted; the screen shows:\n{screen_text(app)}") from None
 
     run_ui(node, scenario)
     command, = sent
