@@ -91,6 +91,8 @@ def _find_units(store: MasterStore, seen: _Seen, assignment_id: str, words: list
     for index, state, host, error, failures in store.searchable_units(assignment_id, min(numbers) if numbers else None):
         if any(number != index for number in numbers):
             continue
+        # `unit_words` reads what the node says of a task only for a running unit (its host's report) and a queued
+        # one (why it waits): the other units' rows need no task id, and share a key.
         task_id = f"{assignment_id}.{index}" if state in ("running", "queued") else ""
         row = (state, host, error, failures, seen.reported.get(task_id), seen.waiting.get(task_id))
         verdict = verdicts.get(row)
