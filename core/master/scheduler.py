@@ -54,6 +54,7 @@ from frost_core.master.placement import Need, WaitingReasons, plan, why_not_plac
 from frost_core.master.results import export_result
 from frost_core.master import verification, waste
 from frost_core.master.reach import Reach
+from frost_core.master.unanswered import Unanswered
 from frost_core.master.store import (
     Delivery, MasterStore, Placement, UnitRecord, UnknownAssignmentError, split_task_id,
 )
@@ -68,6 +69,10 @@ from frost_core.storage.disk_watch import RETRY_AFTER
 log = logging.getLogger("frost.master")
 
 OFFER_TIMEOUT = 3.0
+
+
+def _why_missed(error: NodeUnavailableError | trio.TooSlowError) -> str:
+    return f"({error.message})" if isinstance(error, NodeUnavailableError) else f"within {OFFER_TIMEOUT:.0f} s"
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,8 @@ class MasterScheduler:
         self._told: dict[tuple[str, str], float] = {}        # (host, assignment id) -> when that assignment's demand
                                                              # was last offered there (while it waits)
         self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
+        self._unanswered = Unanswered()                      # peers whose last call ran out: left out for a while
+        self._fetched: dict[str, CheckpointRecord] = {}      # task id -> a newer copy a holder gave, this round
         self._starts_on: dict[str, set[trio.CancelScope]] = {}   # host -> its starts on their way (see host_lost)
         self._starting: dict[str, int] = {}                  # task id -> the epoch of its start on its way: no report
                                                              # is due before its host says it runs
@@ -252,6 +259,12 @@ class MasterScheduler:
     async def _place_queued(self) -> None:
         """One placement round: as many queued units as hosts have free slots, in the queue's order, spread by
         the placement policy, offered and started per host in one call each, their epochs in one transaction."""
+        try:
+            await self._plan_and_place()
+        finally:
+            self._fetched = {}
+
+    async def _plan_and_place(self) -> None:
         index = self._store.index
         waiting = index.waiting()
         waiting_ids = {head.id for head in waiting}
@@ -262,8 +275,12 @@ class MasterScheduler:
         kept, self._kept = self._kept, set()
         hosts = self._with_own_units([with_free_cpu(h) if h.node_id in kept else h
                                       for h in self._hosts() if h.node_id not in self._quarantined])
+        now = self._clock()
+        resting = {host: f"did not answer in time; asked again in {until - now:.0f} s"
+                   for host, until in self._unanswered.resting(now).items()}
+        reachable = [h for h in hosts if h.node_id not in resting]
         held = index.holders()
-        free = [h for h in hosts if h.accepting and h.guests < units_held(h.cpus)]
+        free = [h for h in reachable if h.accepting and h.guests < units_held(h.cpus)]
         slots = sum(units_held(h.cpus) - h.guests for h in free)
         heads = {head.id: head for head in waiting}
         queued = {head.id: index.queued_count(head.id) for head in waiting}
@@ -279,7 +296,7 @@ class MasterScheduler:
                       frozenset(u.copied_on), worth_placing_ahead(self._unit_seconds.get(u.assignment_id)))
                  for u in units]
         by_task = {u.task_id: u for u in units}
-        planned = plan(needs, hosts, held)
+        planned = plan(needs, reachable, held)
         refusals: dict[str, dict[str, str]] = {}
         by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]] = {}
         for need, candidates in planned:
@@ -291,10 +308,10 @@ class MasterScheduler:
                     break
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
                                         usage, demand, running)
-        await self._tell_demand(waiting, hosts, usage, demand, running)
+        await self._tell_demand(waiting, reachable, usage, demand, running)
         placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
-                                                refusals.get(need.task_id))
+                                                {**resting, **refusals.get(need.task_id, {})})
                    for need in needs if need.task_id not in placed}
         self._waiting = WaitingReasons(reasons, partial(self._reasons_beyond, waiting, units, hosts, held))
         self._on_change()
@@ -425,9 +442,12 @@ class MasterScheduler:
         try:
             with trio.fail_after(OFFER_TIMEOUT):
                 replies = await self._links.offer_units(host, tuple(offers))
-        except (NodeUnavailableError, trio.TooSlowError):
+        except (NodeUnavailableError, trio.TooSlowError) as error:
+            self._missed(host, f"an offer of {counted(len(offers), 'unit')} {_why_missed(error)}")
             replies = tuple(UnitOfferReply(accepted=False, reason="did not answer the offer", available=0.0,
                                            guests=0, free_memory=0) for _ in offers)
+        else:
+            self._unanswered.answered(host)
         for (unit, head), checkpoint, reply in zip(batch, checkpoints, replies):
             if reply.accepted:
                 taken.setdefault(host, []).append((unit, head, checkpoint))
@@ -541,16 +561,34 @@ class MasterScheduler:
         The holders are asked one after the other, each for up to OFFER_TIMEOUT and only for a copy newer than
         the best so far (they keep the same copies: the newer one usually crosses the network once). A batch's
         units ask at once (`_offer`): with a holder alive but out of reach, the placement round waits that long
-        per holder, not per unit (twenty units coming back at once, asked one after the other, held it 30 s)."""
+        per holder, not per unit (twenty units coming back at once, asked one after the other, held it 30 s).
+        A holder resting (`Unanswered`) is not asked; a unit offered to its next host after its first refused
+        starts from the copy fetched for the first offer, so the copy crosses once a round."""
         k = self._settings().replica_peers
+        known = [c for c in (checkpoints[i], self._fetched.get(unit.task_id)) if c is not None]
+        checkpoints[i] = max(known, key=lambda c: (c.seq, c.epoch), default=None)
+        resting = self._unanswered.resting(self._clock())
         for holder in replica_holders(unit.task_id, self._alive(), self._node_id, k):
-            with trio.move_on_after(OFFER_TIMEOUT):
+            if holder in resting:
+                continue
+            with trio.move_on_after(OFFER_TIMEOUT) as waiting:
                 best = checkpoints[i]
                 held = await self._links.keeper(holder).fetch(unit.task_id, best.seq if best else 0)
                 if held is not None and (held.plugin_hash, held.unit_index) == (plugin_hash, unit.index):
-                    checkpoints[i] = held
+                    checkpoints[i] = self._fetched[unit.task_id] = held
                     self._events.add("assignment", f"{unit.task_id}: peer {holder[:8]} held a newer checkpoint "
                                      f"({held.seq}) than this master")
+            if waiting.cancelled_caught:
+                self._missed(holder, f"a request for its copy of {unit.task_id} within {OFFER_TIMEOUT:.0f} s")
+            else:
+                self._unanswered.answered(holder)
+
+    def _missed(self, peer: str, call: str) -> None:
+        """`peer` let `call` run out: rest it (`Unanswered`), and say so when its rest begins."""
+        rest = self._unanswered.missed(peer, self._clock())
+        if rest is not None:
+            self._events.add("cluster", f"peer {peer[:8]} did not answer {call}; left out of placement for "
+                             f"{rest:.0f} s", severity="warning")
 
     def _add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
         log.info("%s.%d epoch %d: %.1f guest-seconds thrown away (%s)", assignment_id, index, epoch, seconds, reason)
@@ -954,6 +992,8 @@ class MasterScheduler:
         peers = self._peers()
         woke = self.reach.woke()
         healed = self.reach.observe(peers=bool(peers), remote_units=len(remote))
+        if healed or woke:   # the calls that ran out meanwhile ran out on this side
+            self._unanswered.clear()
         if self._unasked is None:
             self._unasked = set(hosts)
         ask = (hosts & peers if healed or woke else set()) | (self._unasked & peers)
@@ -967,6 +1007,7 @@ class MasterScheduler:
         for host, since in list(self._dead.items()):
             if host in peers:  # back before it was given up: ask it what it holds
                 del self._dead[host]
+                self._unanswered.answered(host)
                 self._reconcile_soon(host)
             elif (self.reach.cut_off_since is None and peers
                   and now - max(since, self.reach.hearing_since) >= self._settings().death_settle):

@@ -13,7 +13,7 @@ import trio
 from frost_core.cluster.replication import replica_holders
 from frost_core.master.scheduler import OFFER_TIMEOUT
 from frost_core.storage.checkpoints import CheckpointRecord
-from tests.scenario.test_master_silence import HOSTS, MASTER, SETTINGS, StandInLinks, placed, run
+from tests.scenario.test_master_silence import HOSTS, MASTER, SETTINGS, CutOffHost, StandInLinks, placed, run
 from tests.waiting import wait_until
 
 UNITS = 20
@@ -43,6 +43,8 @@ class LinksWithKeepers(StandInLinks):
     def __init__(self) -> None:
         super().__init__()
         self.keepers = {HOLDING: StandInKeeper(answers=True), SILENT: StandInKeeper(answers=False)}
+        self.hosts[SILENT] = CutOffHost(SILENT)
+        self.hosts[SILENT].out_of_reach = False   # until the units it holds come back
         self.started_with: dict[str, CheckpointRecord | None] = {}
         for host in self.hosts.values():
             host.start = self._recording(host.start)
@@ -64,6 +66,7 @@ def test_a_holder_out_of_reach_costs_a_round_one_wait_not_one_per_unit_and_every
             await placed(world, 1, index)
         tasks = [world.task(i) for i in range(UNITS)]
         assert all(set(replica_holders(t, world.alive, MASTER, 1)) == {HOLDING, SILENT} for t in tasks)
+        world.links.hosts[SILENT].out_of_reach = True   # offers to it run out too, from now on
         began = trio.current_time()
         for index, task in enumerate(tasks):   # every copy fails where it runs: each is placed again, epoch 2
             await world.scheduler.host_failed(world.unit(index).host, task, 1, "guest crashed", retryable=True)
@@ -72,7 +75,8 @@ def test_a_holder_out_of_reach_costs_a_round_one_wait_not_one_per_unit_and_every
                          what="every unit placed again")
         took = trio.current_time() - began
         # Asked one unit after the other, the silent holder held the round for OFFER_TIMEOUT per unit: 30 s here
-        # (each host's ten in turn).
+        # (each host's ten in turn). Its offer runs out too: its units then go to the other host one at a time,
+        # and each asked it again (30 s more) before it rested after the first wait.
         assert took <= 2 * OFFER_TIMEOUT + 5, f"re-placing {UNITS} units took {took:.0f} s"
         # Asked for every unit: first, or after the other holder's copy, for one newer still.
         assert world.links.keepers[SILENT].asked == UNITS
@@ -80,6 +84,18 @@ def test_a_holder_out_of_reach_costs_a_round_one_wait_not_one_per_unit_and_every
         seqs = {t: getattr(world.links.started_with[t], "seq", None) for t in tasks}
         assert set(seqs.values()) == {NEWER_SEQ}, f"started without the holder's newer copy: {seqs}"
         assert sum("held a newer checkpoint" in m for m in world.messages()) == UNITS
+
+        # The silent holder now rests (master/unanswered.py): units that come back within its rest are placed in
+        # the next round, not after another OFFER_TIMEOUT, and it is not asked.
+        began = trio.current_time()
+        for index, task in enumerate(tasks):
+            await world.scheduler.host_failed(world.unit(index).host, task, 2, "guest crashed", retryable=True)
+        await wait_until(lambda: all(world.unit(i).epoch == 3 and world.unit(i).state == "running"
+                                     for i in range(UNITS)), timeout=60, what="every unit placed a third time")
+        took = trio.current_time() - began
+        assert took < OFFER_TIMEOUT / 2, f"re-placing {UNITS} units took {took:.1f} s with the silent holder resting"
+        assert world.links.keepers[SILENT].asked == UNITS
+        assert sum("did not answer a request for its copy" in m for m in world.messages()) == 1
 
     # The hosts never report (stand-ins): host_timeout out of the way, or their units go silent meanwhile.
     run(scenario, tmp_path, settings=dataclasses.replace(SETTINGS, replica_peers=1, host_timeout=3600), units=UNITS,

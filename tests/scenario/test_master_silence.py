@@ -56,6 +56,21 @@ class StandInHost:
         return Holdings(running=tuple(self.held))
 
 
+class CutOffHost(StandInHost):
+    """Alive in the membership, out of the master's reach (a one-way firewall): an offer to it runs out."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self.out_of_reach = True
+        self.offers = 0
+
+    async def offer(self, source, offer):
+        self.offers += 1
+        if self.out_of_reach:
+            await trio.sleep_forever()
+        return await super().offer(source, offer)
+
+
 class StandInLinks:
     def __init__(self) -> None:
         self.hosts = {h: StandInHost(h) for h in HOSTS}
