@@ -48,7 +48,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "plugins": (("↑ ↓", "select a plugin"), ("r", "remove the selected plugin (one you added with l)")),
     "events": (("↑ ↓", "select an event"), ("/", "filter the events (escape clears the filter)")),
-    "settings": (("tab", "next field"), ("ctrl+s", "save settings")),
+    "settings": (("↑ ↓ pgup pgdn", "scroll the form"), ("tab", "next field"), ("ctrl+s", "save settings")),
 }
 
 STATES: tuple[tuple[str, str], ...] = (

@@ -93,3 +93,29 @@ def test_the_form_built_on_first_showing_holds_the_nodes_values_and_ctrl_s_befor
         await wait_in_app(pilot, lambda: screen_text(app).count("Nothing changed.") == 2)
 
     run_ui(node, scenario)
+
+
+def test_on_the_settings_tab_the_page_keys_scroll_the_form_tab_reaches_its_fields_and_digits_switch_tabs(node):
+    """The keyboard rests on the form's keys (settings.FormKeys), not on the form: its focus would restyle the
+    form's 435 widgets at every switch to the tab and away."""
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await wait_in_app(pilot, lambda: app.query("#opt-owner-evict-hold"))
+        form = app.query_one("#settings-form")
+        await pilot.pause()
+        assert form.max_scroll_y > 0, "the form fits the screen: scrolling shows nothing"
+        await pilot.press("pagedown", "down")
+        await wait_in_app(pilot, lambda: form.scroll_y > 0)
+        await pilot.press("end")
+        await wait_in_app(pilot, lambda: form.scroll_y == form.max_scroll_y)
+        await pilot.press("home")
+        await wait_in_app(pilot, lambda: form.scroll_y == 0)
+        assert not form.has_focus and form not in app.focused.ancestors_with_self
+        await pilot.press("tab")
+        await pilot.pause()
+        first_field = next(w for w in form.query("Switch, Input, Select") if w.focusable)
+        assert app.focused is first_field
+        await pilot.press("shift+tab", "2")
+        await wait_in_app(pilot, lambda: app.query_one("TabbedContent").active == "guests")
+
+    run_ui(node, scenario, size=(80, 24))
