@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import outcome
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -200,6 +201,16 @@ class FrostApp(App[int]):
         self._notify_errors(self.snapshot)
         if self._quit_when_no_guests and not self.snapshot.guests:
             self.exit(0)
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key that reaches the app while a text field has the keyboard was typed for that field
+        (it takes every printable key it is given) but went to the widget that had the keyboard when it came:
+        a terminal hands over a burst at once ("/" and the words, or a paste), and the field that "/" opened,
+        a tab's filter or a dialog's, had the keyboard only once "/" was handled. It is typed in, not lost."""
+        field = self.focused
+        if isinstance(field, Input) and event.is_printable and event.character is not None:
+            field.insert_text_at_cursor(event.character)
+            event.stop()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == self.query_one(TabbedContent).active:  # else a later key chose another tab

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from textual import events
 from textual.widgets import Input, TabbedContent
 
 from frost_tui.tabs.peers import PeersPane
@@ -50,6 +51,41 @@ def test_digits_in_a_field_are_text_until_escape_leaves_it(node):
         await pilot.press("escape", "1")
         await pilot.pause()
         assert app.query_one(TabbedContent).active == "machine"
+
+    run_ui(node, scenario)
+
+
+def burst(app, keys: str) -> None:
+    """`keys` as a terminal hands them over in one read (typed fast, or pasted): all queued before the first is
+    handled. (Pilot's press waits for each key to be handled before it sends the next.)"""
+    names = {"/": "slash", " ": "space"}
+    for key in keys:
+        app.post_message(events.Key(names.get(key, key), key))
+
+
+def test_words_typed_in_the_burst_that_opens_a_filter_or_the_find_dialog_land_in_it(node):
+    """The app gives a key to the widget with the keyboard when the key comes: the words after "/" went to the table,
+    which the field "/" opened had not yet taken from, and were lost (on the Assignments tab "c" is cancel)."""
+    async def scenario(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        burst(app, "/ada")
+        await wait_in_app(pilot, lambda: "1 of 7" in screen_text(app))
+        assert app.query_one("#peers-filter", Input).value == "ada"
+        await pilot.press("escape")
+        await pilot.pause()
+
+        sweep = node.snapshot().assignments[0]
+        await pilot.press("4")
+        app.query_one("AssignmentsPane").select_assignment(sweep.id)
+        await pilot.pause()
+        burst(app, "/12 failed")
+        await wait_in_app(pilot, lambda: app.screen.query("#find-input"))
+        await pilot.pause()
+        assert app.screen.query_one("#find-input", Input).value == "12 failed"
+        assert app.query_one(TabbedContent).active == "assignments"
+        await pilot.press("x")   # typed once the dialog has the keyboard: once
+        assert app.screen.query_one("#find-input", Input).value == "12 failedx"
 
     run_ui(node, scenario)
 
