@@ -241,6 +241,8 @@ class HostService:
         """Copies stopped as superseded whose final figures their masters have not heard yet."""
         self._forwards: dict[str, tuple[str, float]] = {}   # task id -> (where it went, until when)
         self._delivering: set[str] = set()   # outcomes on their way to a master (a first try can outlast a cut)
+        self._reporting: set[str] = set()    # masters whose report is on its way
+        self._delivering_to: set[str] = set()   # masters whose held outcomes are being tried
         self._owing = trio.Event()           # set when an outcome stays in the outbox: `_deliver_owed` wakes for it
         self._unsaved: dict[str, Owed] = {}  # task id -> an outcome owed that the disk would not take into the outbox
         self._disk_refused = disk_refused
@@ -647,26 +649,64 @@ class HostService:
                 self._owing = trio.Event()
                 continue
             alive = {self.node_id, *self._alive()}
+            by_master: defaultdict[str, list[Held]] = defaultdict(list)
             for held in held_now:
-                if held.master not in alive:
-                    continue   # (out of reach: tried again once the membership sees it back)
-                owed = self._unsaved.get(held.task_id) or await self._blocking(self._outbox.owed, held.task_id)
-                if owed is not None and await self._deliver(owed) is None:
-                    await self._delivered(owed)
-                    self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
-                    self._on_change()
+                if held.master in alive:   # (else out of reach: tried again once the membership sees it back)
+                    by_master[held.master].append(held)
+            assert self._nursery is not None
+            for master, owed_there in by_master.items():
+                if master not in self._delivering_to:   # (else its last round's tries are still on their way)
+                    self._delivering_to.add(master)
+                    self._nursery.start_soon(self._deliver_held, master, owed_there)
             await trio.sleep(settings.report_interval)
+
+    async def _deliver_held(self, master: str, held: list[Held]) -> None:
+        """`master`'s outcomes held here, oldest first, until one does not go; beside the other masters'. A master
+        alive in the membership but out of this host's reach lets each try run out (CALL_TIMEOUT, 10 s): tried one
+        after the other, and before the other masters', 200 results held for it kept theirs waiting half an hour."""
+        try:
+            for one in held:
+                if one.task_id in self._delivering:
+                    continue   # (its first delivery is still on its way)
+                owed = self._unsaved.get(one.task_id) or await self._blocking(self._outbox.owed, one.task_id)
+                if owed is None:
+                    continue   # (delivered meanwhile)
+                if await self._deliver(owed) is not None:
+                    return
+                await self._delivered(owed)
+                self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
+                self._on_change()
+        finally:
+            self._delivering_to.discard(master)
 
     # -- reports and replicas ------------------------------------------------------------------------
 
     async def _report_periodically(self) -> None:
+        """Each master's report every `report_interval`, each on its own (`_report_to`); a master whose last is
+        still on its way (out of reach: it runs out in CALL_TIMEOUT) is left out of the round."""
+        assert self._nursery is not None
         while True:
-            await self.report_now()
+            for master, units in self._reports().items():
+                if master not in self._reporting:
+                    self._reporting.add(master)
+                    self._nursery.start_soon(self._report_in_turn, master, units)
             await trio.sleep(self._settings().report_interval)
+
+    async def _report_in_turn(self, master: str, units: tuple[UnitStatus, ...]) -> None:
+        try:
+            await self._report_to(master, units)
+        finally:
+            self._reporting.discard(master)
 
     async def report_now(self) -> None:
         """Tell each master which of its units run here, and what its runs that ended here without a result
-        used; stop the copies it no longer wants."""
+        used; stop the copies it no longer wants. Returns once each master has answered or could not."""
+        async with trio.open_nursery() as nursery:
+            for master, units in self._reports().items():
+                nursery.start_soon(self._report_to, master, units)
+
+    def _reports(self) -> dict[str, tuple[UnitStatus, ...]]:
+        """Master -> what its report says now: its units here, and its runs that ended here without a result."""
         self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         self._start_ahead()   # (a unit placed ahead goes back if this machine stopped taking guests)
@@ -682,29 +722,34 @@ class HostService:
                 by_master[master].append(status)
         for master in self._spent:   # a master with no unit running here still hears of its spent runs
             by_master.setdefault(master, [])
-        for master, units in list(by_master.items()):
-            spent = tuple(self._spent.get(master, ())[:SPENT_PER_REPORT])
-            try:
-                stop = await self._links.master(master).host_report(self.node_id, tuple(units), spent)
-            except (NodeUnavailableError, StorageError) as error:   # (this node's own master: its disk refused)
-                log.debug("report to %s failed: %s", master[:8], error.message)
-                continue
-            for status in units:
-                if status.state == STOPPED and self._stopped.get(status.task_id, (None,))[0] == status:
-                    del self._stopped[status.task_id]
-            if spent:   # (only those sent: more may have ended meanwhile, or another report sent these too)
-                sent = set(spent)
-                left = [run for run in self._spent.get(master, ()) if run not in sent]
-                if left:
-                    self._spent[master] = left
-                else:
-                    self._spent.pop(master, None)
-            self._drop_ahead(t for t in stop if t in self._ahead)
-            stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
-            if stop:
-                self._stopping.update(dict.fromkeys(stop, SUPERSEDED))
-                self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
-                await self.supervisor.stop(stop, SUPERSEDED)
+        return {master: tuple(units) for master, units in by_master.items()}
+
+    async def _report_to(self, master: str, units: tuple[UnitStatus, ...]) -> None:
+        """One master's report (`report_now`). Each goes on its own: a master alive in the membership but out of
+        this host's reach lets the call run out (CALL_TIMEOUT, 10 s), and the reports after it, one after the
+        other, came that much later every round, until their masters took their units for silent."""
+        spent = tuple(self._spent.get(master, ())[:SPENT_PER_REPORT])
+        try:
+            stop = await self._links.master(master).host_report(self.node_id, units, spent)
+        except (NodeUnavailableError, StorageError) as error:   # (this node's own master: its disk refused)
+            log.debug("report to %s failed: %s", master[:8], error.message)
+            return
+        for status in units:
+            if status.state == STOPPED and self._stopped.get(status.task_id, (None,))[0] == status:
+                del self._stopped[status.task_id]
+        if spent:   # (only those sent: more may have ended meanwhile, or another report sent these too)
+            sent = set(spent)
+            left = [run for run in self._spent.get(master, ()) if run not in sent]
+            if left:
+                self._spent[master] = left
+            else:
+                self._spent.pop(master, None)
+        self._drop_ahead(t for t in stop if t in self._ahead)
+        stop = tuple(t for t in stop if t in self._hosted and not self._hosted[t].leaving)
+        if stop:
+            self._stopping.update(dict.fromkeys(stop, SUPERSEDED))
+            self._events.add("host", f"stopping {', '.join(stop)}: {SUPERSEDED}", severity="warning")
+            await self.supervisor.stop(stop, SUPERSEDED)
 
     def _note_figures(self) -> dict[str, GuestFigures]:
         """Keep each running unit's progress and CPU time: once its guest has stopped they are gone."""
