@@ -306,9 +306,12 @@ class MasterScheduler:
             for host in candidates[1:]:
                 if need.task_id not in refusals or need.task_id in self._copies:
                     break
+                if host in self._unanswered.resting(self._clock()):
+                    continue   # (an offer to it ran out earlier in this round)
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
                                         usage, demand, running)
-        await self._tell_demand(waiting, reachable, usage, demand, running)
+        resting_now = self._unanswered.resting(self._clock())   # (with those whose offer ran out this round)
+        await self._tell_demand(waiting, [h for h in reachable if h.node_id not in resting_now], usage, demand, running)
         placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                 {**resting, **refusals.get(need.task_id, {})})
