@@ -102,7 +102,7 @@ class FormKeys(Widget, can_focus=True):
         ("pageup", "page_up"), ("pagedown", "page_down"))]
 
     def action_form(self, action: str) -> None:
-        getattr(self.app.query_one("#settings-form", VerticalScroll), f"action_{action}")()
+        getattr(self.screen.query_one("#settings-form", VerticalScroll), f"action_{action}")()
 
 
 class SettingsPane(Pane):

@@ -42,6 +42,8 @@ async def all_running(world, epoch: int) -> None:
 
 def test_a_host_that_lets_offers_run_out_is_left_out_of_the_next_rounds_and_asked_again_after_its_rest(tmp_path):
     async def scenario(world):
+        # Room for every unit on the answering host, so where a unit goes says only whom the master offered it.
+        world.views = [dataclasses.replace(view, cpus=UNITS) for view in world.views]
         cut_off = world.links.hosts[CUT_OFF]
         await placed(world, 1, UNITS - 1)
         await all_running(world, 1)
@@ -67,16 +69,8 @@ def test_a_host_that_lets_offers_run_out_is_left_out_of_the_next_rounds_and_aske
         await all_running(world, 3)
         assert CUT_OFF in {world.unit(i).host for i in range(UNITS)}
 
-    # Room for every unit on the answering host, so where a unit goes says only whom the master offered it.
-    def views(world):
-        world.views = [dataclasses.replace(view, cpus=UNITS) for view in world.views]
-
-    async def with_room(world):
-        views(world)
-        await scenario(world)
-
     # The stand-in hosts never report: host_timeout out of the way, or their units go silent meanwhile.
-    run(with_room, tmp_path, settings=dataclasses.replace(SETTINGS, host_timeout=3600), units=UNITS,
+    run(scenario, tmp_path, settings=dataclasses.replace(SETTINGS, host_timeout=3600), units=UNITS,
         links=LinksWithCutOffHost)
 
 
