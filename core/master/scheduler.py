@@ -306,12 +306,13 @@ class MasterScheduler:
             for host in candidates[1:]:
                 if need.task_id not in refusals or need.task_id in self._copies:
                     break
-                if host in self._unanswered.resting(self._clock()):
+                if self._unanswered.rests(host, self._clock()):
                     continue   # (an offer to it ran out earlier in this round)
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
                                         usage, demand, running)
-        resting_now = self._unanswered.resting(self._clock())   # (with those whose offer ran out this round)
-        await self._tell_demand(waiting, [h for h in reachable if h.node_id not in resting_now], usage, demand, running)
+        now = self._clock()   # (resting now too: those whose offer ran out this round)
+        await self._tell_demand(waiting, [h for h in reachable if not self._unanswered.rests(h.node_id, now)], usage,
+                                demand, running)
         placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
                                                 {**resting, **refusals.get(need.task_id, {})})
@@ -570,9 +571,9 @@ class MasterScheduler:
         k = self._settings().replica_peers
         known = [c for c in (checkpoints[i], self._fetched.get(unit.task_id)) if c is not None]
         checkpoints[i] = max(known, key=lambda c: (c.seq, c.epoch), default=None)
-        resting = self._unanswered.resting(self._clock())
+        now = self._clock()
         for holder in replica_holders(unit.task_id, self._alive(), self._node_id, k):
-            if holder in resting:
+            if self._unanswered.rests(holder, now):
                 continue
             with trio.move_on_after(OFFER_TIMEOUT) as waiting:
                 best = checkpoints[i]

@@ -35,7 +35,7 @@ class Unanswered:
         """`peer` let a call run out at `now`: it rests; returns for how long. None if it rests already: no call
         starts during a rest, so this one was on its way together with the one that began it (a round asks a
         holder for twenty units at once, and they run out together) and is not counted again."""
-        if self._until.get(peer, -1.0) > now:
+        if self.rests(peer, now):
             return None
         misses = self._misses.get(peer, 0) + 1
         self._misses[peer] = misses
@@ -47,6 +47,10 @@ class Unanswered:
         """`peer` answered a call: it is asked as any other again."""
         self._misses.pop(peer, None)
         self._until.pop(peer, None)
+
+    def rests(self, peer: str, now: float) -> bool:
+        """Whether `peer` is left out at `now`."""
+        return self._until.get(peer, -1.0) > now
 
     def resting(self, now: float) -> Mapping[str, float]:
         """Peer -> when its rest ends, for those resting at `now`."""

@@ -23,6 +23,7 @@ def test_calls_that_ran_out_together_count_once():
     assert peers.missed(PEER, 10.0) == REST_FIRST
     assert [peers.missed(PEER, 10.0 + t) for t in (0.0, 0.1, REST_FIRST - 0.1)] == [None, None, None]
     assert peers.resting(11.0) == {PEER: 10.0 + REST_FIRST}
+    assert peers.rests(PEER, 11.0) and not peers.rests(OTHER, 11.0) and not peers.rests(PEER, 10.0 + REST_FIRST)
     assert peers.missed(PEER, 10.0 + REST_FIRST + 3.0) == 2 * REST_FIRST
 
 
