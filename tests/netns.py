@@ -79,6 +79,11 @@ class Topology:
             raise
         return self
 
+    def route_everything_out(self, host: TestHost) -> None:
+        """Give `host` a default route through its link, as a desk on a network has: a node on the default
+        configuration then finds its address there and its broadcasts to 255.255.255.255 stay in the hub."""
+        _ip("-n", host.namespace, "route", "add", "default", "dev", host.veth)
+
     def cut(self, host: TestHost) -> None:
         _ip("-n", host.namespace, "link", "set", host.veth, "down")
 

@@ -148,7 +148,14 @@ def start_node(
 
 
 def free_port() -> int:
-    """A loopback port free for both UDP and TCP at this moment (a node listens on both)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port free for both UDP and TCP at this moment (a node listens on both): a port the kernel
+    hands out for UDP may be some other test's TCP connection's, and that node would not start."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
+            udp.bind(("127.0.0.1", 0))
+            port = udp.getsockname()[1]
+            try:
+                tcp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
