@@ -167,12 +167,17 @@ async def test_turning_the_spare_off_stops_it(tmp_path):
         nursery.cancel_scope.cancel()
 
 
-def _address_space_limits(pid: int) -> tuple[int, int]:
-    """The soft and hard RLIMIT_AS of `pid`, as /proc shows them: prlimit() on a guest that runs as
-    another user needs CAP_SYS_RESOURCE, which a root node in a container may lack."""
+def _address_space_limits(pid: int) -> tuple[int | None, int | None]:
+    """The soft and hard RLIMIT_AS of `pid`, as /proc shows them (None for "unlimited": a spare not yet
+    capped, which a loaded machine shows between its move into the unit's folder and its cap): prlimit()
+    on a guest that runs as another user needs CAP_SYS_RESOURCE, which a root node in a container may lack."""
     line = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines() if line.startswith("Max address"))
     soft, hard = line.split()[3:5]
-    return int(soft), int(hard)
+    return _limit(soft), _limit(hard)
+
+
+def _limit(text: str) -> int | None:
+    return None if text == "unlimited" else int(text)
 
 
 # A unit whose state is a few MiB of bytes that every step changes: any byte lost or changed on a
