@@ -7,9 +7,9 @@ those by the hundred thousand. Timed: submit -> assignment done, by the time the
 per unit (a unit that returns at once), on one real `frost-tui --headless` node and on three on
 loopback (the first is the master), at 100, 1,000 and 10,000 units. Also: the master node process's
 own CPU seconds per unit (user + system, not its guests', from the submit to the poll that sees "is
-done"; the node's start is not in it) and its peak resident memory. That CPU includes what the node spends per second whatever it runs (gossip, the owner
-sampler) and this script's own status polls (ten a second, ~1.7 ms of the node's CPU each): a 100-unit
-run, slower per unit, carries more of it per unit. So beside it, the marginal CPU per unit: the run's CPU
+done"; the node's start is not in it) and its peak resident memory. That CPU includes what the node
+spends per second whatever it runs (gossip, the owner sampler) and this script's own status polls (ten
+a second, ~1.7 ms of the node's CPU each): a 100-unit run, slower per unit, carries more of it per unit. So beside it, the marginal CPU per unit: the run's CPU
 less the node's rate over the 3 s before the run, under the same polls, times the run's length.
 Baseline, in the same run: the same units through `run_locally` in this one process (every state
 crosses CBOR as on a node). Second question: raytrace on one node against the same units computed by
