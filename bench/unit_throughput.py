@@ -1,20 +1,20 @@
 """Units per second and the master's CPU per unit, for thousands of tiny units, against one plain process.
 
-Question: what does a unit cost the product before it does any work, and does that cost grow with
-the size of the assignment? A parameter sweep is thousands of small units; HTCondor and BOINC run
-those by the hundred thousand. Timed: submit -> assignment done, by the time the master wrote in its
-"is done" event (the same clock: one machine), for the bundled `montecarlo-pi` plugin with one sample
-per unit (a unit that returns at once), on one real `frost-tui --headless` node and on three on
-loopback (the first is the master), at 100, 1,000 and 10,000 units. Also: the master node process's
-own CPU seconds per unit (user + system, not its guests', from the submit to the poll that sees "is
-done"; the node's start is not in it) and its peak resident memory. That CPU includes what the node
-spends per second whatever it runs (gossip, the owner sampler) and this script's own status polls (ten
-a second, ~1.7 ms of the node's CPU each): a 100-unit run, slower per unit, carries more of it per unit. So beside it, the marginal CPU per unit: the run's CPU
-less the node's rate over the 3 s before the run, under the same polls, times the run's length.
-Baseline, in the same run: the same units through `run_locally` in this one process (every state
-crosses CBOR as on a node). Second question: raytrace on one node against the same units computed by
-two plain processes (the issue's goal: within 1.3x), timed as the runs are. A run that does not finish
-within `--limit` seconds reports the units done so far, timed to the limit.
+Question: what does a unit cost the product before it does any work, and does that cost grow with the size
+of the assignment? A parameter sweep is thousands of small units; HTCondor and BOINC run those by the
+hundred thousand. Timed: submit -> assignment done, by the time the master wrote in its "is done" event (the
+same clock: one machine), for the bundled `montecarlo-pi` plugin with one sample per unit (a unit that
+returns at once), on one real `frost-tui --headless` node and on three on loopback (the first is the
+master), at 100, 1,000 and 10,000 units. Also: the master node process's own CPU seconds per unit (user +
+system, not its guests', from the submit to the poll that sees "is done"; the node's start is not in it) and
+its peak resident memory. That CPU includes what the node spends per second whatever it runs (gossip, the
+owner sampler) and this script's own status polls (ten a second, ~1.7 ms of the node's CPU each): a 100-unit
+run, slower per unit, carries more of it per unit. So beside it, the marginal CPU per unit: the run's CPU
+less the node's rate over the 3 s before the run, under the same polls, times the run's length. Baseline, in
+the same run: the same units through `run_locally` in this one process (every state crosses CBOR as on a
+node). Second question: raytrace on one node against the same units computed by two plain processes (the
+issue's goal: within 1.3x), timed as the runs are. A run that does not finish within `--limit` seconds
+reports the units done so far, timed to the limit.
 Until 2026-11-28 09:48 UTC runs and raytrace were timed to this script's poll (ten a second) that saw the
 event, up to 0.1 s late: a 100-unit run whose event came at 0.38-0.40 s read 0.43 s, or 0.53 s when the
 event fell just after a poll (its goal's three runs read 186, 185, 230 units/s on 2026-11-28 06:46, and
