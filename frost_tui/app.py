@@ -213,7 +213,10 @@ class FrostApp(App[int]):
             event.stop()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == self.query_one(TabbedContent).active:  # else a later key chose another tab
+        """Redraw and focus the tab now shown; not a tab a later key replaced, nor any once the tabs are gone
+        (the app closing: a tab chosen just before the quit, by a submit's answer say, is handled after)."""
+        tabs = event.tabbed_content
+        if tabs.is_attached and event.pane.id == tabs.active:
             self._redraw()
             self._focus_tab()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from textual import events
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input, TabbedContent, Tabs
 
 from frost_tui.tabs.peers import PeersPane
 
@@ -37,6 +37,20 @@ def test_every_tab_key_works_from_every_tab(node):
     run_ui(node, scenario)
     assert missed == []  # on the old code the hidden Peers table kept the focus and pulled its tab back
 
+
+
+def test_a_tab_change_handled_once_the_tabs_are_gone_does_not_stop_the_app(node):
+    # A tab chosen just before the quit (a submit's answer shows the Assignments tab) is handled after the
+    # closing app took its tabs off the screen: the handler's look for the tabs stopped the app with an
+    # error (a CI run, 2026-11-28, in the submit dialog's test). The same order, made at once here:
+    async def scenario(app, pilot):
+        tabs = app.query_one(TabbedContent)
+        late = TabbedContent.TabActivated(tabs, tabs.query_one(Tabs).active_tab)
+        await tabs.remove()
+        app.post_message(late)
+        await pilot.pause()
+
+    run_ui(node, scenario)   # raises the app's error, if it had one
 
 def test_digits_in_a_field_are_text_until_escape_leaves_it(node):
     async def scenario(app, pilot):
