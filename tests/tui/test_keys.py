@@ -38,7 +38,6 @@ def test_every_tab_key_works_from_every_tab(node):
     assert missed == []  # on the old code the hidden Peers table kept the focus and pulled its tab back
 
 
-
 def test_a_tab_change_handled_once_the_tabs_are_gone_does_not_stop_the_app(node):
     # A tab chosen just before the quit (a submit's answer shows the Assignments tab) is handled after the
     # closing app took its tabs off the screen: the handler's look for the tabs stopped the app with an
@@ -51,6 +50,7 @@ def test_a_tab_change_handled_once_the_tabs_are_gone_does_not_stop_the_app(node)
         await pilot.pause()
 
     run_ui(node, scenario)   # raises the app's error, if it had one
+
 
 def test_digits_in_a_field_are_text_until_escape_leaves_it(node):
     async def scenario(app, pilot):
