@@ -27,7 +27,11 @@ every size. Variants, each timed once a round:
   request, lends the pipe to a thread (`Channel.lend_pipe`) that reads the answer and commits a state
   under STAGE_FROM that comes up it (`running.answer_up_the_pipe`): the guest's answer wakes that
   thread, not trio's loop, and the loop learns once, of the durable checkpoint. Before, the loop read
-  the answer and the state and handed the commit to a worker thread (two wake-ups more);
+  the answer and the state and handed the commit to a worker thread (two wake-ups more). Since
+  2026-11-28 12:30 UTC (as running.py does since then) a state up the pipe from HASH_AFTER_FROM
+  (256 KiB) on comes with the child's hash after it (`GuestRunner._answer`), and that thread writes
+  the state while the child hashes, then seals it with that hash (`CheckpointStore.commit_claimed`):
+  the node no longer hashes it; before, the node hashed it before (under 1 MiB) or beside its write;
 - guest_pipe: the same child answering through its pipe (a request without the prefix, as a
   move's capture still goes): `write_bulk` up a pipe widened as the supervisor widens it; the
   node reads it with `Channel.receive_bulk_data` and commits it as running.py does: from
@@ -141,8 +145,9 @@ async def receive_and_commit(channel: Channel, store: CheckpointStore, identity:
     worker thread."""
     if request_id is not None and channel.lendable:
         answer, record = await channel.lend_pipe(functools.partial(
-            answer_up_the_pipe, request_id=request_id, limit=LIMIT,
-            commit=lambda data: store.commit(**identity, state=data), take=lambda: True))
+            answer_up_the_pipe, request_id=request_id, limit=LIMIT, take=lambda: True,
+            commit=lambda data, claimed: (store.commit(**identity, state=data) if claimed is None
+                                          else store.commit_claimed(data, claimed, **identity))))
         if record is not None:
             return
     else:
@@ -244,8 +249,7 @@ def child(size: int, handoff_fd: int) -> None:
             assert isinstance(request, GuestCheckpointRequest)
             pieces = runner._pack(envelope.STATE, runner._encode_state(state), LIMIT)
             header = GuestCheckpoint(request_id=request.request_id, progress=0.5, steps=1, encode_seconds=0.0)
-            if not runner._hand_out(request, header, pieces):
-                write_bulk(outbox, header, pieces)
+            runner._answer(request, header, pieces)
 
 
 def main() -> None:

@@ -65,16 +65,22 @@ from frost_core.wire.pipe import read_bulk_data, read_frame, write_bulk, write_f
 
 EXIT_FAILED = 3
 HAND_OUT_FROM = 4 << 20
-"""A checkpoint from this size on leaves through the checkpoint memfd where the node offers one; a smaller one
-goes up the pipe, where the node hashes it (beside its write to disk from 1 MiB on), not this one-threaded
-process before it answers. bench/checkpoint_throughput.py, 2026-11-26 14:08 UTC, load 3-4, three runs, each
-path with a child of its own and the variants in shuffled order, the pipe's against the memfd's (medians,
-ms): 0.98-1.07 against 1.15-1.29 at 0.1 MB; in the two runs of three whose disk did not stall, 2.52-2.61
-against 2.64-2.84 at 1 MB, 3.75-4.17 against 3.98-4.32 at 2 MB, 6.36-7.00 against 7.01-7.37 at 4 MB. A handed state
-is answered once it is written and its hash follows, so the node copies it (and its blocks to disk) while
-this process hashes. The hash runs in the guest's one thread: a second one beside the writing did not pay on
-2 shared cores (10 MiB written and hashed side by side took 9.2 ms, one after the other 2.1 + 6.2 ms, at load
-2; 1 MiB with the benchmark's other variants between, 2.4-2.5 against 2.1-2.2 ms on tmpfs at load 4)."""
+"""A checkpoint from this size on leaves through the checkpoint memfd where the node offers one; a smaller one goes
+up the pipe, hashed by this process after it is sent (from HASH_AFTER_FROM on) or by the node, not by this
+one-threaded process before it answers. bench/checkpoint_throughput.py, 2026-11-26 14:08 UTC, load 3-4, three runs,
+each path with a child of its own and the variants in shuffled order, the pipe's against the memfd's (medians,
+ms): 0.98-1.07 against 1.15-1.29 at 0.1 MB; in the two runs of three whose disk did not stall, 2.52-2.61 against
+2.64-2.84 at 1 MB, 3.75-4.17 against 3.98-4.32 at 2 MB, 6.36-7.00 against 7.01-7.37 at 4 MB. A handed state is
+answered once it is written and its hash follows, so the node copies it (and its blocks to disk) while this
+process hashes. The hash runs in the guest's one thread: a second one beside the writing did not pay on 2 shared
+cores (10 MiB written and hashed side by side took 9.2 ms, one after the other 2.1 + 6.2 ms, at load 2; 1 MiB with
+the benchmark's other variants between, 2.4-2.5 against 2.1-2.2 ms on tmpfs at load 4)."""
+HASH_AFTER_FROM = 256 << 10
+"""A state up the pipe from this size on carries its hash after it (`GuestCheckpoint.hash_follows`), taken here
+while the node writes the state: the node's hash was its checkpoint's longest step, and a guest pays for its
+own at the lowest priority. Under it the node hashes faster than it wakes for one more frame: bench/
+checkpoint_throughput.py, 2026-11-28 12:13 UTC, five alternating runs, medians of the guest path (ms): at 0.1 MB
+0.86-0.89 the node's way, 0.89-0.98 with the hash after; at 1 MiB 2.08-2.26 against 1.84-2.05."""
 EXIT_PROTOCOL = 2
 MAX_REASON_BYTES = 4000
 
@@ -245,8 +251,23 @@ class GuestRunner:
                 steps=self.steps,
                 encode_seconds=time.perf_counter() - began,
             )
-            if not self._hand_out(request, header, data):
-                write_bulk(self.outbox, header, data)
+            self._answer(request, header, data)
+
+    def _answer(self, request: GuestCheckpointRequest, header: GuestCheckpoint, pieces: list[bytes]) -> None:
+        """Through the checkpoint memfd where `_hand_out` may, else up the pipe: for a request with a hash prefix
+        and a state from HASH_AFTER_FROM bytes on, the hash after the state, taken while the node writes it (the
+        node then never hashes it). A state from HAND_OUT_FROM on that could not be handed goes unhashed, as
+        the node hashes it while it comes."""
+        if self._hand_out(request, header, pieces):
+            return
+        if not request.hash_prefix or not HASH_AFTER_FROM <= sum(len(piece) for piece in pieces) < HAND_OUT_FROM:
+            write_bulk(self.outbox, header, pieces)
+            return
+        write_bulk(self.outbox, dataclasses.replace(header, hash_follows=True), pieces)
+        sha256 = hashlib.sha256(request.hash_prefix)
+        for piece in pieces:
+            sha256.update(piece)
+        write_frame(self.outbox, GuestCheckpointHash(request_id=request.request_id, sha256=sha256.hexdigest()))
 
     def _hand_out(self, request: GuestCheckpointRequest, header: GuestCheckpoint, pieces: list[bytes]) -> bool:
         """Answer through the checkpoint memfd where the request allows it, the node sent one and the state has

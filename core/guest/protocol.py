@@ -63,9 +63,9 @@ class GuestCheckpointRequest(Message):
     request_id: int
     hash_prefix: bytes = b""
     """What the checkpoint's SHA-256 hashes before the state (`checkpoints.identity_prefix`): given, the guest
-    may answer through the checkpoint memfd the node sent it (see handoff.py), with the size and that hash,
-    instead of sending the state up the pipe. Empty: through the pipe (a move's capture, which the node
-    sends on while it comes up)."""
+    hashes its own state, and may answer through the checkpoint memfd the node sent it (see handoff.py), with
+    the size and that hash, instead of sending the state up the pipe (with the hash after it, then). Empty:
+    through the pipe, unhashed (a move's capture, which the node sends on, and hashes, while it comes up)."""
     outbox_room: int = 0
     """The biggest state that may go through the memfd (its pages count against the guest's memory cap,
     `limits.outbox_room`); a bigger one goes up the pipe."""
@@ -86,12 +86,16 @@ class GuestCheckpoint(Message):
     """The state's size when it is in the checkpoint memfd (no bulk data follows; a GuestCheckpointHash follows
     with the hash of the request's `hash_prefix` and the state, so the node copies it while the guest hashes);
     0: it follows as bulk data."""
+    hash_follows: bool = False
+    """With bulk data: a GuestCheckpointHash follows it, taken by the guest while the node writes the state (an
+    answer under 4 MiB to a request with a `hash_prefix`)."""
 
 
 @register
 @dataclasses.dataclass(frozen=True)
 class GuestCheckpointHash(Message):
-    """Guest -> node, right after a handed GuestCheckpoint: the hash, once taken."""
+    """Guest -> node, right after a handed GuestCheckpoint or the state of one that says `hash_follows`: the
+    hash, once taken."""
 
     CODE = MessageCode.GUEST_CHECKPOINT_HASH
     MAX_SIZE = 128

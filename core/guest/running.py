@@ -68,7 +68,7 @@ from frost_core.storage.checkpoints import HEADER_CAP, CheckpointRecord, Checkpo
 from frost_core.storage.staging import STAGE_FROM, StagingSink
 from frost_core.wire.channel import Channel
 from frost_core.wire.framing import encode_frame
-from frost_core.wire.lent import LentPipe
+from frost_core.wire.lent import LentInterrupted, LentPipe
 from frost_core.wire.messages import MAX_MESSAGE_SIZE, BulkBegin, encode_message
 from frost_core.wire.pipe import read_bulk_data, read_frame
 
@@ -95,12 +95,15 @@ def settle_handed(commit: Callable[[], CheckpointRecord], outbox: int, *, empty:
                 log.debug("a checkpoint memfd stays full: %s", error)
 
 
-def answer_up_the_pipe(pipe: LentPipe, request_id: int, limit: int, commit: Callable[[bytes], T], *,
+def answer_up_the_pipe(pipe: LentPipe, request_id: int, limit: int,
+                       commit: Callable[[bytes, Callable[[], str] | None], T], *,
                        take: Callable[[], bool]) -> tuple[object, T | None]:
     """In a thread, with a guest's pipe lent (`Channel.lend_pipe`): its next message, and where that answers
     checkpoint request `request_id` up the pipe with a state under STAGE_FROM bytes (and `take()` still
-    holds), the state read and `commit(state)`'s outcome. Anything else (a handed or staged state, another
-    message) is left on the pipe from after the message on, for the loop: (message, None)."""
+    holds), the state read and `commit(state, claimed)`'s outcome: `claimed()` reads the hash the guest sends
+    after the state where its answer says so (`hash_follows`; else `claimed` is None), so the commit writes
+    the state while the guest still hashes it. Anything else (a handed or staged state, another message) is
+    left on the pipe from after the message on, for the loop: (message, None)."""
     pipe.between_frames()
     message = read_frame(pipe)
     if not isinstance(message, GuestCheckpoint) or message.handed or message.request_id != request_id:
@@ -109,7 +112,52 @@ def answer_up_the_pipe(pipe: LentPipe, request_id: int, limit: int, commit: Call
     if not isinstance(begin, BulkBegin) or begin.size is None or begin.size >= STAGE_FROM or not take():
         pipe.unread(encode_frame(begin.CODE, encode_message(begin)))
         return message, None
-    return message, commit(read_bulk_data(pipe, max_size=limit, begin=begin))
+    state = read_bulk_data(pipe, max_size=limit, begin=begin)
+    if not message.hash_follows:
+        return message, commit(state, None)
+    hash_after = HashAfterState(pipe, request_id)
+    outcome = commit(state, hash_after.claimed)
+    hash_after.settle()
+    return message, outcome
+
+
+class HashAfterState:
+    """The hash a guest sends after its state (`GuestCheckpoint.hash_follows`), read from its lent pipe when the
+    commit asks for it. A pipe that breaks first fails the commit (CheckpointError, which leaves the previous
+    checkpoint) and is raised by `settle` once the commit is over, so the slot is never left half written."""
+
+    def __init__(self, pipe: LentPipe, request_id: int) -> None:
+        self._pipe, self._request_id = pipe, request_id
+        self._read = False
+        self._sha256: str | None = None
+        self._broken: BaseException | None = None
+
+    def claimed(self) -> str:
+        self._take()
+        if self._sha256 is None:
+            raise CheckpointError(f"the guest's hash of checkpoint {self._request_id} did not come: {self._broken}")
+        return self._sha256
+
+    def settle(self) -> None:
+        """Read the hash if the commit did not (it failed before it asked), then raise what broke the pipe."""
+        self._take()
+        if self._broken is not None:
+            raise self._broken
+
+    def _take(self) -> None:
+        if self._read:
+            return
+        self._read = True
+        try:
+            message = read_frame(self._pipe)
+        except (ProtocolError, EOFError, LentInterrupted, OSError) as error:
+            self._broken = error
+            return
+        if not isinstance(message, GuestCheckpointHash) or message.request_id != self._request_id:
+            self._broken = ProtocolError(f"the guest sent {type(message).__name__} where the hash of checkpoint "
+                                         f"request {self._request_id} belongs")
+            return
+        self._sha256 = message.sha256
 
 
 class GuestPhase(enum.Enum):
@@ -488,10 +536,14 @@ class RunningGuest:
         CPU time and the identity (its time) at its arrival, unless an eviction began (a move sends it on as
         it comes: the loop's). The request stays open meanwhile, so `next_seq` cannot change."""
 
-        def commit(data: bytes) -> tuple[float, CheckpointRecord | CheckpointError]:
+        def commit(data: bytes, claimed: Callable[[], str] | None) -> tuple[float, CheckpointRecord | CheckpointError]:
             cpu = self._sample_cpu()
+            if claimed is not None and pending.identity is None:
+                raise ProtocolError("the guest sent the hash of a checkpoint it was not asked to hash")
             try:
-                return cpu, self.host.store.commit(**self._identity(), state=data)
+                if claimed is None:
+                    return cpu, self.host.store.commit(**self._identity(), state=data)
+                return cpu, self.host.store.commit_claimed(data, claimed, **pending.identity)
             except CheckpointError as error:
                 return cpu, error
 
@@ -609,6 +661,8 @@ class RunningGuest:
                     store.commit, **identity, state=data, staged=staging.incoming))
                 if feed is not None and pending.record is not None and pending.record.seq == identity["seq"]:
                     feed.seal(pending.record.sha256)
+            if message.hash_follows:  # taken by the guest, unused: this path hashed the state as it came
+                await self._receive_hash(message.request_id)  # (after the commit: an eviction may kill it first)
         finally:
             if feed is not None:
                 feed.close("the guest's state did not come whole")  # (a no-op once sealed)
@@ -887,10 +941,11 @@ class RunningGuest:
             request = GuestCheckpointRequest(request_id=pending.request_id)
             identity = self._identity()
             prefix = identity_prefix(identity)
-            room = self._outbox_room()
-            if room and len(prefix) <= HEADER_CAP and self._open_outbox():  # (a longer one fails either way)
-                pending.identity = identity
-                request = dataclasses.replace(request, hash_prefix=prefix, outbox_room=room)
+            if not self.evicting and len(prefix) <= HEADER_CAP:  # (a longer one fails either way)
+                pending.identity = identity  # the guest hashes its state under it
+                room = self._outbox_room()
+                request = dataclasses.replace(request, hash_prefix=prefix,
+                                              outbox_room=room if room and self._open_outbox() else 0)
             try:
                 # Shielded: a frame cut by a cancel would garble the pipe a warm process keeps for its next unit.
                 with trio.CancelScope(shield=True):

@@ -374,9 +374,31 @@ class CheckpointStore:
         unsealed = CheckpointRecord(**identity, state=b"", sha256=_PLACEHOLDER)
         offset = len(encode_header(unsealed, size))
         fill = functools.partial(_hand_in, source, size, offset, sha256, unsealed)
-        hold = functools.partial(_stored, offset, size)
-        if size < SLOTS_BELOW:
-            return self._into_slot(unsealed, offset + size, fill, hold)[1]
+        return self._commit_claimed(unsealed, offset + size, fill, functools.partial(_stored, offset, size))
+
+    def commit_claimed(self, state: bytes, claimed: Callable[[], str], **identity: Any) -> CheckpointRecord:
+        """Make a guest's state durable under the hash the guest took of it, which comes after the state:
+        the state is written while the guest hashes, then `claimed()` gives that hash (it may wait for it),
+        then the header and the sync (see `commit_handed`, whose trust this shares: the record is not
+        `verified`, and a guest that lies ruins only its own checkpoint). The node never hashes the state.
+        Any failure, `claimed()`'s included, raises CheckpointError and leaves the previous checkpoint."""
+        check_task_id(identity["task_id"])
+        unsealed = CheckpointRecord(**identity, state=state, sha256=_PLACEHOLDER)
+        offset = len(encode_header(unsealed))
+        fill = functools.partial(_claim_in, offset, claimed, unsealed)
+        return self._commit_claimed(unsealed, offset + len(state), fill)
+
+    def _commit_claimed(
+        self,
+        unsealed: CheckpointRecord,
+        length: int,
+        fill: Callable[[int, Callable[[int], None]], CheckpointRecord],
+        hold: Callable[[int, CheckpointRecord], StoredCheckpoint] | None = None,
+    ) -> CheckpointRecord:
+        """A guest's checkpoint sealed by its own hash (`fill` writes it): into a slot under SLOTS_BELOW bytes,
+        else a temp file renamed into place; `hold`, if given, keeps reading it through its descriptor."""
+        if length < SLOTS_BELOW:
+            return self._into_slot(unsealed, length, fill, hold)[1]
         temp = self._folder(unsealed.task_id) / f"{TEMP_PREFIX}{unsealed.seq}-{secrets.token_hex(4)}"
         fd = -1
         try:
@@ -395,6 +417,9 @@ class CheckpointStore:
         except BaseException:
             _close_quietly(fd)
             raise
+        if hold is None:
+            os.close(fd)
+            return sealed
         return hold(fd, sealed)
 
     def _write_durably(
@@ -859,6 +884,20 @@ def _hand_in(source: int, size: int, offset: int, sha256: Future[str], unsealed:
             _sync_data(fd)
     finally:
         digest = sha256.result()  # never left unread, even on failure
+    return _seal_claimed(fd, end, unsealed, size, digest)
+
+
+def _claim_in(offset: int, claimed: Callable[[], str], unsealed: CheckpointRecord,
+              fd: int, end: Callable[[int], None]) -> CheckpointRecord:
+    """Write `unsealed`'s state into `fd` after the header's `offset` bytes, then the header with the hash
+    `claimed()` gives and `end(fd)` (see `CheckpointStore.commit_claimed`)."""
+    _write_all(fd, unsealed.state, offset)
+    return _seal_claimed(fd, end, unsealed, unsealed.size, claimed())
+
+
+def _seal_claimed(fd: int, end: Callable[[int], None], unsealed: CheckpointRecord, size: int,
+                  digest: object) -> CheckpointRecord:
+    """Write the header with a guest's `digest` of its state at the start of `fd`, then `end(fd)` (the sync)."""
     if not isinstance(digest, str) or not _HEX_DIGEST.match(digest):
         raise CheckpointError(f"checkpoint {unsealed.seq} of task {unsealed.task_id} came with a "
                               "malformed hash; the previous checkpoint is kept")

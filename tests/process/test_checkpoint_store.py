@@ -27,7 +27,11 @@ from frost_core.storage.checkpoints import (
     encode_header,
     read_record,
 )
-from frost_core.api.errors import CheckpointError
+from frost_core.api.errors import CheckpointError, ProtocolError
+from frost_core.guest.protocol import GuestCheckpoint, GuestProgress
+from frost_core.guest.running import answer_up_the_pipe
+from frost_core.wire.lent import LentPipe
+from frost_core.wire.pipe import write_bulk, write_frame
 from tests.waiting import wait_for
 
 
@@ -749,3 +753,73 @@ def test_a_handed_state_still_being_written_is_copied_as_it_grows_until_its_hash
         os.close(fd)
     assert record == CheckpointRecord.seal(**IDENTITY, state=state)
     assert store.latest("abcd1234-1.0") == record
+
+
+@pytest.mark.parametrize("size", [5000, 3 * 1024 * 1024], ids=["small", "hashed-while-written"])
+def test_a_guests_state_with_its_hash_after_it_is_written_first_then_sealed_with_that_hash(tmp_path, size):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(size)
+    on_disk_when_asked = []
+
+    def claimed() -> str:  # the guest hashes while the node writes: the state is on its way to disk when asked
+        on_disk_when_asked.append(any(state in path.read_bytes() for path in store.files("abcd1234-1.0")))
+        return guest_hash(state)
+
+    record = store.commit_claimed(state, claimed, **IDENTITY)
+    assert on_disk_when_asked == [True]
+    assert record == CheckpointRecord.seal(**IDENTITY, state=state) and record.state == state
+    assert not record.verified, "the guest's claim: checked where it is read, as a peer's copy is"
+    assert store.latest("abcd1234-1.0") == record
+    assert no_temp_files(store)
+
+
+@pytest.mark.parametrize("claim", ["malformed", "never came", "a lie"])
+def test_a_hash_after_the_state_that_is_malformed_never_comes_or_lies_leaves_the_checkpoint_before(tmp_path, claim):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(5000)
+
+    def claimed() -> str:
+        if claim == "never came":
+            raise CheckpointError("the guest's hash did not come")
+        return "not a hash" if claim == "malformed" else guest_hash(b"another state")
+
+    if claim == "a lie":
+        store.commit_claimed(state, claimed, **IDENTITY)  # only reading it can tell
+    else:
+        with pytest.raises(CheckpointError, match="malformed hash|did not come"):
+            store.commit_claimed(state, claimed, **IDENTITY)
+    assert store.latest("abcd1234-1.0") == make_record(1), "no guest resumes from the new one"
+    assert no_temp_files(store)
+
+
+@pytest.mark.parametrize("ends", ["before its hash", "with another message"])
+def test_a_guest_whose_pipe_fails_between_its_state_and_its_hash_leaves_the_checkpoint_before(tmp_path, ends):
+    store = CheckpointStore(tmp_path)
+    store.write(make_record(1))
+    state = os.urandom(5000)
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "wb") as guest:
+        write_bulk(guest, GuestCheckpoint(request_id=7, progress=0.5, steps=1, encode_seconds=0.0, hash_follows=True),
+                   state)
+        if ends == "with another message":
+            write_frame(guest, GuestProgress(progress=0.6, steps=2))
+    outcomes = []
+
+    def commit(data: bytes, claimed) -> None:
+        try:
+            store.commit_claimed(data, claimed, **IDENTITY)
+        except CheckpointError as error:
+            outcomes.append(error)
+
+    pipe = LentPipe(read_end, b"")
+    try:
+        with pytest.raises(EOFError if ends == "before its hash" else ProtocolError):
+            answer_up_the_pipe(pipe, 7, 1 << 20, commit, take=lambda: True)
+    finally:
+        pipe.close()
+        os.close(read_end)
+    assert len(outcomes) == 1 and "did not come" in outcomes[0].message
+    assert store.latest("abcd1234-1.0") == make_record(1)
+    assert no_temp_files(store) and len(store.files("abcd1234-1.0")) == 1, "the slot it began is gone again"

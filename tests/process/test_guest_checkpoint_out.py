@@ -9,6 +9,7 @@ import trio
 
 from frost_core.guest import Completed, GuestSupervisor, envelope, handoff
 from frost_core.plugin.plain import decode_plain
+from frost_core.storage import checkpoints
 from frost_core.storage.checkpoints import StoredCheckpoint
 from tests.guest_kit import BALLAST, COUNTER, MIB, Recorder, broken, counter_result, fast_settings, make_task, write_plugin
 
@@ -74,6 +75,25 @@ async def test_a_guests_checkpoints_leave_through_its_memfd_from_hand_out_from_a
     assert 0 < state["i"] <= data["n"]
     if plugin is BALLAST:
         assert state["ballast"] == bytes(range(256)) * (data["mib"] * 4096)
+
+
+async def test_a_state_from_hash_after_from_comes_up_the_pipe_hashed_by_its_guest_never_by_the_node(
+        tmp_path, monkeypatch):
+    node_hashes, records = [], []
+    real_digest = checkpoints._digest
+    monkeypatch.setattr(checkpoints, "_digest", lambda *args: node_hashes.append(args[0]) or real_digest(*args))
+    guests = GuestSupervisor(data_dir=tmp_path / "node", settings=fast_settings(), on_event=Recorder(),
+                             on_checkpoint=lambda task, record: records.append(record))
+    path = write_plugin(tmp_path, "ballast", BALLAST)
+    data = {"n": 1500, "mib": 1}
+    task = make_task(path, data, memory=32 * MIB)
+    outcome = await guests.run(task)
+    assert isinstance(outcome, Completed) and outcome.value() == counter_result(path, data)
+    assert len(records) >= 2 and not any(isinstance(record, StoredCheckpoint) for record in records), "up the pipe"
+    assert node_hashes == []
+    durable = await trio.to_thread.run_sync(guests.store.latest, task.task_id)  # read back, the guest's hash checked
+    assert durable == records[-1] and node_hashes
+    assert decode_plain(envelope.unpack(envelope.STATE, durable.state)[0], "state")["ballast"] == bytes(range(256)) * 4096
 
 
 @pytest.mark.parametrize("lie, pad, error", [

@@ -17,7 +17,8 @@ from frost_core.guest.spawn import close_child
 from frost_core.storage.checkpoints import CheckpointStore, read_record
 from frost_core.wire.channel import Channel
 from tests.guest_kit import (
-    COUNTER, LONG, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task, write_plugin,
+    BALLAST, COUNTER, LONG, MIB, Recorder, counter_result, fast_settings, guest_cpu, guest_processes, make_task,
+    write_plugin,
 )
 from tests.waiting import wait_until
 
@@ -120,6 +121,41 @@ async def test_pause_stops_the_guest_and_evict_sends_it_away_with_a_checkpoint(t
     again = await guests.run(task)
     assert isinstance(again, Completed) and again.value() == counter_result(path, LONG)
     assert any(f"from checkpoint {outcome.checkpoint.seq}" in m for m in recorder.messages("start"))
+
+
+async def test_an_answer_asked_for_before_an_eviction_and_sent_after_it_began_is_the_evictions_checkpoint(tmp_path):
+    # The guest is slow to answer (stopped from outside here, as a starved one is): the request goes out before the
+    # eviction, so the guest hashes its state (1 MiB) and sends the hash after it, and the eviction's loop takes the
+    # answer. Periodic checkpoints out of the way, so the one taken is the request's.
+    guests = GuestSupervisor(
+        data_dir=tmp_path / "node", settings=fast_settings(min_checkpoint_interval=600, max_checkpoint_interval=600),
+        on_event=Recorder(),
+    )
+    path = write_plugin(tmp_path, "ballast", BALLAST)
+    data = {"n": 1500, "mib": 1}
+    task = make_task(path, data, memory=32 * MIB)
+    outcome_box, asked = [], []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_into, outcome_box, guests, task)
+        await wait_until(lambda: any(f.state == "running" and f.progress > 0 for f in guests.figures()))
+        [process] = guest_processes()
+        process.suspend()
+
+        async def checkpoint_now() -> None:
+            asked.append(await guests.checkpoint_now(task.task_id, deadline=60))
+
+        nursery.start_soon(checkpoint_now)
+        await trio.sleep(0.2)
+        nursery.start_soon(guests.evict)
+        await wait_until(lambda: [f.state for f in guests.figures()] == ["evicting"])
+        process.resume()
+    [outcome] = outcome_box
+    assert isinstance(outcome, Evicted) and outcome.checkpoint is not None, outcome
+    assert asked == [outcome.checkpoint] and outcome.checkpoint.seq == 1
+    assert guests.store.latest(task.task_id) == outcome.checkpoint  # whole, its hash checked
+
+    again = await guests.run(task)
+    assert isinstance(again, Completed) and again.value() == counter_result(path, data)
 
 
 def test_figures_outside_a_trio_run_are_empty(tmp_path):
