@@ -28,7 +28,7 @@ every size. Variants, each timed once a round:
   under STAGE_FROM that comes up it (`running.answer_up_the_pipe`): the guest's answer wakes that
   thread, not trio's loop, and the loop learns once, of the durable checkpoint. Before, the loop read
   the answer and the state and handed the commit to a worker thread (two wake-ups more). Since
-  2026-11-28 12:30 UTC (as running.py does since then) a state up the pipe from HASH_AFTER_FROM
+  2026-11-28 12:15 UTC (aeef050; as running.py does since) a state up the pipe from HASH_AFTER_FROM
   (256 KiB) on comes with the child's hash after it (`GuestRunner._answer`), and that thread writes
   the state while the child hashes, then seals it with that hash (`CheckpointStore.commit_claimed`):
   the node no longer hashes it; before, the node hashed it before (under 1 MiB) or beside its write;
