@@ -7,6 +7,7 @@ carries out. The extremities are measured once per machine and kept in the cache
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,9 @@ class MachineWatch:
         self._cpu_window = config.get("owner.cpu_window")
         self._extremities_file: Path = config.paths.extremities_file
         self.owner = OwnerPolicy(owner_settings(config))
+        self.clock = time.monotonic
+        """The owner policy's clock, its readings' (`ResourceReading.at`): the times its decisions hold (when a
+        suspension ends, when the hold after an eviction does) are on it, never on the wall clock."""
         self.extremities: Extremities | None = None
         self.last: MachineState | None = None
         self._sampler: ResourceSampler | None = None
@@ -51,7 +55,7 @@ class MachineWatch:
         self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
         attribution = Attribution(self.clients, count_idle_priority=self._count_idle_priority)
         self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids, attribution=attribution,
-                                        cpu_window=self._cpu_window)
+                                        cpu_window=self._cpu_window, clock=self.clock)
 
     async def remeasure(self) -> Extremities:
         """Measure the extremities again (new hardware, a changed machine) and use them from the next reading.

@@ -873,7 +873,7 @@ class Node:
         if action is not before:
             severity = "info" if action is GuestAction.RUN else "warning"
             shown = ", ".join(f"{name} {value:.3g}" for name, value in state.decision.figures)
-            self.events.add("owner", f"{state.decision.describe(time.time())} [{shown}]", severity=severity)
+            self.events.add("owner", f"{state.decision.describe(self.machine.clock())} [{shown}]", severity=severity)
         self._sync_guests()
         if action is GuestAction.EVICT and (self.host.running_count or self.gangs.host.hosted()) and not self._evicting:
             async with self._balance_lock:  # not while the balancer is moving a guest itself
@@ -919,12 +919,13 @@ class Node:
     def _hosting(self, now: float) -> HostingState:
         owner = self._machine_state.decision if self._machine_state else None
         owner_reason = held = None
+        owner_now = self.machine.clock()   # (the owner policy's times are on its clock, not `now`'s)
         if owner is None:
             owner_reason = "measuring this machine" if not self.machine.started else None
         elif owner.action is not GuestAction.RUN:
-            owner_reason = owner.describe(now)
-        elif not self.machine.owner.accepting(now):
-            held = owner.describe(now)
+            owner_reason = owner.describe(owner_now)
+        elif not self.machine.owner.accepting(owner_now):
+            held = owner.describe(owner_now)
         held = held or self.disk.reason()
         if self._asleep:
             owner_reason = "the machine is going to sleep"

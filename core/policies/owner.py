@@ -138,8 +138,10 @@ class OwnerDecision:
         if self.action is GuestAction.RUN:
             text = self.reason if self.accepting or left is None else \
                 f"holding new guests for {left} after an eviction (rule '{self.rule}')"
-        elif self.rule == "wait-quiet":
-            text = f"guests {self.action.value}ed by the owner policy: {self.reason}; they continue in {left}"
+        elif self.rule == "wait-quiet" and self.action is GuestAction.SUSPEND:
+            text = f"guests suspended by the owner policy: {self.reason}; they continue in {left}"
+        elif self.rule == "wait-quiet":  # evicted: the hold after the eviction follows, and says how long
+            text = f"guests evicted by the owner policy: {self.reason}"
         elif self.action is GuestAction.SUSPEND:
             text = f"guests suspended by rule '{self.rule}': {self.reason}" + \
                 (f"; they leave in {left} if it lasts" if left is not None else "")
