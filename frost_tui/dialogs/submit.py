@@ -120,7 +120,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                 yield Switch(value=False, id="submit-one-per-host")
                 yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
                             classes="setting-doc")
-            yield from field_row("verify", Input(placeholder="0.02", id="submit-verify"),
+            yield from field_row("verify", Input(placeholder="0.02", id="submit-verify", classes="setting-input"),
                                  "fraction of units a second host re-runs to check (empty: cluster.verify)",
                                  "submit-verify")
             yield Label("", id="submit-error", classes="setting-error")
