@@ -135,7 +135,8 @@ class HashAfterState:
     def claimed(self) -> str:
         self._take()
         if self._sha256 is None:
-            raise CheckpointError(f"the guest's hash of checkpoint {self._request_id} did not come: {self._broken}")
+            raise CheckpointError(f"the guest's hash after its answer to checkpoint request {self._request_id} "
+                                  f"did not come: {self._broken}")
         return self._sha256
 
     def settle(self) -> None:
