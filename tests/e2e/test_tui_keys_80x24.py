@@ -84,9 +84,10 @@ def test_keys_at_80x24_visit_every_tab_filter_help_cancel_and_quit(tmp_path):
         # "/" and a filter that matches no peer in one burst, as typed fast or pasted: the letters reach the table
         # before the filter has the keyboard, and the app types them into it.
         terminal.keys("/", "z", "z", "z")
-        screen = terminal.wait_for(lambda s: re.search(r"\b0 of 1\b", s), timeout=30, what="the filter applied")
-        # In the filter the footer drops the one-letter keys (they are text there).
-        assert "q Quit" not in screen.rstrip().splitlines()[-1], screen
+        # In the filter the footer drops the one-letter keys (they are text there); it may be drawn a frame after
+        # the table (a CI run caught the table filtered and the old footer).
+        terminal.wait_for(lambda s: re.search(r"\b0 of 1\b", s) and "q Quit" not in s.rstrip().splitlines()[-1],
+                          timeout=30, what="the filter applied and the footer without the one-letter keys")
         terminal.keys("Escape")
         terminal.wait_for(lambda s: re.search(r"\b1 of 1\b", s) and "zzz" not in s, timeout=30,
                           what="escape to clear the filter")
