@@ -219,6 +219,7 @@ async def export_shots(shots=SHOTS, *, size: tuple[int, int] = SIZE) -> dict[str
     from frost_tui.app import create_app
 
     app = create_app(StillNode(demo_snapshot()), clock=lambda: DEMO_NOW)
+    app.animation_level = "none"   # a picture shows where a transition ends; waiting it out shows nothing more
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         return await take_shots(app, pilot, shots)

@@ -224,6 +224,7 @@ async def _capture(node, peers: list[Peer], shots, guests: list[psutil.Process],
     from frost_tui.app import create_app
 
     app = create_app(node)
+    app.animation_level = "none"   # a picture shows where a transition ends; waiting it out shows nothing more
     async with app.run_test(size=SIZE) as pilot:
         try:
             return await _stage_and_shoot(app, pilot, peers, shots, history)

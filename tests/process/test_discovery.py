@@ -20,7 +20,9 @@ async def test_a_newcomer_is_answered_by_delayed_replies_and_learns_everyone(aut
     config = MembershipConfig(reply_delay_max=2.0, announce_interval=1e6, gossip_interval=gossip_interval)
     async with open_sim_cluster(11, config=config) as cluster:
         nodes = [await cluster.start_node() for _ in range(30)]
-        await trio.sleep(20)
+        # The thirty know each other and their replies are over: ten rounds and two reply windows (20 s of
+        # 0.05 s rounds cost 15 s of CPU).
+        await trio.sleep(max(10 * gossip_interval, 2 * config.reply_delay_max))
         for _ in range(newcomers):
             arrived = trio.current_time()
             sent_before = sum(node.membership.discovery.replies_sent for node in nodes)

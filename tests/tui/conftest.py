@@ -33,6 +33,9 @@ def run_ui(node, scenario: Scenario, *, size: tuple[int, int] = SIZE) -> FrostAp
 
     async def main() -> FrostApp:
         app = create_app(node, clock=lambda: DEMO_NOW)
+        # No transitions: a tab's sliding underline is Textual's, and Pilot waits it out after every key
+        # (about 0.25 s a tab switch: 23 s of the UI tests' 270). The tmux tests keep them.
+        app.animation_level = "none"
         async with app.run_test(size=size, notifications=True) as pilot:
             await pilot.pause()
             await scenario(app, pilot)
