@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -36,9 +37,15 @@ RAYTRACE = {"width": 1024, "height": 32, "rows_per_unit": 16, "samples": 5}
 
 
 def reference_sha256(plugin: str, params: dict) -> str:
-    """The result of the same assignment computed in this process, without any node."""
+    """The result of the same assignment computed in this process, without any node: once per test run for each
+    plugin and parameters (the partition tests' picture takes 16 s here, and several tests share a picture)."""
+    return _reference_sha256(plugin, tuple(sorted(params.items())))
+
+
+@functools.cache
+def _reference_sha256(plugin: str, params: tuple[tuple[str, object], ...]) -> str:
     module = load_plugin_file(PLUGINS / f"{plugin}.py")
-    output = run_locally(module, parse_params(module, params))
+    output = run_locally(module, parse_params(module, dict(params)))
     return hashlib.sha256(output.data).hexdigest()
 
 
