@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import socket
 import sys
@@ -40,21 +41,24 @@ def choose_targets(config: Config, *, attach: str | None, watch: bool) -> list |
             raise NodeUnavailableError(f"no node runs with the data dir {config.paths.data_dir}, so none to watch")
         return None
     client_id = f"ui@{socket.gethostname()}"[:64]
-    targets += [remote_target(address, owner_token(config, address, ask=bool(attach) and address == remote[0]),
-                              client_id) for address in remote]
+    for address in remote:
+        token = remembered_owner_token(config.paths.data_dir, address)
+        if token is not None:
+            targets.append(remote_target(address, token, client_id))
+            continue
+        token = ask_owner_token(address, ask=bool(attach) and address == remote[0])
+        # Kept once the node has taken it: a mistyped token kept at once would be tried on every later start.
+        targets.append(remote_target(address, token, client_id, attached=functools.partial(
+            remember_owner_token, config.paths.data_dir, address, token)))
     return targets
 
 
-def owner_token(config: Config, address: tuple[str, int], *, ask: bool) -> ClusterKey:
-    """The remembered owner token of the node at `address`; asked for once (and kept) on a terminal."""
-    token = remembered_owner_token(config.paths.data_dir, address)
-    if token is not None:
-        return token
+def ask_owner_token(address: tuple[str, int], *, ask: bool) -> ClusterKey:
+    """The owner token of the node at `address`, asked for on a terminal; a ConfigError saying how to give it
+    otherwise."""
     where = f"{address[0]}:{address[1]}"
     if not (ask and sys.stdin.isatty()):
         raise ConfigError(f"no owner token for {where}: run `frost-tui key owner-token` there, then "
                           f"`frost-tui key remember {where} TOKEN` here", title="Owner token needed")
-    token = ClusterKey.from_join_code(getpass.getpass(f"Owner token of {where} (`frost-tui key owner-token` there): ")
-                                      .strip())
-    remember_owner_token(config.paths.data_dir, address, token)
-    return token
+    return ClusterKey.from_join_code(getpass.getpass(f"Owner token of {where} (`frost-tui key owner-token` there): ")
+                                     .strip())

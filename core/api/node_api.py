@@ -29,11 +29,15 @@ class Link:
     connected: bool = True     # False while an attached UI reconnects: commands are dropped then
     watch: bool = False        # attached to watch only: the node refuses every command
     switchable: bool = False   # `next_target()` leads to another node (a host list)
+    refused: bool = False      # the node refused this UI's owner token: trying again will not help
 
     def describe(self) -> str:
         if self.kind == "embedded":
             return "embedded node"
-        text = f"attached to {self.where}" if self.connected else f"reconnecting to {self.where}…"
+        if self.connected:
+            text = f"attached to {self.where}"
+        else:
+            text = f"refused by {self.where}" if self.refused else f"reconnecting to {self.where}…"
         return text + (" (watching)" if self.watch else "")
 
 

@@ -4,7 +4,8 @@ The UI cannot tell it from the embedded node: it reads the latest snapshot (push
 sends commands one way, and learns their outcome from later snapshots; `execute` and `ask` wait
 for a typed reply on the same connection. When the connection breaks or falls silent it says so
 through `link()` and reconnects by itself; a command given while it is not connected is dropped,
-never replayed later against a state the owner did not see.
+never replayed later against a state the owner did not see. A node that refuses the owner token is
+not a lost connection: the UI says so and what to do, and asks again only now and then.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import trio
 
 from frost_core.api.commands import Command
-from frost_core.api.errors import FrostError, NodeUnavailableError, ProtocolError
+from frost_core.api.errors import AuthenticationError, FrostError, NodeUnavailableError, ProtocolError
 from frost_core.api.node_api import Link
 from frost_core.api.snapshot import HostingView, NodeSnapshot
 from frost_core.api.queries import Query
@@ -39,6 +40,9 @@ log = logging.getLogger("frost.attached")
 
 CONNECT_TIMEOUT = 10.0
 RETRY_INTERVAL = 0.5
+REFUSED_RETRY_INTERVAL = 30.0
+"""Seconds between attempts once the node refused the owner token: the same token will not do a moment later, and
+each attempt is a line in that node's Events (at RETRY_INTERVAL, two a second for as long as this UI runs)."""
 COMMAND_QUEUE = 64
 
 
@@ -56,6 +60,8 @@ class Target:
 
     where: str
     connect: Callable[[], Awaitable[Channel]]
+    attached: Callable[[], None] = lambda: None
+    """Called after each attachment: a token typed for this node is kept once the node has taken it."""
 
 
 def local_target(socket_path: Path) -> Target:
@@ -67,13 +73,14 @@ def local_target(socket_path: Path) -> Target:
     return Target("local node", connect)
 
 
-def remote_target(address: Address, token: ClusterKey, client_id: str) -> Target:
+def remote_target(address: Address, token: ClusterKey, client_id: str, *,
+                  attached: Callable[[], None] = lambda: None) -> Target:
     """A node on another machine, over a channel keyed by its owner token (refused without it)."""
 
     async def connect() -> Channel:
         return await open_channel(address, token, client_id)
 
-    return Target(f"{address[0]}:{address[1]}", connect)
+    return Target(f"{address[0]}:{address[1]}", connect, attached)
 
 
 class AttachedNode:
@@ -86,6 +93,7 @@ class AttachedNode:
         self._index = 0
         self._watch = watch
         self._connected = False
+        self._refused = False   # the current target refused our owner token at its last attempt
         self._snapshot = waiting_snapshot(self._targets[0].where, time.time())
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands: trio.MemorySendChannel[Command | _Waiting] | None = None
@@ -103,7 +111,7 @@ class AttachedNode:
 
     def link(self) -> Link:
         return Link(kind="attached", where=self._targets[self._index].where, connected=self._connected,
-                    watch=self._watch, switchable=len(self._targets) > 1)
+                    watch=self._watch, switchable=len(self._targets) > 1, refused=self._refused)
 
     def send_nowait(self, command: Command) -> None:
         """Queue `command` for the node; dropped while not connected (see the module docstring)."""
@@ -130,15 +138,21 @@ class AttachedNode:
         task_status.started()
         while True:
             target = self._targets[self._index]
+            # (`next_target()` cancels the attempt or the wait after it: the next node is tried at once.)
             with trio.CancelScope() as self._session_scope:
+                retry_after = RETRY_INTERVAL
                 try:
                     await self._attach(target)
+                except* AuthenticationError as refused:
+                    log.warning("%s refused this UI's owner token: %s", target.where, refused.exceptions[0])
+                    self._refused_by(target)
+                    retry_after = REFUSED_RETRY_INTERVAL
                 except* (OSError, FrostError, trio.TooSlowError, trio.EndOfChannel, trio.BrokenResourceError) as lost:
                     log.info("attachment to %s lost: %s", target.where, lost.exceptions[0])
-            if self._connected:
-                self._connected = False
-                self._publish(dataclasses.replace(self._snapshot))  # same figures, the header tells
-            await trio.sleep(RETRY_INTERVAL)
+                if self._connected:
+                    self._connected = False
+                    self._publish(dataclasses.replace(self._snapshot))  # same figures, the header tells
+                await trio.sleep(retry_after)
 
     # -- one attachment ----------------------------------------------------------------------
 
@@ -156,7 +170,9 @@ class AttachedNode:
             commands_in, commands_out = trio.open_memory_channel[Command | _Waiting](COMMAND_QUEUE)
             self._commands = commands_in
             self._connected = True
+            self._refused = False
             log.info("attached to %s", target.where)
+            target.attached()
             self._publish(snapshot)
             try:
                 async with trio.open_nursery() as nursery:
@@ -232,8 +248,19 @@ class AttachedNode:
         except trio.WouldBlock:
             log.warning("too many commands at once: %s dropped", type(command).__name__)
 
+    def _refused_by(self, target: Target) -> None:
+        """Say in the header, and where the node's state would be, that the token is wrong and how to fix it."""
+        self._refused = True
+        reason = (f"refused this UI's owner token: `frost-tui key owner-token` there, then "
+                  f"`frost-tui key remember {target.where} TOKEN` here.")
+        if self._snapshot.node_id:   # (a node seen before: its last figures stay, the header tells)
+            self._publish(dataclasses.replace(self._snapshot))
+        else:
+            self._publish(waiting_snapshot(target.where, time.time(), reason=reason))
+
     def _switch(self) -> None:
         self._index = (self._index + 1) % len(self._targets)
+        self._refused = False
         self._connected = False
         self._publish(waiting_snapshot(self._targets[self._index].where, time.time()))
         if self._session_scope is not None:
@@ -245,10 +272,10 @@ class AttachedNode:
             self._listener(snapshot)
 
 
-def waiting_snapshot(where: str, now: float) -> NodeSnapshot:
-    """What the UI shows before the node's first snapshot: nothing known yet, and whom it waits for."""
+def waiting_snapshot(where: str, now: float, *, reason: str = "") -> NodeSnapshot:
+    """What the UI shows before the node's first snapshot: nothing known yet, and whom it waits for (or `reason`)."""
     hosting = HostingView(
-        state="unknown", reason=f"waiting for the node at {where}", paused_until=None, finishing=False,
+        state="unknown", reason=reason or f"waiting for the node at {where}", paused_until=None, finishing=False,
         transfer_mode="neutral", system_average=0.0, lower_threshold=0.0, upper_threshold=0.0,
         memory_pool_bytes=0, memory_used_bytes=0, guest_cpus=0,
     )

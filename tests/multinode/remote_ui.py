@@ -1,8 +1,8 @@
 """A UI on "another machine" (run inside a network namespace): attach with a token from a file and pause.
 
 `python -m tests.multinode.remote_ui HOST PORT TOKEN_FILE` prints `paused` and exits 0 once the
-node's pushed snapshot says paused, or prints `not attached` and exits 1 when no attachment
-holds within ATTACH_WAIT seconds (a refused handshake ends every attempt).
+node's pushed snapshot says paused, or prints `not attached` and exits 1 once the node refused the
+token (the UI says so), or when no attachment holds within ATTACH_WAIT seconds.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ async def pause(host: str, port: int, token: ClusterKey) -> str:
     async with trio.open_nursery() as nursery:
         await nursery.start(node.serve)
         with trio.move_on_after(ATTACH_WAIT):
-            while not node.link().connected:
+            while not (node.link().connected or node.link().refused):
                 await trio.sleep(0.05)
         if not node.link().connected:
             nursery.cancel_scope.cancel()

@@ -41,14 +41,14 @@ def test_a_second_machine_pauses_this_node_with_the_owner_token_and_nothing_else
             refused = _remote_ui(other.namespace, desk.address, token_file)
             assert (refused.returncode, refused.stdout.strip()) == (1, "not attached"), (name, refused.stderr)
         assert node.call("status")["state"] != "paused"
-        # Each attempt (the cluster key, then a wrong token) is in Events and in the log.
+        # The refusal is in Events and in the log (once: the node mutes a source's refusals for 5 s, and each UI,
+        # refused, waits 30 s before it asks again).
         refusals = wait_for(lambda: [e for e in node.call("events") if e["kind"] == "refused"], timeout=10,
-                            what="the refusals in Events")
-        assert len(refusals) >= 2
+                            what="the refusal in Events")
         assert all(e["message"] == f"a UI at {other.address} was refused: it does not hold this node's owner token"
                    for e in refusals)
         log = (node.data_dir / "logs" / "frost-tui.log").read_text()
-        assert log.count(f"refused {other.address}: it does not hold this node's owner token") >= 2
+        assert log.count(f"refused {other.address}: it does not hold this node's owner token") == 1
 
         owner_token = node.cli("key", "owner-token").stdout.strip()
         token_file = tmp_path / "owner.token"

@@ -3,6 +3,7 @@ a watch-only connection refused at the protocol level, and a killed node reconne
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import subprocess
 
@@ -11,12 +12,12 @@ import trio
 
 from frost_core.api.commands import PauseHosting, ResumeHosting
 from frost_core.node.attach_protocol import AttachCommand, AttachRequest, SnapshotPush, receive_snapshot
-from frost_core.node.attached import AttachedNode, local_target
+from frost_core.node.attached import AttachedNode, local_target, remote_target
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import to_plain
 from frost_core.wire.security import ClusterKey
-from tests.nodes import FROST_TUI, start_node
+from tests.nodes import FROST_TUI, free_port, start_node
 from tests.waiting import wait_until
 
 
@@ -212,3 +213,53 @@ def test_an_attached_ui_gets_the_units_its_table_shows_of_a_long_sweep_and_the_c
         return [(u.index, u.task_id, u.state) for u in units]
 
     assert named(whole.units[:SNAPSHOT_UNITS]) == named(shown.units)
+
+
+def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and_keeps_only_a_token_that_worked(
+        tmp_path):
+    """Before, it said 'reconnecting…' for ever (the refusal was in its log only), tried twice a second (a line in
+    the node's Events every 5 s), and had kept the mistyped token for every later start."""
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    port = free_port()
+    node = start_node(tmp_path / "desk", key_file=key, name="desk",
+                      extra_config=f'\n[control]\nlisten = "127.0.0.1:{port}"\n')
+    where = f"127.0.0.1:{port}"
+    kept, attempts = [], []
+
+    def attach(token: ClusterKey) -> AttachedNode:
+        target = remote_target(("127.0.0.1", port), token, "ui-test", attached=lambda: kept.append(token))
+
+        async def connect():
+            attempts.append(token)
+            return await target.connect()
+
+        return AttachedNode([dataclasses.replace(target, connect=connect)])
+
+    async def main():
+        wrong = attach(ClusterKey.load(key))   # the cluster key: not the owner token
+        async with trio.open_nursery() as nursery:
+            await nursery.start(wrong.serve)
+            await wait_until(lambda: wrong.link().refused, timeout=30, what="the refusal shown")
+            assert wrong.link().describe() == f"refused by {where}" and not wrong.link().connected
+            assert wrong.snapshot().hosting.reason == (f"refused this UI's owner token: `frost-tui key owner-token` "
+                                                       f"there, then `frost-tui key remember {where} TOKEN` here.")
+            await trio.sleep(3)   # (at the old pace: six more tries)
+            nursery.cancel_scope.cancel()
+        assert len(attempts) == 1 and kept == []
+        assert [e["message"] for e in node.call("events") if e["kind"] == "refused"] == [
+            "a UI at 127.0.0.1 was refused: it does not hold this node's owner token"]
+
+        right = ClusterKey.from_join_code(node.cli("key", "owner-token").stdout.strip())
+        attached = attach(right)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().connected, timeout=30, what="attached with the owner token")
+            assert not attached.link().refused and attached.snapshot().name == "desk"
+            nursery.cancel_scope.cancel()
+        assert kept == [right]
+
+    try:
+        trio.run(main)
+    finally:
+        node.stop()

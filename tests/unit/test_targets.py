@@ -6,7 +6,9 @@ import stat
 
 import pytest
 
-from frost_core import ClusterKey, ConfigError, NodeUnavailableError, Paths, load_config, remember_owner_token
+from frost_core import (
+    ClusterKey, ConfigError, NodeUnavailableError, Paths, load_config, remember_owner_token, remembered_owner_token,
+)
 from frost_tui.targets import DEFAULT_CONTROL_PORT, attach_address, choose_targets
 
 
@@ -44,6 +46,17 @@ def test_a_host_without_a_remembered_token_says_how_to_get_one(tmp_path):
     config = _config(tmp_path)
     with pytest.raises(ConfigError, match="frost-tui key remember desk2:47632 TOKEN"):
         choose_targets(config, attach="desk2", watch=False)  # stdin is not a terminal here: no prompt
+
+
+def test_a_token_typed_at_the_prompt_is_kept_only_once_the_node_has_taken_it(tmp_path, monkeypatch):
+    config = _config(tmp_path)
+    token = ClusterKey.generate()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("getpass.getpass", lambda prompt: token.to_join_code() + "\n")
+    [target] = choose_targets(config, attach="desk2", watch=False)
+    assert remembered_owner_token(config.paths.data_dir, ("desk2", DEFAULT_CONTROL_PORT)) is None  # (mistyped, maybe)
+    target.attached()   # what AttachedNode calls once the node took the token
+    assert remembered_owner_token(config.paths.data_dir, ("desk2", DEFAULT_CONTROL_PORT)) == token
 
 
 def test_a_system_service_node_is_found_in_the_data_dir_by_a_ui_that_has_a_runtime_dir(tmp_path, monkeypatch):
