@@ -43,21 +43,21 @@ def choose_targets(config: Config, *, attach: str | None, watch: bool) -> list |
     client_id = f"ui@{socket.gethostname()}"[:64]
     for address in remote:
         token = remembered_owner_token(config.paths.data_dir, address)
-        if token is not None:
+        if token is None and attach and address == remote[0]:
+            token = ask_owner_token(address)
+            # Kept once the node has taken it: a mistyped token kept at once would be tried on every later start.
+            targets.append(remote_target(address, token, client_id, attached=functools.partial(
+                remember_owner_token, config.paths.data_dir, address, token)))
+        else:   # (a listed host with no token kept: the UI says how to get one when `h` comes to it)
             targets.append(remote_target(address, token, client_id))
-            continue
-        token = ask_owner_token(address, ask=bool(attach) and address == remote[0])
-        # Kept once the node has taken it: a mistyped token kept at once would be tried on every later start.
-        targets.append(remote_target(address, token, client_id, attached=functools.partial(
-            remember_owner_token, config.paths.data_dir, address, token)))
     return targets
 
 
-def ask_owner_token(address: tuple[str, int], *, ask: bool) -> ClusterKey:
-    """The owner token of the node at `address`, asked for on a terminal; a ConfigError saying how to give it
+def ask_owner_token(address: tuple[str, int]) -> ClusterKey:
+    """The owner token of the node `--attach` names, asked for on a terminal; a ConfigError saying how to give it
     otherwise."""
     where = f"{address[0]}:{address[1]}"
-    if not (ask and sys.stdin.isatty()):
+    if not sys.stdin.isatty():
         raise ConfigError(f"no owner token for {where}: run `frost-tui key owner-token` there, then "
                           f"`frost-tui key remember {where} TOKEN` here", title="Owner token needed")
     return ClusterKey.from_join_code(getpass.getpass(f"Owner token of {where} (`frost-tui key owner-token` there): ")

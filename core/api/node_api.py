@@ -29,7 +29,7 @@ class Link:
     connected: bool = True     # False while an attached UI reconnects: commands are dropped then
     watch: bool = False        # attached to watch only: the node refuses every command
     switchable: bool = False   # `next_target()` leads to another node (a host list)
-    refused: bool = False      # the node refused this UI's owner token: trying again will not help
+    problem: str = ""          # why it cannot attach where trying again will not help ("owner token refused")
 
     def describe(self) -> str:
         if self.kind == "embedded":
@@ -37,7 +37,7 @@ class Link:
         if self.connected:
             text = f"attached to {self.where}"
         else:
-            text = f"refused by {self.where}" if self.refused else f"reconnecting to {self.where}…"
+            text = f"{self.problem}: {self.where}" if self.problem else f"reconnecting to {self.where}…"
         return text + (" (watching)" if self.watch else "")
 
 

@@ -4,8 +4,9 @@ The UI cannot tell it from the embedded node: it reads the latest snapshot (push
 sends commands one way, and learns their outcome from later snapshots; `execute` and `ask` wait
 for a typed reply on the same connection. When the connection breaks or falls silent it says so
 through `link()` and reconnects by itself; a command given while it is not connected is dropped,
-never replayed later against a state the owner did not see. A node that refuses the owner token is
-not a lost connection: the UI says so and what to do, and asks again only now and then.
+never replayed later against a state the owner did not see. A node that refuses the owner token (or
+one with no token kept for it) is not a lost connection: the UI says so and what to do, and asks
+again only now and then.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ CONNECT_TIMEOUT = 10.0
 RETRY_INTERVAL = 0.5
 REFUSED_RETRY_INTERVAL = 30.0
 """Seconds between attempts once the node refused the owner token: the same token will not do a moment later, and
-each attempt is a line in that node's Events (at RETRY_INTERVAL, two a second for as long as this UI runs)."""
+each attempt is a line in that node's Events (at RETRY_INTERVAL, one every 5 s for as long as this UI runs)."""
 COMMAND_QUEUE = 64
 
 
@@ -73,12 +74,18 @@ def local_target(socket_path: Path) -> Target:
     return Target("local node", connect)
 
 
-def remote_target(address: Address, token: ClusterKey, client_id: str, *,
+def remote_target(address: Address, token: ClusterKey | None, client_id: str, *,
                   attached: Callable[[], None] = lambda: None) -> Target:
-    """A node on another machine, over a channel keyed by its owner token (refused without it)."""
+    """A node on another machine, over a channel keyed by its owner token (None: none is kept here for it, and
+    the UI says how to get one when it comes to that node)."""
 
     async def connect() -> Channel:
-        return await open_channel(address, token, client_id)
+        if token is None:
+            raise AuthenticationError("no owner token for it is kept here", title="no owner token")
+        try:
+            return await open_channel(address, token, client_id)
+        except AuthenticationError:
+            raise AuthenticationError("it refused this UI's owner token", title="owner token refused") from None
 
     return Target(f"{address[0]}:{address[1]}", connect, attached)
 
@@ -93,7 +100,7 @@ class AttachedNode:
         self._index = 0
         self._watch = watch
         self._connected = False
-        self._refused = False   # the current target refused our owner token at its last attempt
+        self._problem = ""   # the current target's token was refused, or none is kept (`Link.problem`)
         self._snapshot = waiting_snapshot(self._targets[0].where, time.time())
         self._listener: Callable[[NodeSnapshot], None] | None = None
         self._commands: trio.MemorySendChannel[Command | _Waiting] | None = None
@@ -111,7 +118,7 @@ class AttachedNode:
 
     def link(self) -> Link:
         return Link(kind="attached", where=self._targets[self._index].where, connected=self._connected,
-                    watch=self._watch, switchable=len(self._targets) > 1, refused=self._refused)
+                    watch=self._watch, switchable=len(self._targets) > 1, problem=self._problem)
 
     def send_nowait(self, command: Command) -> None:
         """Queue `command` for the node; dropped while not connected (see the module docstring)."""
@@ -144,8 +151,8 @@ class AttachedNode:
                 try:
                     await self._attach(target)
                 except* AuthenticationError as refused:
-                    log.warning("%s refused this UI's owner token: %s", target.where, refused.exceptions[0])
-                    self._refused_by(target)
+                    log.warning("not attached to %s: %s", target.where, refused.exceptions[0])
+                    self._token_problem(target, refused.exceptions[0])
                     retry_after = REFUSED_RETRY_INTERVAL
                 except* (OSError, FrostError, trio.TooSlowError, trio.EndOfChannel, trio.BrokenResourceError) as lost:
                     log.info("attachment to %s lost: %s", target.where, lost.exceptions[0])
@@ -170,7 +177,7 @@ class AttachedNode:
             commands_in, commands_out = trio.open_memory_channel[Command | _Waiting](COMMAND_QUEUE)
             self._commands = commands_in
             self._connected = True
-            self._refused = False
+            self._problem = ""
             log.info("attached to %s", target.where)
             target.attached()
             self._publish(snapshot)
@@ -248,10 +255,10 @@ class AttachedNode:
         except trio.WouldBlock:
             log.warning("too many commands at once: %s dropped", type(command).__name__)
 
-    def _refused_by(self, target: Target) -> None:
-        """Say in the header, and where the node's state would be, that the token is wrong and how to fix it."""
-        self._refused = True
-        reason = (f"refused this UI's owner token: `frost-tui key owner-token` there, then "
+    def _token_problem(self, target: Target, error: AuthenticationError) -> None:
+        """Say in the header, and where the node's state would be, what is wrong with the token and how to fix it."""
+        self._problem = error.title
+        reason = (f"{error.message}: `frost-tui key owner-token` there, then "
                   f"`frost-tui key remember {target.where} TOKEN` here.")
         if self._snapshot.node_id:   # (a node seen before: its last figures stay, the header tells)
             self._publish(dataclasses.replace(self._snapshot))
@@ -260,7 +267,7 @@ class AttachedNode:
 
     def _switch(self) -> None:
         self._index = (self._index + 1) % len(self._targets)
-        self._refused = False
+        self._problem = ""
         self._connected = False
         self._publish(waiting_snapshot(self._targets[self._index].where, time.time()))
         if self._session_scope is not None:

@@ -21,7 +21,7 @@ async def pause(host: str, port: int, token: ClusterKey) -> str:
     async with trio.open_nursery() as nursery:
         await nursery.start(node.serve)
         with trio.move_on_after(ATTACH_WAIT):
-            while not (node.link().connected or node.link().refused):
+            while not (node.link().connected or node.link().problem):
                 await trio.sleep(0.05)
         if not node.link().connected:
             nursery.cancel_scope.cancel()

@@ -240,9 +240,9 @@ def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and
         wrong = attach(ClusterKey.load(key))   # the cluster key: not the owner token
         async with trio.open_nursery() as nursery:
             await nursery.start(wrong.serve)
-            await wait_until(lambda: wrong.link().refused, timeout=30, what="the refusal shown")
-            assert wrong.link().describe() == f"refused by {where}" and not wrong.link().connected
-            assert wrong.snapshot().hosting.reason == (f"refused this UI's owner token: `frost-tui key owner-token` "
+            await wait_until(lambda: wrong.link().problem, timeout=30, what="the refusal shown")
+            assert wrong.link().describe() == f"owner token refused: {where}" and not wrong.link().connected
+            assert wrong.snapshot().hosting.reason == (f"it refused this UI's owner token: `frost-tui key owner-token` "
                                                        f"there, then `frost-tui key remember {where} TOKEN` here.")
             await trio.sleep(3)   # (at the old pace: six more tries)
             nursery.cancel_scope.cancel()
@@ -255,7 +255,7 @@ def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and
         async with trio.open_nursery() as nursery:
             await nursery.start(attached.serve)
             await wait_until(lambda: attached.link().connected, timeout=30, what="attached with the owner token")
-            assert not attached.link().refused and attached.snapshot().name == "desk"
+            assert not attached.link().problem and attached.snapshot().name == "desk"
             nursery.cancel_scope.cancel()
         assert kept == [right]
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import stat
 
 import pytest
+import trio
 
 from frost_core import (
     ClusterKey, ConfigError, NodeUnavailableError, Paths, load_config, remember_owner_token, remembered_owner_token,
 )
+from frost_core.node.attached import AttachedNode
 from frost_tui.targets import DEFAULT_CONTROL_PORT, attach_address, choose_targets
+from tests.waiting import wait_until
 
 
 def _config(tmp_path, hosts=()):
@@ -46,6 +49,27 @@ def test_a_host_without_a_remembered_token_says_how_to_get_one(tmp_path):
     config = _config(tmp_path)
     with pytest.raises(ConfigError, match="frost-tui key remember desk2:47632 TOKEN"):
         choose_targets(config, attach="desk2", watch=False)  # stdin is not a terminal here: no prompt
+
+
+def test_a_listed_host_with_no_token_kept_does_not_stop_the_ui_and_says_how_to_get_one_when_reached(tmp_path):
+    """Before, `frost-tui` with a service node running here would not open at all (Owner token needed) while any host
+    of control.hosts had no token kept."""
+    config = _config(tmp_path, hosts=["lab:47632"])
+    remember_owner_token(config.paths.data_dir, ("desk2", DEFAULT_CONTROL_PORT), ClusterKey.generate())
+    targets = choose_targets(config, attach="desk2", watch=False)
+    assert [t.where for t in targets] == ["desk2:47632", "lab:47632"]
+    attached = AttachedNode(targets[1:])
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(attached.serve)
+            await wait_until(lambda: attached.link().problem, timeout=10, what="the missing token said")
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert attached.link().describe() == "no owner token: lab:47632"
+    assert attached.snapshot().hosting.reason == ("no owner token for it is kept here: `frost-tui key owner-token` "
+                                                  "there, then `frost-tui key remember lab:47632 TOKEN` here.")
 
 
 def test_a_token_typed_at_the_prompt_is_kept_only_once_the_node_has_taken_it(tmp_path, monkeypatch):
