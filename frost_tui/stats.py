@@ -7,7 +7,7 @@ import io
 import re
 import time
 
-from frost_core import ConfigError, LedgerView
+from frost_core import ConfigError, ContributorView, LedgerPeerView, LedgerView
 
 from frost_tui import tables
 
@@ -36,7 +36,7 @@ def as_text(view: LedgerView) -> str:
     if view.refused:
         lines.append(f"Refused   {view.refused} forged or altered summaries from peers")
     lines += ["", tables.render(["PEER", "GIVEN", "RECEIVED"],
-                                [[p.name, _cpu(p.given), _cpu(p.received)] for p in view.peers])
+                                [[named(p), _cpu(p.given), _cpu(p.received)] for p in view.peers])
               if view.peers else "Nothing given or received yet."]
     if view.days:
         lines += ["", tables.render(["DAY (UTC)", "GIVEN", "RECEIVED"],
@@ -44,7 +44,7 @@ def as_text(view: LedgerView) -> str:
     if view.contributors:
         lines += ["", "Top contributors (each node's own signed totals, all time)",
                   tables.render(["NODE", "GIVEN", "RECEIVED"],
-                                [[c.name, _cpu(c.given), _cpu(c.received)] for c in view.contributors])]
+                                [[named(c), _cpu(c.given), _cpu(c.received)] for c in view.contributors])]
     return "\n".join(lines)
 
 
@@ -60,6 +60,12 @@ def as_csv(view: LedgerView) -> str:
     for c in view.contributors:
         writer.writerow(["contributor", c.node_id, c.name, f"{c.given:.3f}", f"{c.received:.3f}"])
     return out.getvalue()
+
+
+def named(row: LedgerPeerView | ContributorView) -> str:
+    """A node's name, and "(me)" on this node's own row (its own units run here), as in the peers table; the
+    Ledger tab's too."""
+    return row.name + (" (me)" if row.is_self else "")
 
 
 def _cpu(seconds: float) -> str:

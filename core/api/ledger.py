@@ -13,6 +13,7 @@ class LedgerPeerView:
     name: str
     given: float        # normalised CPU-seconds (speed units x seconds)
     received: float
+    is_self: bool = False   # this node: its own units run on its own machine (given and received alike)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class ContributorView:
     given: float
     received: float
     verified: bool      # from a summary whose signature checked out (this node: its own records)
+    is_self: bool = False
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,13 @@ def ledger_view(runs: Iterable[RunsInHour], summaries: Sequence[Summary], own: S
                 history[hour] += run.normalised
         else:
             received += run.normalised
-    contributors = [ContributorView(own.node_id, name_of(own.node_id), own.given, own.received, True)]
+    contributors = [ContributorView(own.node_id, name_of(own.node_id), own.given, own.received, True, is_self=True)]
     contributors += [ContributorView(s.node_id, name_of(s.node_id), s.given, s.received, True)
                      for s in summaries if s.node_id != own.node_id]
     contributors.sort(key=lambda c: (-c.given, c.node_id))
     return LedgerView(
         since=since, given=given, received=received,
-        peers=tuple(LedgerPeerView(p, name_of(p), g, r)
+        peers=tuple(LedgerPeerView(p, name_of(p), g, r, is_self=p == own.node_id)
                     for p, (g, r) in sorted(peers.items(), key=lambda item: (-sum(item[1]), item[0]))),
         days=tuple(LedgerDayView(d, g, r) for d, (g, r) in sorted(days.items())),
         contributors=tuple(contributors[:TOP_CONTRIBUTORS]), history=tuple(history), refused=refused,

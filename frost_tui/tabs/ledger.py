@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from frost_core import LedgerView, NodeSnapshot, counted
 
+from frost_tui.stats import named
 from frost_tui.tabs.pane import Pane
 from frost_tui.widgets.chart import Chart, ChartData, Series, plot_dots
 from frost_tui.widgets.live_table import LiveTable
@@ -53,11 +54,11 @@ class LedgerPane(Pane):
             title="CPU given per hour (speed units x s)", unit="s", seconds_per_dot=3600.0 / repeat,
             series=(Series("given", "green", tuple(v for v in view.history for _ in range(repeat))),))
         self.query_one("#ledger-peers", LiveTable).show_rows(
-            [(p.node_id, (p.name, cpu_text(p.given), cpu_text(p.received))) for p in view.peers])
+            [(p.node_id, (named(p), cpu_text(p.given), cpu_text(p.received))) for p in view.peers])
         self.query_one("#ledger-days", LiveTable).show_rows(
             [(d.day, (d.day[5:], cpu_text(d.given), cpu_text(d.received))) for d in reversed(view.days)])
         self.query_one("#ledger-contributors", LiveTable).show_rows(
-            [(c.node_id, (c.name, cpu_text(c.given), cpu_text(c.received))) for c in view.contributors])
+            [(c.node_id, (named(c), cpu_text(c.given), cpu_text(c.received))) for c in view.contributors])
 
 
 def cpu_text(seconds: float) -> str:

@@ -22,6 +22,7 @@ from frost_core.ledger.summary import (
 )
 from frost_core.policies.reciprocity import credited_usage, submitter_node
 from frost_core.wire.codec import decode_strict, encode
+from frost_tui import stats
 
 HOUR, DAY = 3600.0, 86400.0
 NOW = 1_800_000_000.0
@@ -150,6 +151,28 @@ def test_the_view_splits_given_and_received_per_peer_and_per_day(tmp_path):
         assert ledger_view(later.hours, [], later.own, now=NOW, since=NOW - HOUR, name_of=str.upper).given == 6.0
     finally:
         ledger.close()
+
+
+def test_this_nodes_own_units_run_here_are_its_own_row_marked_me_in_the_stats(tmp_path):
+    """A node that ran its own units gave them and received them: that row is itself, not a peer (before, `stats`
+    listed it as PEER 'desk-a' beside the others, and it led the top contributors under a name like theirs)."""
+    me = "a" * 32
+    ledger = Ledger(tmp_path / "ledger.sqlite", node_id=me)
+    try:
+        ledger.record([given_run(master=me, submitter="s", task_id="t/0", epoch=1, cpu_seconds=60.0, speed=1.0, at=NOW),
+                       given_run(master="m" * 32, submitter="s", task_id="u/0", epoch=1, cpu_seconds=6.0, speed=1.0,
+                                 at=NOW),
+                       received_run(host=me, submitter="s", task_id="t/0", epoch=1, cpu_seconds=60.0, speed=1.0,
+                                    at=NOW)])
+        names = {me: "desk-a", "m" * 32: "desk-m"}
+        view = ledger_view(ledger.read(since=0.0, now=NOW, speed=1.0).hours, [], ledger.summary(NOW, 1.0),
+                           now=NOW, since=0.0, name_of=names.__getitem__)
+    finally:
+        ledger.close()
+    assert [(p.name, p.is_self) for p in view.peers] == [("desk-a", True), ("desk-m", False)]
+    assert [(c.name, c.is_self) for c in view.contributors] == [("desk-a", True)]
+    text = stats.as_text(view)
+    assert "\ndesk-a (me)  1.0 min  1.0 min\ndesk-m       6.0 s    0.0 s\n" in text   # the peers table
 
 
 def _sql_steps_of_a_rebuild(folder: Path, runs: int) -> tuple[int, int]:
