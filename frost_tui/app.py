@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Input, Static, TabbedContent, TabPane, Tabs
 
 from frost_core import (
     AddPlugin,
@@ -58,6 +58,7 @@ from frost_tui.tabs.settings import SettingsPane
 from frost_tui.dialogs.submit import SubmitDialog
 from frost_tui.palette import FrostCommands, PaletteCommand
 from frost_tui.trio_host import TrioHost
+from frost_tui.widgets.footer import KeysFooter
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("machine", "1 Machine", MachinePane),
@@ -159,7 +160,7 @@ class FrostApp(App[int]):
             for tab_id, label, pane_class in TABS:
                 with TabPane(label, id=tab_id):
                     yield pane_class(id=f"{tab_id}-pane")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.node.set_snapshot_listener(self.receive_snapshot)

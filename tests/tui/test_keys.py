@@ -371,6 +371,20 @@ def test_80x24_footer_keeps_quit_and_help_on_every_tab(node):
     run_ui(node, scenario, size=(80, 24))
 
 
+def test_the_footer_follows_the_keys_of_the_tab_in_view_however_often_it_is_left_and_shown_again(node):
+    # The footer is rebuilt only when its keys change (a switch between tabs showing the same keys skips it):
+    # the Plugins tab's own key must come and go with the tab, each time.
+    async def scenario(app, pilot):
+        for _ in range(2):
+            for key, shows_remove in (("5", True), ("1", False), ("2", False), ("5", True), ("6", False)):
+                await pilot.press(key)
+                await pilot.pause()
+                footer = screen_text(app).splitlines()[-1]
+                assert ("r Remove plugin" in footer) == shows_remove, (key, footer)
+
+    run_ui(node, scenario)
+
+
 def test_80x24_columns_make_way_by_priority_and_say_so(node):
     async def scenario(app, pilot):
         await pilot.press("2")
