@@ -88,7 +88,7 @@ class GuestCheckpoint(Message):
     0: it follows as bulk data."""
     hash_follows: bool = False
     """With bulk data: a GuestCheckpointHash follows it, taken by the guest while the node writes the state (an
-    answer under 4 MiB to a request with a `hash_prefix`)."""
+    answer of 256 KiB to 4 MiB, `child.HASH_AFTER_FROM` to `HAND_OUT_FROM`, to a request with a `hash_prefix`)."""
 
 
 @register
