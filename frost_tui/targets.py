@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import getpass
 import socket
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 from frost_core import (
     DEFAULT_PORT, ClusterKey, Config, ConfigError, NodeUnavailableError, local_target, parse_address,
@@ -42,15 +43,31 @@ def choose_targets(config: Config, *, attach: str | None, watch: bool) -> list |
         return None
     client_id = f"ui@{socket.gethostname()}"[:64]
     for address in remote:
-        token = remembered_owner_token(config.paths.data_dir, address)
-        if token is None and attach and address == remote[0]:
-            token = ask_owner_token(address)
-            # Kept once the node has taken it: a mistyped token kept at once would be tried on every later start.
-            targets.append(remote_target(address, token, client_id, attached=functools.partial(
-                remember_owner_token, config.paths.data_dir, address, token)))
-        else:   # (a listed host with no token kept: the UI says how to get one when `h` comes to it)
-            targets.append(remote_target(address, token, client_id))
+        token = OwnerToken(config.paths.data_dir, address)
+        if token() is None and attach and address == remote[0]:
+            token.typed = ask_owner_token(address)
+        # (A listed host with no token kept is in the list too: the UI says how to get one when `h` comes to it.)
+        targets.append(remote_target(address, token, client_id, attached=token.taken))
     return targets
+
+
+@dataclass
+class OwnerToken:
+    """The owner token of the node at `address`: the one kept here, read at each attempt (so one kept with
+    `frost-tui key remember` while the UI runs is tried at its next), else one typed at --attach's prompt."""
+
+    data_dir: Path
+    address: tuple[str, int]
+    typed: ClusterKey | None = None
+
+    def __call__(self) -> ClusterKey | None:
+        return remembered_owner_token(self.data_dir, self.address) or self.typed
+
+    def taken(self) -> None:
+        """The node took the token: a typed one is kept from now on (not before: a mistyped one kept at once would
+        be tried on every later start), unless one was kept here meanwhile."""
+        if self.typed is not None and remembered_owner_token(self.data_dir, self.address) is None:
+            remember_owner_token(self.data_dir, self.address, self.typed)
 
 
 def ask_owner_token(address: tuple[str, int]) -> ClusterKey:

@@ -74,16 +74,18 @@ def local_target(socket_path: Path) -> Target:
     return Target("local node", connect)
 
 
-def remote_target(address: Address, token: ClusterKey | None, client_id: str, *,
+def remote_target(address: Address, token: Callable[[], ClusterKey | None], client_id: str, *,
                   attached: Callable[[], None] = lambda: None) -> Target:
-    """A node on another machine, over a channel keyed by its owner token (None: none is kept here for it, and
-    the UI says how to get one when it comes to that node)."""
+    """A node on another machine, over a channel keyed by its owner token. `token` is asked at each attempt, so a
+    token kept while the UI runs (`frost-tui key remember`) is tried at the next one; None: none is kept here,
+    and the UI says how to get one when it comes to that node."""
 
     async def connect() -> Channel:
-        if token is None:
+        key = token()
+        if key is None:
             raise AuthenticationError("no owner token for it is kept here", title="no owner token")
         try:
-            return await open_channel(address, token, client_id)
+            return await open_channel(address, key, client_id)
         except AuthenticationError:
             raise AuthenticationError("it refused this UI's owner token", title="owner token refused") from None
 

@@ -17,7 +17,7 @@ ATTACH_WAIT = 10.0
 
 
 async def pause(host: str, port: int, token: ClusterKey) -> str:
-    node = AttachedNode([remote_target((host, port), token, "remote-ui-test")])
+    node = AttachedNode([remote_target((host, port), lambda: token, "remote-ui-test")])
     async with trio.open_nursery() as nursery:
         await nursery.start(node.serve)
         with trio.move_on_after(ATTACH_WAIT):

@@ -16,7 +16,9 @@ from frost_core.node.attached import AttachedNode, local_target, remote_target
 from frost_core.wire.channel import Channel
 from frost_core.wire.codec import encode
 from frost_core.wire.messages import to_plain
+from frost_core.node.identity import remember_owner_token, remembered_owner_token
 from frost_core.wire.security import ClusterKey
+from frost_tui.targets import OwnerToken
 from tests.nodes import FROST_TUI, free_port, start_node
 from tests.waiting import wait_until
 
@@ -215,8 +217,8 @@ def test_an_attached_ui_gets_the_units_its_table_shows_of_a_long_sweep_and_the_c
     assert named(whole.units[:SNAPSHOT_UNITS]) == named(shown.units)
 
 
-def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and_keeps_only_a_token_that_worked(
-        tmp_path):
+def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and_the_fix_takes_while_it_runs(
+        tmp_path, monkeypatch):
     """Before, it said 'reconnecting…' for ever (the refusal was in its log only), tried twice a second (a line in
     the node's Events every 5 s), and had kept the mistyped token for every later start."""
     key = tmp_path / "cluster.key"
@@ -224,42 +226,57 @@ def test_a_ui_with_a_wrong_owner_token_says_it_was_refused_and_how_to_fix_it_and
     port = free_port()
     node = start_node(tmp_path / "desk", key_file=key, name="desk",
                       extra_config=f'\n[control]\nlisten = "127.0.0.1:{port}"\n')
-    where = f"127.0.0.1:{port}"
-    kept, attempts = [], []
+    address, where, here = ("127.0.0.1", port), f"127.0.0.1:{port}", tmp_path / "laptop"
+    right = ClusterKey.from_join_code(node.cli("key", "owner-token").stdout.strip())
+    attempts = []
 
-    def attach(token: ClusterKey) -> AttachedNode:
-        target = remote_target(("127.0.0.1", port), token, "ui-test", attached=lambda: kept.append(token))
+    def attach(token: OwnerToken) -> AttachedNode:
+        target = remote_target(address, token, "ui-test", attached=token.taken)
 
         async def connect():
-            attempts.append(token)
+            attempts.append(token())
             return await target.connect()
 
         return AttachedNode([dataclasses.replace(target, connect=connect)])
 
-    async def main():
-        wrong = attach(ClusterKey.load(key))   # the cluster key: not the owner token
+    async def refused_then_fixed():
+        # The cluster key typed at --attach's prompt: not the owner token.
+        ui = attach(OwnerToken(here, address, typed=ClusterKey.load(key)))
         async with trio.open_nursery() as nursery:
-            await nursery.start(wrong.serve)
-            await wait_until(lambda: wrong.link().problem, timeout=30, what="the refusal shown")
-            assert wrong.link().describe() == f"owner token refused: {where}" and not wrong.link().connected
-            assert wrong.snapshot().hosting.reason == (f"it refused this UI's owner token: `frost-tui key owner-token` "
-                                                       f"there, then `frost-tui key remember {where} TOKEN` here.")
+            await nursery.start(ui.serve)
+            await wait_until(lambda: ui.link().problem, timeout=30, what="the refusal shown")
+            assert ui.link().describe() == f"owner token refused: {where}" and not ui.link().connected
+            assert ui.snapshot().hosting.reason == (f"it refused this UI's owner token: `frost-tui key owner-token` "
+                                                    f"there, then `frost-tui key remember {where} TOKEN` here.")
             await trio.sleep(3)   # (at the old pace: six more tries)
+            assert len(attempts) == 1 and remembered_owner_token(here, address) is None
+            assert [e["message"] for e in node.call("events") if e["kind"] == "refused"] == [
+                "a UI at 127.0.0.1 was refused: it does not hold this node's owner token"]
             nursery.cancel_scope.cancel()
-        assert len(attempts) == 1 and kept == []
-        assert [e["message"] for e in node.call("events") if e["kind"] == "refused"] == [
-            "a UI at 127.0.0.1 was refused: it does not hold this node's owner token"]
-
-        right = ClusterKey.from_join_code(node.cli("key", "owner-token").stdout.strip())
-        attached = attach(right)
+        # The owner follows the hint in another terminal; the UI tries it at its next attempt (a second apart here
+        # instead of REFUSED_RETRY_INTERVAL's 30 s, not to wait that long).
+        monkeypatch.setattr("frost_core.node.attached.REFUSED_RETRY_INTERVAL", 1.0)
+        ui = attach(OwnerToken(here, address, typed=ClusterKey.load(key)))
         async with trio.open_nursery() as nursery:
-            await nursery.start(attached.serve)
-            await wait_until(lambda: attached.link().connected, timeout=30, what="attached with the owner token")
-            assert not attached.link().problem and attached.snapshot().name == "desk"
+            await nursery.start(ui.serve)
+            await wait_until(lambda: ui.link().problem, timeout=30, what="the refusal shown")
+            remember_owner_token(here, address, right)
+            await wait_until(lambda: ui.link().connected, timeout=30, what="attached with the token kept meanwhile")
+            assert not ui.link().problem and ui.snapshot().name == "desk"
             nursery.cancel_scope.cancel()
-        assert kept == [right]
+        assert remembered_owner_token(here, address) == right   # (not overwritten by the typed one)
+
+    async def typed_right():
+        elsewhere = tmp_path / "other-laptop"
+        ui = attach(OwnerToken(elsewhere, address, typed=right))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(ui.serve)
+            await wait_until(lambda: ui.link().connected, timeout=30, what="attached with the typed owner token")
+            nursery.cancel_scope.cancel()
+        assert remembered_owner_token(elsewhere, address) == right   # kept once the node took it
 
     try:
-        trio.run(main)
+        trio.run(refused_then_fixed)
+        trio.run(typed_right)
     finally:
         node.stop()
