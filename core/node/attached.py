@@ -260,12 +260,12 @@ class AttachedNode:
     def _token_problem(self, target: Target, error: AuthenticationError) -> None:
         """Say in the header, and where the node's state would be, what is wrong with the token and how to fix it."""
         self._problem = error.title
-        reason = (f"{error.message}: `frost-tui key owner-token` there, then "
-                  f"`frost-tui key remember {target.where} TOKEN` here.")
         if self._snapshot.node_id:   # (a node seen before: its last figures stay, the header tells)
             self._publish(dataclasses.replace(self._snapshot))
         else:
-            self._publish(waiting_snapshot(target.where, time.time(), reason=reason))
+            self._publish(waiting_snapshot(target.where, time.time(), reason=(
+                f"{error.message}: `frost-tui key owner-token` there, then "
+                f"`frost-tui key remember {target.where} TOKEN` here.")))
 
     def _switch(self) -> None:
         self._index = (self._index + 1) % len(self._targets)
