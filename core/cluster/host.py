@@ -139,6 +139,16 @@ class Hosted:
                           checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu, state=state,
                           submitter=self.spec.submitter)
 
+    def standing_at(self, record: CheckpointRecord | None, *, captured: bool = False) -> tuple[float, float]:
+        """The progress and CPU-seconds the unit stood at when `record` was taken here ((0, 0): not known).
+        They go with a checkpoint to its master, which may queue the unit again from it before any report
+        says where it stood. `captured`: `record` is its guest's last state, whose own figures may reach this
+        host after the guest's end: then those of the last look, which the capture is at least as far as."""
+        seq, progress, cpu = self.checkpoint
+        if record is not None and seq == record.seq:
+            return progress, cpu
+        return (self.progress, self.cpu_seconds) if record is not None and captured else (0.0, 0.0)
+
     @property
     def leaving(self) -> bool:
         """A move or a relocation is taking it away: it no longer counts as running here."""
@@ -768,6 +778,8 @@ class HostService:
         figures = self._note_figures().get(task.task_id)
         if figures is not None:
             hosted.checkpoint = (record.seq, figures.progress, figures.cpu_seconds - figures.cpu_since_checkpoint_seconds)
+        else:   # an eviction's capture, its guest gone already: where the unit stood at the last look
+            hosted.checkpoint = (record.seq, hosted.progress, hosted.cpu_seconds)
         if hosted.master == self.node_id or self._nursery is None:
             return
         if hosted.stay is not Stay.RUNNING:
@@ -794,8 +806,7 @@ class HostService:
         holders = [n for n in replica_holders(record.task_id, self._alive(), hosted.master, k) if n != self.node_id]
         # Its progress and CPU time go with it: the master may have to place the unit again from it before
         # the next report says them (a cut right after it), and would then guess where the lost copy stood.
-        seq, progress, cpu = hosted.checkpoint
-        progress, cpu = (progress, cpu) if seq == record.seq else (0.0, 0.0)
+        progress, cpu = hosted.standing_at(record)
         try:
             try:
                 record = await trio.to_thread.run_sync(record.loaded)  # a guest's handed state is on disk only

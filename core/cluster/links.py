@@ -56,7 +56,8 @@ class MasterSide(Protocol):
     async def host_report(self, host: str, units: tuple[UnitStatus, ...],
                           spent: tuple[SpentRun, ...] = ()) -> tuple[str, ...]: ...
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool: ...
-    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool: ...
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None,
+                          progress: float = 0.0, cpu_seconds: float = 0.0) -> bool: ...
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None: ...
     async def host_moved(self, host: str, task_id: str, epoch: int, destination: str) -> bool: ...
     async def host_replica(self, host: str, record: CheckpointRecord, progress: float = 0.0,
@@ -288,9 +289,9 @@ class Links:
             case UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds):
                 result = await _received(channel, max_size=MAX_RESULT_BYTES)
                 return Verdict(ok=await master.host_result(peer, task_id, epoch, result, cpu_seconds))
-            case UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta):
+            case UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta, progress=progress, cpu_seconds=cpu_seconds):
                 record = await _receive_checkpoint(channel, meta)
-                return Verdict(ok=await master.host_return(peer, task_id, epoch, record))
+                return Verdict(ok=await master.host_return(peer, task_id, epoch, record, progress, cpu_seconds))
             case UnitFailed(task_id=task_id, epoch=epoch, reason=reason, retryable=retryable):
                 await master.host_failed(peer, task_id, epoch, reason, retryable)
                 return Verdict(ok=True)
@@ -436,10 +437,11 @@ class _RemoteMaster:
     async def host_result(self, host: str, task_id: str, epoch: int, result: bytes, cpu_seconds: float = 0.0) -> bool:
         return (await self._verdict(UnitResult(task_id=task_id, epoch=epoch, cpu_seconds=cpu_seconds), result)).ok
 
-    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None,
+                          progress: float = 0.0, cpu_seconds: float = 0.0) -> bool:
         meta, state = await _checkpoint_parts(record)
-        return (await self._verdict(UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta), state,
-                                    timeout=START_TIMEOUT)).ok
+        return (await self._verdict(UnitReturn(task_id=task_id, epoch=epoch, checkpoint=meta, progress=progress,
+                                               cpu_seconds=cpu_seconds), state, timeout=START_TIMEOUT)).ok
 
     async def host_failed(self, host: str, task_id: str, epoch: int, reason: str, retryable: bool) -> None:
         await self._verdict(UnitFailed(task_id=task_id, epoch=epoch, reason=reason[:4000], retryable=retryable))

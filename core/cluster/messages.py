@@ -213,6 +213,8 @@ class UnitReturn(Message):
     task_id: str
     epoch: int
     checkpoint: CheckpointMeta | None = None
+    progress: float = 0.0       # the progress the checkpoint holds, and the guest's CPU-seconds when it was
+    cpu_seconds: float = 0.0    # taken (0: its host does not know): the queue shows the unit that far along
 
 
 @register

@@ -268,7 +268,7 @@ class Migrator:
         while True:
             try:
                 await self._links.master(hosted.master).host_return(self._node_id, task.task_id, task.epoch,
-                                                                    record)
+                                                                    record, *hosted.standing_at(record, captured=True))
             except (NodeUnavailableError, StorageError) as error:
                 if hosted.change(Stay.STRANDED):
                     why = "is out of reach" if isinstance(error, NodeUnavailableError) else "could not store it"

@@ -500,7 +500,8 @@ class MasterScheduler:
                 self._started(unit, host, spec.epoch, checkpoint)
             else:
                 try:
-                    self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch)
+                    self._store.requeue_unit(unit.assignment_id, unit.index, epoch=spec.epoch,
+                                             progress=self._kept_progress(unit.task_id))
                 except StorageError as error:   # it counts as placed there, and restarts once given up as silent
                     self._disk_refused(error)
                 self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
@@ -860,7 +861,7 @@ class MasterScheduler:
         self._store.set_intents({QUARANTINE: {**self._quarantined, host: why}})   # (durable first: a refusal changes nothing)
         self._quarantined[host] = why
         taken = [u for u in self._store.running_units()
-                 if u.host == host and self._store.requeue_unit(u.assignment_id, u.index, epoch=u.epoch)]
+                 if u.host == host and self._store.requeue_unit(u.assignment_id, u.index, epoch=u.epoch, progress=0.0)]
         for unit in taken:
             self._forget(unit.task_id, unit.epoch)
             self._replicated.pop(unit.task_id, None)
@@ -887,17 +888,23 @@ class MasterScheduler:
         self.wake()
         return matches[0]
 
-    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None) -> bool:
+    async def host_return(self, host: str, task_id: str, epoch: int, record: CheckpointRecord | None,
+                          progress: float = 0.0, cpu_seconds: float = 0.0) -> bool:
+        """`progress` and `cpu_seconds`: where the copy stood when it took `record` (0: its host did not say)."""
         assignment_id, index = split_task_id(task_id)
+        newest = False
         if record is not None:
             try:
-                await self._keep_replica(record)
+                newest = await self._keep_replica(record)
             except FrostError as error:  # a disk that refused it, or a checkpoint of other code: queued all the same
                 self._events.add("assignment", f"{task_id}: the checkpoint it came back with was not kept "
                                  f"({error.message}); it goes on from the newest one kept here", severity="warning")
-        requeued = self._store.requeue_unit(assignment_id, index, epoch=epoch)
+        resumes_at = min(max(progress, 0.0), 1.0) if newest else self._kept_progress(task_id)
+        requeued = self._store.requeue_unit(assignment_id, index, epoch=epoch, progress=resumes_at)
         if requeued:
             self._forget(task_id, epoch)
+            if newest and record is not None:
+                self._replicated[task_id] = (record.epoch, record.seq, resumes_at, cpu_seconds or None)
             self._events.add("assignment", f"{task_id} is back in the queue (evicted from {host[:8]})")
             self.wake()
         self._on_change()
@@ -909,7 +916,8 @@ class MasterScheduler:
         unit = self._store.unit(assignment_id, index)
         retries_left = self._settings().max_retries - unit.failures
         if retryable and retries_left > 0:
-            if self._store.requeue_unit(assignment_id, index, epoch=epoch, error=reason):
+            if self._store.requeue_unit(assignment_id, index, epoch=epoch, error=reason,
+                                        progress=self._kept_progress(task_id)):
                 self._forget(task_id, epoch)
                 self._events.add("assignment", f"unit {task_id} failed on {host[:8]} ({reason}); retrying, "
                                  f"{retries_left} retries left", severity="warning")
@@ -949,7 +957,8 @@ class MasterScheduler:
                 self._replicated[record.task_id] = (record.epoch, record.seq, copy.run.progress, None)
         await self._keep_replica(record)
 
-    async def _keep_replica(self, record: CheckpointRecord) -> None:
+    async def _keep_replica(self, record: CheckpointRecord) -> bool:
+        """Keep `record` unless a newer replica is kept already; whether it is the newest now."""
         assignment_id, index = split_task_id(record.task_id)
         assignment = self._store.head(assignment_id)
         if (record.plugin_hash, record.unit_index) != (assignment.plugin_hash, index):
@@ -957,6 +966,13 @@ class MasterScheduler:
         held = await self._blocking(self._replicas.latest, record.task_id)
         if held is None or record.seq > held.seq:
             await self._blocking(self._replicas.write, record)
+        return held is None or record.seq >= held.seq
+
+    def _kept_progress(self, task_id: str) -> float:
+        """How far the newest replica kept here took the unit (0: none, or not said): where it goes on from
+        once queued again, and what its row shows meanwhile rather than a progress that looks lost."""
+        replicated = self._replicated.get(task_id)
+        return 0.0 if replicated is None else replicated[2]
 
     # -- failure recovery ------------------------------------------------------------------------------
 
@@ -1050,7 +1066,8 @@ class MasterScheduler:
                 self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {silent:.0f} s")
 
     def _requeue_lost(self, unit: Placed, why: str) -> None:
-        if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch):
+        if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch,
+                                    progress=self._kept_progress(unit.task_id)):
             copy = self._copies.pop(unit.task_id, None)
             if copy is not None and copy.epoch == unit.epoch:
                 self._given_up[(unit.task_id, unit.epoch)] = copy

@@ -790,13 +790,15 @@ class MasterStore:
         for key in [key for key in self._settled_listed if key[0] == assignment_id]:
             del self._settled_listed[key]
 
-    def requeue_unit(self, assignment_id: str, index: int, *, epoch: int, error: str | None = None) -> bool:
-        """Send a running unit back to the queue: evicted, or (with `error`) failed and worth a retry."""
+    def requeue_unit(self, assignment_id: str, index: int, *, epoch: int, progress: float,
+                     error: str | None = None) -> bool:
+        """Send a running unit back to the queue: evicted, or (with `error`) failed and worth a retry.
+        `progress`: what the checkpoint it will go on from holds (0: it starts afresh)."""
         with self._transaction() as db:
             cursor = db.execute(
-                "UPDATE units SET state = 'queued', error = ?, failures = failures + ?"
+                "UPDATE units SET state = 'queued', error = ?, failures = failures + ?, progress = ?"
                 " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
-                (error, 0 if error is None else 1, assignment_id, index, epoch),
+                (error, 0 if error is None else 1, progress, assignment_id, index, epoch),
             )
             if cursor.rowcount == 1:
                 self.index.queue(assignment_id, index)

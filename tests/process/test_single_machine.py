@@ -105,12 +105,15 @@ def test_evict_frees_the_cpu_and_requeues_the_unit(single_node):
     # How fast an eviction frees the CPU is bench/evict_latency.py's question; here, that it does.
     node = single_node(OWNER_AWAY)
     assignment_id = node.cli("submit", *ENDLESS).stdout.split()[1].rstrip(":")
-    wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
+    wait_for(lambda: all(u["progress"] > 0 for u in node.call("assignment", assignment=assignment_id)["units"]),
+             timeout=30, what="both units under way")
     node.call("evict")
     wait_for(lambda: not guest_processes(node.process.pid), timeout=15, interval=0.05, what="guests gone")
     # The processes are gone before their units are back in the queue: the hand-back follows the kill.
     wait_for(lambda: {u["state"] for u in node.call("assignment", assignment=assignment_id)["units"]} == {"queued"},
              timeout=10, what="both units back in the queue")
+    # Each goes on from the checkpoint it left with, and is listed as far along as that, not at 0 % as if lost.
+    assert all(u["progress"] > 0 for u in node.call("assignment", assignment=assignment_id)["units"])
     assert node.call("status")["state"] == "idle", "an evicted machine takes no new guests for a while"
     time.sleep(1.5)
     assert not guest_processes(node.process.pid)

@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from frost_core.api.errors import CheckpointError, FrostError, NodeUnavailableError
+from frost_core.api.snapshot import AssignmentView
 from frost_core.cluster.host import Capacity, HostService, HostSettings, Stay
 from frost_core.cluster.memory_links import MemoryNetwork
 from frost_core.cluster.messages import STOPPED, UnitSpec, UnitStatus
@@ -26,7 +27,7 @@ from frost_core.config import Paths, load_config
 from frost_core.events import EventLog
 from frost_core.node.views import assignment_view
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
-from frost_core.master.store import MasterStore, NewUnit
+from frost_core.master.store import MasterStore, NewUnit, UnitRecord
 from frost_core.guest.views import Completed, Evicted, Failed, GuestFigures, GuestTask, Outcome
 from frost_core.plugin.api import WorkUnit
 from frost_core.plugin.plain import encode_plain
@@ -60,6 +61,9 @@ class StandInGuests:
         self.streams = False    # True: a capture goes to a move's feed as it comes, as from a real guest's pipe
         self.trailer: Callable[[str], str] = lambda sha256: sha256   # what the feed is sealed with
         self._feeds: dict[str, CaptureFeed] = {}
+        # Called with a capture's record once its guest is gone, as a real guest's checkpoint reaches its host
+        # (None: the host does not hear of captures, as in most tests here).
+        self.on_checkpoint: Callable[[GuestTask, CheckpointRecord], None] | None = None
 
     async def run(self, task: GuestTask, *, checkpoint: CheckpointRecord | None = None, durable=None,
                   task_status=trio.TASK_STATUS_IGNORED) -> Outcome:
@@ -92,6 +96,9 @@ class StandInGuests:
             feed.filled(memoryview(record.state))
             feed.seal(self.trailer(record.sha256))
         self._end(task_id, Evicted(record, cpu_seconds=self.cpu))
+        if self.on_checkpoint is not None:
+            await trio.sleep(0)
+            self.on_checkpoint(task, record)
         return record
 
     async def settled(self, task_id: str) -> None:
@@ -143,6 +150,7 @@ class RecordingMaster:
         self.moved: list[tuple[str, str, int, str]] = []
         self.told_of_a_move = trio.Event()
         self.returned: list[tuple[str, str, CheckpointRecord | None]] = []
+        self.returned_at: list[tuple[float, float]] = []   # where each returned copy stood: progress, CPU
         self.failed: list[tuple[str, str, str]] = []
         self.replicas: list[tuple[str, int, float, float]] = []
         self.reports: list[tuple[UnitStatus, ...]] = []
@@ -166,8 +174,9 @@ class RecordingMaster:
         self.told_of_a_move.set()
         return True
 
-    async def host_return(self, host, task_id, epoch, record):
+    async def host_return(self, host, task_id, epoch, record, progress=0.0, cpu_seconds=0.0):
         self.returned.append((host, task_id, record))
+        self.returned_at.append((progress, cpu_seconds))
         return True
 
     async def host_failed(self, host, task_id, epoch, reason, retryable):
@@ -376,11 +385,35 @@ def real_master(tmp_path: Path, store: MasterStore, links, **more) -> MasterSche
     )
 
 
-async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):
+@dataclasses.dataclass
+class RealMasterCluster:
+    """A real master of one unit (`one_unit_master_store`, `real_master`), and hosts A and B serving."""
+
+    cluster: Cluster
+    scheduler: MasterScheduler
+    store: MasterStore
+    assignment: str
+    results_dir: Path
+
+    @property
+    def task(self) -> str:
+        return f"{self.assignment}.0"
+
+    def unit(self) -> UnitRecord:
+        return self.store.unit(self.assignment, 0)
+
+    def view(self, **seen) -> AssignmentView:
+        """The assignment as a screen shows it, with what the node knows beside its store (`assignment_view`)."""
+        return assignment_view(self.store.assignment(self.assignment), now=0.0, results_dir=self.results_dir, **seen)
+
+
+@contextlib.asynccontextmanager
+async def real_master_cluster(tmp_path: Path, **more) -> AsyncIterator[RealMasterCluster]:
+    """`more`: for `real_master`. Everything stopped on the way out."""
     store, assignment = one_unit_master_store(tmp_path)
     network = MemoryNetwork()
     links = network.links(MASTER)
-    scheduler = real_master(tmp_path, store, links)
+    scheduler = real_master(tmp_path, store, links, **more)
     links.bind(master=scheduler, host=None, keeper=None)  # type: ignore[arg-type]
     try:
         async with trio.open_nursery() as nursery:
@@ -388,74 +421,89 @@ async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_ep
             for host in cluster.hosts.values():
                 await nursery.start(host.serve)
             await nursery.start(scheduler.serve)
-            task = f"{assignment}.0"
-            with trio.fail_after(60):
-                while cluster.running(A) != [task]:
-                    await trio.sleep(1)
-            assert (store.unit(assignment, 0).host, store.unit(assignment, 0).epoch) == (A, 1)
-
-            verdict = await links.host(A).move(task, B)
-            assert verdict.ok, verdict.reason
-            unit = store.unit(assignment, 0)
-            assert (unit.state, unit.host, unit.epoch) == ("running", B, 2)
-            await trio.sleep(30)  # reports from both hosts for a while: the master keeps the one copy at B
-            unit = store.unit(assignment, 0)
-            assert (unit.state, unit.host, unit.epoch) == ("running", B, 2) and cluster.running(B) == [task]
-
-            # B's owner pauses: B's next report says so, and the master's screen shows it, with no ETA.
-            cluster.guests[B].state = "paused"
-            await cluster.hosts[B].report_now()
-            assert scheduler.reported_states()[task] == "paused" and task not in scheduler.etas()
-            shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
-                                    reported=scheduler.reported_states())
-            assert (shown.units[0].state, shown.units[0].reported) == ("running", "paused")
+            yield RealMasterCluster(cluster, scheduler, store, assignment, results_dir=tmp_path / "results")
             nursery.cancel_scope.cancel()
         for outbox in cluster.outboxes:
             outbox.close()
     finally:
         store.close()
+
+
+async def test_a_real_master_places_the_unit_and_follows_its_move_to_the_next_epoch(tmp_path, autojump_clock):
+    async with real_master_cluster(tmp_path) as world:
+        cluster, scheduler, task = world.cluster, world.scheduler, world.task
+        with trio.fail_after(60):
+            while cluster.running(A) != [task]:
+                await trio.sleep(1)
+        assert (world.unit().host, world.unit().epoch) == (A, 1)
+
+        verdict = await cluster.network.links(MASTER).host(A).move(task, B)
+        assert verdict.ok, verdict.reason
+        assert (world.unit().state, world.unit().host, world.unit().epoch) == ("running", B, 2)
+        await trio.sleep(30)  # reports from both hosts for a while: the master keeps the one copy at B
+        assert (world.unit().state, world.unit().host, world.unit().epoch) == ("running", B, 2)
+        assert cluster.running(B) == [task]
+
+        # B's owner pauses: B's next report says so, and the master's screen shows it, with no ETA.
+        cluster.guests[B].state = "paused"
+        await cluster.hosts[B].report_now()
+        assert scheduler.reported_states()[task] == "paused" and task not in scheduler.etas()
+        shown = world.view(reported=scheduler.reported_states())
+        assert (shown.units[0].state, shown.units[0].reported) == ("running", "paused")
+
+
+async def test_an_evicted_unit_back_in_its_masters_queue_shows_how_far_its_checkpoint_took_it(tmp_path, autojump_clock):
+    # Seen on a desk: the owner evicted two units at 6 %, no peer took them, and their master listed them
+    # queued at 0 %, as if the work were lost, though they would go on from their checkpoints.
+    async with real_master_cluster(tmp_path) as world:
+        cluster, task = world.cluster, world.task
+        cluster.guests[A].on_checkpoint = cluster.hosts[A].on_checkpoint
+        with trio.fail_after(60):
+            while cluster.running(A) != [task]:
+                await trio.sleep(1)
+            await trio.sleep(2)   # A has looked at its guest: 50 % (the stand-in's figure)
+            cluster.accepting = {A: False, B: False}   # both owners keep their machines: it waits in the queue
+            assert await cluster.hosts[A].evict(task) == (task,)
+            while world.unit().state != "queued":
+                await trio.sleep(0.1)
+        queued = world.view()
+        assert (queued.units[0].state, queued.units[0].progress, queued.progress) == ("queued", 0.5, 0.5)
+
+        cluster.accepting[A] = True
+        with trio.fail_after(60):
+            while cluster.running(A) != [task]:
+                await trio.sleep(1)
+        kept = CheckpointStore(tmp_path / "replicas").latest(task)   # (`real_master`'s replicas)
+        assert kept is not None and cluster.guests[A].started[task] == kept   # it goes on from there
+        running = world.view(live=world.scheduler.progress())
+        assert (running.units[0].state, running.units[0].progress, running.progress) == ("running", 0.5, 0.5)
 
 
 async def test_what_each_host_gave_the_masters_units_is_what_the_master_received_from_it(tmp_path, autojump_clock):
     # One unit: it runs 10 CPU-s on A, whose owner evicts it (it moves to B), then 4 CPU-s on B, which
     # finishes it. A's run has no result: its CPU reaches the master with A's next report. What each host
     # gave the master's units must be what the master received from it (the ledger's two sides of the runs).
-    store, assignment = one_unit_master_store(tmp_path)
-    network = MemoryNetwork()
-    links = network.links(MASTER)
     received: list[tuple[str, str, int, float]] = []
 
     class NoCombine:
         def by_hash(self, plugin_hash):
             raise FrostError("this test counts CPU, not a plugin's combine")
 
-    scheduler = real_master(tmp_path, store, links, registry=NoCombine(),
-                            on_received=lambda host, task_id, epoch, cpu, ended_at: received.append(
-                                (host, task_id, epoch, cpu)))
-    links.bind(master=scheduler, host=None, keeper=None)  # type: ignore[arg-type]
-    task = f"{assignment}.0"
-    try:
-        async with trio.open_nursery() as nursery:
-            cluster = Cluster(tmp_path, nursery, network=network)
-            cluster.guests[B].cpu = 4.0
-            for host in cluster.hosts.values():
-                await nursery.start(host.serve)
-            await nursery.start(scheduler.serve)
-            with trio.fail_after(60):
-                while cluster.running(A) != [task]:
-                    await trio.sleep(1)
-                assert await cluster.hosts[A].evict(task) == (task,)
-                while cluster.running(B) != [task]:
-                    await trio.sleep(1)
-                cluster.guests[B].complete(task, 7)
-                while store.unit(assignment, 0).state != "done":
-                    await trio.sleep(1)
-                await trio.sleep(5)   # A's next report
-            nursery.cancel_scope.cancel()
-        for outbox in cluster.outboxes:
-            outbox.close()
-    finally:
-        store.close()
+    async with real_master_cluster(tmp_path, registry=NoCombine(),
+                                   on_received=lambda host, task_id, epoch, cpu, ended_at: received.append(
+                                       (host, task_id, epoch, cpu))) as world:
+        cluster, task = world.cluster, world.task
+        cluster.guests[B].cpu = 4.0
+        with trio.fail_after(60):
+            while cluster.running(A) != [task]:
+                await trio.sleep(1)
+            assert await cluster.hosts[A].evict(task) == (task,)
+            while cluster.running(B) != [task]:
+                await trio.sleep(1)
+            cluster.guests[B].complete(task, 7)
+            while world.unit().state != "done":
+                await trio.sleep(1)
+            await trio.sleep(5)   # A's next report
     assert [(host, t, cpu) for host, master, t, _, cpu in cluster.given] == [(A, task, 10.0), (B, task, 4.0)]
     for host in (A, B):
         given = sum(cpu for h, master, _, _, cpu in cluster.given if (h, master) == (host, MASTER))

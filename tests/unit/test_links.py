@@ -37,8 +37,8 @@ class RecordingMaster:
         self.calls.append(("result", host, task_id, epoch, result, cpu_seconds))
         return True
 
-    async def host_return(self, host, task_id, epoch, record):
-        self.calls.append(("return", host, task_id, epoch, record))
+    async def host_return(self, host, task_id, epoch, record, progress=0.0, cpu_seconds=0.0):
+        self.calls.append(("return", host, task_id, epoch, record, progress, cpu_seconds))
         return True
 
     async def host_failed(self, host, task_id, epoch, reason, retryable):
@@ -129,7 +129,7 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         stop = await remote_master.host_report("ignored", (UnitStatus("a-1.0", 1, 0.5), UnitStatus("a-1.1", 2, 0.1)))
         assert stop == ("a-1.0",)
         assert await remote_master.host_result("ignored", "a-1.1", 2, b"r" * 300_000, 12.5)
-        assert await remote_master.host_return("ignored", "a-1.0", 1, record())
+        assert await remote_master.host_return("ignored", "a-1.0", 1, record(), 0.4, 6.0)
         await remote_master.host_replica("ignored", record(), 0.25, 3.5)
         await remote_master.host_failed("ignored", "a-1.0", 1, "plugin: boom", False)
         assert await remote_master.host_moved("ignored", "a-1.0", 2, "c")
@@ -139,7 +139,8 @@ async def test_every_call_reaches_the_other_side_with_its_caller_and_bulk_bytes(
         kinds = [call[0] for call in master.calls]
         assert kinds == ["report", "result", "return", "replica", "failed", "slot kept", "slot kept"]
         assert all(call[1] == "a" for call in master.calls), "the caller is the authenticated peer, not a claim"
-        assert master.calls[1][4:] == (b"r" * 300_000, 12.5) and master.calls[2][4] == record()
+        assert master.calls[1][4:] == (b"r" * 300_000, 12.5)
+        assert master.calls[2][4:] == (record(), 0.4, 6.0)      # a returned unit says where its checkpoint stood
         assert master.calls[3][2:] == (record(), 0.25, 3.5)     # a replica says where its copy stood
         reply = await remote_host.offer("a", UnitOffer(task_id="a-1.0", plugin_hash="h", memory_bytes=500,
                                                        state_bytes=0))

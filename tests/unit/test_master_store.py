@@ -38,7 +38,7 @@ def test_the_first_complete_result_wins_whatever_copy_it_came_from_and_only_once
     store = new_store(tmp_path)
     aid = submit(store, 1)
     first_epoch = store.place_unit(aid, 0, host="n1")
-    assert store.requeue_unit(aid, 0, epoch=first_epoch)           # its host was cut off: queued again
+    assert store.requeue_unit(aid, 0, epoch=first_epoch, progress=0.0)           # its host was cut off: queued again
     second_epoch = store.place_unit(aid, 0, host="n2")
     assert second_epoch == first_epoch + 1
     # The cut-off copy finished first: its result is the unit's (results are the same wherever it ran).
@@ -56,9 +56,9 @@ def test_failures_count_only_failed_runs(tmp_path):
     store = new_store(tmp_path)
     aid = submit(store, 1)
     epoch = store.place_unit(aid, 0, host="n1")
-    store.requeue_unit(aid, 0, epoch=epoch)
+    store.requeue_unit(aid, 0, epoch=epoch, progress=0.0)
     epoch = store.place_unit(aid, 0, host="n1")
-    store.requeue_unit(aid, 0, epoch=epoch, error="crashed")
+    store.requeue_unit(aid, 0, epoch=epoch, progress=0.0, error="crashed")
     assert store.assignment(aid).units[0].failures == 1
 
 
@@ -223,11 +223,11 @@ def test_a_given_up_copy_is_taken_back_while_its_unit_waits_in_the_queue_under_i
     store = new_store(tmp_path)
     aid = submit(store, 1)
     epoch = store.place_unit(aid, 0, host="n1")
-    assert store.requeue_unit(aid, 0, epoch=epoch)
+    assert store.requeue_unit(aid, 0, epoch=epoch, progress=0.0)
     assert not store.readopt(aid, 0, epoch=epoch, host="n2")       # another host's word is not enough
     assert store.readopt(aid, 0, epoch=epoch, host="n1")
     assert store.confirm_location(aid, 0, epoch=epoch, host="n1") and not store.queued_units()
-    assert store.requeue_unit(aid, 0, epoch=epoch)
+    assert store.requeue_unit(aid, 0, epoch=epoch, progress=0.0)
     store.place_unit(aid, 0, host="n2")                               # placed again: the old copy is stale
     assert not store.readopt(aid, 0, epoch=epoch, host="n1")
 
@@ -249,7 +249,7 @@ def test_a_queued_unit_still_takes_the_result_of_its_last_epoch(tmp_path):
     store = new_store(tmp_path)
     aid = submit(store, 1)
     epoch = store.place_unit(aid, 0, host="n1")
-    assert store.requeue_unit(aid, 0, epoch=epoch)     # its host went silent: queued again
+    assert store.requeue_unit(aid, 0, epoch=epoch, progress=0.0)     # its host went silent: queued again
     assert store.accept_result(aid, 0, epoch=epoch, result=cbor2.dumps(1))   # ...but it came back with the work
     assert store.unit(aid, 0).state == "done"
     assert not store.queued_units()
@@ -478,7 +478,7 @@ def test_a_running_assignments_listing_follows_every_change_of_its_units(tmp_pat
     assert shown() == [("queued", "", 0, 0)] * 3
     first, _ = store.place_unit(aid, 0, host="n1"), store.place_unit(aid, 1, host="n2")
     assert shown() == [("running", "n1", first, 0), ("running", "n2", 1, 0), ("queued", "", 0, 0)]
-    assert store.requeue_unit(aid, 0, epoch=first, error="host died")
+    assert store.requeue_unit(aid, 0, epoch=first, progress=0.0, error="host died")
     assert store.accept_result(aid, 1, epoch=1, result=cbor2.dumps(1))
     assert shown()[:2] == [("queued", "n1", first, 1), ("done", "n2", 1, 0)]
     assert shown() == shown()

@@ -28,7 +28,7 @@ def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
                                              units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 2)
         epoch = store.place_unit(assignment, 0, host="deadbeef-host")
         store.place_unit(assignment, 1, host="cafe-host")
-        store.requeue_unit(assignment, 0, epoch=epoch, error=None)   # its host died
+        store.requeue_unit(assignment, 0, epoch=epoch, progress=0.0, error=None)   # its host died
         shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
                                 names={"deadbeef-host": "fermat", "cafe-host": "curie"},
                                 reported={f"{assignment}.1": "suspended"})
@@ -119,7 +119,7 @@ def test_a_snapshot_carries_the_units_a_screen_shows_of_a_long_sweep_and_counts_
         store.place_units([Placement(assignment, i, "cafe-host") for i in range(1_000)])
         store.accept_results([Delivery(assignment, i, 1, b"\x00", cpu_seconds=1.0) for i in range(300)])
         assert store.confirm_location(assignment, 999, epoch=2, host="other-host")   # moved there
-        store.requeue_unit(assignment, 998, epoch=1)
+        store.requeue_unit(assignment, 998, epoch=1, progress=0.0)
         live = {f"{assignment}.{i}": 0.5 for i in range(300, 998)}
 
         def views():
@@ -221,9 +221,10 @@ def test_the_store_counts_a_listed_assignment_as_its_units_say(size, checked, st
                     store.accept_result(assignment, index, epoch=unit.epoch, result=b"\x00")
                 elif operation == "move" and unit.state == "running":
                     store.confirm_location(assignment, index, epoch=unit.epoch + 1, host=host)
-                elif operation in ("requeue", "fail") and unit.state == "running":
-                    (store.requeue_unit if operation == "requeue" else store.fail_unit)(
-                        assignment, index, epoch=unit.epoch, error="broke")
+                elif operation == "requeue" and unit.state == "running":   # it goes on from a checkpoint at 25 %
+                    store.requeue_unit(assignment, index, epoch=unit.epoch, error="broke", progress=0.25)
+                elif operation == "fail" and unit.state == "running":
+                    store.fail_unit(assignment, index, epoch=unit.epoch, error="broke")
                 elif operation == "lost":
                     store.requeue_hosted_by(host)
             if end == "cancel":
@@ -258,7 +259,7 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
                                              units=[NewUnit(data={"i": i}, memory_bytes=1, cost=1.0) for i in range(300)])
         store.place_units([Placement(assignment, i, "cafe-host") for i in (12, 120, 250)])
         epoch = store.place_unit(assignment, 7, host="beef-host")
-        store.requeue_unit(assignment, 7, epoch=epoch, error="MemoryError in step")
+        store.requeue_unit(assignment, 7, epoch=epoch, progress=0.0, error="MemoryError in step")
         node = SimpleNamespace(
             store=store, results_dir=tmp_path, node_id="m", config=SimpleNamespace(node_name="turing"),
             membership=SimpleNamespace(members=lambda: [SimpleNamespace(
