@@ -21,7 +21,7 @@ from typing import Any
 
 from frost_core import (
     OPTIONS, AssignmentView, ConfigError, FoundUnits, FrostError, LedgerView, Measurement, NodeStatus, NodeUnavailableError,
-    Paths, PeerView, PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
+    Paths, PeerView, PluginError, PluginView, SavedResult, Submitted, counted, describe_options, load_config, parse_address,
 )
 
 from frost_tui import tables
@@ -79,7 +79,7 @@ class SubmitResult:
 
 RESULTS: dict[str, Any] = {
     "status": NodeStatus, "peers": tuple[PeerView, ...], "plugins": tuple[PluginView, ...],
-    "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...],
+    "plugins show": PluginView, "plugins add": tuple[PluginView, ...], "plugins remove": str, "assignments": tuple[AssignmentView, ...],
     "units": FoundUnits, "submit": SubmitResult,
     "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str, "unquarantine": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
@@ -181,8 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="a user unit: runs while you are logged in, or always with linger (default)")
         where.add_argument("--system", action="store_true", dest="system", help="a system unit: runs from boot")
 
-    plugins = verb("plugins", "list calculation plugins, add one or remove one")
+    plugins = verb("plugins", "list calculation plugins, show, add or remove one")
     plugin_verbs = plugins.add_subparsers(dest="plugin_verb", metavar="ACTION")
+    plugin_show = plugin_verbs.add_parser("show", parents=[scripting], help="one plugin: what it does, its parameters",
+                                          description="one plugin in full: what it computes, and each parameter "
+                                                      "`submit --param` takes, with its type, default and range")
+    plugin_show.add_argument("name")
     plugin_add = plugin_verbs.add_parser("add", parents=[scripting], help="add a plugin file or folder",
                                          description="add a plugin file or folder")
     plugin_add.add_argument("path", type=Path)
@@ -543,7 +547,8 @@ def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tupl
     return reply, EXIT_OK
 
 
-def _plugins(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tuple[PluginView, ...] | str, int]:
+def _plugins(args: argparse.Namespace, paths: Paths,
+             out: _Output) -> tuple[tuple[PluginView, ...] | PluginView | str, int]:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
     from frost_core import AddPlugin, ListPlugins, PluginRegistry, RemovePlugin, plain_reply, plugin_view
 
@@ -561,9 +566,22 @@ def _plugins(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tupl
     except NodeUnavailableError:
         registry = PluginRegistry(paths.data_dir)
         views = tuple(plugin_view(info) for info in ([registry.add(args.path.resolve())] if adding else registry.scan()))
+    if args.plugin_verb == "show":
+        view = _named_plugin(views, args.name)
+        out.say(tables.plugin_in_full(plain_reply(ListPlugins(), (view,))[0]))
+        return view, EXIT_OK if view.ok else EXIT_REFUSED
     if not out.json:
         out.say(tables.plugins(plain_reply(ListPlugins(), views)))
     return views, EXIT_OK if all(view.ok for view in views) or not adding else EXIT_REFUSED
+
+
+def _named_plugin(views: tuple[PluginView, ...], name: str) -> PluginView:
+    """The plugin `submit NAME` would run (the first of that name that works), or PluginError listing the names."""
+    named = sorted((view for view in views if view.name == name), key=lambda view: not view.ok)
+    if not named:
+        raise PluginError(f"no plugin named {name!r} (plugins here: {', '.join(sorted({v.name for v in views}))})",
+                          title="No such plugin")
+    return named[0]
 
 
 def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SubmitResult, int]:

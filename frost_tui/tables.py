@@ -52,6 +52,47 @@ def plugins(reply: list[dict[str, Any]]) -> str:
     return render(["NAME", "VERSION", "SOURCE", "HASH", "STATUS"], rows)
 
 
+def plugin_in_full(plugin: dict[str, Any]) -> str:
+    """`plugins show`: what `submit` needs to know of one plugin, its parameters with what each accepts."""
+    lines = [f"{plugin['name']} {plugin['version']}  ({plugin['source']}, {plugin['hash'][:12]})  {plugin['path']}",
+             f"Status  {plugin_status(plugin)}"]
+    if plugin["description"]:
+        lines += ["", plugin["description"]]
+    if plugin["params"]:
+        rows = [[p["name"], p["kind"], _param_default(p), _param_accepts(p), p["help"]] for p in plugin["params"]]
+        lines += ["", render(["PARAMETER", "TYPE", "DEFAULT", "ACCEPTS", "MEANING"], rows)]
+        example = " ".join(f"--input {_param_default(p)}=PATH" if p["kind"] == "inputs"
+                           else f"--param {p['name']}={_param_default(p)}" for p in plugin["params"][:2])
+        lines += ["", f"frost-tui submit {plugin['name']} {example}"]
+    else:
+        lines += ["", "No parameters."]
+    return "\n".join(lines)
+
+
+def _param_default(param: dict[str, Any]) -> str:
+    default = param["default"]
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return f"{default:g}" if isinstance(default, float) else str(default)
+
+
+def _param_accepts(param: dict[str, Any]) -> str:
+    """Its range or choices, as `submit` checks them; for "inputs", what `--input` must name."""
+    if param["choices"]:
+        return ", ".join(map(str, param["choices"]))
+    if param["kind"] == "inputs":
+        return "names given with --input NAME=PATH"
+    if param["kind"] == "bool":
+        return "true, false"
+    low, high = (None if bound is None else f"{bound:.0f}" if param["kind"] == "int" else f"{bound:g}"
+                 for bound in (param["minimum"], param["maximum"]))
+    if low is None and high is None:
+        return ""
+    if high is None:
+        return f">= {low}"
+    return f"<= {high}" if low is None else f"{low} to {high}"
+
+
 def plugin_status(plugin: dict[str, Any]) -> str:
     if not plugin["ok"]:
         return f"BROKEN: {plugin['error']}"

@@ -117,6 +117,13 @@ def test_commands_without_a_node_print_documents_that_fit_the_schema(tmp_path):
     plugins = _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")
     assert "broken_plugin" not in {p["name"] for p in plugins}  # it no longer warns
     assert _error(_run("plugins", "remove", "grep", "--data-dir", str(tmp_path), "--json"), 1)["title"] == "Plugin error"
+    shown = _document(_run("plugins", "show", "montecarlo-pi", "--data-dir", str(tmp_path), "--json"), "plugins show")
+    assert [p["name"] for p in shown["params"]] == ["samples", "units", "seed"]
+    assert _error(_run("plugins", "show", "montecarlo", "--data-dir", str(tmp_path), "--json"), 1) == {
+        "title": "No such plugin", "message": "no plugin named 'montecarlo' (plugins here: grep, heat-diffusion, "
+                                              "mandelbrot, montecarlo-pi, raytrace)"}
+    text = _run("plugins", "show", "montecarlo-pi", "--data-dir", str(tmp_path)).stdout
+    assert "units      int   16        1 to 100000" in text, text     # what `submit --param units=` accepts
     code = "FROST-AAAA"  # only its shape matters here: a bad code is refused with exit 2
     assert _error(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), 2)["title"] == "Bad join code"
     assert _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")
