@@ -498,6 +498,8 @@ class MasterStore:
         if row is None:
             raise UnknownAssignmentError(f"no assignment {assignment_id!r} on this node")
         state, data, media_type, filename = row
+        if state in ("cancelled", "failed"):   # (it never will: a failed one's error says why)
+            raise FrostError(f"assignment {assignment_id} {state}: it has no result", title="No result")
         if state != "done":
             raise FrostError(f"assignment {assignment_id} has no result yet (it is {state})", title="No result yet")
         return data, media_type or "application/octet-stream", filename or assignment_id
