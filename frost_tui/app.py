@@ -45,7 +45,7 @@ from frost_core import (
 )
 
 from frost_tui.tabs.assignments import AssignmentsPane
-from frost_tui.dialogs.small import ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
+from frost_tui.dialogs.small import AtStake, ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
 from frost_tui.dialogs.help import HelpScreen
@@ -549,10 +549,8 @@ class FrostApp(App[int]):
     def action_request_quit(self) -> None:
         """Detach from a node that runs on its own; an embedded one stops, so say what that does to its
         guests and to the assignments it is master of, and ask."""
-        snapshot = self.snapshot
-        guests = snapshot.guests if snapshot else ()
-        running = sum(1 for a in snapshot.assignments if a.state == "running") if snapshot else 0
-        if (not guests and not running) or self.node.link().kind != "embedded":
+        stake = AtStake.of(self.snapshot) if self.snapshot else AtStake()
+        if (not stake.guests and not stake.assignments) or self.node.link().kind != "embedded":
             self.exit(0)
             return
 
@@ -565,8 +563,7 @@ class FrostApp(App[int]):
                 self.notify("Evicting guests; frost-tui quits when they are gone.", title="Quitting")
                 self.set_timer(EVICT_BEFORE_QUIT_TIMEOUT, lambda: self.exit(0))
 
-        at_risk = sum(g.cpu_since_checkpoint_seconds for g in guests)
-        self.push_screen(QuitDialog(len(guests), at_risk, running), decide)
+        self.push_screen(QuitDialog(stake), decide)
 
     async def action_quit(self) -> None:
         self.exit(0)

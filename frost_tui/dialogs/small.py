@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import RenderableType
@@ -12,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from frost_core import PeerView, counted
+from frost_core import NodeSnapshot, PeerView, counted
 
 from frost_tui.widgets.format import format_duration
 
@@ -63,38 +64,74 @@ class DetailsDialog(ModalScreen[None]):
             yield Label("Press escape to close.", classes="setting-doc")
 
 
+@dataclass(frozen=True)
+class AtStake:
+    """What quitting an embedded node stops: the guests here, by whose they are, and the work it is master of."""
+
+    foreign: int = 0                 # guests of other machines' assignments
+    foreign_at_risk: float = 0.0     # their CPU-seconds since their last checkpoints
+    own: int = 0                     # units of this machine's own assignments running here
+    own_at_risk: float = 0.0
+    assignments: int = 0             # running assignments this machine is master of
+    peers: int = 0                   # peers alive: where an evicted guest can go
+
+    @classmethod
+    def of(cls, snapshot: NodeSnapshot) -> AtStake:
+        running = {a.id for a in snapshot.assignments if a.state == "running"}
+        own = [g for g in snapshot.guests if g.assignment_id in running]
+        foreign = [g for g in snapshot.guests if g.assignment_id not in running]
+        return cls(foreign=len(foreign), foreign_at_risk=sum(g.cpu_since_checkpoint_seconds for g in foreign),
+                   own=len(own), own_at_risk=sum(g.cpu_since_checkpoint_seconds for g in own),
+                   assignments=len(running), peers=sum(p.state == "alive" and not p.is_self for p in snapshot.peers))
+
+    @property
+    def guests(self) -> int:
+        return self.foreign + self.own
+
+    def lines(self) -> list[str]:
+        """What each kind of work does if the node stops now, and what evicting first changes."""
+        lines = []
+        if self.foreign:
+            lines.append(f"{counted(self.foreign, 'guest')} of other machines run here. Quit now and their masters "
+                         f"restart them elsewhere from their last checkpoints ({format_duration(self.foreign_at_risk)} "
+                         "of CPU work since then is lost); evict first and each checkpoints and moves to another peer.")
+        if self.own:
+            where = ", and moves to a peer that takes it" if self.peers else ""
+            lines.append(f"{counted(self.own, 'unit')} of your own assignments run here. Quit now and they go on from "
+                         f"their last checkpoints when frost-tui starts again ({format_duration(self.own_at_risk)} of "
+                         f"CPU work since then is lost); evict first and each checkpoints now{where}.")
+        if self.assignments:
+            its = "its" if self.assignments == 1 else "their"
+            lines.append(f"This machine is the master of {counted(self.assignments, 'running assignment')}: "
+                         + (f"{its} units on other machines keep running, but the results wait for frost-tui to "
+                            "start again here." if self.peers else
+                            f"with no peer in reach, nothing works on {'it' if self.assignments == 1 else 'them'} "
+                            "until frost-tui starts again here."))
+        return lines
+
+
 class QuitDialog(ModalScreen[str | None]):
     """Quitting stops this node: say what happens to the guests here and to the work it is master of.
 
     What quitting now really does (core: the node leaves the cluster): each guest's master restarts
     it elsewhere from its last checkpoint, so the work since then is lost; evicting first
-    checkpoints and hands each one on. Units of this node's own running assignments keep running
-    on their hosts, and their results wait for this node to start again.
+    checkpoints and hands each one on. A unit of this node's own is queued again when it starts next;
+    units of its running assignments keep running on their hosts, and their results wait for it.
     """
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel"), Binding("e", "choose('evict')", "Evict first"),
                 Binding("k", "choose('keep')", "Quit now")]
 
-    def __init__(self, guests: int, at_risk_seconds: float, assignments: int) -> None:
+    def __init__(self, stake: AtStake) -> None:
         super().__init__()
-        self.guests = guests
-        self.at_risk_seconds = at_risk_seconds
-        self.assignments = assignments
+        self.stake = stake
 
     def compose(self) -> ComposeResult:
-        lines = []
-        if self.guests:
-            lines.append(f"{counted(self.guests, 'guest')} run here. Quit now and their masters restart them elsewhere from "
-                         f"their last checkpoints ({format_duration(self.at_risk_seconds)} of CPU work since then is "
-                         "lost); evict first and each checkpoints and moves to another peer.")
-        if self.assignments:
-            lines.append(f"This machine is the master of {counted(self.assignments, 'running assignment')}: their units "
-                         "keep running on their hosts, but the results wait for frost-tui to start again here.")
         with Vertical(classes="dialog"):
             yield Label("Quit frost-tui?", classes="dialog-title")
-            yield Label("\n\n".join(lines), classes="dialog-text")
+            yield Label("\n\n".join(self.stake.lines()), classes="dialog-text")
             with Horizontal(classes="dialog-buttons"):
-                if self.guests:
+                if self.stake.guests:
                     yield Button("Evict first (e)", id="evict", variant="warning")
                 yield Button("Quit now (k)", id="keep", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
@@ -103,7 +140,7 @@ class QuitDialog(ModalScreen[str | None]):
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
 
     def action_choose(self, choice: str) -> None:
-        if choice == "evict" and not self.guests:
+        if choice == "evict" and not self.stake.guests:
             return
         self.dismiss(choice)
 

@@ -15,6 +15,7 @@ from textual.widgets import Input, TabbedContent, Tabs
 from frost_tui.tabs.peers import PeersPane
 
 from tests.tui.conftest import run_ui, screen_text
+from frost_tui.shots.fixed import demo_snapshot
 from tests.tui.fake_node import FakeNode
 from tests.waiting import wait_in_app
 
@@ -325,7 +326,7 @@ def test_a_tab_change_that_lands_after_the_help_opened_leaves_q_to_close_the_hel
 
 def dialog_words(app) -> str:
     """The screen's words with the borders beside a dialog taken out: a wrapped sentence reads whole."""
-    return " ".join(screen_text(app).replace("│", " ").replace("█", " ").replace("▊", " ").replace("▎", " ").split())
+    return " ".join(screen_text(app).translate({ord(c): " " for c in "│█▊▎╭╮╰╯"}).split())
 
 
 def test_q_on_a_master_of_running_work_says_it_waits_unclipped_at_80x24():
@@ -349,13 +350,34 @@ def test_q_with_guests_says_what_quitting_loses_unclipped_at_80x24(node):
         await pilot.press("q")
         await pilot.pause()
         text = dialog_words(app)
-        assert "3 guests run here" in text
+        assert "3 guests of other machines run here" in text
         assert "(2m57s of CPU work since then is lost)" in text  # 38 + 59 + 80 s
         assert "checkpoints and moves to another peer" in text
         assert "Evict first (e)" in text and "Cancel (esc)" in text
         await pilot.press("escape")
         await pilot.pause()
         assert "Quit frost-tui?" not in screen_text(app)
+
+    run_ui(node, scenario, size=(80, 24))
+
+
+def test_q_on_a_lone_desk_running_its_own_units_says_they_go_on_when_it_starts_again():
+    # A single node runs its own assignment's units: no master elsewhere restarts them, and no peer takes them.
+    lone = demo_snapshot(peers=0, guests=2)
+    own = tuple(dataclasses.replace(g, assignment_id="f00dfeed-7", task_id=f"f00dfeed-7.{i}")
+                for i, g in enumerate(lone.guests))
+    node = FakeNode(snapshot=dataclasses.replace(lone, guests=own))
+
+    async def scenario(app, pilot):
+        await pilot.press("q")
+        await pilot.pause()
+        text = dialog_words(app)
+        assert "2 units of your own assignments run here" in text and "of other machines" not in text
+        assert "they go on from their last checkpoints when frost-tui starts again (1m37s" in text   # 38 + 59 s
+        assert "evict first and each checkpoints now." in text and "moves to" not in text
+        assert "with no peer in reach, nothing works on it until frost-tui starts again here." in text
+        assert "Evict first (e)" in text
+        await pilot.press("escape")
 
     run_ui(node, scenario, size=(80, 24))
 
