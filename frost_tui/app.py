@@ -7,6 +7,7 @@ snapshots. The node itself runs as a trio guest run on Textual's asyncio loop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import sys
@@ -58,6 +59,7 @@ from frost_tui.tabs.settings import SettingsPane
 from frost_tui.dialogs.submit import SubmitDialog
 from frost_tui.palette import FrostCommands, PaletteCommand
 from frost_tui.trio_host import TrioHost
+from frost_tui.ui_choices import CHOICES_FILE, UiChoices
 from frost_tui.widgets.footer import KeysFooter
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
@@ -135,10 +137,13 @@ class FrostApp(App[int]):
         *(Binding(str(n), f"show_tab('{tab_id}')", label, show=False) for n, (tab_id, label, _) in enumerate(TABS, 1)),
     ]
 
-    def __init__(self, node: NodeApi, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, node: NodeApi, *, clock: Callable[[], float] = time.time,
+                 choices_file: Path | None = None) -> None:
         super().__init__()
         self.node = node
         self.clock = clock
+        self.choices_file = choices_file   # where the owner's choices (the Peers sort) are kept; None: nowhere
+        self.choices = UiChoices.load(choices_file)
         self.host = TrioHost()
         self.snapshot: NodeSnapshot | None = None
         self._latest: NodeSnapshot | None = None
@@ -163,6 +168,7 @@ class FrostApp(App[int]):
         yield KeysFooter()
 
     def on_mount(self) -> None:
+        self.query_one(PeersPane).sort_as(self.choices.peers_sort, self.choices.peers_descending)
         self.node.set_snapshot_listener(self.receive_snapshot)
         self.host.start(self.node.serve, on_done=self._node_stopped)
         self.receive_snapshot(self.node.snapshot())
@@ -523,6 +529,10 @@ class FrostApp(App[int]):
             return
         self.query_one(PeersPane).sort_by_next()
 
+    def on_peers_pane_sorted(self, message: PeersPane.Sorted) -> None:
+        self.choices = dataclasses.replace(self.choices, peers_sort=message.column, peers_descending=message.descending)
+        self.choices.save(self.choices_file)
+
     def action_unquarantine(self) -> None:
         """u on the Peers tab: the selected peer, quarantined for a wrong result, gets units again."""
         peer = self.query_one(PeersPane).selected_peer() if self.query_one(TabbedContent).active == "peers" else None
@@ -597,9 +607,11 @@ def describe_topbar(snapshot: NodeSnapshot, link: Link) -> str:
     )
 
 
-def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time) -> FrostApp:
-    """Build the app around a node (the real one, or a fake in tests and screenshots)."""
-    return FrostApp(node, clock=clock)
+def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time,
+               choices_file: Path | None = None) -> FrostApp:
+    """Build the app around a node (the real one, or a fake in tests and screenshots); `choices_file`: where
+    the owner's choices in it are kept between runs (None: they last as long as the app)."""
+    return FrostApp(node, clock=clock, choices_file=choices_file)
 
 
 def run_app(config: Config, *, targets: list | None = None, watch: bool = False) -> int:
@@ -622,6 +634,6 @@ def run_app(config: Config, *, targets: list | None = None, watch: bool = False)
         except FrostError as error:
             print(f"{error.title}: {error.message}", file=sys.stderr)
             return 1
-    app = create_app(node)
+    app = create_app(node, choices_file=config.paths.data_dir / CHOICES_FILE)
     app.run()
     return app.return_code or 0

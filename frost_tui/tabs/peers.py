@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.widgets import Input, Static
 
 from frost_core import NodeSnapshot, PeerView
@@ -37,6 +38,14 @@ SORT_KEYS = (
 
 class PeersPane(Pane):
     """Every node this one knows of, itself included (marked ★)."""
+
+    class Sorted(Message):
+        """The owner sorted the table: by the column of this title, this way round."""
+
+        def __init__(self, column: str, descending: bool) -> None:
+            super().__init__()
+            self.column = column
+            self.descending = descending
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -83,7 +92,13 @@ class PeersPane(Pane):
             self._descending = not self._descending
         else:
             self._sort_column, self._descending = column, SORT_KEYS[column][1]
+        self.post_message(self.Sorted(COLUMNS[column], self._descending))
         self._redraw()
+
+    def sort_as(self, column: str, descending: bool) -> None:
+        """Sort as the owner last did (a column of another version's table is ignored)."""
+        if column in COLUMNS:
+            self._sort_column, self._descending = COLUMNS.index(column), descending
 
     def sort_by_next(self) -> None:
         self.sort_by((self._sort_column + 1) % len(COLUMNS))

@@ -11,6 +11,7 @@ import io
 import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -28,11 +29,12 @@ Scenario = Callable[[FrostApp, Pilot], Awaitable[None]]
 SIZE = (132, 40)
 
 
-def run_ui(node, scenario: Scenario, *, size: tuple[int, int] = SIZE) -> FrostApp:
-    """Start the app on `node`, run `scenario`, quit; the app is returned for its exit code."""
+def run_ui(node, scenario: Scenario, *, size: tuple[int, int] = SIZE, choices_file: Path | None = None) -> FrostApp:
+    """Start the app on `node`, run `scenario`, quit; the app is returned for its exit code. `choices_file`: where
+    the app keeps the owner's choices (None: nowhere, as in most tests)."""
 
     async def main() -> FrostApp:
-        app = create_app(node, clock=lambda: DEMO_NOW)
+        app = create_app(node, clock=lambda: DEMO_NOW, choices_file=choices_file)
         # No transitions: a tab's sliding underline is Textual's, and Pilot waits it out after every key
         # (about 0.25 s a tab switch: 23 s of the UI tests' 270). The tmux tests keep them.
         app.animation_level = "none"

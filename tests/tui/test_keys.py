@@ -166,6 +166,34 @@ def test_o_and_header_clicks_sort_peers_showing_column_and_direction(node):
     run_ui(node, scenario)
 
 
+def test_the_peers_sort_the_owner_chose_is_the_one_the_next_run_starts_with(tmp_path):
+    choices = tmp_path / "ui.json"
+
+    async def sort_by_name_the_other_way(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        for _ in range(2):
+            await pilot.click("#peers-table", offset=(3, 1))  # the Name header: ascending, then descending
+            await pilot.pause()
+        assert "sorted by Name, descending" in screen_text(app)
+
+    async def peers_as_left(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "sorted by Name, descending" in text and text.index("curie") < text.index("ada ")
+
+    async def peers_by_default(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        assert "sorted by Available, descending" in screen_text(app)
+
+    run_ui(FakeNode(), sort_by_name_the_other_way, choices_file=choices)
+    run_ui(FakeNode(), peers_as_left, choices_file=choices)
+    choices.write_text('{"peers_sort": "Name", "peers_descending": "yes"')   # torn, or edited by hand
+    run_ui(FakeNode(), peers_by_default, choices_file=choices)               # the defaults, no failure
+
+
 def test_s_submits_with_inline_validation(node):
     async def scenario(app, pilot):
         await pilot.press("s")
