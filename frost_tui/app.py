@@ -169,6 +169,7 @@ class FrostApp(App[int]):
 
     def on_mount(self) -> None:
         self.query_one(PeersPane).sort_as(self.choices.peers_sort, self.choices.peers_descending)
+        self.query_one(GuestsPane).as_tree = self.choices.guests_tree
         self.node.set_snapshot_listener(self.receive_snapshot)
         self.host.start(self.node.serve, on_done=self._node_stopped)
         self.receive_snapshot(self.node.snapshot())
@@ -530,7 +531,13 @@ class FrostApp(App[int]):
         self.query_one(PeersPane).sort_by_next()
 
     def on_peers_pane_sorted(self, message: PeersPane.Sorted) -> None:
-        self.choices = dataclasses.replace(self.choices, peers_sort=message.column, peers_descending=message.descending)
+        self._keep_choices(peers_sort=message.column, peers_descending=message.descending)
+
+    def on_guests_pane_tree_toggled(self, message: GuestsPane.TreeToggled) -> None:
+        self._keep_choices(guests_tree=message.tree)
+
+    def _keep_choices(self, **changed: Any) -> None:
+        self.choices = dataclasses.replace(self.choices, **changed)
         self.choices.save(self.choices_file)
 
     def action_unquarantine(self) -> None:

@@ -30,6 +30,8 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("enter", "everything about the selected guest"),
         ("x", "evict the selected guest; asks when work since its checkpoint would be lost"),
         ("m", "move the selected guest to a peer you choose"),
+        ("t", "a tree of assignments, each with its guests' totals, or the flat list again (kept between runs)"),
+        ("- *", "in the tree: fold or unfold the selected assignment; all of them"),
     ),
     "peers": (
         ("↑ ↓", "select a peer"),

@@ -8,6 +8,7 @@ real nodes for each key would make the UI tests minutes long.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from textual import events
 from textual.widgets import Input, TabbedContent, Tabs
@@ -192,6 +193,53 @@ def test_the_peers_sort_the_owner_chose_is_the_one_the_next_run_starts_with(tmp_
     run_ui(FakeNode(), peers_as_left, choices_file=choices)
     choices.write_text('{"peers_sort": "Name", "peers_descending": "yes"')   # torn, or edited by hand
     run_ui(FakeNode(), peers_by_default, choices_file=choices)               # the defaults, no failure
+
+
+def test_t_shows_the_guests_as_a_tree_of_assignments_with_their_totals_folded_by_key_and_kept(tmp_path):
+    choices = tmp_path / "ui.json"
+
+    def rows(app) -> list[str]:
+        """The table's lines, each starting with its first cell's id (an assignment's: its tree row)."""
+        found = (re.match(r"\s*│\s*(?:[▾▸] )?\s*([0-9a-f]{8}-\d+(?:\.\d+)?) (.*)", line)
+                 for line in screen_text(app).splitlines())
+        return [" ".join(match.groups()) for match in found if match]
+
+    async def tree(app, pilot):
+        await pilot.press("2", "t")
+        await pilot.pause()
+        assert "by assignment: 2 assignments" in screen_text(app)
+        first, *_ = listed = rows(app)
+        # b7e1a2c9-4's two guests: 300 + 642 CPU-seconds, 60 + 110 MiB, both running.
+        assert "▾ b7e1a2c9-4" in screen_text(app) and "▸" not in screen_text(app)
+        assert "2 guests" in first and "15m42s" in first and "170 MiB" in first and "2 running" in first
+        assert [line.split()[0] for line in listed] == ["b7e1a2c9-4", "b7e1a2c9-4.0", "b7e1a2c9-4.2", "a91f3d20-5",
+                                                         "a91f3d20-5.1"]
+        await pilot.press("up", "enter")   # from the guest the flat list had selected to its assignment's row
+        await pilot.pause()
+        assert "Assignment b7e1a2c9-4 here" in screen_text(app) and "2 guests here" in screen_text(app)
+        await pilot.press("escape", "minus")   # fold the selected assignment
+        await pilot.pause()
+        assert [line.split()[0] for line in rows(app)] == ["b7e1a2c9-4", "a91f3d20-5", "a91f3d20-5.1"]
+        await pilot.press("x")   # a fold is no guest to evict
+        await pilot.pause()
+        assert "No guest selected" in screen_text(app)
+        await pilot.press("asterisk")   # fold them all
+        await pilot.pause()
+        assert [line.split()[0] for line in rows(app)] == ["b7e1a2c9-4", "a91f3d20-5"]
+        await pilot.press("asterisk")   # all folded: unfold them all
+        await pilot.pause()
+        assert len(rows(app)) == 5
+
+    async def still_a_tree(app, pilot):
+        await pilot.press("2")
+        await pilot.pause()
+        assert "▾ b7e1a2c9-4" in screen_text(app)
+        await pilot.press("t")   # and back to the flat list
+        await pilot.pause()
+        assert [line.split()[0] for line in rows(app)] == ["b7e1a2c9-4.0", "a91f3d20-5.1", "b7e1a2c9-4.2"]
+
+    run_ui(FakeNode(), tree, choices_file=choices)
+    run_ui(FakeNode(), still_a_tree, choices_file=choices)
 
 
 def test_s_submits_with_inline_validation(node):
