@@ -170,6 +170,9 @@ class FrostApp(App[int]):
     def on_mount(self) -> None:
         self.query_one(PeersPane).sort_as(self.choices.peers_sort, self.choices.peers_descending)
         self.query_one(GuestsPane).as_tree = self.choices.guests_tree
+        if self.choices.theme in self.available_themes:   # (one of another Textual version's: the default)
+            self.theme = self.choices.theme
+        self.theme_changed_signal.subscribe(self, lambda theme: self._keep_choices(theme=theme.name))
         self.node.set_snapshot_listener(self.receive_snapshot)
         self.host.start(self.node.serve, on_done=self._node_stopped)
         self.receive_snapshot(self.node.snapshot())

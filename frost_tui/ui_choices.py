@@ -1,5 +1,5 @@
 """What the owner chose in the UI and expects to find again next time, as htop and k9s keep theirs: the
-Peers tab's sort, the Guests tab's tree. One small file per desk, `ui.json` in the data dir; the node never reads it."""
+Peers tab's sort, the Guests tab's tree, the colour theme. One small file per desk, `ui.json` in the data dir; the node never reads it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class UiChoices:
     peers_sort: str = "Available"     # the title of the column the Peers table is sorted by
     peers_descending: bool = True
     guests_tree: bool = False         # the Guests tab as a tree of assignments (t), not a flat list
+    theme: str = ""                   # the colour theme picked in the palette (ctrl+p, Theme); "": Textual's default
 
     @classmethod
     def load(cls, path: Path | None) -> UiChoices:

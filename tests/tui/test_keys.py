@@ -242,6 +242,31 @@ def test_t_shows_the_guests_as_a_tree_of_assignments_with_their_totals_folded_by
     run_ui(FakeNode(), still_a_tree, choices_file=choices)
 
 
+def test_the_colour_theme_picked_in_the_palette_is_the_one_the_next_run_starts_with(tmp_path):
+    choices = tmp_path / "ui.json"
+
+    async def pick_nord(app, pilot):
+        default = app.theme
+        await pilot.press("ctrl+p", *"theme")
+        await pilot.pause()
+        await pilot.press("enter")   # the palette's Theme command lists the themes
+        await pilot.pause()
+        await pilot.press(*"nord", "enter")
+        await pilot.pause()
+        assert app.theme == "nord" != default
+
+    async def nord_again(app, pilot):
+        assert app.theme == "nord"
+
+    async def the_default(app, pilot):
+        assert app.theme == "textual-dark"
+
+    run_ui(FakeNode(), pick_nord, choices_file=choices)
+    run_ui(FakeNode(), nord_again, choices_file=choices)
+    choices.write_text('{"theme": "a theme of another Textual version"}')
+    run_ui(FakeNode(), the_default, choices_file=choices)
+
+
 def test_s_submits_with_inline_validation(node):
     async def scenario(app, pilot):
         await pilot.press("s")
