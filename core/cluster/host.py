@@ -715,6 +715,15 @@ class HostService:
             for master, units in self._reports().items():
                 nursery.start_soon(self._report_to, master, units)
 
+    async def report_spent(self) -> None:
+        """Before this node stops: tell each master what its runs that ended here without a result used (a report
+        of no units, which leaves the master's view of them as it was). Held in memory only, they went with the
+        node: a stop's hand-off ends every guest's run here, this node's ledger counted each as given, and their
+        masters never counted them received."""
+        async with trio.open_nursery() as nursery:
+            for master in list(self._spent):
+                nursery.start_soon(self._report_to, master, ())
+
     def _reports(self) -> dict[str, tuple[UnitStatus, ...]]:
         """Master -> what its report says now: its units here, and its runs that ended here without a result."""
         self._note_figures()

@@ -97,6 +97,7 @@ FIGURES_INTERVAL = 1.0      # how often local resources are measured and the his
 HOSTING_PUBLISH_GAP = 0.02  # hosting changes within this of a publication go out together, after it
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
 LEAVE_TIMEOUT = 1.0
+SPENT_TIMEOUT = 2.0         # on the way out, for the masters to hear what the runs that ended here used
 EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
 
 
@@ -375,8 +376,11 @@ class Node:
                     try:
                         await trio.sleep_forever()
                     finally:
-                        with trio.CancelScope(shield=True), trio.move_on_after(LEAVE_TIMEOUT):
-                            await self.membership.leave()
+                        with trio.CancelScope(shield=True):
+                            with trio.move_on_after(SPENT_TIMEOUT):
+                                await self.host.report_spent()
+                            with trio.move_on_after(LEAVE_TIMEOUT):
+                                await self.membership.leave()
         finally:
             self.supervisor.close()
             self.store.close()

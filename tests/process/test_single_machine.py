@@ -1,6 +1,7 @@
 """One machine, no peers: assignments run as guests, survive kills, and obey the owner at once."""
 
 import hashlib
+import json
 import os
 import signal
 import time
@@ -117,6 +118,20 @@ def test_evict_frees_the_cpu_and_requeues_the_unit(single_node):
     assert node.call("status")["state"] == "idle", "an evicted machine takes no new guests for a while"
     time.sleep(1.5)
     assert not guest_processes(node.process.pid)
+
+
+def test_a_stop_leaves_the_ledger_with_what_its_guests_used_on_both_sides(single_node):
+    # SIGTERM hands the guests on (here: back to this node's own queue, no peer being there). Their runs count
+    # as given by this machine at once; their master (this node) counted them received only with the host's
+    # next report, which a stop never sent: every restart left the two sides of the ledger apart.
+    node = single_node(OWNER_AWAY)
+    node.cli("submit", *ENDLESS)
+    guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
+    wait_for(lambda: guest_cpu_seconds(guests) > 1.0, timeout=30, what="guests using CPU")
+    node.stop()
+    node = single_node(OWNER_AWAY)
+    (me,) = [p for p in json.loads(node.cli("stats", "--json").stdout)["result"]["peers"] if p["is_self"]]
+    assert me["given"] > 0 and me["received"] == pytest.approx(me["given"]), me
 
 
 def test_pause_until_survives_a_restart(single_node):
