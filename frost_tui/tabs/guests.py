@@ -4,6 +4,7 @@ of assignments with each one's totals (htop's and btop's tree view: t)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -90,13 +91,10 @@ class GuestsPane(Pane):
         group = self.selected_group()
         return (f"Assignment {group} here", describe_group(self._groups[group])) if group in self._groups else None
 
-    def set_tree(self, tree: bool) -> None:
-        self.as_tree = tree
-        self._redraw()
-
     def action_toggle_tree(self) -> None:
-        self.set_tree(not self.as_tree)
+        self.as_tree = not self.as_tree
         self.post_message(self.TreeToggled(self.as_tree))
+        self._redraw()
 
     def action_fold(self) -> None:
         """Hide the selected assignment's guests under its row, or show them again."""
@@ -131,7 +129,7 @@ class GuestsPane(Pane):
             text = lambda: describe_guest(guest)  # noqa: E731
         elif group in self._groups:
             members = tuple(self._groups[group])
-            text = lambda: describe_group(list(members))  # noqa: E731
+            text = lambda: describe_group(members)  # noqa: E731
         elif self._guests:
             text = lambda: "No guest selected."  # noqa: E731
         else:
@@ -158,7 +156,7 @@ def tree_rows(groups: dict[str, list[GuestView]], folded: set[str]) -> list[tupl
     return rows
 
 
-def group_row(assignment_id: str, members: list[GuestView], *, folded: bool) -> tuple:
+def group_row(assignment_id: str, members: Sequence[GuestView], *, folded: bool) -> tuple:
     """An assignment's guests rolled up: their mean progress, their CPU time and memory summed, the longest
     time since one of them checkpointed, and how many are in each state."""
     first = members[0]
@@ -177,7 +175,7 @@ def group_row(assignment_id: str, members: list[GuestView], *, folded: bool) -> 
     )
 
 
-def describe_group(members: list[GuestView]) -> Table:
+def describe_group(members: Sequence[GuestView]) -> Table:
     first = members[0]
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
