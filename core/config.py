@@ -161,6 +161,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("guests", "cpu_cap_percent", float, 0.0,
            "CPU all guests together may use, in percent of one core, enforced by the guests' cgroup "
            "(cpu.max / cpu.cfs_quota_us); 0 means no cap.", 0, 409600),
+    Option("guests", "cpu_cap_in_use_percent", float, 0.0,
+           "The same cap while you are at the desk (keyboard or mouse input within owner.input_idle seconds; where "
+           "the OS cannot tell, always), so guests stay quiet and cool while you work and take more when you "
+           "leave; the tighter of the two caps holds. 0: one cap, at the desk or not.", 0, 409600),
     Option("guests", "max_processes", int, 64,
            "Processes and threads one guest may have at once (its cgroup's pids.max).", 4, 65536),
     # [checkpoints]

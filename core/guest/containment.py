@@ -32,6 +32,8 @@ class Containment:
         self.input_roots = input_roots
         """Folders holding input files guests may read (the node's file store and cache)."""
         self.settings = settings
+        self.cpu_cap_percent = 0.0
+        """All guests together, in percent of one core; 0 for no cap. The node's desk watch picks it (`set_cpu_cap`)."""
         self._cgroups: GuestCgroups | None = None
         self._report: IsolationReport | None = None
         self._readable: dict[str, tuple[str, ...]] = {}   # by plugin path: the same for every unit of a plugin
@@ -134,9 +136,14 @@ class Containment:
         """Give a spare's cgroup `task`'s memory limit (raises OSError as `cgroup_for` does)."""
         cgroup.limit_memory(task.unit.memory_bytes + self.settings.memory_slack_bytes)
 
+    def set_cpu_cap(self, percent: float) -> None:
+        """Cap all guests together at `percent` of one core (0: none), at once for those running: the owner came
+        to the desk or left it, or changed the setting."""
+        if percent != self.cpu_cap_percent and self._cgroups is not None:
+            self._cgroups.set_cpu_cap(percent)
+        self.cpu_cap_percent = percent
+
     def update_settings(self, settings: GuestSettings) -> None:
-        if self._cgroups is not None and settings.cpu_cap_percent != self.settings.cpu_cap_percent:
-            self._cgroups.set_cpu_cap(settings.cpu_cap_percent)
         if self._report is not None:
             self._report = dataclasses.replace(self._report, mode=settings.isolation)
         self.settings = settings
@@ -150,6 +157,6 @@ class Containment:
 
     def _open(self) -> GuestCgroups:
         if self._cgroups is None:
-            self._cgroups = open_guest_cgroups(cpu_cap_percent=self.settings.cpu_cap_percent,
+            self._cgroups = open_guest_cgroups(cpu_cap_percent=self.cpu_cap_percent,
                                                session_bus=user_session_bus())
         return self._cgroups

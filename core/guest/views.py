@@ -69,8 +69,6 @@ class GuestSettings:
     """Units of one assignment a guest process runs in turn before a fresh one takes over (see `warm.py`)."""
     isolation: str = "best-effort"
     """"strict": refuse a guest when an isolation layer is missing here (see isolation.py)."""
-    cpu_cap_percent: float = 0.0
-    """All guests together, in percent of one core; 0 for no cap."""
     max_processes: int = 64
 
     @classmethod
@@ -85,7 +83,6 @@ class GuestSettings:
             spares=spares_for(int(config.get("guests.cpus")) or os.cpu_count() or 1),
             units_per_process=int(config.get("guests.units_per_process")),
             isolation=str(config.get("guests.isolation")),
-            cpu_cap_percent=float(config.get("guests.cpu_cap_percent")),
             max_processes=int(config.get("guests.max_processes")),
         )
 

@@ -10,7 +10,9 @@ import trio
 
 from frost_core.config import Config
 from frost_core.measure.presence import Presence, PresenceReader
-from frost_core.policies.desk import Battery, DeskReadings, DeskSettings, judge_desk, parse_schedule
+from frost_core.policies.desk import (
+    Battery, DeskReadings, DeskSettings, cpu_cap_in_force, judge_desk, parse_schedule,
+)
 from frost_core.policies.owner import DeskVerdict
 
 
@@ -50,12 +52,13 @@ def running_programs(names: tuple[str, ...]) -> frozenset[str]:
     return frozenset(found)
 
 
-def read_desk(settings: DeskSettings) -> DeskReadings:
-    """One reading of what the desk rules in `settings` need (a rule that is off reads nothing)."""
+def read_desk(settings: DeskSettings, input_idle: float | None) -> DeskReadings:
+    """One reading of what the desk rules in `settings` need (a rule that is off reads nothing); `input_idle`
+    from the presence reader."""
     return DeskReadings(
         battery=read_battery() if settings.on_battery else None,
         temperatures=read_temperatures() if settings.max_temperature > 0 else None,
-        programs=running_programs(settings.programs),
+        programs=running_programs(settings.programs), input_idle=input_idle,
     )
 
 
@@ -64,6 +67,7 @@ def desk_settings(config: Config) -> DeskSettings:
         on_battery=config.get("desk.on_battery"), max_temperature=config.get("desk.max_temperature"),
         programs=tuple(config.get("desk.programs")), schedule=parse_schedule(config.get("desk.schedule")),
         cpu_cap_percent=config.get("guests.cpu_cap_percent"),
+        cpu_cap_in_use_percent=config.get("guests.cpu_cap_in_use_percent"), input_idle=config.get("owner.input_idle"),
     )
 
 
@@ -74,13 +78,25 @@ class DeskWatch:
         self.settings = desk_settings(config)
         self.presence = presence or PresenceReader()
         self.verdicts: tuple[DeskVerdict, ...] = ()
+        self._input_idle: float | None = None
 
     def update_settings(self, config: Config) -> None:
         self.settings = desk_settings(config)
 
+    @property
+    def cpu_cap_percent(self) -> float:
+        """The guests' CPU cap in force by the last presence reading and the settings now (0: none)."""
+        return cpu_cap_in_force(self.settings, self._input_idle)
+
     async def read(self) -> tuple[Presence, tuple[DeskVerdict, ...]]:
         """One reading in a worker thread (D-Bus calls and the process scan block, each briefly), then the rules."""
         settings = self.settings
-        presence, readings = await trio.to_thread.run_sync(lambda: (self.presence.read_blocking(), read_desk(settings)))
+
+        def read_blocking() -> tuple[Presence, DeskReadings]:
+            presence = self.presence.read_blocking()
+            return presence, read_desk(settings, presence.idle_seconds)
+
+        presence, readings = await trio.to_thread.run_sync(read_blocking)
+        self._input_idle = presence.idle_seconds
         self.verdicts = judge_desk(readings, settings, datetime.now(), self.verdicts)
         return presence, self.verdicts

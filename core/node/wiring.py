@@ -71,6 +71,7 @@ from frost_core.node.answers import answer
 from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
+from frost_core.policies.desk import capped_offer
 from frost_core.policies.fair_share import ShareSettings, submitter_usage
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.reciprocity import submitter_node
@@ -127,6 +128,7 @@ class Node:
         self.address = ""
         self.machine = MachineWatch(config, lambda: [*self.supervisor.guest_pids(), *self.gangs.host.guest_pids()])
         self.desk = DeskWatch(config)
+        self._cap_guests()
         self._machine_state: MachineState | None = None
         self._intents = Intents.load(self.store)
         self._intents_unsaved = False           # the disk refused to save the owner's latest wishes
@@ -455,6 +457,7 @@ class Node:
                 self.supervisor.update_settings(GuestSettings.from_config(self.config))
                 self.machine.update_settings(self.config)
                 self.desk.update_settings(self.config)
+                self._cap_guests()
                 self.balancer.settings = PolicySettings.from_config(self.config)
                 self.bandwidths.default = self.balancer.settings.default_bandwidth
                 self._scheduler.wake()
@@ -855,6 +858,7 @@ class Node:
                 self.events.add("pause", "the last guest finished or left (gang members too); hosting is paused")
             movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
             presence, desk = await self.desk.read()
+            self._cap_guests()
             state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable, desk=desk,
                                               input_idle=presence.idle_seconds)
             await self._follow_owner(state)
@@ -868,6 +872,11 @@ class Node:
             del self._history[:-HISTORY_LENGTH]
             self.mark_changed()
             await sleep_to_tick(FIGURES_INTERVAL)  # on the clock watchers' grid: one wake-up for all of them
+
+    def _cap_guests(self) -> None:
+        """The guests' CPU cap the desk rules pick now (a tighter one while the owner is at the desk), in their
+        cgroup at once: it is what keeps the fan quiet while the owner works, so it must not wait for a guest."""
+        self.supervisor.containment.set_cpu_cap(self.desk.cpu_cap_percent)
 
     async def _follow_owner(self, state: MachineState) -> None:
         """Carry out the owner policy: suspend at once, evict when it lasts, resume after quiet."""
@@ -972,8 +981,12 @@ class Node:
             self.machine.clients.disconnected(pid)
 
     def _available(self, hosting: HostingState) -> float:
+        """What a guest gets here, as measured, and no more than the guests' CPU cap lets it have: peers place by it."""
         state = self._machine_state
-        return round(state.reading.available, 3) if state is not None and hosting.accepts_guests else 0.0
+        if state is None or not hosting.accepts_guests:
+            return 0.0
+        return round(capped_offer(state.reading.available, self.supervisor.containment.cpu_cap_percent,
+                                  self._speed()), 3)
 
     def _guest_count(self) -> int:
         """The guests competing here for the guests' CPU, as the table counts them: units and gang members (the

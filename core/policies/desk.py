@@ -36,6 +36,7 @@ class DeskReadings:
     battery: Battery | None
     temperatures: tuple[tuple[str, float], ...] | None     # (sensor label, degrees Celsius)
     programs: frozenset[str]                               # the watched programs that run now
+    input_idle: float | None = None                        # seconds since the owner's last input; None: cannot tell
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,15 @@ class Window:
 
 @dataclass(frozen=True)
 class DeskSettings:
-    """Mirrors the [desk] section of the configuration (and the guests' CPU cap it explains)."""
+    """Mirrors the [desk] section of the configuration (and the guests' CPU caps it explains and picks between)."""
 
     on_battery: bool = True                     # suspend while the machine runs on its battery
     max_temperature: float = 90.0               # degrees Celsius; 0 switches the rule off
     programs: tuple[str, ...] = ()              # process names that suspend guests while they run
     schedule: tuple[tuple[Window, str], ...] = ()
     cpu_cap_percent: float = 0.0                # guests.cpu_cap_percent: all guests, percent of one core; 0 none
+    cpu_cap_in_use_percent: float = 0.0         # guests.cpu_cap_in_use_percent: the same while the owner is there
+    input_idle: float = 60.0                    # owner.input_idle: input more recent than this is the owner there
 
 
 def parse_window(text: str) -> Window:
@@ -160,13 +163,50 @@ def program_verdict(running: frozenset[str], settings: DeskSettings) -> DeskVerd
     return DeskVerdict("program", GuestAction.SUSPEND, f"{', '.join(found)} running, until it exits")
 
 
-def cap_verdict(settings: DeskSettings) -> DeskVerdict | None:
-    """The guests' CPU cap (their cgroup enforces it) as a line of its own: why guests get no more."""
-    if settings.cpu_cap_percent <= 0:
-        return None
-    return DeskVerdict("cpu-cap", GuestAction.RUN, f"guests together use at most {settings.cpu_cap_percent:g} % "
-                       "of one core (guests.cpu_cap_percent, their cgroup's CPU quota)",
-                       (("cpu_cap_percent", settings.cpu_cap_percent),))
+def owner_at_desk(input_idle: float | None, settings: DeskSettings) -> bool | None:
+    """Did the owner touch keyboard or mouse within `input_idle` seconds? None where the OS does not tell."""
+    return None if input_idle is None else input_idle < settings.input_idle
+
+
+def cpu_cap_in_force(settings: DeskSettings, input_idle: float | None) -> float:
+    """The guests' CPU cap now, in percent of one core (0: none): the in-use cap, where it is tighter, while
+    the owner is at the desk, and also where the OS cannot tell (the owner asked for quiet while there)."""
+    in_use, away = settings.cpu_cap_in_use_percent, settings.cpu_cap_percent
+    if in_use <= 0 or owner_at_desk(input_idle, settings) is False:
+        return away
+    return min(in_use, away) if away > 0 else in_use
+
+
+def capped_offer(measured: float, cap_percent: float, speed: float) -> float:
+    """What guests get here, as peers should place by it: the measured speed units, no more than a cap of
+    `cap_percent` of one core lets through (a capped desk that gossips its idle cores draws units it starves)."""
+    return min(measured, cap_percent / 100 * speed) if cap_percent > 0 else measured
+
+
+def cap_verdict(settings: DeskSettings, input_idle: float | None = None) -> DeskVerdict | None:
+    """The guests' CPU cap in force (their cgroup enforces it) as a line of its own: why guests get no more,
+    and, with an in-use cap, what they get once the owner comes or goes."""
+    in_force = cpu_cap_in_force(settings, input_idle)
+    figures = (("cpu_cap_percent", in_force),)
+    if settings.cpu_cap_in_use_percent <= 0:
+        if in_force <= 0:
+            return None
+        return DeskVerdict("cpu-cap", GuestAction.RUN, f"guests together use at most {in_force:g} % of one core "
+                           "(guests.cpu_cap_percent, their cgroup's CPU quota)", figures)
+    away = cpu_cap_in_force(settings, float("inf"))
+    away_words = f"at most {away:g} % of one core" if away > 0 else "no cap"
+    at_desk = owner_at_desk(input_idle, settings)
+    if at_desk is False:
+        return DeskVerdict("cpu-cap", GuestAction.RUN, f"no input for {input_idle:.0f} s: guests together have "
+                           f"{away_words} (guests.cpu_cap_percent); at most {cpu_cap_in_force(settings, 0.0):g} % "
+                           "once you are back", figures)
+    tighter = "guests.cpu_cap_in_use_percent" if away <= 0 or in_force < away else "guests.cpu_cap_percent"
+    capped = f"guests together use at most {in_force:g} % of one core ({tighter})"
+    if at_desk:
+        return DeskVerdict("cpu-cap", GuestAction.RUN, f"input {input_idle:.0f} s ago: {capped}; {away_words} after "
+                           f"{settings.input_idle:.0f} s without input", figures)
+    return DeskVerdict("cpu-cap", GuestAction.RUN, f"this machine cannot tell whether you are at the desk: {capped}, "
+                       "as while you are", figures)
 
 
 def judge_desk(readings: DeskReadings, settings: DeskSettings, when: datetime,
@@ -175,6 +215,7 @@ def judge_desk(readings: DeskReadings, settings: DeskSettings, when: datetime,
     and `when` the local time."""
     hot = any(v.rule == "temperature" and v.action is not GuestAction.RUN for v in previous)
     verdicts = [battery_verdict(readings.battery, settings), temperature_verdict(readings.temperatures, settings, hot),
-                program_verdict(readings.programs, settings), schedule_verdict(settings, when), cap_verdict(settings)]
+                program_verdict(readings.programs, settings), schedule_verdict(settings, when),
+                cap_verdict(settings, readings.input_idle)]
     said = [verdict for verdict in verdicts if verdict is not None]
     return tuple(sorted(said, key=lambda verdict: verdict.action is GuestAction.RUN))

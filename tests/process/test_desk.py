@@ -8,6 +8,7 @@ so no hardware is needed and nothing in psutil is faked.
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -198,3 +199,44 @@ def test_the_cpu_cap_says_in_status_how_much_guests_get(desk_node):
     wait_for(lambda: "cpu-cap: guests together use at most 50 % of one core" in desk_lines(node), timeout=10,
              what="the CPU cap's line")
     assert "Owner     cpu-cap: guests together use at most 50 % of one core" in node.cli("status").stdout
+
+
+def test_guests_keep_to_the_in_use_cap_while_the_owner_types_and_get_more_once_they_leave(desk_node, buses, started):
+    session, _ = buses
+    idle = {"seconds": 0.0}                                     # the owner types right now
+    started(mutter_service(session.address, lambda: idle["seconds"]))
+    start, _ = desk_node
+    # "always": the test machine's own load must not suspend the guests (see ALWAYS); the cap is the subject.
+    node = start(ALWAYS + "\n[guests]\ncpu_cap_in_use_percent = 25\n")
+    wait_for(lambda: node.call("status")["hosting"]["presence"].startswith("GNOME Mutter IdleMonitor"), timeout=15,
+             what="presence from Mutter")
+    node.call("submit", plugin="montecarlo-pi", params={"samples": 10**12, "units": 2})
+    guests = wait_for(lambda: len(found := guest_processes(node.process.pid)) == 2 and found, timeout=30,
+                      what="two guests")
+    wait_for(lambda: "input 0 s ago: guests together use at most 25 % of one core" in desk_lines(node), timeout=10,
+             what="the in-use cap's line")
+    assert guests_cpu_quota(guests[0]) == 25                    # a quarter of one core, for both guests together
+    before, began = guest_cpu_seconds(guests), time.monotonic()
+    time.sleep(3.0)
+    used = (guest_cpu_seconds(guests) - before) / (time.monotonic() - began)
+    assert used < 0.25 * 1.2, f"two guests used {used:.2f} of a core while the owner typed (cap 0.25)"
+    idle["seconds"] = 600.0                                     # the owner went for lunch
+    wait_for(lambda: "no input for 600 s: guests together have no cap" in desk_lines(node), timeout=10,
+             what="the cap lifted")
+    wait_for(lambda: guests_cpu_quota(guests[0]) is None, timeout=5, what="the guests' quota lifted in their cgroup")
+    idle["seconds"] = 0.0                                       # and came back
+    wait_for(lambda: guests_cpu_quota(guests[0]) == 25, timeout=10, what="the in-use cap back in the cgroup")
+
+
+def guests_cpu_quota(guest) -> float | None:
+    """The CPU quota of the guests' parent cgroup, in percent of one core, as the kernel holds it; None: none."""
+    for line in Path(f"/proc/{guest.pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":                                   # the unified hierarchy (v2)
+            quota, period = (Path("/sys/fs/cgroup") / path.lstrip("/")).parent.joinpath("cpu.max").read_text().split()
+            return None if quota == "max" else 100 * int(quota) / int(period)
+        if "cpu" in controllers.split(","):
+            parent = (Path("/sys/fs/cgroup") / controllers / path.lstrip("/")).parent
+            quota = int(parent.joinpath("cpu.cfs_quota_us").read_text())
+            return None if quota < 0 else 100 * quota / int(parent.joinpath("cpu.cfs_period_us").read_text())
+    raise AssertionError(f"guest {guest.pid} is in no cpu cgroup")

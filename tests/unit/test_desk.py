@@ -5,8 +5,8 @@ from datetime import datetime
 import pytest
 
 from frost_core.policies.desk import (
-    Battery, DeskReadings, DeskSettings, battery_verdict, judge_desk, parse_schedule, parse_window, program_verdict,
-    schedule_verdict, temperature_verdict, window_covers, window_end,
+    Battery, DeskReadings, DeskSettings, battery_verdict, cap_verdict, capped_offer, cpu_cap_in_force, judge_desk, parse_schedule,
+    parse_window, program_verdict, schedule_verdict, temperature_verdict, window_covers, window_end,
 )
 from frost_core.policies.owner import GuestAction, OwnerPolicy, OwnerSettings, OwnerView
 
@@ -151,6 +151,50 @@ def test_judge_desk_lists_suspending_rules_first_and_a_desktop_says_little():
     laptop = judge_desk(DeskReadings(Battery(50, False), (("cpu", 40.0),), frozenset({"zoom"})), settings, MONDAY_NOON)
     assert [(v.rule, v.action) for v in laptop] == [("battery", SUSPEND), ("program", SUSPEND),
                                                     ("temperature", RUN), ("cpu-cap", RUN)]
+
+
+@pytest.mark.parametrize("away, in_use, input_idle, expected", [
+    (0, 0, 1.0, 0),             # no caps at all
+    (400, 0, 1.0, 400),         # one cap, at the desk or not
+    (0, 50, 1.0, 50),           # typed a second ago: the in-use cap
+    (0, 50, 59.9, 50),          # still within owner.input_idle (60 s)
+    (0, 50, 60.0, 0),           # a minute without input: no cap
+    (0, 50, None, 50),          # the OS cannot tell: as if the owner were there
+    (400, 50, 1.0, 50),         # the tighter of the two at the desk
+    (400, 50, 300.0, 400),      # and the away cap once gone
+    (30, 50, 1.0, 30),          # an in-use cap looser than the away cap does not loosen it
+])
+def test_the_cap_in_force_follows_the_owner_to_and_from_the_desk(away, in_use, input_idle, expected):
+    settings = DeskSettings(cpu_cap_percent=away, cpu_cap_in_use_percent=in_use)
+    assert cpu_cap_in_force(settings, input_idle) == expected
+    if away or in_use:
+        assert cap_verdict(settings, input_idle).figures == (("cpu_cap_percent", expected),)
+
+
+def test_a_capped_desk_offers_its_peers_no_more_than_the_cap_lets_through():
+    assert capped_offer(3.6, 0, speed=1.8) == 3.6           # two idle cores at speed 1.8, no cap
+    assert capped_offer(3.6, 25, speed=1.8) == 0.45         # a quarter of one core
+    assert capped_offer(0.2, 25, speed=1.8) == 0.2          # the owner's load leaves less than the cap
+
+
+def test_the_in_use_cap_line_says_what_holds_now_and_what_comes_next():
+    settings = DeskSettings(cpu_cap_in_use_percent=50)
+    assert cap_verdict(settings, 3.0).explain() == (
+        "cpu-cap: input 3 s ago: guests together use at most 50 % of one core (guests.cpu_cap_in_use_percent); "
+        "no cap after 60 s without input [cpu_cap_percent 50]")
+    assert cap_verdict(settings, 75.0).explain() == (
+        "cpu-cap: no input for 75 s: guests together have no cap (guests.cpu_cap_percent); at most 50 % once you "
+        "are back [cpu_cap_percent 0]")
+    assert cap_verdict(settings, None).explain() == (
+        "cpu-cap: this machine cannot tell whether you are at the desk: guests together use at most 50 % of one "
+        "core (guests.cpu_cap_in_use_percent), as while you are [cpu_cap_percent 50]")
+    both = DeskSettings(cpu_cap_percent=200, cpu_cap_in_use_percent=50)
+    assert "at most 200 % of one core (guests.cpu_cap_percent); at most 50 % once you are back" in \
+        cap_verdict(both, 75.0).explain()
+    looser = DeskSettings(cpu_cap_percent=30, cpu_cap_in_use_percent=50)
+    assert "at most 30 % of one core (guests.cpu_cap_percent)" in cap_verdict(looser, 3.0).explain()
+    desk = judge_desk(DeskReadings(None, None, frozenset(), input_idle=3.0), settings, MONDAY_NOON)
+    assert [v.rule for v in desk] == ["temperature", "cpu-cap"]
 
 
 def test_the_owner_policy_suspends_on_a_desk_verdict_and_names_it():
