@@ -502,10 +502,20 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
 
     saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(args.output.resolve()),
                                      files=str(args.files.resolve()) if args.files else None))
-    out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    _say_saved(saved, out)
     if args.files:
         out.say(f"Saved {counted(len(saved.files), 'output file')} to {saved.files_folder}")
     return saved, EXIT_OK
+
+
+def _say_saved(saved: SavedResult, out: _Output) -> None:
+    """Where the result went; and, when the name asked for promises another format than the plugin's (x.ppm for
+    a PNG), that the file holds the plugin's bytes as they are: nothing here converts images."""
+    out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    made, asked = Path(saved.named).suffix, Path(saved.path).suffix
+    if made and made.lower() != asked.lower():
+        out.say(f"Note: the plugin made a {saved.media_type} file ({saved.named}); {Path(saved.path).name} holds "
+                f"those bytes unchanged, so name it {made} to open it as what it is", file=sys.stderr)
 
 
 def _units(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[FoundUnits, int]:
@@ -616,7 +626,7 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         out.say(f"Assignment {submitted.id} is done.")
         return ended, EXIT_OK
     saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(args.output.resolve())))
-    out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    _say_saved(saved, out)
     return SubmitResult(id=submitted.id, units=submitted.units, assignment=state, saved=saved), EXIT_OK
 
 

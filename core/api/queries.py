@@ -41,6 +41,7 @@ class SavedResult:
     media_type: str
     files: tuple[str, ...] = ()
     files_folder: str | None = None
+    named: str = ""         # the file name its plugin gave the result: its suffix says the format
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -140,11 +140,10 @@ def _seen(node: Answering) -> _Seen:
 
 
 async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:
-    data, media_type, _filename = node.store.result(assignment_id)
+    data, media_type, filename = node.store.result(assignment_id)
     await trio.to_thread.run_sync(write_atomically, output, data)
-    saved = SavedResult(path=str(output), bytes=len(data), media_type=media_type)
+    saved = SavedResult(path=str(output), bytes=len(data), media_type=media_type, named=filename)
     if folder is None:
         return saved
     names = await trio.to_thread.run_sync(save_files, node.store, assignment_id, folder)
-    return SavedResult(path=saved.path, bytes=saved.bytes, media_type=media_type, files=tuple(names),
-                       files_folder=str(folder))
+    return replace(saved, files=tuple(names), files_folder=str(folder))

@@ -69,7 +69,12 @@ def test_assignment_commands_print_documents_that_fit_the_schema(single_node, tm
     assert node.cli("units", submitted["id"], "0").stdout.splitlines()[-1] == "1 of 1 units matches '0'"
     again = _document(node.cli("result", submitted["id"], "--output", str(tmp_path / "again.json"), "--json"),
                       "result")
-    assert again["bytes"] == output.stat().st_size
+    assert again["bytes"] == output.stat().st_size and again["named"].endswith(".json")
+    # A name that promises another format: the plugin's bytes as they are, and a note that says so.
+    renamed = node.cli("result", submitted["id"], "--output", str(tmp_path / "pi.txt"))
+    assert (tmp_path / "pi.txt").read_bytes() == output.read_bytes()
+    assert "holds those bytes unchanged, so name it .json to open it as what it is" in renamed.stderr
+    assert "Note" not in node.cli("result", submitted["id"], "--output", str(tmp_path / "pi.JSON")).stderr
     # The unit ran here for this node's own assignment: the ledger counts it as given and as received.
     ledger = _document(node.cli("stats", "--since", "1h", "--json"), "stats")
     assert ledger["given"] > 0 and ledger["received"] > 0 and ledger["days"][-1]["given"] == ledger["given"]
