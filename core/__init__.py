@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     )
     from frost_core.config import (
         DEFAULT_PORT, OPTIONS, Config, Option, Paths, describe_options, load_config, parse_address, save_config,
+        option_named, waiting_for_restart,
     )
     from frost_core.logs import configure_logging
     from frost_core.measure.calibrate import load_or_measure
@@ -127,6 +128,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "load_config": ("frost_core.config", "load_config"),
     "parse_address": ("frost_core.config", "parse_address"),
     "save_config": ("frost_core.config", "save_config"),
+    "waiting_for_restart": ("frost_core.config", "waiting_for_restart"),
+    "option_named": ("frost_core.config", "option_named"),
     "configure_logging": ("frost_core.logs", "configure_logging"),
     "counted": ("frost_core.api.wording", "counted"),
     # commands change the node (the UI sends them one way; the control socket answers them)

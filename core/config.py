@@ -249,6 +249,30 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_NAME = {option.name: option for option in OPTIONS}
+READ_AT_START = {
+    **{o.name: "the node" for o in OPTIONS if o.section in ("node", "gossip") and o.name != "node.stop_handoff"},
+    "cluster.key_file": "the node", "control.listen": "the node", "log.level": "the node", "control.hosts": "the UI",
+}
+"""Options read only as the node (its sockets, membership, log) or the UI starts: a saved change waits for a
+restart. The running node applies every other option as it is saved (the Settings tab, `config set`)."""
+
+
+def option_named(name: str) -> Option:
+    """The option of that full name ("guests.cpus"), or ConfigError naming it and the closest real one."""
+    if name not in _BY_NAME:
+        raise ConfigError(f"unknown option {name!r}{_suggest(name, _BY_NAME)}; `frost-tui config` lists them all")
+    return _BY_NAME[name]
+
+
+def waiting_for_restart(names: Collection[str]) -> str:
+    """What a save of `names` leaves for a restart, as a clause ("node.port takes effect when the node starts
+    again"); "" when the running node applies them all now."""
+    waiting: dict[str, list[str]] = {}
+    for name in names:
+        if name in READ_AT_START:
+            waiting.setdefault(READ_AT_START[name], []).append(name)
+    return "; ".join(f"{' and '.join(sorted(named))} {'takes' if len(named) == 1 else 'take'} effect when {part} "
+                     "starts again" for part, named in sorted(waiting.items(), key=lambda item: item[0] != "the node"))
 SECTIONS = tuple(dict.fromkeys(option.section for option in OPTIONS))
 
 
@@ -320,10 +344,7 @@ class Config:
         """A copy with some options changed (keys written with '__' for '.'), validated again."""
         raw = dict(self.values)
         for key, value in changes.items():
-            name = key.replace("__", ".")
-            if name not in _BY_NAME:
-                raise ConfigError(f"unknown option {name!r}")
-            raw[name] = value
+            raw[option_named(key.replace("__", ".")).name] = value
         return Config(values=_validate_flat(raw, source="override"), paths=self.paths)
 
     @property

@@ -43,6 +43,7 @@ from frost_core import (
     ResumeHosting,
     SubmitAssignment,
     counted,
+    waiting_for_restart,
 )
 
 from frost_tui.tabs.assignments import AssignmentsPane
@@ -557,7 +558,13 @@ class FrostApp(App[int]):
 
     def on_settings_pane_save(self, message: SettingsPane.Save) -> None:
         self.send(message.command)
-        self.notify(", ".join(f"{k} = {v}" for k, v in message.command.values.items()), title="Saving settings")
+        values = message.command.values
+        saved = ", ".join(f"{k} = {v}" for k, v in values.items())
+        if later := waiting_for_restart(values):   # the owner must not wait for a change that waits for a restart
+            self.notify(f"{saved}\nWaits for a restart: {later}.", title="Saving settings", severity="warning",
+                        timeout=10)
+        else:
+            self.notify(saved, title="Saving settings")
 
     def action_help(self) -> None:
         tab = self.query_one(TabbedContent).active

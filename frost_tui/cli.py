@@ -70,6 +70,14 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class SetResult:
+    config_file: str
+    values: dict[str, Any]
+    applied: bool               # a running node took them (else they act when one starts)
+    waiting_for_restart: str    # what of them acts only once the node (or the UI) starts again; "" for none
+
+
+@dataclass(frozen=True)
 class SubmitResult:
     id: str
     units: int
@@ -84,7 +92,8 @@ RESULTS: dict[str, Any] = {
     "result": SavedResult, "cancel": str, "pause": str, "resume": str, "finish": str, "evict": str, "move": str, "unquarantine": str,
     "key show": KeyResult, "key set": KeyResult, "key owner-token": str,
     "key remember": KeyResult,
-    "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult, "measure": Measurement,
+    "service install": tuple[str, ...], "service uninstall": tuple[str, ...], "config": ConfigResult,
+    "config set": SetResult, "measure": Measurement,
     "screenshots": tuple[str, ...], "completion": str, "stats": LedgerView,
 }
 """The type of `result` in each command's `--json` document (docs/cli.schema.json is built from it)."""
@@ -238,7 +247,16 @@ def build_parser() -> argparse.ArgumentParser:
     move.add_argument("task", help="the unit's task id, ASSIGNMENT.UNIT")
     move.add_argument("node", help="the destination: a peer's name, node id or node id prefix")
     verb("finish", "take nothing new and pause once the current guests finish")
-    verb("config", "show every option, its value and its meaning")
+    config = verb("config", "show every option, its value and its meaning; or set some")
+    config_verbs = config.add_subparsers(dest="config_verb", metavar="ACTION")
+    config_set = config_verbs.add_parser(
+        "set", parents=[scripting], help="change options: the running node applies them at once",
+        description="change options in the configuration file, keeping its comments; the running node of this data "
+                    "dir applies them at once (those read only at start when it starts again), as the Settings tab "
+                    "does. Values as the Settings tab takes them: 50, on/off, a, b for a list, {\"K\" = \"V\"} "
+                    "for a table")
+    config_set.add_argument("assignments", nargs="+", metavar="NAME=VALUE",
+                            help="an option by its full name, as `frost-tui config` lists it: guests.cpus=2")
     verb("measure", "measure again what a guest gets here on an idle and on a busy machine")
     shots = verb("screenshots", "render a PNG (and SVG) of every screen into a folder (needs frost-tui[screenshots])")
     shots.add_argument("--out", type=Path, default=Path("screenshots"), help="folder (default: screenshots)")
@@ -301,7 +319,7 @@ def _command_name(argv: list[str]) -> str:
 
 def _command_of(args: argparse.Namespace) -> str:
     """"status", "key show", "plugins add"…: the key of RESULTS and the `command` of the JSON document."""
-    nested = (getattr(args, name, None) for name in ("key_verb", "plugin_verb", "service_verb"))
+    nested = (getattr(args, name, None) for name in ("key_verb", "plugin_verb", "service_verb", "config_verb"))
     return " ".join(filter(None, (args.verb, *nested)))
 
 
@@ -416,7 +434,55 @@ def _service(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tupl
     return tuple(lines), EXIT_OK
 
 
-def _show_config(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[ConfigResult, int]:
+def _config(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[ConfigResult | SetResult, int]:
+    return _set_config(args, paths, out) if args.config_verb == "set" else _show_config(paths, out)
+
+
+def _set_config(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SetResult, int]:
+    """Through the running node when there is one, which validates, saves and applies, as the Settings tab's save
+    does; else into the file directly. Every value is checked before anything is written."""
+    from frost_core import SaveSettings, save_config, waiting_for_restart
+
+    values = _option_values(args.assignments)
+    config = load_config(paths).replace(**{name.replace(".", "__"): value for name, value in values.items()})
+    try:
+        _call(paths, SaveSettings(values=values))
+        applied = True
+    except NodeUnavailableError:
+        save_config(config, names=values)
+        applied = False
+    later = waiting_for_restart(values)
+    out.say(f"Saved {', '.join(f'{name} = {value!r}' for name, value in values.items())} to {paths.config_file}.")
+    if not applied:
+        out.say("No node runs with this data dir: they take effect when one starts.")
+    elif not later:
+        out.say("The running node applies them now.")
+    elif all(waiting_for_restart([name]) for name in values):
+        out.say(f"The running node goes on as it was until then: {later}.")
+    else:
+        out.say(f"The running node applies the others now; {later}.")
+    return SetResult(config_file=str(paths.config_file), values=values, applied=applied,
+                     waiting_for_restart=later), EXIT_OK
+
+
+def _option_values(assignments: list[str]) -> dict[str, Any]:
+    """`NAME=VALUE` words as typed values, or ConfigError naming the word and what it takes."""
+    from frost_core import option_named
+    from frost_tui.option_text import parse_value
+
+    values: dict[str, Any] = {}
+    for word in assignments:
+        name, sep, text = word.partition("=")
+        if not sep:
+            raise ConfigError(f"{word!r} is not NAME=VALUE (guests.cpus=2)")
+        try:
+            values[name.strip()] = parse_value(option_named(name.strip()), text)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    return values
+
+
+def _show_config(paths: Paths, out: _Output) -> tuple[ConfigResult, int]:
     config = load_config(paths)
     exists = paths.config_file.exists()
     out.say(f"# configuration file: {paths.config_file}{'' if exists else ' (not created yet)'}\n"
@@ -650,7 +716,7 @@ def _input_files(items: list[str]) -> dict[str, str]:
 _COMMANDS = {
     "status": _table_query, "peers": _table_query, "assignments": _table_query, "units": _units, "key": _key,
     "stats": _stats,
-    "service": _service, "config": _show_config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
+    "service": _service, "config": _config, "measure": _measure, "screenshots": _screenshots, "completion": _completion,
     "plugins": _plugins, "submit": _submit, "result": _result, "cancel": _owner_command, "pause": _owner_command,
     "resume": _owner_command, "finish": _owner_command, "evict": _owner_command, "move": _owner_command,
     "unquarantine": _owner_command,

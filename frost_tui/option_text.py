@@ -9,6 +9,7 @@ from frost_core import Option
 
 KIND_WORDS = {int: "a whole number", float: "a number", str: "text", bool: "on or off",
               list: "a comma-separated list", dict: "a TOML table"}
+BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
 
 
 def parse_value(option: Option, text: str) -> Any:
@@ -18,6 +19,10 @@ def parse_value(option: Option, text: str) -> Any:
         return [item.strip() for item in text.split(",") if item.strip()]
     if option.kind is dict:
         return _parse_table(option, text)
+    if option.kind is bool:
+        if text.lower() not in BOOL_WORDS:
+            raise ValueError(f"{option.name} must be on or off, not {text!r}")
+        return BOOL_WORDS[text.lower()]
     if option.kind is str:
         value: Any = text
     else:

@@ -39,7 +39,7 @@ from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
     ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
-from frost_core.config import Config, parse_address, save_config
+from frost_core.config import Config, parse_address, save_config, waiting_for_restart
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.attach_service import serve_attached
 from frost_core.node.control import Handler, Request, serve_control
@@ -461,8 +461,10 @@ class Node:
                 self.balancer.settings = PolicySettings.from_config(self.config)
                 self.bandwidths.default = self.balancer.settings.default_bandwidth
                 self._scheduler.wake()
-                self.events.add("settings", f"saved {counted(len(values), 'setting')} to {self.paths.config_file}")
-                return "saved"
+                later = waiting_for_restart(values)
+                self.events.add("settings", f"saved {counted(len(values), 'setting')} to {self.paths.config_file}"
+                                + (f"; {later}" if later else ""), severity="warning" if later else "info")
+                return f"saved; {later}" if later else "saved"
             case MoveTask(task_id=task_id, node=node):
                 return await self.move(task_id, node)
             case Remeasure():

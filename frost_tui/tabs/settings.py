@@ -2,7 +2,8 @@
 
 The form is generated from core's option table, so each field carries that option's bounds
 and documentation; saving sends the changed values to the node, which validates, writes the
-config file and applies them live.
+config file and applies them live, but for those read only as the node or the UI starts
+(`config.READ_AT_START`), which the save's notification names.
 """
 
 from __future__ import annotations

@@ -214,3 +214,24 @@ def test_the_bash_completion_script_is_valid_bash(tmp_path):
     script = tmp_path / "frost-tui.bash"
     script.write_text(_run("completion", "bash").stdout)
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0
+
+
+def test_config_set_changes_the_running_node_at_once_and_says_what_waits_for_a_restart(single_node):
+    node = single_node()
+    config_file = node.data_dir / "config.toml"
+    applied = node.cli("config", "set", "guests.cpu_cap_in_use_percent=25", "node.port=47799")
+    assert "The running node applies the others now; node.port takes effect when the node starts again." \
+        in applied.stdout
+    wait_for(lambda: "guests together use at most 25 % of one core" in " ".join(node.call("status")["hosting"]["owner"]),
+             timeout=10, what="the cap in force on the running node")
+    saved = config_file.read_text()
+    assert "cpu_cap_in_use_percent = 25" in saved and "port = 47799" in saved
+    refused = node.cli("config", "set", "guests.cpus=2", "owner.policy=sometimes", check=False)
+    assert refused.returncode == 2 and "owner.policy must be one of share, idle-only, always" in refused.stderr
+    assert config_file.read_text() == saved, "a refused value must leave the file (and the other value) alone"
+    node.stop()
+    offline = node.cli("config", "set", "owner.policy=idle-only", "guests.warm_spare=off", "--json")
+    document = _document(offline, "config set")
+    assert document == {"config_file": str(config_file), "values": {"owner.policy": "idle-only",
+                        "guests.warm_spare": False}, "applied": False, "waiting_for_restart": ""}
+    assert 'policy = "idle-only"' in config_file.read_text() and "cpu_cap_in_use_percent = 25" in config_file.read_text()

@@ -119,3 +119,19 @@ def test_on_the_settings_tab_the_page_keys_scroll_the_form_tab_reaches_its_field
         await wait_in_app(pilot, lambda: app.query_one("TabbedContent").active == "guests")
 
     run_ui(node, scenario, size=(80, 24))
+
+
+def test_saving_an_option_read_only_at_start_says_it_waits_for_a_restart(tmp_path):
+    config = make_config(tmp_path)
+    node = FakeNode(config)
+
+    async def scenario(app, pilot):
+        await pilot.press("7")
+        await pilot.pause()
+        app.query_one("#opt-node-port").value = "47799"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_in_app(pilot, lambda: "Waits for a restart: node.port takes effect when the node" in screen_text(app))
+
+    run_ui(node, scenario)
+    assert tomllib.loads(config.paths.config_file.read_text())["node"]["port"] == 47799

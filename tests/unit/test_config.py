@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from frost_core.config import OPTIONS, Paths, describe_options, load_config, save_config
+from frost_core.config import (
+    OPTIONS, Paths, describe_options, load_config, option_named, save_config, waiting_for_restart,
+)
 from frost_core.api.errors import ConfigError
 from frost_core.policies.views import PolicySettings
 
@@ -127,3 +129,19 @@ def test_a_gangs_check_cadence_defaults_to_every_two_minutes_and_is_the_owners_t
     assert load_config(paths_for(tmp_path, "")).get("gang.check_interval") == 120.0
     config = load_config(paths_for(tmp_path, "[gang]\ncheck_interval = 5\ncheck_supersteps = 20\n"))
     assert (config.get("gang.check_interval"), config.get("gang.check_supersteps")) == (5.0, 20)
+
+
+def test_a_save_says_which_options_wait_for_a_restart_and_of_what():
+    assert waiting_for_restart(["guests.cpus", "owner.policy"]) == ""      # the running node applies these now
+    assert waiting_for_restart(["node.port"]) == "node.port takes effect when the node starts again"
+    assert waiting_for_restart(["gossip.interval", "node.port", "control.hosts", "guests.cpus"]) == (
+        "gossip.interval and node.port take effect when the node starts again; "
+        "control.hosts takes effect when the UI starts again")
+    assert waiting_for_restart(["node.stop_handoff"]) == ""               # read as the node stops
+
+
+def test_an_unknown_option_is_named_with_the_closest_real_one(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown option 'guests.cpu' \(did you mean 'guests.cpus'\?\)"):
+        option_named("guests.cpu")
+    with pytest.raises(ConfigError, match="unknown option 'owner.polcy'"):
+        load_config(Paths(tmp_path / "c.toml", tmp_path, tmp_path)).replace(owner__polcy="always")
