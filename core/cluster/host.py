@@ -12,6 +12,7 @@ a durable outbox if the master is out of reach. An evicted guest is sent on to t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
@@ -276,6 +277,7 @@ class HostService:
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self._blocking(self._drop_foreign_checkpoints)
+        self._spent = await self._blocking(self._spent_kept)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._report_periodically)
@@ -717,9 +719,9 @@ class HostService:
 
     async def report_spent(self) -> None:
         """Before this node stops: tell each master what its runs that ended here without a result used (a report
-        of no units, which leaves the master's view of them as it was). Held in memory only, they went with the
-        node: a stop's hand-off ends every guest's run here, this node's ledger counted each as given, and their
-        masters never counted them received."""
+        of no units, which leaves the master's view of them as it was): a stop's hand-off ends every guest's run
+        here, and this node's ledger counted each as given at once. What a master out of reach does not hear now
+        waits in the outbox for the next start's reports."""
         async with trio.open_nursery() as nursery:
             for master in list(self._spent):
                 nursery.start_soon(self._report_to, master, ())
@@ -757,6 +759,7 @@ class HostService:
             if status.state == STOPPED and self._stopped.get(status.task_id, (None,))[0] == status:
                 del self._stopped[status.task_id]
         if spent:   # (only those sent: more may have ended meanwhile, or another report sent these too)
+            await self._write_spent(self._outbox.settle_spent, spent)
             sent = set(spent)
             left = [run for run in self._spent.get(master, ()) if run not in sent]
             if left:
@@ -834,9 +837,36 @@ class HostService:
             hosted.replicating = False
 
     def _owe_spent(self, master: str, ran: SpentRun) -> None:
-        """A run of `master`'s unit ended here without a result: its next report tells it what it used."""
-        if ran.cpu_seconds > 0:
-            self._spent[master] = [*self._spent.get(master, ())[-(SPENT_HELD - 1):], ran]
+        """A run of `master`'s unit ended here without a result: its next report tells it what it used. Kept in
+        the outbox too, written beside the guest's next step (an eviction's relocation does not wait for it)."""
+        if ran.cpu_seconds <= 0:
+            return
+        runs = [*self._spent.get(master, ()), ran]
+        dropped, self._spent[master] = runs[:-SPENT_HELD], runs[-SPENT_HELD:]
+        assert self._nursery is not None
+        self._nursery.start_soon(self._write_spent, self._outbox.owe_spent, master, ran)
+        if dropped:
+            self._nursery.start_soon(self._write_spent, self._outbox.settle_spent, dropped)
+
+    async def _write_spent(self, write: Callable[..., None], *args) -> None:
+        try:
+            await self._blocking(write, *args)
+        except StorageError as error:   # (in memory still: only a crash before its report loses it)
+            self._disk_refused(error)
+
+    def _spent_kept(self) -> dict[str, list[SpentRun]]:
+        """The runs the outbox still owes their masters from before this start, less those older than a master may
+        stay away (`hold_results`)."""
+        owed = self._outbox.spent_owed()
+        expiry = time.time() - self._settings().hold_results
+        gone = [run for runs in owed.values() for run in runs if run.ended_at < expiry]
+        if gone:
+            with contextlib.suppress(StorageError):   # (tried again at the next start)
+                self._outbox.settle_spent(gone)
+            log.info("gave up telling masters of %d runs that ended here over %g s ago", len(gone),
+                     self._settings().hold_results)
+        kept = {master: [run for run in runs if run.ended_at >= expiry][-SPENT_HELD:] for master, runs in owed.items()}
+        return {master: runs for master, runs in kept.items() if runs}
 
     # -- capacity -------------------------------------------------------------------------------
 

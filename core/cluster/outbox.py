@@ -14,9 +14,11 @@ payload is read only when its master can be tried (`Outbox.owed`).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from frost_core.cluster.messages import SpentRun
 from frost_core.storage.sqlite import disk_writes, open_durably
 
 _SCHEMA = """
@@ -31,6 +33,14 @@ CREATE TABLE IF NOT EXISTS outbox (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outbox_held ON outbox (created_at, task_id, master, epoch, kind);
+CREATE TABLE IF NOT EXISTS spent (
+    master TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    cpu_seconds REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    PRIMARY KEY (task_id, epoch, ended_at)
+);
 """
 _CPU_COLUMN = "ALTER TABLE outbox ADD COLUMN cpu_seconds REAL NOT NULL DEFAULT 0"
 """Added later: an outbox written before it gets the column, and its results count as 0 CPU-seconds."""
@@ -96,6 +106,30 @@ class Outbox:
         row = self._db.execute(f"SELECT {_HELD_COLUMNS}, payload, reason, retryable, cpu_seconds FROM outbox"
                                " WHERE task_id = ?", (task_id,)).fetchone()
         return None if row is None else Owed(*row[:5], bytes(row[5]), row[6], bool(row[7]), row[8])
+
+    # Runs of masters' units that ended here without a result, until their masters hear what they used: this
+    # node's ledger counted each as given when it ended, so one lost with the node (kill -9, a power cut) would
+    # leave the two sides of the ledger apart for good. A run sent twice counts once (its master keys it by
+    # task, epoch and end), so a write that lands after its report was answered costs nothing.
+
+    def owe_spent(self, master: str, run: SpentRun) -> None:
+        with disk_writes(self._path):
+            self._db.execute("INSERT OR IGNORE INTO spent (master, task_id, epoch, cpu_seconds, ended_at)"
+                             " VALUES (?, ?, ?, ?, ?)", (master, run.task_id, run.epoch, run.cpu_seconds, run.ended_at))
+
+    def settle_spent(self, runs: Iterable[SpentRun]) -> None:
+        """Their masters heard of these runs (or this host gave up telling them)."""
+        with disk_writes(self._path):
+            self._db.executemany("DELETE FROM spent WHERE task_id = ? AND epoch = ? AND ended_at = ?",
+                                 [(run.task_id, run.epoch, run.ended_at) for run in runs])
+
+    def spent_owed(self) -> dict[str, list[SpentRun]]:
+        """Master -> the runs it has not heard of, oldest first."""
+        owed: dict[str, list[SpentRun]] = {}
+        for master, *run in self._db.execute(
+                "SELECT master, task_id, epoch, cpu_seconds, ended_at FROM spent ORDER BY ended_at"):
+            owed.setdefault(master, []).append(SpentRun(*run))
+        return owed
 
     def expire(self, older_than: float) -> list[Held]:
         """Drop and return entries held longer than their masters may take to come back."""

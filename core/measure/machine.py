@@ -7,12 +7,14 @@ carries out. The extremities are measured once per machine and kept in the cache
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
+from frost_core.api.errors import ConfigError
 from frost_core.config import Config
 from frost_core.measure.calibrate import Extremities, load_or_measure
 from frost_core.measure.processes import Attribution, ControlClients
@@ -46,7 +48,11 @@ class MachineWatch:
         self.clock = time.monotonic
         """The owner policy's clock, its readings' (`ResourceReading.at`): the times its decisions hold (when a
         suspension ends, when the hold after an eviction does) are on it, never on the wall clock."""
+        # Known from the start where a run before measured them: the ledger prices the first runs by this
+        # machine's speed, and a report the start sends at once must not count them at 1.0.
         self.extremities: Extremities | None = None
+        with contextlib.suppress(ConfigError):
+            self.extremities = Extremities.load(self._extremities_file) if self._extremities_file.exists() else None
         self.last: MachineState | None = None
         self._sampler: ResourceSampler | None = None
 

@@ -132,8 +132,33 @@ def test_a_stop_leaves_the_ledger_with_what_its_guests_used_on_both_sides(single
     wait_for(lambda: guest_cpu_seconds(guests) > 1.0, timeout=30, what="guests using CPU")
     node.stop()
     node = single_node(OWNER_AWAY)
-    (me,) = [p for p in json.loads(node.cli("stats", "--json").stdout)["result"]["peers"] if p["is_self"]]
+    me = own_ledger(node)
     assert me["given"] > 0 and me["received"] == pytest.approx(me["given"]), me
+
+
+def test_a_kill_9_leaves_no_run_its_master_had_not_heard_of_out_of_the_ledger(single_node):
+    # OWNER_AWAY: as in the test above. report_interval = 600: the host's next report, which tells the master (this
+    # node) what the evicted runs used, must not come before the kill (at 2 s it might: the test would prove
+    # nothing); the restarted node reports at the default pace.
+    node = single_node(OWNER_AWAY + "\n[cluster]\nreport_interval = 600\n")
+    node.cli("submit", *ENDLESS)
+    guests = wait_for(lambda: guest_processes(node.process.pid), timeout=30, what="guests running")
+    wait_for(lambda: guest_cpu_seconds(guests) > 1.0, timeout=30, what="guests using CPU")
+    node.cli("evict")   # their runs end here without a result: counted given at once, their master not told yet
+    before = wait_for(lambda: (me := own_ledger(node))["given"] > 0 and me, timeout=15, what="the runs counted given")
+    assert before["received"] == 0, before
+    node.kill()
+    for guest in guest_processes(node.process.pid):
+        guest.kill()
+    node = single_node(OWNER_AWAY)
+    after = wait_for(lambda: (me := own_ledger(node))["received"] > 0 and me, timeout=30,
+                     what="the runs counted received after the restart")
+    assert after["received"] == pytest.approx(before["given"]) == pytest.approx(after["given"]), (before, after)
+
+
+def own_ledger(node) -> dict:
+    (me,) = [p for p in json.loads(node.cli("stats", "--json").stdout)["result"]["peers"] if p["is_self"]]
+    return me
 
 
 def test_pause_until_survives_a_restart(single_node):

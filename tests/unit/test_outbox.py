@@ -64,3 +64,19 @@ def test_what_is_held_is_listed_oldest_first_from_the_index_without_reading_a_pa
         assert outbox.owed("m-1.2").payload == b"\x02" * (1 << 20)
     finally:
         outbox.close()
+
+
+def test_spent_runs_owed_to_masters_survive_a_restart_until_settled(tmp_path):
+    from frost_core.cluster.messages import SpentRun
+
+    path = tmp_path / "outbox.sqlite"
+    first, second = SpentRun("m-1.0", 2, 3.5, 100.0), SpentRun("m-1.1", 1, 0.25, 101.0)
+    other = SpentRun("n-4.2", 1, 9.0, 99.0)
+    outbox = Outbox(path)
+    for master, run in (("m", first), ("m", second), ("n", other), ("m", first)):   # (a second write of one: once)
+        outbox.owe_spent(master, run)
+    outbox.close()
+    outbox = Outbox(path)
+    assert outbox.spent_owed() == {"m": [first, second], "n": [other]}
+    outbox.settle_spent([first, other])
+    assert outbox.spent_owed() == {"m": [second]}
