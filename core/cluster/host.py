@@ -857,16 +857,12 @@ class HostService:
     def _spent_kept(self) -> dict[str, list[SpentRun]]:
         """The runs the outbox still owes their masters from before this start, less those older than a master may
         stay away (`hold_results`)."""
-        owed = self._outbox.spent_owed()
         expiry = time.time() - self._settings().hold_results
-        gone = [run for runs in owed.values() for run in runs if run.ended_at < expiry]
-        if gone:
-            with contextlib.suppress(StorageError):   # (tried again at the next start)
-                self._outbox.settle_spent(gone)
-            log.info("gave up telling masters of %d runs that ended here over %g s ago", len(gone),
-                     self._settings().hold_results)
-        kept = {master: [run for run in runs if run.ended_at >= expiry][-SPENT_HELD:] for master, runs in owed.items()}
-        return {master: runs for master, runs in kept.items() if runs}
+        with contextlib.suppress(StorageError):   # (a refused removal is tried again at the next start)
+            if gone := self._outbox.expire_spent(expiry):
+                log.info("gave up telling masters of %d runs that ended here before the hold", gone)
+        return {master: kept[-SPENT_HELD:] for master, runs in self._outbox.spent_owed().items()
+                if (kept := [run for run in runs if run.ended_at >= expiry])}
 
     # -- capacity -------------------------------------------------------------------------------
 

@@ -131,6 +131,11 @@ class Outbox:
             owed.setdefault(master, []).append(SpentRun(*run))
         return owed
 
+    def expire_spent(self, older_than: float) -> int:
+        """Drop the runs that ended before `older_than` (their masters stayed away too long); how many."""
+        with disk_writes(self._path):
+            return self._db.execute("DELETE FROM spent WHERE ended_at < ?", (older_than,)).rowcount
+
     def expire(self, older_than: float) -> list[Held]:
         """Drop and return entries held longer than their masters may take to come back."""
         expired = [Held(*row) for row in self._db.execute(

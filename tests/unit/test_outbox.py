@@ -80,3 +80,5 @@ def test_spent_runs_owed_to_masters_survive_a_restart_until_settled(tmp_path):
     assert outbox.spent_owed() == {"m": [first, second], "n": [other]}
     outbox.settle_spent([first, other])
     assert outbox.spent_owed() == {"m": [second]}
+    assert outbox.expire_spent(older_than=101.0) == 0 and outbox.expire_spent(older_than=101.5) == 1
+    assert outbox.spent_owed() == {}
