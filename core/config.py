@@ -249,6 +249,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_NAME = {option.name: option for option in OPTIONS}
+SECTIONS = tuple(dict.fromkeys(option.section for option in OPTIONS))
 READ_AT_START = {
     **{o.name: "the node" for o in OPTIONS if o.section in ("node", "gossip") and o.name != "node.stop_handoff"},
     "cluster.key_file": "the node", "control.listen": "the node", "log.level": "the node", "control.hosts": "the UI",
@@ -273,7 +274,6 @@ def waiting_for_restart(names: Collection[str]) -> str:
             waiting.setdefault(READ_AT_START[name], []).append(name)
     return "; ".join(f"{' and '.join(sorted(named))} {'takes' if len(named) == 1 else 'take'} effect when {part} "
                      "starts again" for part, named in sorted(waiting.items(), key=lambda item: item[0] != "the node"))
-SECTIONS = tuple(dict.fromkeys(option.section for option in OPTIONS))
 
 
 @dataclass(frozen=True)
