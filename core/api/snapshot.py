@@ -205,6 +205,7 @@ class HostingView:
     not_owner: str = ""        # the CPU the last reading did not count as the owner's, and what this OS hides
     reach: str = ""            # "out of reach of all peers since ...; N units left running on them", or ""
     presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
+    presence_brief: str = ""   # the same in one line, for the screen
     sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps
     isolation: tuple[str, ...] = ()  # "layer: state" per guest isolation layer, then a "warning: ..." if any is missing
 

@@ -51,6 +51,13 @@ class Presence:
             return f"no presence source ({self.why_none})" if self.why_none else "not read yet"
         return f"{self.source}: input {self.idle_seconds:.0f} s ago"
 
+    def brief(self) -> str:
+        """`describe` in a line a screen's side panel holds: why each source failed is in `status` (five sources'
+        reasons filled fifteen lines of the Machine tab on a machine without a desktop)."""
+        if self.source is None and self.why_none:
+            return "none here: no desktop session, X display or terminal answers (frost-tui status says why)"
+        return self.describe()
+
 
 def _call(bus: str, message) -> tuple:
     """One method call on a fresh connection: nothing to keep open or to close when the node stops."""

@@ -101,7 +101,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             owner=node.machine.last.decision.lines() if node.machine.last else (),
             not_owner=node.machine.accounting(),
             reach=node.reach_status(),
-            presence=node.desk.presence.last.describe(),
+            presence=node.desk.presence.last.describe(), presence_brief=node.desk.presence.last.brief(),
             sleep=node.sleep_watch,
             isolation=node.supervisor.isolation().lines(),
         ),

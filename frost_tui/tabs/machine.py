@@ -131,7 +131,7 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     table.add_row("Guests here", str(len(snapshot.guests)))
     alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
     table.add_row("Peers alive", str(alive))
-    table.add_row("Presence", Text(hosting.presence or "not read yet"))
+    table.add_row("Presence", Text(hosting.presence_brief or hosting.presence or "not read yet"))
     table.add_row("Sleep", Text(hosting.sleep or "not watched"))
     if hosting.owner:
         table.add_row("Owner policy", Text(hosting.owner[0]))

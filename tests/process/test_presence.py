@@ -84,6 +84,7 @@ def test_without_any_bus_there_is_no_presence_source_and_it_says_why(monkeypatch
     assert "no session bus: DBUS_SESSION_BUS_ADDRESS is not set" in reading.describe()
     assert "logind IdleHint: no bus: its socket does not exist" in reading.describe()
     assert "KeyError" not in reading.describe() and "FileNotFoundError" not in reading.describe()
+    assert reading.brief() == "none here: no desktop session, X display or terminal answers (frost-tui status says why)"
 
 
 def test_logind_finds_the_users_display_session_when_the_node_has_none_of_its_own(buses, started):
