@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -31,6 +32,9 @@ at 100,000; a unit's number reads that unit only)."""
 
 class AssignmentsPane(Pane):
     """Select an assignment above to see its units below; a finished one shows its result."""
+
+    # The app's own keys, in the footer where they act (as k9s shows a view's keys first); elsewhere they say why not.
+    BINDINGS = [Binding("c", "app.cancel_assignment", "Cancel"), Binding("w", "app.save_result", "Save result")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input, Static
 
@@ -38,6 +39,8 @@ SORT_KEYS = (
 
 class PeersPane(Pane):
     """Every node this one knows of, itself included (marked ★)."""
+
+    BINDINGS = [Binding("o", "app.sort_peers", "Sort"), Binding("u", "app.unquarantine", "Trust again")]
 
     class Sorted(Message):
         """The owner sorted the table: by the column of this title, this way round."""

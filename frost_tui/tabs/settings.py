@@ -113,6 +113,8 @@ class SettingsPane(Pane):
     start-up and every restyle of the app went through them, on every tab (the first screen took
     801 ms with them, 226-364 without: bench/ui_startup.py)."""
 
+    BINDINGS = [Binding("ctrl+s", "app.save_settings", "Save")]
+
     class Save(Message):
         """The owner asked to save; the app sends the command to the node."""
 
