@@ -50,6 +50,7 @@ from frost_tui.tabs.assignments import AssignmentsPane
 from frost_tui.dialogs.small import AtStake, ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
+from frost_tui.dialogs.columns import ColumnsDialog
 from frost_tui.dialogs.help import HelpScreen
 from frost_tui.tabs.ledger import LedgerPane
 from frost_tui.tabs.machine import MachinePane
@@ -62,6 +63,7 @@ from frost_tui.palette import FrostCommands, PaletteCommand
 from frost_tui.trio_host import TrioHost
 from frost_tui.ui_choices import CHOICES_FILE, UiChoices
 from frost_tui.widgets.footer import KeysFooter
+from frost_tui.widgets.live_table import LiveTable
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("machine", "1 Machine", MachinePane),
@@ -73,6 +75,9 @@ TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("settings", "7 Settings", SettingsPane),
     ("ledger", "8 Ledger", LedgerPane),
 )
+TABLE_NAMES = {"guests-table": "Guests", "peers-table": "Peers", "assignments-table": "Assignments",
+               "units-table": "an assignment's units"}
+"""What the columns dialog calls each table whose columns the owner may pick."""
 STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
     "cancel_assignment", "remove_plugin", "unquarantine",
@@ -131,6 +136,7 @@ class FrostApp(App[int]):
         Binding("enter", "details", "Details", show=False),
         Binding("w", "save_result", "Save result", show=False),
         Binding("o", "sort_peers", "Sort", show=False),
+        Binding("v", "choose_columns", "Columns", show=False),
         Binding("u", "unquarantine", "Trust again", show=False),
         Binding("ctrl+s", "save_settings", "Save settings", show=False),
         Binding("ctrl+q", "quit", "Quit now", show=False, priority=True),
@@ -171,6 +177,8 @@ class FrostApp(App[int]):
     def on_mount(self) -> None:
         self.query_one(PeersPane).sort_as(self.choices.peers_sort, self.choices.peers_descending)
         self.query_one(GuestsPane).as_tree = self.choices.guests_tree
+        for table in self.query(LiveTable):
+            table.hide(frozenset(self.choices.hidden_columns.get(table.id or "", ())))
         if self.choices.theme in self.available_themes:   # (one of another Textual version's: the default)
             self.theme = self.choices.theme
         self.theme_changed_signal.subscribe(self, lambda theme: self._keep_choices(theme=theme.name))
@@ -533,6 +541,25 @@ class FrostApp(App[int]):
             self.notify("o sorts the Peers table: press 3 to see it.", title="Sort")
             return
         self.query_one(PeersPane).sort_by_next()
+
+    def action_choose_columns(self) -> None:
+        """The columns of the table the keyboard is in (or the tab's first that has a choice), in a dialog."""
+        pane = self.query_one(f"#{self.query_one(TabbedContent).active}-pane")
+        tables = [table for table in pane.query(LiveTable) if table.hideable]
+        if not tables:
+            self.notify("v picks the columns of the Guests, Peers and Assignments tables.", title="Columns")
+            return
+        table = self.focused if self.focused in tables else tables[0]
+        assert isinstance(table, LiveTable)
+
+        def chosen(hidden: frozenset[str] | None) -> None:
+            if hidden is None or hidden == table.hidden:
+                return
+            table.hide(hidden)
+            self._keep_choices(hidden_columns={**self.choices.hidden_columns, table.id or "": sorted(hidden)})
+
+        self.push_screen(ColumnsDialog(TABLE_NAMES.get(table.id or "", "this table"), table.hideable, table.hidden),
+                         chosen)
 
     def on_peers_pane_sorted(self, message: PeersPane.Sorted) -> None:
         self._keep_choices(peers_sort=message.column, peers_descending=message.descending)

@@ -1,5 +1,5 @@
 """What the owner chose in the UI and expects to find again next time, as htop and k9s keep theirs: the
-Peers tab's sort, the Guests tab's tree, the colour theme. One small file per desk, `ui.json` in the data dir; the node never reads it."""
+Peers tab's sort, the Guests tab's tree, the columns hidden, the colour theme. One small file per desk, `ui.json` in the data dir; the node never reads it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ class UiChoices:
     peers_descending: bool = True
     guests_tree: bool = False         # the Guests tab as a tree of assignments (t), not a flat list
     theme: str = ""                   # the colour theme picked in the palette (ctrl+p, Theme); "": Textual's default
+    hidden_columns: dict = dataclasses.field(default_factory=dict)   # table id -> titles of the columns hidden (v)
 
     @classmethod
     def load(cls, path: Path | None) -> UiChoices:
@@ -37,7 +38,9 @@ class UiChoices:
             return cls()
         defaults = dataclasses.asdict(cls())
         if not isinstance(plain, dict) or any(not isinstance(plain.get(name, value), type(value))
-                                              for name, value in defaults.items()):
+                                              for name, value in defaults.items()) or not all(
+                isinstance(titles, list) and all(isinstance(title, str) for title in titles)
+                for titles in plain.get("hidden_columns", {}).values()):
             log.warning("%s does not hold the UI's choices (%.80r): it starts with its defaults", path, plain)
             return cls()
         return cls(**{name: plain.get(name, value) for name, value in defaults.items()})

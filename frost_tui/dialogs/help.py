@@ -24,6 +24,7 @@ KEYS: tuple[tuple[str, str], ...] = (  # on every tab
     ("?", "this help"),
 )
 # The keys that act on what a tab shows, by tab id: they work only there.
+COLUMNS = "pick the columns shown (kept between runs; a state column always shows)"
 TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "guests": (
         ("↑ ↓", "select a guest"),
@@ -32,6 +33,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("m", "move the selected guest to a peer you choose"),
         ("t", "a tree of assignments, each with its guests' totals, or the flat list again (kept between runs)"),
         ("- *", "in the tree: fold or unfold the selected assignment; all of them"),
+        ("v", COLUMNS),
     ),
     "peers": (
         ("↑ ↓", "select a peer"),
@@ -39,6 +41,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("/", "filter the peers (escape clears the filter)"),
         ("o", "sort by the next column; a click on a header sorts by it, a second click reverses"),
         ("u", "trust a quarantined peer again: this node's master sends it units again"),
+        ("v", COLUMNS),
     ),
     "assignments": (
         ("↑ ↓ tab", "select an assignment, tab to its units"),
@@ -47,6 +50,7 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         ("c", "cancel the selected assignment (asks first)"),
         ("m", "move the selected unit (a running one) to a peer you choose"),
         ("w", "save the selected assignment's result to a file"),
+        ("v", COLUMNS + " (of the table the cursor is in)"),
     ),
     "plugins": (("↑ ↓", "select a plugin"), ("r", "remove the selected plugin (one you added with l)")),
     "events": (("↑ ↓", "select an event"), ("/", "filter the events (escape clears the filter)")),

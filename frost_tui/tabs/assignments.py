@@ -34,7 +34,8 @@ class AssignmentsPane(Pane):
     """Select an assignment above to see its units below; a finished one shows its result."""
 
     # The app's own keys, in the footer where they act (as k9s shows a view's keys first); elsewhere they say why not.
-    BINDINGS = [Binding("c", "app.cancel_assignment", "Cancel"), Binding("w", "app.save_result", "Save result")]
+    BINDINGS = [Binding("c", "app.cancel_assignment", "Cancel"), Binding("w", "app.save_result", "Save result"),
+                Binding("v", "app.choose_columns", "Columns")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -33,7 +33,7 @@ class GuestsPane(Pane):
     """One row per guest, or (tree) one per assignment with its guests under it; the detail pane says which
     policy rule last acted on a guest and why, or what an assignment's guests add up to."""
 
-    BINDINGS = [Binding("t", "toggle_tree", "Tree"),
+    BINDINGS = [Binding("t", "toggle_tree", "Tree"), Binding("v", "app.choose_columns", "Columns"),
                 Binding("minus", "fold", "Fold", show=False),
                 Binding("asterisk", "fold_all", "Fold all", show=False)]
 

@@ -40,7 +40,8 @@ SORT_KEYS = (
 class PeersPane(Pane):
     """Every node this one knows of, itself included (marked ★)."""
 
-    BINDINGS = [Binding("o", "app.sort_peers", "Sort"), Binding("u", "app.unquarantine", "Trust again")]
+    BINDINGS = [Binding("o", "app.sort_peers", "Sort"), Binding("u", "app.unquarantine", "Trust again"),
+                Binding("v", "app.choose_columns", "Columns")]
 
     class Sorted(Message):
         """The owner sorted the table: by the column of this title, this way round."""

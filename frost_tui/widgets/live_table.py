@@ -94,6 +94,7 @@ class LiveTable(ScrollView, can_focus=True):
         # Columns that make way, first to last, when the table is wider than its window (80x24):
         # the ones that say what state a thing is in are never in this list.
         self.drop_order = tuple(drop_order)
+        self.hidden: frozenset[str] = frozenset()   # titles of the columns the owner chose not to see (`hide`)
         self._shown: tuple[int, ...] = tuple(range(len(columns)))  # the columns drawn, in order
         self.titles = self.columns  # what the header shows: a column's title, with ▲/▼ when sorted by it
         self.zebra_stripes = zebra_stripes
@@ -211,6 +212,17 @@ class LiveTable(ScrollView, can_focus=True):
         if row < len(self._keys):
             self.cursor_row = row
 
+    @property
+    def hideable(self) -> tuple[str, ...]:
+        """The titles of the columns the owner may hide: those a narrow window may drop, in the table's order."""
+        return tuple(title for index, title in enumerate(self.columns) if index in self.drop_order)
+
+    def hide(self, titles: frozenset[str]) -> None:
+        """Show every column but these (those not `hideable` stay shown)."""
+        self.hidden = frozenset(titles) & frozenset(self.hideable)
+        if self.is_mounted:   # (else its first size fits it)
+            self.on_resize()
+
     def on_resize(self) -> None:
         if self._fit():
             self._resize(Size(self._shown_width(), len(self._keys) + 1))
@@ -222,17 +234,22 @@ class LiveTable(ScrollView, can_focus=True):
         Dropped columns are named in the border title ("more →"), never left off silently.
         """
         room = self.scrollable_content_region.width
-        shown = list(range(len(self.columns)))
+        shown = [index for index, title in enumerate(self.columns) if title not in self.hidden]
         for index in self.drop_order:
             if not room or sum(self._widths[i] for i in shown) <= room:
                 break
-            shown.remove(index)
+            if index in shown:
+                shown.remove(index)
         shown_now = tuple(shown)
         if shown_now == self._shown:
             return False
         self._shown = shown_now
-        hidden = [self.columns[i] for i in range(len(self.columns)) if i not in shown_now]
-        self.border_title = f"more → {', '.join(hidden)} (wider window, or enter)" if hidden else None
+        dropped = [title for index, title in enumerate(self.columns) if index not in shown_now and title not in
+                   self.hidden]
+        notes = [f"more → {', '.join(dropped)} (wider window, or enter)"] if dropped else []
+        if self.hidden:
+            notes.append(f"{len(self.hidden)} hidden (v)")
+        self.border_title = " · ".join(notes) or None
         return True
 
     def _shown_width(self) -> int:

@@ -8,6 +8,7 @@ real nodes for each key would make the UI tests minutes long.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 from textual import events
@@ -193,6 +194,39 @@ def test_the_peers_sort_the_owner_chose_is_the_one_the_next_run_starts_with(tmp_
     run_ui(FakeNode(), peers_as_left, choices_file=choices)
     choices.write_text('{"peers_sort": "Name", "peers_descending": "yes"')   # torn, or edited by hand
     run_ui(FakeNode(), peers_by_default, choices_file=choices)               # the defaults, no failure
+
+
+def test_v_hides_a_peers_column_the_owner_does_not_want_and_the_next_run_keeps_it_hidden(tmp_path):
+    choices = tmp_path / "ui.json"
+
+    def header(app) -> str:
+        return next(line for line in screen_text(app).splitlines() if "Name" in line and "State" in line)
+
+    async def hide_the_address(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        assert "Address" in header(app) and "Free memory" in header(app)
+        await pilot.press("v")
+        await pilot.pause()
+        assert "Columns of Peers" in screen_text(app)
+        await pilot.press("space", "escape")      # the first a window may drop: Address
+        await pilot.pause()
+        assert "Address" not in header(app) and "Free memory" in header(app)
+        assert "1 hidden (v)" in screen_text(app)
+
+    async def still_hidden(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        assert "Address" not in header(app) and "RTT" in header(app)
+        await pilot.press("v")
+        await pilot.pause()
+        await pilot.press("space", "escape")      # shown again
+        await pilot.pause()
+        assert "Address" in header(app)
+
+    run_ui(FakeNode(), hide_the_address, choices_file=choices)
+    run_ui(FakeNode(), still_hidden, choices_file=choices)
+    assert json.loads(choices.read_text())["hidden_columns"] == {"peers-table": []}
 
 
 def test_t_shows_the_guests_as_a_tree_of_assignments_with_their_totals_folded_by_key_and_kept(tmp_path):

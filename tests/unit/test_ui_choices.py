@@ -42,3 +42,11 @@ def test_a_folder_it_cannot_write_keeps_the_choice_for_this_run_only(tmp_path, c
     with caplog.at_level(logging.WARNING, logger="frost.tui"):
         UiChoices(peers_sort="RTT").save(missing)
     assert "not written" in caplog.text and not missing.parent.exists()
+
+
+def test_hidden_columns_that_are_not_lists_of_titles_give_the_defaults(tmp_path):
+    path = tmp_path / "ui.json"
+    path.write_text('{"hidden_columns": {"peers-table": "Address"}}')
+    assert UiChoices.load(path) == UiChoices()
+    path.write_text('{"hidden_columns": {"peers-table": ["Address"]}}')
+    assert UiChoices.load(path).hidden_columns == {"peers-table": ["Address"]}
