@@ -17,7 +17,8 @@ def test_a_saved_name_survives_a_restart_and_the_file_keeps_its_comments(tmp_pat
     node = start_node(tmp_path / "node", key_file=key, seeds=("127.0.0.1:9",),
                       extra_config="\n# the owner's note: keep this\n")
     try:
-        assert call_node(node.paths, SaveSettings(values={"node.name": NAME})) == "saved"
+        assert call_node(node.paths, SaveSettings(values={"node.name": NAME})) == \
+            "saved; node.name takes effect when the node starts again"
     finally:
         node.stop()
     text = (node.data_dir / "config.toml").read_text()
