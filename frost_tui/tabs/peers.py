@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,23 +15,27 @@ from textual.widgets import Input, Static
 
 from frost_core import NodeSnapshot, PeerView
 
-from frost_tui.widgets.format import format_ago, format_bytes, format_clock, styled_state
+from frost_tui.widgets.format import format_ago, format_bytes, format_clock, sparkline, styled_state
 from frost_tui.widgets.live_table import LiveTable
 from frost_tui.widgets.redraw import update_static
 from frost_tui.tabs.pane import Pane
 
-COLUMNS = ("Name", "Address", "State", "Available", "CPUs", "Free memory", "Guests", "Mode", "Last heard", "RTT")
+COLUMNS = ("Name", "Address", "State", "Available", "Last minute", "CPUs", "Free memory", "Guests", "Mode",
+           "Last heard", "RTT")
 # At 80 columns these make way first: Name, State, Available, Mode and RTT always show.
-DROP_ORDER = (1, 5, 8, 4, 6)
+DROP_ORDER = (4, 1, 6, 9, 5, 7)
 RECENTLY_HEARD_SECONDS = 3.0
+TREND_STEP = 6.0            # seconds each character of a peer's "Last minute" stands for
+TREND_LENGTH = 10           # characters: a minute of what the peer offered
 # How each column sorts first: a key function of the peer (numbers, not their text), and whether
 # that order is descending (most available first); sorting by the same column again reverses it.
-SORT_KEYS = (
+SORT_KEYS: tuple[tuple[Callable[[PeerView], Any], bool] | None, ...] = (
     (lambda p: p.name.lower(), False),
     (lambda p: p.address, False),
     (lambda p: ("alive", "suspect", "dead", "left").index(p.state) if p.state in ("alive", "suspect", "dead", "left")
      else 9, False),
     (lambda p: p.available, True),
+    None,                               # the last minute: a picture, not an order (o passes it by)
     (lambda p: p.cpus, True),
     (lambda p: p.free_memory, True),
     (lambda p: p.guests, True),
@@ -55,10 +63,11 @@ class PeersPane(Pane):
         super().__init__(**kwargs)
         self._peers: dict[str, PeerView] = {}
         self._sort_column = 3
-        self._descending = SORT_KEYS[3][1]
+        self._descending = True   # most available first
         self._snapshot: NodeSnapshot | None = None
         self._now = 0.0
         self._rows: dict[str, tuple[tuple, tuple]] = {}  # node id -> (what the row shows, the row)
+        self._offered: dict[str, deque[tuple[int, float]]] = {}  # node id -> (TREND_STEP since 0, available)
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter peers by name, address, state or mode", id="peers-filter")
@@ -68,9 +77,12 @@ class PeersPane(Pane):
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._snapshot, self._now = snapshot, now
         self._peers = {p.node_id: p for p in snapshot.peers}
+        self._note_offers(snapshot.peers, now)
         needle = self.query_one("#peers-filter", Input).value.strip().lower()
         peers = [p for p in snapshot.peers if matches(p, needle)]
-        peers.sort(key=SORT_KEYS[self._sort_column][0], reverse=self._descending)
+        sort_key = SORT_KEYS[self._sort_column]
+        assert sort_key is not None
+        peers.sort(key=sort_key[0], reverse=self._descending)
         table = self.query_one(LiveTable)
         table.show_sort(self._sort_column, self._descending)
         table.show_rows([(p.node_id, self._row(p, now)) for p in peers])
@@ -80,32 +92,52 @@ class PeersPane(Pane):
             table.border_subtitle = subtitle
         self._show_detail()
 
+    def _note_offers(self, peers: tuple[PeerView, ...], now: float) -> None:
+        """Each peer's offer, the latest of every TREND_STEP: the UI keeps the minute itself (a peer gossips only its
+        figure now), from when it started watching."""
+        step = int(now // TREND_STEP)
+        for peer in peers:
+            offered = self._offered.setdefault(peer.node_id, deque(maxlen=TREND_LENGTH))
+            if offered and offered[-1][0] >= step:   # (later in the same step; or the clock was set back)
+                offered.pop() if offered[-1][0] == step else offered.clear()
+            offered.append((step, peer.available))
+        for gone in self._offered.keys() - self._peers.keys():
+            del self._offered[gone]
+
     def _row(self, peer: PeerView, now: float) -> tuple:
         """The peer's row, built again only when something it shows changed."""
-        shown = (peer.name, peer.is_self, peer.address, peer.state, peer.available, peer.cpus, peer.free_memory,
-                 peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now), peer.quarantined)
+        trend = sparkline([available for _, available in self._offered.get(peer.node_id, ())],
+                          top=peer.idle_extremity or peer.available)
+        shown = (peer.name, peer.is_self, peer.address, peer.state, peer.available, trend, peer.cpus,
+                 peer.free_memory, peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now), peer.quarantined)
         cached = self._rows.get(peer.node_id)
         if cached is None or cached[0] != shown:
-            cached = (shown, peer_row(peer, now))
+            cached = (shown, peer_row(peer, now, trend))
             self._rows[peer.node_id] = cached
         return cached[1]
 
     def sort_by(self, column: int) -> None:
         """Sort by this column in its natural order; by the same column again, the other way round."""
+        sort_key = SORT_KEYS[column]
+        if sort_key is None:
+            return
         if column == self._sort_column:
             self._descending = not self._descending
         else:
-            self._sort_column, self._descending = column, SORT_KEYS[column][1]
+            self._sort_column, self._descending = column, sort_key[1]
         self.post_message(self.Sorted(COLUMNS[column], self._descending))
         self._redraw()
 
     def sort_as(self, column: str, descending: bool) -> None:
         """Sort as the owner last did (a column of another version's table is ignored)."""
-        if column in COLUMNS:
+        if column in COLUMNS and SORT_KEYS[COLUMNS.index(column)] is not None:
             self._sort_column, self._descending = COLUMNS.index(column), descending
 
     def sort_by_next(self) -> None:
-        self.sort_by((self._sort_column + 1) % len(COLUMNS))
+        column = (self._sort_column + 1) % len(COLUMNS)
+        while SORT_KEYS[column] is None:
+            column = (column + 1) % len(COLUMNS)
+        self.sort_by(column)
 
     def details(self) -> tuple[str, Table] | None:
         peer = self.selected_peer()
@@ -145,7 +177,7 @@ def matches(peer: PeerView, needle: str) -> bool:
     return any(needle in field.lower() for field in (peer.name, peer.address, peer.state, peer.mode, peer.node_id))
 
 
-def peer_row(peer: PeerView, now: float) -> tuple:
+def peer_row(peer: PeerView, now: float, trend: str) -> tuple:
     name = Text(("★ " if peer.is_self else "") + peer.name)
     if peer.state in ("suspect", "dead"):
         name = Text(("? " if peer.state == "suspect" else "✗ ") + peer.name, style=styled_state(peer.state).style)
@@ -154,6 +186,7 @@ def peer_row(peer: PeerView, now: float) -> tuple:
         peer.address,
         styled_state("quarantined" if peer.quarantined else peer.state),
         f"{peer.available:.2f}",
+        Text(trend, style="green"),
         str(peer.cpus),
         format_bytes(peer.free_memory),
         str(peer.guests),

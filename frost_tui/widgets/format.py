@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
 
@@ -53,6 +54,17 @@ def format_until(at: float, now: float) -> str:
     if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d", time.localtime(now)):
         return time.strftime("%H:%M", local)
     return time.strftime("%a %d %b %H:%M", local)
+
+
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], top: float) -> str:
+    """A character per value, its height a share of `top` (btop's and nvtop's small graphs): ▁ for nothing, █ for
+    `top` or more."""
+    if top <= 0:
+        return SPARKS[0] * len(values)
+    return "".join(SPARKS[min(len(SPARKS) - 1, max(0, round(value / top * (len(SPARKS) - 1))))] for value in values)
 
 
 def progress_bar(fraction: float, width: int = 12) -> Text:

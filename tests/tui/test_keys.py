@@ -17,7 +17,7 @@ from textual.widgets import Input, TabbedContent, Tabs
 from frost_tui.tabs.peers import PeersPane
 
 from tests.tui.conftest import run_ui, screen_text
-from frost_tui.shots.fixed import demo_snapshot
+from frost_tui.shots.fixed import DEMO_NOW, demo_snapshot
 from tests.tui.fake_node import FakeNode
 from tests.waiting import wait_in_app
 
@@ -164,6 +164,26 @@ def test_o_and_header_clicks_sort_peers_showing_column_and_direction(node):
         text = screen_text(app)
         assert "sorted by Name, descending" in text and "Name ▼" in text
         assert text.index("curie") < text.index("babbage") < text.index("ada ")
+
+    run_ui(node, scenario)
+
+
+def test_a_peers_last_minute_shows_what_it_offered_every_six_seconds(node):
+    async def scenario(app, pilot):
+        await pilot.press("3")
+        await pilot.pause()
+        pane = app.query_one(PeersPane)
+        shown = demo_snapshot()
+        peer = next(p for p in shown.peers if not p.is_self and p.state == "alive")   # idle extremity 0.9
+        first = (DEMO_NOW // 6 + 1) * 6
+        for step, available in enumerate((0.0, 0.45, 0.9, 0.9, 0.2)):
+            early = tuple(dataclasses.replace(p, available=0.9 - available) if p is peer else p for p in shown.peers)
+            pane.show(dataclasses.replace(shown, peers=early), first + 6 * step + 1)
+            offered = tuple(dataclasses.replace(p, available=available) if p is peer else p for p in shown.peers)
+            pane.show(dataclasses.replace(shown, peers=offered), first + 6 * step + 4)   # the step's latest counts
+        await pilot.pause()
+        row = next(line for line in screen_text(app).splitlines() if f" {peer.name} " in line)
+        assert "▁▅██▃" in row, row     # 0.2 of 0.9: the third of seven steps up
 
     run_ui(node, scenario)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rich.text import Text
 
 from frost_tui.widgets.chart import ChartData, Series, render_chart
-from frost_tui.widgets.format import format_bytes, format_duration, progress_bar
+from frost_tui.widgets.format import format_bytes, format_duration, progress_bar, sparkline
 from frost_tui.widgets.image_preview import ImageFormatError, decode_image, render_half_blocks
 from tests.png_reader import make_png
 
@@ -21,6 +21,12 @@ def test_durations_read_like_a_clock():
 
 def test_bytes_use_binary_units():
     assert [format_bytes(n) for n in (512, 1536, 3 * 1024**3)] == ["512 B", "1.5 KiB", "3 GiB"]
+
+
+def test_a_sparkline_is_a_share_of_its_top_per_character():
+    assert sparkline([0.0, 0.45, 0.9, 2.0, -1.0], top=0.9) == "▁▅██▁"
+    assert sparkline([1.0, 2.0], top=0.0) == "▁▁"
+    assert sparkline([], top=1.0) == ""
 
 
 def test_progress_bar_is_clamped_and_shows_percent():
