@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +66,7 @@ class PeersPane(Pane):
         self._snapshot: NodeSnapshot | None = None
         self._now = 0.0
         self._rows: dict[str, tuple[tuple, tuple]] = {}  # node id -> (what the row shows, the row)
-        self._offered: dict[str, deque[tuple[int, float]]] = {}  # node id -> (TREND_STEP since 0, available)
+        self._offered: dict[str, dict[int, float]] = {}  # node id -> {TREND_STEPs since 0: what it offered}
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="/ filter peers by name, address, state or mode", id="peers-filter")
@@ -93,20 +92,21 @@ class PeersPane(Pane):
         self._show_detail()
 
     def _note_offers(self, peers: tuple[PeerView, ...], now: float) -> None:
-        """Each peer's offer, the latest of every TREND_STEP: the UI keeps the minute itself (a peer gossips only its
-        figure now), from when it started watching."""
+        """Each peer's offer, the latest of every TREND_STEP of the last minute: the UI keeps the minute itself (a
+        peer gossips only its figure now), and only while this tab is in view (the app redraws no other)."""
         step = int(now // TREND_STEP)
         for peer in peers:
-            offered = self._offered.setdefault(peer.node_id, deque(maxlen=TREND_LENGTH))
-            if offered and offered[-1][0] >= step:   # (later in the same step; or the clock was set back)
-                offered.pop() if offered[-1][0] == step else offered.clear()
-            offered.append((step, peer.available))
+            offered = self._offered.setdefault(peer.node_id, {})
+            for old in [s for s in offered if not step - TREND_LENGTH < s <= step]:   # (or a clock set back)
+                del offered[old]
+            offered[step] = peer.available
         for gone in self._offered.keys() - self._peers.keys():
             del self._offered[gone]
 
     def _row(self, peer: PeerView, now: float) -> tuple:
         """The peer's row, built again only when something it shows changed."""
-        trend = sparkline([available for _, available in self._offered.get(peer.node_id, ())],
+        offered, step = self._offered.get(peer.node_id, {}), int(now // TREND_STEP)
+        trend = sparkline([offered.get(s) for s in range(step - TREND_LENGTH + 1, step + 1)],   # blank: not in view
                           top=peer.idle_extremity or peer.available)
         shown = (peer.name, peer.is_self, peer.address, peer.state, peer.available, trend, peer.cpus,
                  peer.free_memory, peer.guests, peer.mode, peer.rtt_ms, last_heard(peer, now), peer.quarantined)

@@ -59,12 +59,12 @@ def format_until(at: float, now: float) -> str:
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: Sequence[float], top: float) -> str:
+def sparkline(values: Sequence[float | None], top: float) -> str:
     """A character per value, its height a share of `top` (btop's and nvtop's small graphs): ▁ for nothing, █ for
-    `top` or more."""
-    if top <= 0:
-        return SPARKS[0] * len(values)
-    return "".join(SPARKS[min(len(SPARKS) - 1, max(0, round(value / top * (len(SPARKS) - 1))))] for value in values)
+    `top` or more, a blank where there is no value (nobody was looking then)."""
+    steps = len(SPARKS) - 1
+    return "".join(" " if value is None else SPARKS[0] if top <= 0 else
+                   SPARKS[min(steps, max(0, round(value / top * steps)))] for value in values)
 
 
 def progress_bar(fraction: float, width: int = 12) -> Text:

@@ -184,6 +184,11 @@ def test_a_peers_last_minute_shows_what_it_offered_every_six_seconds(node):
         await pilot.pause()
         row = next(line for line in screen_text(app).splitlines() if f" {peer.name} " in line)
         assert "▁▅██▃" in row, row     # 0.2 of 0.9: the third of seven steps up
+        back = tuple(dataclasses.replace(p, available=0.9) if p is peer else p for p in shown.peers)
+        pane.show(dataclasses.replace(shown, peers=back), first + 6 * 8 + 1)     # three steps on another tab
+        await pilot.pause()
+        row = next(line for line in screen_text(app).splitlines() if f" {peer.name} " in line)
+        assert "▁▅██▃   █" in row, row  # the steps nobody looked at are blank, not squeezed out
 
     run_ui(node, scenario)
 

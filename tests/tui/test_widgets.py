@@ -26,6 +26,7 @@ def test_bytes_use_binary_units():
 def test_a_sparkline_is_a_share_of_its_top_per_character():
     assert sparkline([0.0, 0.45, 0.9, 2.0, -1.0], top=0.9) == "▁▅██▁"
     assert sparkline([1.0, 2.0], top=0.0) == "▁▁"
+    assert sparkline([None, 0.9, None], top=0.9) == " █ "     # minutes nobody looked at stay blank
     assert sparkline([], top=1.0) == ""
 
 
