@@ -57,8 +57,10 @@ class MachineWatch:
         self._sampler: ResourceSampler | None = None
 
     async def start(self) -> None:
-        """Load the extremities, or measure them (a few seconds, in a thread) on this machine's first run."""
-        self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
+        """Load the extremities, or measure them (a few seconds, in a thread) on this machine's first run; those read
+        as the watch was built stand."""
+        if self.extremities is None:
+            self.extremities = await trio.to_thread.run_sync(load_or_measure, self._extremities_file)
         attribution = Attribution(self.clients, count_idle_priority=self._count_idle_priority)
         self._sampler = ResourceSampler(self.extremities.speed, self._guest_pids, attribution=attribution,
                                         cpu_window=self._cpu_window, clock=self.clock)
