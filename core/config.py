@@ -138,7 +138,13 @@ OPTIONS: tuple[Option, ...] = (
     # [guests]
     Option("guests", "cpus", int, 0, "CPUs guests may use; 0 means all of them.", 0, 4096),
     Option("guests", "memory_pool_mb", int, 0,
-           "Memory guests may use together, in MiB; 0 means half of this machine's memory.", 0, 1 << 30),
+           "Memory guests may hold together (the sizes their units declare), in MiB; 0 means half of this "
+           "machine's memory. Saved smaller while guests run, it sends those beyond it away.", 0, 1 << 30),
+    Option("guests", "memory_pool_in_use_mb", int, 0,
+           "Memory guests may hold together while you are at the desk (keyboard or mouse input within "
+           "owner.input_idle seconds; where the OS cannot tell, always), in MiB: when you come back, the guests "
+           "beyond it are checkpointed and sent to peers (or wait in their master's queue), and none that does not "
+           "fit is taken until you leave. 0: one pool, at the desk or not.", 0, 1 << 30),
     Option("guests", "min_free_disk_mb", int, 256,
            "Free space, in MiB, left on the disk of the data folder: below it no new guest is taken (their "
            "checkpoints and results would have nowhere to go); the guests running go on. 0: no floor.",

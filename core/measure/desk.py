@@ -11,7 +11,7 @@ import trio
 from frost_core.config import Config
 from frost_core.measure.presence import Presence, PresenceReader
 from frost_core.policies.desk import (
-    Battery, DeskReadings, DeskSettings, cpu_cap_in_force, judge_desk, parse_schedule,
+    Battery, DeskReadings, DeskSettings, cpu_cap_in_force, judge_desk, memory_pool_in_force, parse_schedule,
 )
 from frost_core.policies.owner import DeskVerdict
 
@@ -68,6 +68,8 @@ def desk_settings(config: Config) -> DeskSettings:
         programs=tuple(config.get("desk.programs")), schedule=parse_schedule(config.get("desk.schedule")),
         cpu_cap_percent=config.get("guests.cpu_cap_percent"),
         cpu_cap_in_use_percent=config.get("guests.cpu_cap_in_use_percent"), input_idle=config.get("owner.input_idle"),
+        memory_pool_bytes=config.memory_pool_bytes,
+        memory_pool_in_use_bytes=config.get("guests.memory_pool_in_use_mb") << 20,
     )
 
 
@@ -87,6 +89,11 @@ class DeskWatch:
     def cpu_cap_percent(self) -> float:
         """The guests' CPU cap in force by the last presence reading and the settings now (0: none)."""
         return cpu_cap_in_force(self.settings, self._input_idle)
+
+    @property
+    def memory_pool_bytes(self) -> int:
+        """The memory guests may hold together by the last presence reading and the settings now."""
+        return memory_pool_in_force(self.settings, self._input_idle)
 
     async def read(self) -> tuple[Presence, tuple[DeskVerdict, ...]]:
         """One reading in a worker thread (D-Bus calls and the process scan block, each briefly), then the rules."""

@@ -95,7 +95,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
         hosting=HostingView(
             state=hosting.state, reason=hosting.reason, paused_until=node.intents.paused_until,
             finishing=node.intents.finishing, transfer_mode=mode, system_average=average,
-            lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.config.memory_pool_bytes,
+            lower_threshold=lower, upper_threshold=upper, memory_pool_bytes=node.desk.memory_pool_bytes,
             memory_used_bytes=memory_used, guest_cpus=node.config.guest_cpus,
             balance=node.balancer.last.why if node.balancer.last else "",
             owner=node.machine.last.decision.lines() if node.machine.last else (),

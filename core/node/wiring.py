@@ -71,7 +71,7 @@ from frost_core.node.answers import answer
 from frost_core.api.queries import Query
 from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
-from frost_core.policies.desk import capped_offer
+from frost_core.policies.desk import beyond_pool, capped_offer
 from frost_core.policies.fair_share import ShareSettings, submitter_usage
 from frost_core.policies.owner import GuestAction
 from frost_core.policies.reciprocity import submitter_node
@@ -134,6 +134,7 @@ class Node:
         self._intents_unsaved = False           # the disk refused to save the owner's latest wishes
         self._guests_stopped = False
         self._evicting = 0
+        self._fitting_memory = False    # guests the memory pool no longer holds are being sent away
         self._asleep = False                    # between logind's PrepareForSleep(true) and waking
         self.sleep_watch = "sleep not watched yet"
         self._history: list[ResourceSample] = []
@@ -861,6 +862,7 @@ class Node:
             movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
             presence, desk = await self.desk.read()
             self._cap_guests()
+            self._fit_memory_pool()
             state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable, desk=desk,
                                               input_idle=presence.idle_seconds)
             await self._follow_owner(state)
@@ -879,6 +881,37 @@ class Node:
         """The guests' CPU cap the desk rules pick now (a tighter one while the owner is at the desk), in their
         cgroup at once: it is what keeps the fan quiet while the owner works, so it must not wait for a guest."""
         self.supervisor.containment.set_cpu_cap(self.desk.cpu_cap_percent)
+
+    def _fit_memory_pool(self) -> None:
+        """Send away the guests the memory pool in force no longer holds: the owner came back to a desk whose guests
+        may hold less while they work (guests.memory_pool_in_use_mb), or saved a smaller pool. Their units go on
+        from their checkpoints on peers, or wait in their master's queue; none comes back here while it does not
+        fit (`_capacity`). BOINC suspends such tasks in place, where their memory stays taken. The evictions run
+        beside the owner policy's loop, which must not wait for them."""
+        if self._fitting_memory or self._evicting or self._nursery is None:
+            return
+        pool = self.desk.memory_pool_bytes
+        held = {h.task.task_id: h.task.unit.memory_bytes for h in self.host.hosted() if h.stay is Stay.RUNNING}
+        leaving = beyond_pool(tuple(held.items()), pool)
+        if not leaving:
+            return
+        freed = sum(held[task_id] for task_id in leaving)
+        self.events.add("evict", f"guests may hold {pool / 2**20:.0f} MiB together now: sending "
+                        f"{counted(len(leaving), 'guest')} ({freed / 2**20:.0f} MiB) away", severity="warning")
+        self._fitting_memory = True
+        self._nursery.start_soon(self._send_away, leaving)
+
+    async def _send_away(self, task_ids: tuple[str, ...]) -> None:
+        try:
+            async with self._balance_lock, trio.open_nursery() as nursery:  # not while the balancer moves a guest
+                for task_id in task_ids:
+                    nursery.start_soon(self._evict_if_here, task_id)
+        finally:
+            self._fitting_memory = False
+
+    async def _evict_if_here(self, task_id: str) -> None:
+        if any(h.task.task_id == task_id for h in self.host.hosted()):   # it may have finished meanwhile
+            await self._evict(task_id, by_owner=False)
 
     async def _follow_owner(self, state: MachineState) -> None:
         """Carry out the owner policy: suspend at once, evict when it lasts, resume after quiet."""
@@ -971,7 +1004,7 @@ class Node:
         hosting = self._hosting(now)
         return Capacity(
             accepts_guests=hosting.accepts_guests, reason=hosting.reason, cpus=self.config.guest_cpus,
-            memory_pool_bytes=self.config.memory_pool_bytes, available=self._available(hosting),
+            memory_pool_bytes=self.desk.memory_pool_bytes, available=self._available(hosting),
             sent_away=dict(self._intents.sent_away),
         )
 
@@ -1004,7 +1037,7 @@ class Node:
             available=self._available(hosting),
             idle_extremity=extremities.idle if extremities else 0.0,
             heavy_extremity=extremities.heavy if extremities else 0.0,
-            cpus=self.config.guest_cpus, free_memory=max(0, self.config.memory_pool_bytes - memory_used),
+            cpus=self.config.guest_cpus, free_memory=max(0, self.desk.memory_pool_bytes - memory_used),
             guests=self._guest_count(), mode=self.transfer_view()[0],
         )
 

@@ -9,6 +9,7 @@ schedule window's verdict picks the owner policy in force.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -51,7 +52,8 @@ class Window:
 
 @dataclass(frozen=True)
 class DeskSettings:
-    """Mirrors the [desk] section of the configuration (and the guests' CPU caps it explains and picks between)."""
+    """Mirrors the [desk] section of the configuration (and the guests' CPU caps and memory pools it explains and
+    picks between by the owner's presence)."""
 
     on_battery: bool = True                     # suspend while the machine runs on its battery
     max_temperature: float = 90.0               # degrees Celsius; 0 switches the rule off
@@ -59,6 +61,8 @@ class DeskSettings:
     schedule: tuple[tuple[Window, str], ...] = ()
     cpu_cap_percent: float = 0.0                # guests.cpu_cap_percent: all guests, percent of one core; 0 none
     cpu_cap_in_use_percent: float = 0.0         # guests.cpu_cap_in_use_percent: the same while the owner is there
+    memory_pool_bytes: int = 0                  # guests.memory_pool_mb, resolved (0 there: half the machine)
+    memory_pool_in_use_bytes: int = 0           # guests.memory_pool_in_use_mb: the pool while the owner is there
     input_idle: float = 60.0                    # owner.input_idle: input more recent than this is the owner there
 
 
@@ -183,6 +187,42 @@ def capped_offer(measured: float, cap_percent: float, speed: float) -> float:
     return min(measured, cap_percent / 100 * speed) if cap_percent > 0 else measured
 
 
+def memory_pool_in_force(settings: DeskSettings, input_idle: float | None) -> int:
+    """The memory guests may hold together now, in bytes: the in-use pool, where it is smaller, while the owner is
+    at the desk and where the OS cannot tell (as `cpu_cap_in_force`), else the whole pool."""
+    in_use, pool = settings.memory_pool_in_use_bytes, settings.memory_pool_bytes
+    if in_use <= 0 or owner_at_desk(input_idle, settings) is False:
+        return pool
+    return min(in_use, pool)
+
+
+def beyond_pool(held: Sequence[tuple[str, int]], pool: int) -> tuple[str, ...]:
+    """Which of the guests `held` ((task id, bytes) each) to send away so that the others fit in `pool` bytes.
+
+    Each turn the smallest guest that makes the rest fit on its own leaves, else the largest: the fewest
+    moves, and no big state sent over the network where a small one frees enough."""
+    staying = sorted(held, key=lambda guest: (guest[1], guest[0]))
+    leaving = []
+    while staying and (excess := sum(size for _, size in staying) - pool) > 0:
+        enough = [guest for guest in staying if guest[1] >= excess]
+        guest = enough[0] if enough else max(staying, key=lambda held_guest: held_guest[1])
+        staying.remove(guest)
+        leaving.append(guest[0])
+    return tuple(leaving)
+
+
+def _by_presence(settings: DeskSettings, input_idle: float | None, *, at_desk: str, away: str, back: str,
+                 later: str) -> str:
+    """One line for a limit the owner's presence switches: `at_desk` holds while they are there and where the OS
+    cannot tell, `away` once they have left; `back` and `later` say what comes when they come or go."""
+    present = owner_at_desk(input_idle, settings)
+    if present is None:
+        return f"this machine cannot tell whether you are at the desk: {at_desk}, as while you are"
+    if present:
+        return f"input {input_idle:.0f} s ago: {at_desk}; {later} after {settings.input_idle:.0f} s without input"
+    return f"no input for {input_idle:.0f} s: {away}; {back} once you are back"
+
+
 def cap_verdict(settings: DeskSettings, input_idle: float | None = None) -> DeskVerdict | None:
     """The guests' CPU cap in force (their cgroup enforces it) as a line of its own: why guests get no more,
     and, with an in-use cap, what they get once the owner comes or goes."""
@@ -193,20 +233,30 @@ def cap_verdict(settings: DeskSettings, input_idle: float | None = None) -> Desk
             return None
         return DeskVerdict("cpu-cap", GuestAction.RUN, f"guests together use at most {in_force:g} % of one core "
                            "(guests.cpu_cap_percent, their cgroup's CPU quota)", figures)
-    away = cpu_cap_in_force(settings, float("inf"))
+    in_use, away = cpu_cap_in_force(settings, 0.0), cpu_cap_in_force(settings, float("inf"))
     away_words = f"at most {away:g} % of one core" if away > 0 else "no cap"
-    at_desk = owner_at_desk(input_idle, settings)
-    if at_desk is False:
-        return DeskVerdict("cpu-cap", GuestAction.RUN, f"no input for {input_idle:.0f} s: guests together have "
-                           f"{away_words} (guests.cpu_cap_percent); at most {cpu_cap_in_force(settings, 0.0):g} % "
-                           "once you are back", figures)
-    tighter = "guests.cpu_cap_in_use_percent" if away <= 0 or in_force < away else "guests.cpu_cap_percent"
-    capped = f"guests together use at most {in_force:g} % of one core ({tighter})"
-    if at_desk:
-        return DeskVerdict("cpu-cap", GuestAction.RUN, f"input {input_idle:.0f} s ago: {capped}; {away_words} after "
-                           f"{settings.input_idle:.0f} s without input", figures)
-    return DeskVerdict("cpu-cap", GuestAction.RUN, f"this machine cannot tell whether you are at the desk: {capped}, "
-                       "as while you are", figures)
+    tighter = "guests.cpu_cap_in_use_percent" if away <= 0 or in_use < away else "guests.cpu_cap_percent"
+    line = _by_presence(settings, input_idle,
+                        at_desk=f"guests together use at most {in_use:g} % of one core ({tighter})",
+                        away=f"guests together have {away_words} (guests.cpu_cap_percent)",
+                        back=f"at most {in_use:g} %", later=away_words)
+    return DeskVerdict("cpu-cap", GuestAction.RUN, line, figures)
+
+
+def memory_verdict(settings: DeskSettings, input_idle: float | None = None) -> DeskVerdict | None:
+    """The memory pool in force as a line of its own, where the owner's presence changes it: what guests may hold
+    now, and what once the owner comes or goes."""
+    in_use, pool = memory_pool_in_force(settings, 0.0), settings.memory_pool_bytes
+    if in_use >= pool:
+        return None
+    in_use_mib, pool_mib = f"{in_use / 2**20:.0f} MiB", f"{pool / 2**20:.0f} MiB"
+    line = _by_presence(settings, input_idle,
+                        at_desk=f"guests together hold at most {in_use_mib} (guests.memory_pool_in_use_mb), "
+                                "those beyond it are sent away",
+                        away=f"guests together may hold {pool_mib} (guests.memory_pool_mb)",
+                        back=f"at most {in_use_mib}", later=pool_mib)
+    in_force = memory_pool_in_force(settings, input_idle)
+    return DeskVerdict("memory-pool", GuestAction.RUN, line, (("memory_pool_mb", in_force / 2**20),))
 
 
 def judge_desk(readings: DeskReadings, settings: DeskSettings, when: datetime,
@@ -216,6 +266,6 @@ def judge_desk(readings: DeskReadings, settings: DeskSettings, when: datetime,
     hot = any(v.rule == "temperature" and v.action is not GuestAction.RUN for v in previous)
     verdicts = [battery_verdict(readings.battery, settings), temperature_verdict(readings.temperatures, settings, hot),
                 program_verdict(readings.programs, settings), schedule_verdict(settings, when),
-                cap_verdict(settings, readings.input_idle)]
+                cap_verdict(settings, readings.input_idle), memory_verdict(settings, readings.input_idle)]
     said = [verdict for verdict in verdicts if verdict is not None]
     return tuple(sorted(said, key=lambda verdict: verdict.action is GuestAction.RUN))

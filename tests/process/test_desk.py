@@ -228,6 +228,40 @@ def test_guests_keep_to_the_in_use_cap_while_the_owner_types_and_get_more_once_t
     wait_for(lambda: guests_cpu_quota(guests[0]) == 25, timeout=10, what="the in-use cap back in the cgroup")
 
 
+def test_guests_beyond_the_in_use_memory_pool_leave_when_the_owner_comes_back_and_return_once_they_go(
+        desk_node, buses, started):
+    session, _ = buses
+    idle = {"seconds": 600.0}                                   # the owner is away
+    started(mutter_service(session.address, lambda: idle["seconds"]))
+    start, _ = desk_node
+    # "always": the test machine's own load must not suspend the guests (see ALWAYS); the memory pool is the subject.
+    node = start(ALWAYS + "\n[guests]\nmemory_pool_in_use_mb = 20\n")  # one 16 MiB Monte Carlo unit, not two
+    wait_for(lambda: node.call("status")["hosting"]["presence"].startswith("GNOME Mutter IdleMonitor"), timeout=15,
+             what="presence from Mutter")
+    assignment_id = node.call("submit", plugin="montecarlo-pi", params={"samples": 10**12, "units": 2})["id"]
+
+    def units():
+        return node.call("assignment", assignment=assignment_id)["units"]
+
+    wait_for(lambda: [u["state"] for u in units()] == ["running"] * 2 and all(u["progress"] > 0 for u in units()),
+             timeout=60, what="both units under way while the owner is away")
+    idle["seconds"] = 0.0                                       # the owner sits down
+    wait_for(lambda: sorted(u["state"] for u in units()) == ["queued", "running"], timeout=20,
+             what="one unit sent back to the queue")
+    wait_for(lambda: len(guest_processes(node.process.pid)) == 1, timeout=10, what="one guest process left")
+    status = node.call("status")
+    assert status["hosting"]["memory_pool_bytes"] == 20 << 20
+    assert "guests together hold at most 20 MiB (guests.memory_pool_in_use_mb)" in desk_lines(node)
+    (queued,) = [u for u in units() if u["state"] == "queued"]
+    assert queued["progress"] > 0, "the unit sent away lost its progress"
+    time.sleep(3.0)                                             # the pool holds: it is not placed here again
+    assert sorted(u["state"] for u in units()) == ["queued", "running"]
+    idle["seconds"] = 600.0                                     # the owner leaves
+    wait_for(lambda: [u["state"] for u in units()] == ["running"] * 2, timeout=30,
+             what="the queued unit placed again once the whole pool is back")
+    assert node.call("status")["hosting"]["memory_pool_bytes"] > 20 << 20
+
+
 def guests_cpu_quota(guest) -> float | None:
     """The CPU quota of the guests' parent cgroup, in percent of one core, as the kernel holds it; None: none."""
     for line in Path(f"/proc/{guest.pid}/cgroup").read_text().splitlines():

@@ -1,12 +1,14 @@
-"""Desk rules as pure functions: battery, temperature, named programs, schedule windows, the CPU cap line."""
+"""Desk rules as pure functions: battery, temperature, named programs, schedule windows, the CPU cap and memory pool
+lines."""
 
 from datetime import datetime
 
 import pytest
 
 from frost_core.policies.desk import (
-    Battery, DeskReadings, DeskSettings, battery_verdict, cap_verdict, capped_offer, cpu_cap_in_force, judge_desk, parse_schedule,
-    parse_window, program_verdict, schedule_verdict, temperature_verdict, window_covers, window_end,
+    Battery, DeskReadings, DeskSettings, battery_verdict, beyond_pool, cap_verdict, capped_offer, cpu_cap_in_force,
+    judge_desk, memory_pool_in_force, memory_verdict, parse_schedule, parse_window, program_verdict, schedule_verdict,
+    temperature_verdict, window_covers, window_end,
 )
 from frost_core.policies.owner import GuestAction, OwnerPolicy, OwnerSettings, OwnerView
 
@@ -195,6 +197,55 @@ def test_the_in_use_cap_line_says_what_holds_now_and_what_comes_next():
     assert "at most 30 % of one core (guests.cpu_cap_percent)" in cap_verdict(looser, 3.0).explain()
     desk = judge_desk(DeskReadings(None, None, frozenset(), input_idle=3.0), settings, MONDAY_NOON)
     assert [v.rule for v in desk] == ["temperature", "cpu-cap"]
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("in_use_mib, input_idle, expected_mib", [
+    (0, 1.0, 4096),             # one pool, at the desk or not
+    (1024, 1.0, 1024),          # typed a second ago: the in-use pool
+    (1024, 60.0, 4096),         # a minute without input: the whole pool
+    (1024, None, 1024),         # the OS cannot tell: as if the owner were there
+    (8192, 1.0, 4096),          # an in-use pool larger than the pool does not grow it
+])
+def test_the_memory_pool_in_force_follows_the_owner_to_and_from_the_desk(in_use_mib, input_idle, expected_mib):
+    settings = DeskSettings(memory_pool_bytes=4096 * MIB, memory_pool_in_use_bytes=in_use_mib * MIB)
+    assert memory_pool_in_force(settings, input_idle) == expected_mib * MIB
+
+
+@pytest.mark.parametrize("held_mib, pool_mib, leaving", [
+    ({"a": 16, "b": 16}, 100, ()),                       # everything fits: nobody leaves
+    ({"a": 16, "b": 16}, 32, ()),                        # exactly full still fits
+    ({"a": 16, "b": 16}, 20, ("a",)),                    # one of two equals (the first by name)
+    ({"big": 900, "small": 100}, 950, ("small",)),       # the small one frees enough: the big state stays put
+    ({"big": 900, "small": 100}, 500, ("big",)),         # only the big one frees enough
+    ({"a": 300, "b": 300, "c": 300, "d": 10}, 250, ("a", "b", "c")),   # the largest first, then what makes it fit
+    ({"a": 300, "b": 300}, 0, ("a", "b")),               # a pool of nothing: everybody
+    ({}, 0, ()),
+])
+def test_the_guests_beyond_the_pool_are_the_fewest_and_the_smallest_that_free_enough(held_mib, pool_mib, leaving):
+    held = tuple((task, size * MIB) for task, size in held_mib.items())
+    assert beyond_pool(held, pool_mib * MIB) == leaving
+    staying = sum(size for task, size in held if task not in leaving)
+    assert staying <= pool_mib * MIB
+
+
+def test_the_memory_pool_line_says_what_holds_now_and_what_comes_next():
+    settings = DeskSettings(memory_pool_bytes=4096 * MIB, memory_pool_in_use_bytes=1024 * MIB)
+    assert memory_verdict(settings, 3.0).explain() == (
+        "memory-pool: input 3 s ago: guests together hold at most 1024 MiB (guests.memory_pool_in_use_mb), those "
+        "beyond it are sent away; 4096 MiB after 60 s without input [memory_pool_mb 1.02e+03]")
+    assert memory_verdict(settings, 75.0).explain() == (
+        "memory-pool: no input for 75 s: guests together may hold 4096 MiB (guests.memory_pool_mb); at most "
+        "1024 MiB once you are back [memory_pool_mb 4.1e+03]")
+    assert memory_verdict(settings, None).explain().startswith(
+        "memory-pool: this machine cannot tell whether you are at the desk: guests together hold at most 1024 MiB")
+    assert memory_verdict(DeskSettings(memory_pool_bytes=4096 * MIB), 3.0) is None   # one pool: nothing to say
+    larger = DeskSettings(memory_pool_bytes=4096 * MIB, memory_pool_in_use_bytes=8192 * MIB)
+    assert memory_verdict(larger, 3.0) is None
+    desk = judge_desk(DeskReadings(None, None, frozenset(), input_idle=3.0), settings, MONDAY_NOON)
+    assert [v.rule for v in desk] == ["temperature", "memory-pool"]
 
 
 def test_the_owner_policy_suspends_on_a_desk_verdict_and_names_it():
