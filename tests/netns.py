@@ -52,6 +52,12 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+def _tc(namespace: str, device: str, *args: str) -> None:
+    """`tc ARGS... dev DEVICE` (the device after the object and command) inside `namespace`."""
+    subprocess.run(["tc", "-n", namespace, *args[:2], "dev", device, *args[2:]], check=True, capture_output=True,
+                   text=True)
+
+
 class Topology:
     """A hub namespace with a bridge, and one namespace per test host linked to it by a veth pair."""
 
@@ -89,6 +95,17 @@ class Topology:
 
     def heal(self, host: TestHost) -> None:
         _ip("-n", host.namespace, "link", "set", host.veth, "up")
+
+    def cut_one_way(self, host: TestHost, *, to_it: bool) -> None:
+        """Drop every packet sent to `host` (`to_it`) or by it, the other way left open: a firewall rule or a
+        wireless link that fails one way. A blackhole qdisc on the end of the link the packets leave by."""
+        _tc(*self._leaving_end(host, to_it), "qdisc", "add", "root", "blackhole")
+
+    def heal_one_way(self, host: TestHost, *, to_it: bool) -> None:
+        _tc(*self._leaving_end(host, to_it), "qdisc", "del", "root")
+
+    def _leaving_end(self, host: TestHost, to_it: bool) -> tuple[str, str]:
+        return (self.hub, f"{host.veth}p") if to_it else (host.namespace, host.veth)
 
     def __exit__(self, *exc_info: object) -> None:
         for namespace in reversed(self._namespaces):
