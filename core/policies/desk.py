@@ -251,8 +251,7 @@ def memory_verdict(settings: DeskSettings, input_idle: float | None = None) -> D
         return None
     in_use_mib, pool_mib = f"{in_use / 2**20:.0f} MiB", f"{pool / 2**20:.0f} MiB"
     line = _by_presence(settings, input_idle,
-                        at_desk=f"guests together hold at most {in_use_mib} (guests.memory_pool_in_use_mb), "
-                                "those beyond it are sent away",
+                        at_desk=f"guests together hold at most {in_use_mib} (guests.memory_pool_in_use_mb)",
                         away=f"guests together may hold {pool_mib} (guests.memory_pool_mb)",
                         back=f"at most {in_use_mib}", later=pool_mib)
     in_force = memory_pool_in_force(settings, input_idle)

@@ -234,8 +234,8 @@ def test_the_guests_beyond_the_pool_are_the_fewest_and_the_smallest_that_free_en
 def test_the_memory_pool_line_says_what_holds_now_and_what_comes_next():
     settings = DeskSettings(memory_pool_bytes=4096 * MIB, memory_pool_in_use_bytes=1024 * MIB)
     assert memory_verdict(settings, 3.0).explain() == (
-        "memory-pool: input 3 s ago: guests together hold at most 1024 MiB (guests.memory_pool_in_use_mb), those "
-        "beyond it are sent away; 4096 MiB after 60 s without input [memory_pool_mb 1.02e+03]")
+        "memory-pool: input 3 s ago: guests together hold at most 1024 MiB (guests.memory_pool_in_use_mb); 4096 MiB "
+        "after 60 s without input [memory_pool_mb 1.02e+03]")
     assert memory_verdict(settings, 75.0).explain() == (
         "memory-pool: no input for 75 s: guests together may hold 4096 MiB (guests.memory_pool_mb); at most "
         "1024 MiB once you are back [memory_pool_mb 4.1e+03]")
