@@ -206,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = verb("submit", "submit an assignment")
     submit.add_argument("plugin")
+    submit.add_argument("params", nargs="*", metavar="K=V", help="plugin parameters (`plugins show NAME` lists them)")
     submit.add_argument("--param", action="append", default=[], metavar="K=V", help="a plugin parameter (repeatable)")
     submit.add_argument("--wait", action="store_true", help="wait until the assignment finishes")
     submit.add_argument("--output", type=Path, help="with --wait: save the result here")
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     as_json = "--json" in argv
     command = _command_name(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = _parse(argv)
         command = _command_of(args)
         code = _dispatch(args, _Output(as_json))
         sys.stdout.flush()  # a reader gone shows here, inside the try, not at exit as a traceback
@@ -315,6 +316,18 @@ def _command_name(argv: list[str]) -> str:
         if " ".join(words[:length]) in RESULTS:
             return " ".join(words[:length])
     return ""
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The command line, with a submit's K=V parameters anywhere among its options (`submit mandelbrot width=640
+    --wait height=480`): argparse takes a list of positionals in one piece only, and would refuse the second."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.verb == "submit" and not any(item.startswith("-") for item in extra):
+        args.params.extend(extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _command_of(args: argparse.Namespace) -> str:
@@ -664,10 +677,10 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
     from frost_core import FetchResult, GetAssignment, SubmitAssignment
 
     params = {}
-    for item in args.param:
+    for item in (*args.params, *args.param):
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--param wants K=V, not {item!r}")
+            raise ConfigError(f"a plugin parameter is K=V (as in `submit {args.plugin} units=8`), not {item!r}")
         params[key] = value
     if args.output and not args.wait:
         raise ConfigError("--output needs --wait (or use `frost-tui result ID --output PATH` later)")

@@ -58,8 +58,9 @@ def test_assignment_commands_print_documents_that_fit_the_schema(single_node, tm
     # The assignment must finish even while other tests load this machine: the owner policy stands aside.
     node = single_node('\n[owner]\npolicy = "always"\n')
     output = tmp_path / "pi.json"
-    submitted = _document(node.cli("submit", "montecarlo-pi", "--param", "samples=1000", "--param", "units=1",
-                                   "--wait", "--output", str(output), "--json"), "submit")
+    # Parameters as K=V words or with --param, anywhere among the options (units=1 comes after --wait).
+    submitted = _document(node.cli("submit", "montecarlo-pi", "samples=1000", "--wait", "units=1",
+                                   "--output", str(output), "--json"), "submit")
     assert submitted["assignment"]["state"] == "done" and submitted["saved"]["path"] == str(output)
     assert [a["id"] for a in _document(node.cli("assignments", "--json"), "assignments")] == [submitted["id"]]
     units = _document(node.cli("units", submitted["id"], "--json"), "units")
@@ -152,6 +153,8 @@ def test_usage_and_configuration_errors_are_2_and_create_nothing(tmp_path):
     assert "no such file" in _error(_run("--config", str(missing), "status", "--json"), 2)["message"]
     assert _run("--config", str(missing), "--headless").returncode == 2
     assert _error(_run("status", "--frobnicate", "--json"), 2)["title"] == "Usage"
+    assert _error(_run("status", "units=8", "--json"), 2)["message"].startswith("unrecognized arguments: units=8")
+    assert "a plugin parameter is K=V" in _error(_run("submit", "mandelbrot", "width", "--json"), 2)["message"]
     since = _run("stats", "--since", "yesterday", "--data-dir", str(tmp_path))
     assert since.returncode == 2 and "--since 'yesterday': expected a positive duration" in since.stderr
     history = _run("screenshots", "--live", "--history", "0", "--out", str(tmp_path / "shots"))
