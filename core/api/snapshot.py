@@ -207,6 +207,7 @@ class HostingView:
     presence: str = ""         # where the owner's input idle time comes from, or "no presence source"
     presence_brief: str = ""   # the same in one line, for the screen
     sleep: str = ""            # whether logind lets the node hand its guests on before the machine sleeps
+    sleep_brief: str = ""      # the same in one line, for the screen
     isolation: tuple[str, ...] = ()  # "layer: state" per guest isolation layer, then a "warning: ..." if any is missing
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import trio
 from jeepney import DBusAddress, DBusErrorResponse, MatchRule, Properties, new_method_call
@@ -43,6 +44,19 @@ RELEASE_MARGIN = 0.5        # seconds kept back to let go of the inhibitor befor
 RETRY_PAUSE = 5.0           # seconds between tries to reach logind again once the system bus went away
 
 
+@dataclass(frozen=True)
+class SleepWatch:
+    """What the watch can do now: `line` for `status`, `brief` for a screen's side panel (the bus's reason made
+    the Machine tab's Sleep row five lines long on a machine without logind)."""
+
+    line: str
+    brief: str
+
+
+NOT_YET = SleepWatch("sleep not watched yet", "not watched yet")
+ASLEEP = SleepWatch("asleep: the inhibitor is released", "asleep")
+
+
 async def _inhibit(router) -> object:
     """A delay inhibitor for sleep: a file descriptor whose closing releases it."""
     reply = await router.send_and_get_reply(new_method_call(
@@ -64,21 +78,23 @@ async def _delay_budget(router) -> float:
 
 
 async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wake: Callable[[], Awaitable[None]],
-                      report: Callable[[str], None], *, retry_pause: float = RETRY_PAUSE,
+                      report: Callable[[SleepWatch], None], *, retry_pause: float = RETRY_PAUSE,
                       task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Hold a sleep inhibitor; call `before_sleep(seconds it may take)` before a suspend, then release
-    it; call `after_wake()` on waking and take it again. `report` gets one line for `status`; neither
+    it; call `after_wake()` on waking and take it again. `report` gets each new state; neither
     a missing bus nor one that goes away stops the node. No logind at start ends the watch (a machine
     without one stays without); a bus lost later is reported once and tried again every
     `retry_pause` seconds, as a restarted dbus-daemon comes back at the same address."""
     lost, watched = await _watch_until_lost(before_sleep, after_wake, report, task_status)
     if not watched:
-        report(f"sleep not watched: no logind on a system bus ({why_unreachable(lost)})")
+        report(SleepWatch(f"sleep not watched: no logind on a system bus ({why_unreachable(lost)})",
+                          "not watched: no logind (frost-tui status says why)"))
         task_status.started()
         return
     while True:
-        report(f"sleep no longer watched: no logind on a system bus ({why_unreachable(lost)}); "
-               f"trying again every {retry_pause:g} s")
+        report(SleepWatch(f"sleep no longer watched: no logind on a system bus ({why_unreachable(lost)}); "
+                          f"trying again every {retry_pause:g} s",
+                          "no longer watched: logind went away (frost-tui status says why)"))
         watched = False
         while not watched:      # a try that fails too is no news to the owner
             await trio.sleep(retry_pause)
@@ -86,7 +102,7 @@ async def watch_sleep(before_sleep: Callable[[float], Awaitable[None]], after_wa
 
 
 async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], after_wake: Callable[[], Awaitable[None]],
-                            report: Callable[[str], None], task_status) -> tuple[BaseException, bool]:
+                            report: Callable[[SleepWatch], None], task_status) -> tuple[BaseException, bool]:
     """One connection to logind, followed until the bus or logind fails it: the error that ended it,
     and whether it got as far as holding an inhibitor (then `task_status` was told it started)."""
     watched = asleep = False
@@ -102,7 +118,8 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
                 unwrap_msg(await router.send_and_get_reply(message_bus.AddMatch(FROM_LOGIND)))
                 budget = await _delay_budget(router)
                 inhibitor = await _inhibit(router)
-            watching = f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on"
+            watching = SleepWatch(f"sleep watched: logind waits up to {budget:.1f} s for the guests to be handed on",
+                                  f"watched: {budget:.1f} s to hand the guests on")
             report(watching)
             task_status.started()
             watched = True
@@ -115,7 +132,7 @@ async def _watch_until_lost(before_sleep: Callable[[float], Awaitable[None]], af
                         inhibitor.close()
                         inhibitor = None
                         asleep = True
-                        report("asleep: the inhibitor is released")
+                        report(ASLEEP)
                     elif not going:
                         asleep = False
                         await after_wake()

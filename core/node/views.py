@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from frost_core.measure.desk import DeskWatch
     from frost_core.measure.machine import MachineWatch
     from frost_core.membership import Membership
+    from frost_core.node.sleep import SleepWatch
     from frost_core.plugin.registry import PluginRegistry
     from frost_core.wire.security import ClusterKey
 
@@ -54,7 +55,7 @@ class NodeParts(Protocol):
     registry: PluginRegistry
     events: EventLog
     results_dir: Path
-    sleep_watch: str
+    sleep_watch: SleepWatch
     desk: DeskWatch
     ledger: LedgerService
     settled_views: SettledViews
@@ -102,7 +103,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             not_owner=node.machine.accounting(),
             reach=node.reach_status(),
             presence=node.desk.presence.last.describe(), presence_brief=node.desk.presence.last.brief(),
-            sleep=node.sleep_watch,
+            sleep=node.sleep_watch.line, sleep_brief=node.sleep_watch.brief,
             isolation=node.supervisor.isolation().lines(),
         ),
         history=history,

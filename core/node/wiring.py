@@ -57,7 +57,7 @@ from frost_core.ledger.service import LedgerService
 from frost_core.node.gangs import Gangs
 from frost_core.node.pace import SnapshotPace
 from frost_core.node.remote_control import serve_remote_control
-from frost_core.node.sleep import watch_sleep
+from frost_core.node.sleep import NOT_YET, SleepWatch, watch_sleep
 from frost_core.master.gang import GangView as GangCoordinatorView, GlobalCheckpoint
 from frost_core.master.gang_checkpoints import GangCheckpoints
 from frost_core.master.scheduler import MasterScheduler, MasterSettings
@@ -136,7 +136,7 @@ class Node:
         self._evicting = 0
         self._fitting_memory = False    # guests the memory pool no longer holds are being sent away
         self._asleep = False                    # between logind's PrepareForSleep(true) and waking
-        self.sleep_watch = "sleep not watched yet"
+        self.sleep_watch = NOT_YET
         self._history: list[ResourceSample] = []
         self.refusals: dict[tuple[str, int], str] = {}
         """Seeds and peers that refused us (another cluster key), by address: `status` shows them."""
@@ -731,9 +731,9 @@ class Node:
         self._hosting_changed()
         self._scheduler.wake()
 
-    def _report_sleep_watch(self, line: str) -> None:
-        self.sleep_watch = line
-        log.info("%s", line)
+    def _report_sleep_watch(self, watch: SleepWatch) -> None:
+        self.sleep_watch = watch
+        log.info("%s", watch.line)
         self.mark_changed()
 
     async def move(self, task_id: str, node: str) -> str:

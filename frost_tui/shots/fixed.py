@@ -172,6 +172,7 @@ def demo_snapshot(now: float = DEMO_NOW, *, peers: int = 6, guests: int = 3) -> 
         upper_threshold=0.81, memory_pool_bytes=8 * _GiB, memory_used_bytes=sum(g.memory_bytes for g in guest_views),
         guest_cpus=8, presence="GNOME Mutter IdleMonitor: input 372 s ago",
         sleep="sleep watched: logind waits up to 4.5 s for the guests to be handed on",
+        sleep_brief="watched: 4.5 s to hand the guests on",
         owner=("run by rule 'quiet': owner not contending [cpu_share 9.5]",
                "temperature: hottest sensor coretemp Package id 0 at 61 °C"),
     )

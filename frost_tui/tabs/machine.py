@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
 from frost_core import HostingView, NodeSnapshot, ResourceSample
@@ -34,7 +34,8 @@ class MachinePane(Pane):
             with Vertical(id="machine-charts"):
                 yield Chart(id="chart-available")
                 yield Chart(id="chart-cpu")
-            yield Static(id="machine-facts")
+            with VerticalScroll(id="machine-facts"):   # desk rules and isolation lines may not fit a short terminal
+                yield Static(id="machine-facts-text")
 
     def on_resize(self) -> None:
         """The charts' time scale follows their width: a tab drawn while hidden has none yet."""
@@ -54,7 +55,8 @@ class MachinePane(Pane):
         facts_key = (snapshot.hosting, len(snapshot.guests), alive, snapshot.name, snapshot.address)
         if facts_key != self._facts_key:
             self._facts_key = facts_key
-            self.query_one("#machine-facts", Static).update(describe_facts(snapshot.hosting, snapshot), layout=False)
+            # With a layout: the facts' height follows their lines (an owner line or a desk rule more or fewer).
+            self.query_one("#machine-facts-text", Static).update(describe_facts(snapshot.hosting, snapshot))
 
     def _show_charts(self, snapshot: NodeSnapshot, chart_width: int) -> None:
         seconds_per_dot = max(1, math.ceil(CHART_WINDOW_SECONDS / max(1, plot_dots(chart_width))))
@@ -132,7 +134,7 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
     table.add_row("Peers alive", str(alive))
     table.add_row("Presence", Text(hosting.presence_brief or hosting.presence or "not read yet"))
-    table.add_row("Sleep", Text(hosting.sleep or "not watched"))
+    table.add_row("Sleep", Text(hosting.sleep_brief or hosting.sleep or "not watched"))
     if hosting.owner:
         table.add_row("Owner policy", Text(hosting.owner[0]))
     for line in hosting.owner[1:]:

@@ -43,7 +43,7 @@ async def test_the_inhibitor_is_released_only_after_the_guests_are_handed_on_and
 
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(watch_sleep, before_sleep, after_wake, lines.append)
+            await nursery.start(watch_sleep, before_sleep, after_wake, lambda watch: lines.append(watch.line))
             assert inhibitors.held() == 1
             assert inhibitors.taken[0][0][0::3] == ("sleep", "delay")
             assert lines == ["sleep watched: logind waits up to 4.5 s for the guests to be handed on"]
@@ -61,14 +61,16 @@ async def test_the_inhibitor_is_released_only_after_the_guests_are_handed_on_and
 
 
 async def test_without_logind_sleep_is_not_watched_and_nothing_breaks(buses):
-    lines = []
+    watches = []
 
     async def never(*args):
         raise AssertionError("called without logind")
 
     with trio.fail_after(10):
-        await watch_sleep(never, never, lines.append)
-    assert lines == ["sleep not watched: no logind on a system bus (org.freedesktop.DBus.Error.ServiceUnknown)"]
+        await watch_sleep(never, never, watches.append)
+    (watch,) = watches
+    assert watch.line == "sleep not watched: no logind on a system bus (org.freedesktop.DBus.Error.ServiceUnknown)"
+    assert watch.brief == "not watched: no logind (frost-tui status says why)"   # the Machine tab's one line
 
 
 async def test_a_system_bus_that_goes_away_is_told_once_and_sleep_is_watched_again_when_it_is_back(
@@ -86,7 +88,8 @@ async def test_a_system_bus_that_goes_away_is_told_once_and_sleep_is_watched_aga
     try:
         with trio.fail_after(15):
             async with trio.open_nursery() as nursery:
-                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lines.append, retry_pause=0.2))
+                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lambda watch: lines.append(watch.line),
+                                            retry_pause=0.2))
                 logind.stop()
                 system.close()          # dbus-daemon restarts or crashes under a watching node
                 await wait_until(lambda: inhibitors.held() == 0, timeout=5, what="the inhibitor let go")
@@ -126,7 +129,7 @@ async def test_a_system_bus_lost_while_the_machine_slept_counts_as_waking(buses,
     try:
         with trio.fail_after(15):
             async with trio.open_nursery() as nursery:
-                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lambda line: None, retry_pause=0.2))
+                await nursery.start(partial(watch_sleep, before_sleep, after_wake, lambda watch: None, retry_pause=0.2))
                 logind.emit(MANAGER_PATH, MANAGER, "PrepareForSleep", "b", (True,))
                 await wait_until(lambda: calls == ["sleep"] and inhibitors.held() == 0, timeout=5,
                                  what="the inhibitor released for sleep")

@@ -44,3 +44,21 @@ def test_a_unit_its_host_reports_suspended_is_shown_suspended(node):
         assert "suspended" in row and "running" not in row
 
     run_ui(node, scenario)
+
+
+def test_the_machine_tab_shows_every_desk_rule_that_came_after_the_first_picture(node):
+    # A node's first snapshot has no owner policy lines yet (nothing measured), later ones do: the facts must not
+    # keep the height of the first picture.
+    node.publish(hosting=node._hosting(owner=(), sleep="", presence_brief="not read yet"))
+    owner = ("run by rule 'quiet': owner not contending [cpu_share 0.2]",
+             "temperature: no temperature sensors on this machine: the 90 °C limit cannot act",
+             "memory-pool: no input for 75 s: guests together may hold 4096 MiB (guests.memory_pool_mb)")
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: "Peers alive" in screen_text(app))
+        node.publish(hosting=node._hosting(owner=owner, sleep="sleep not watched: no logind on a system bus"))
+        await wait_in_app(pilot, lambda: "Owner policy" in screen_text(app), timeout=5)
+        app.query_one("#machine-facts").scroll_end(animate=False)   # the rest is there on a short terminal too
+        await wait_in_app(pilot, lambda: "memory-pool:" in screen_text(app), timeout=5)
+
+    run_ui(node, scenario)
