@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("params", nargs="*", metavar="K=V", help="plugin parameters (`plugins show NAME` lists them)")
     submit.add_argument("--param", action="append", default=[], metavar="K=V", help="a plugin parameter (repeatable)")
     submit.add_argument("--wait", action="store_true", help="wait until the assignment finishes")
-    submit.add_argument("--output", type=Path, help="with --wait: save the result here")
+    submit.add_argument("-o", "--output", type=Path, metavar="PATH",
+                        help="with --wait: save the result to this file, or into this folder under the plugin's name")
     submit.add_argument("--one-per-host", action="store_true",
                         help="at most one unit of this assignment per host (default: one per free core)")
     submit.add_argument("--input", action="append", default=[], metavar="NAME=PATH",
@@ -235,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--format", choices=("text", "csv"), default="text", help="print as text (default) or CSV")
     result = verb("result", "save an assignment's result")
     result.add_argument("assignment")
-    result.add_argument("--output", type=Path, required=True)
+    result.add_argument("-o", "--output", type=Path, metavar="PATH",
+                        help="the file to write, or a folder to write it into under the plugin's name (default: that "
+                             "name in the current folder, never over a file already there)")
     result.add_argument("--files", type=Path, metavar="DIR", help="also save the units' output files into DIR")
     verb("cancel", "cancel an assignment").add_argument("assignment")
     verb("unquarantine", "send units again to a host quarantined for a wrong result").add_argument("node")
@@ -579,12 +582,29 @@ def _stats(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Ledger
 def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SavedResult, int]:
     from frost_core import FetchResult
 
-    saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(args.output.resolve()),
+    output = _result_file(paths, args.assignment, args.output)
+    saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(output),
                                      files=str(args.files.resolve()) if args.files else None))
     _say_saved(saved, out)
     if args.files:
         out.say(f"Saved {counted(len(saved.files), 'output file')} to {saved.files_folder}")
     return saved, EXIT_OK
+
+
+def _result_file(paths: Paths, assignment_id: str, output: Path | None) -> Path:
+    """Where `result` and `submit --wait --output` write: `--output`, or under the plugin's file name inside it
+    when it is a folder. Without it, that name in the current folder, as the UI's `w` offers; a file already there is
+    refused rather than replaced, since it is most likely the result of an earlier assignment of the plugin."""
+    from frost_core import GetAssignment
+
+    if output is not None and not output.is_dir():
+        return output.resolve()
+    assignment = _call(paths, GetAssignment(assignment_id=assignment_id))
+    target = ((output or Path.cwd()) / (assignment.result_filename or assignment_id)).resolve()
+    if output is None and assignment.state == "done" and target.exists():
+        raise FrostError(f"{target} is there already (an earlier result?): name the file to write with --output",
+                         title="Not overwritten")
+    return target
 
 
 def _say_saved(saved: SavedResult, out: _Output) -> None:
@@ -704,7 +724,8 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
     if not args.output:
         out.say(f"Assignment {submitted.id} is done.")
         return ended, EXIT_OK
-    saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(args.output.resolve())))
+    output = _result_file(paths, submitted.id, args.output)
+    saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(output)))
     _say_saved(saved, out)
     return SubmitResult(id=submitted.id, units=submitted.units, assignment=state, saved=saved), EXIT_OK
 

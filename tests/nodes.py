@@ -88,10 +88,10 @@ class NodeProcess:
     def peers(self) -> dict[str, dict]:
         return {p["node_id"]: p for p in self.call("peers")}
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([FROST_TUI, *args, "--data-dir", str(self.data_dir), "--config",
                                str(self.data_dir / "config.toml")], capture_output=True, text=True, check=check,
-                              timeout=120)
+                              timeout=120, cwd=cwd)
 
     def stop(self) -> None:
         self.ended_by_test = self.ended_by_test or self.process.poll() is None

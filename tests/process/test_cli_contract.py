@@ -76,6 +76,20 @@ def test_assignment_commands_print_documents_that_fit_the_schema(single_node, tm
     assert (tmp_path / "pi.txt").read_bytes() == output.read_bytes()
     assert "holds those bytes unchanged, so name it .json to open it as what it is" in renamed.stderr
     assert "Note" not in node.cli("result", submitted["id"], "--output", str(tmp_path / "pi.JSON")).stderr
+    # No --output: the plugin's file name in the current folder, never over a file there; a folder: that name in it.
+    here = tmp_path / "here"
+    here.mkdir()
+    node.cli("result", submitted["id"], cwd=here)
+    named = here / again["named"]
+    assert named.read_bytes() == output.read_bytes()
+    named.write_text("an earlier result")
+    refused = _error(node.cli("result", submitted["id"], "--json", cwd=here, check=False), 1)
+    assert refused["title"] == "Not overwritten" and str(named) in refused["message"]
+    assert named.read_text() == "an earlier result"
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    node.cli("result", submitted["id"], "-o", str(folder))
+    assert (folder / again["named"]).read_bytes() == output.read_bytes()
     # The unit ran here for this node's own assignment: the ledger counts it as given and as received.
     ledger = _document(node.cli("stats", "--since", "1h", "--json"), "stats")
     assert ledger["given"] > 0 and ledger["received"] > 0 and ledger["days"][-1]["given"] == ledger["given"]
