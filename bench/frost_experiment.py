@@ -88,7 +88,7 @@ CONFIG = """
 min_interval = 1
 max_interval = 2
 """
-_MOVED = re.compile(r"^(\S+) moved to (\S+) with")
+_MOVED = re.compile(r"^(\S+) moved to (.+?) with")
 
 
 @dataclass(frozen=True)

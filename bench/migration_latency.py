@@ -71,7 +71,7 @@ min_interval = 3600
 max_interval = 3600
 """
 """No periodic checkpoints during the trials: only the evictions take any."""
-_MOVED = re.compile(r"moved to \S+ with checkpoint \d+ \((\d+) bytes[^)]*\) in (\d+) ms")
+_MOVED = re.compile(r"moved to .+? with checkpoint \d+ \((\d+) bytes[^)]*\) in (\d+) ms")
 _NO_PEER = re.compile(r"went back to its master's queue.*\(no peer took it: (.*)\)$")
 
 

@@ -59,6 +59,7 @@ from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
 from frost_core.api.errors import FrostError, NodeUnavailableError, StorageError
+from frost_core.api.wording import peer_named
 from frost_core.events import EventLog
 
 log = logging.getLogger("frost.migration")
@@ -89,8 +90,11 @@ class Migrator:
         destinations: Callable[[Hosted, int], Sequence[str]],
         observe_transfer: Callable[[str, int, float], None],
         move_deadline: Callable[[], float],
+        name_of: Callable[[str], str | None] = lambda node_id: None,
     ) -> None:
+        """`name_of`: a peer's name, where the cluster knows it, for what the owner reads."""
         self._node_id = node_id
+        self._name_of = name_of
         self._supervisor = supervisor
         self._links = links
         self._events = events
@@ -137,7 +141,7 @@ class Migrator:
             return fed[0]
         verdict = await self._hand_over(home, hosted, record, destination, began)  # whole, as before
         if not verdict.ok:
-            self._events.add("move", f"{task_id}: the move to {destination[:8]} failed ({verdict.reason}); "
+            self._events.add("move", f"{task_id}: the move to {self._peer(destination)} failed ({verdict.reason}); "
                              "it resumes here", severity="warning")
             await self._supervisor.settled(task_id)  # it resumes from the capture, durable here by then
             home.resume_here(hosted)
@@ -208,7 +212,7 @@ class Migrator:
                 verdict = await self._hand_over(home, hosted, record, tried, began)
                 if verdict.ok:
                     return  # (fed or not: the capture in hand, durable here, sent whole as before)
-                why.append(f"{tried[:8]}: {verdict.reason}")
+                why.append(f"{self._peer(tried)}: {verdict.reason}")
         for destination in self._destinations(hosted, state_bytes):
             if destination == tried:
                 continue
@@ -218,8 +222,11 @@ class Migrator:
                 if verdict.ok:
                     return
                 refusal = verdict.reason
-            why.append(f"{destination[:8]}: {refusal}")
+            why.append(f"{self._peer(destination)}: {refusal}")
         await self._return_to_master(home, hosted, record, "; ".join(why) or "no peer is ranked to take it")
+
+    def _peer(self, node_id: str) -> str:
+        return peer_named(node_id, self._name_of(node_id))
 
     async def _negotiate(self, hosted: Hosted, destination: str, state_bytes: int) -> str | None:
         """None if `destination` takes the unit, else its reason (or why it could not be asked)."""
@@ -253,7 +260,7 @@ class Migrator:
             self._observe_transfer(destination, size, time.monotonic() - sent)
         await self._supervisor.settled(task_id)  # its write here ends before the copy is dropped, not after
         home.forget(hosted, moved_to=destination)
-        self._events.add("move", f"{task_id} moved to {destination[:8]} with "
+        self._events.add("move", f"{task_id} moved to {self._peer(destination)} with "
                          f"{f'checkpoint {record.seq} ({size} bytes, {how})' if record else 'no checkpoint'} "
                          f"in {(time.monotonic() - began) * 1000:.0f} ms (epoch {epoch})")
         try:

@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from frost_core.api.wording import counted
+from frost_core.api.wording import counted, peer_named
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
@@ -129,6 +129,7 @@ class MasterScheduler:
             lambda host, task_id, epoch, cpu_seconds, ended_at: None),
         spare: SpareWorker | None = None,
         disk_refused: Callable[[StorageError], None] = lambda error: None,
+        name_of: Callable[[str], str | None] = lambda host: None,
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
@@ -137,8 +138,10 @@ class MasterScheduler:
         guest CPU of each run of its units and its host (the ledger's "received"): a result's as it arrives, the
         others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report. `spare`: the node's
         worker process started ahead, which a combine takes when it waits. `disk_refused` hears of each write of
-        the store the disk refused in the master's own rounds: what the round did is done again at the next."""
+        the store the disk refused in the master's own rounds: what the round did is done again at the next.
+        `name_of`: a host's name, where the cluster knows it, for what the owner reads (`_host`)."""
         self._node_id = node_id
+        self._name_of = name_of
         self._spare = spare
         self._disk_refused = disk_refused
         self._store = store
@@ -491,9 +494,9 @@ class MasterScheduler:
                 continue   # (its host left, and it is queued again already; or it was cancelled)
             if unit.task_id not in verdicts:
                 self._started(unit, host, spec.epoch, checkpoint)
-                self._events.add("assignment", f"{unit.task_id}: its host {host[:8]} went out of reach before it "
-                                 "said the unit runs; it counts as placed there until that host is heard again or "
-                                 "given up", severity="warning")
+                self._events.add("assignment", f"{unit.task_id}: its host {self._host(host)} went out of reach "
+                                 "before it said the unit runs; it counts as placed there until that host is heard "
+                                 "again or given up", severity="warning")
                 continue
             ok, reason = verdicts[unit.task_id]
             if ok:
@@ -504,7 +507,7 @@ class MasterScheduler:
                                              progress=self._kept_progress(unit.task_id))
                 except StorageError as error:   # it counts as placed there, and restarts once given up as silent
                     self._disk_refused(error)
-                self._events.add("assignment", f"{unit.task_id} could not start on {host[:8]}: {reason}",
+                self._events.add("assignment", f"{unit.task_id} could not start on {self._host(host)}: {reason}",
                                  severity="warning")
                 refusals.setdefault(unit.task_id, {})[host] = reason
 
@@ -534,6 +537,10 @@ class MasterScheduler:
             memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs, submitter=unit.submitter,
         )
 
+    def _host(self, host: str) -> str:
+        """A host as events and a unit's reasons name it."""
+        return peer_named(host, self._name_of(host))
+
     def _started(self, unit: UnitRecord, host: str, epoch: int, checkpoint: CheckpointRecord | None) -> None:
         now = self._clock()
         start, cpu_then = self._resume_point(unit.task_id, checkpoint)
@@ -541,7 +548,7 @@ class MasterScheduler:
         self._copies[unit.task_id] = Copy(epoch, host, run)
         self._afresh.discard(unit.task_id)
         self._count_redone(unit, start, cpu_then)
-        where = "here" if host == self._node_id else f"on {host[:8]}"
+        where = "here" if host == self._node_id else f"on {self._host(host)}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""
         self._events.add("assignment", f"{unit.task_id} placed {where}{resumed} (epoch {epoch})")
 
@@ -581,7 +588,7 @@ class MasterScheduler:
                 held = await self._links.keeper(holder).fetch(unit.task_id, best.seq if best else 0)
                 if held is not None and (held.plugin_hash, held.unit_index) == (plugin_hash, unit.index):
                     checkpoints[i] = self._fetched[unit.task_id] = held
-                    self._events.add("assignment", f"{unit.task_id}: peer {holder[:8]} held a newer checkpoint "
+                    self._events.add("assignment", f"{unit.task_id}: peer {self._host(holder)} held a newer checkpoint "
                                      f"({held.seq}) than this master")
             if waiting.cancelled_caught:
                 self._missed(holder, f"a request for its copy of {unit.task_id} within {OFFER_TIMEOUT:.0f} s")
@@ -592,7 +599,7 @@ class MasterScheduler:
         """`peer` let `call` run out: rest it (`Unanswered`), and say so when its rest begins."""
         rest = self._unanswered.missed(peer, self._clock())
         if rest is not None:
-            self._events.add("cluster", f"peer {peer[:8]} did not answer {call}; left out of placement for "
+            self._events.add("cluster", f"peer {self._host(peer)} did not answer {call}; left out of placement for "
                              f"{rest:.0f} s", severity="warning")
 
     def _add_waste(self, assignment_id: str, index: int, *, epoch: int, reason: str, seconds: float) -> None:
@@ -682,10 +689,10 @@ class MasterScheduler:
         if status.checkpoint_seq <= replica_seq or not ahead:
             return False
         self._kept_older.add(key)
-        self._events.add("assignment", f"{status.task_id}: {host[:8]} still runs epoch {status.epoch} with checkpoint "
-                         f"{status.checkpoint_seq} ({status.checkpoint_progress:.0%}), newer than this master's "
-                         f"replica ({replica_seq}) and ahead of the copy of epoch {unit.epoch}: kept; the first "
-                         "complete result wins")
+        self._events.add("assignment", f"{status.task_id}: {self._host(host)} still runs epoch {status.epoch} "
+                         f"with checkpoint {status.checkpoint_seq} ({status.checkpoint_progress:.0%}), newer than this "
+                         f"master's replica ({replica_seq}) and ahead of the copy of epoch {unit.epoch}: kept; the "
+                         "first complete result wins")
         return True
 
     def _current(self, host: str, task_id: str, epoch: int) -> bool:
@@ -696,8 +703,8 @@ class MasterScheduler:
         given_up = (task_id, epoch) in self._given_up
         if given_up and self._store.readopt(assignment_id, index, epoch=epoch, host=host):
             self._given_up.pop((task_id, epoch), None)
-            self._events.add("assignment", f"{task_id} still runs on {host[:8]} (epoch {epoch}): taken back from "
-                             "the queue")
+            self._events.add("assignment", f"{task_id} still runs on {self._host(host)} (epoch {epoch}): taken back "
+                             "from the queue")
         return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
 
     def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float, cpu: float = 0.0,
@@ -745,10 +752,10 @@ class MasterScheduler:
         try:
             value, files = envelope.unpack(envelope.RESULT, result)
         except PluginError as error:  # refused, not retried: the same bytes would fail again
-            raise FrostError(f"the result of {task_id} from {host[:8]} is malformed: {error.message}") from error
+            raise FrostError(f"the result of {task_id} from {self._host(host)} is malformed: {error.message}") from error
         self._on_received(host, task_id, epoch, cpu_seconds, None)   # its host gave that CPU, whatever comes of it
         if host in self._quarantined:   # (its copies were taken back when it was quarantined)
-            self._events.add("assignment", f"{task_id}: the result from {host[:8]} is refused: that host is "
+            self._events.add("assignment", f"{task_id}: the result from {self._host(host)} is refused: that host is "
                              "quarantined", severity="warning")
             self._on_change()
             return False
@@ -758,7 +765,7 @@ class MasterScheduler:
             if decided is not None:
                 return decided
         accepted = await self._results.submit(Delivery(assignment_id, index, epoch, value, files, cpu_seconds))
-        where = "here" if host == self._node_id else f"on {host[:8]}"
+        where = "here" if host == self._node_id else f"on {self._host(host)}"
         lost = self._given_up.pop((task_id, epoch), None)
         overtaken = self._overtaken.pop((task_id, epoch), None)
         if overtaken is not None:  # it finished before its host heard it was overtaken
@@ -782,7 +789,7 @@ class MasterScheduler:
                 run = dataclasses.replace(current.run, heard_at=now) if current.run.heard else current.run
                 self._overtaken[(task_id, current.epoch)] = Copy(current.epoch, current.host, run)
                 self._events.add("assignment", f"{task_id}: the copy of epoch {epoch} finished first; the newer "
-                                 f"copy on {current.host[:8]} (epoch {current.epoch}) is stopped")
+                                 f"copy on {self._host(current.host)} (epoch {current.epoch}) is stopped")
             self._replicated.pop(task_id, None)
             self._checkpoint_heard.pop(task_id, None)
             if self._replicas.holds(task_id):
@@ -834,9 +841,10 @@ class MasterScheduler:
         elif not self._checkers(unit.copied_on + (host,)) and await self._blocking(self._store.settle_unchecked,
                                                                                     unit.assignment_id, unit.index):
             self._events.add("assignment", f"{task_id}: no other host takes guests to check it; the result from "
-                             f"{host[:8]} is taken unverified")
+                             f"{self._host(host)} is taken unverified")
         else:
-            self._events.add("assignment", f"{task_id}: a copy from {host[:8]} is in; another host runs it to check")
+            self._events.add("assignment",
+                             f"{task_id}: a copy from {self._host(host)} is in; another host runs it to check")
         self.wake()
         self._on_change()
         return True
@@ -870,7 +878,7 @@ class MasterScheduler:
             self._afresh.add(unit.task_id)
         stopped = (f"; its {counted(len(taken), 'copy', 'copies')} of this master's units "
                    f"({', '.join(u.task_id for u in taken)}) are stopped and run again elsewhere" if taken else "")
-        self._events.add("quarantine", f"{host[:8]} returned a wrong result ({why}): quarantined, no more units "
+        self._events.add("quarantine", f"{self._host(host)} returned a wrong result ({why}): quarantined, no more units "
                          f"from this master until the owner clears it (frost-tui unquarantine {host[:8]}){stopped}",
                          severity="error", title="Host quarantined")
         self.wake()
@@ -884,7 +892,7 @@ class MasterScheduler:
                              title="Not quarantined")
         self._store.set_intents({QUARANTINE: {h: why for h, why in self._quarantined.items() if h != matches[0]}})
         del self._quarantined[matches[0]]
-        self._events.add("quarantine", f"{matches[0][:8]} cleared by the owner: it gets units again")
+        self._events.add("quarantine", f"{self._host(matches[0])} cleared by the owner: it gets units again")
         self.wake()
         return matches[0]
 
@@ -905,7 +913,7 @@ class MasterScheduler:
             self._forget(task_id, epoch)
             if newest and record is not None:
                 self._replicated[task_id] = (record.epoch, record.seq, resumes_at, cpu_seconds or None)
-            self._events.add("assignment", f"{task_id} is back in the queue (evicted from {host[:8]})")
+            self._events.add("assignment", f"{task_id} is back in the queue (evicted from {self._host(host)})")
             self.wake()
         self._on_change()
         return requeued
@@ -919,7 +927,7 @@ class MasterScheduler:
             if self._store.requeue_unit(assignment_id, index, epoch=epoch, error=reason,
                                         progress=self._kept_progress(task_id)):
                 self._forget(task_id, epoch)
-                self._events.add("assignment", f"unit {task_id} failed on {host[:8]} ({reason}); retrying, "
+                self._events.add("assignment", f"unit {task_id} failed on {self._host(host)} ({reason}); retrying, "
                                  f"{retries_left} retries left", severity="warning")
                 self.wake()
         elif self._store.fail_unit(assignment_id, index, epoch=epoch, error=reason):
@@ -936,7 +944,8 @@ class MasterScheduler:
             copy = self._copies.get(task_id)
             if copy is None or copy.epoch < epoch:  # its clock starts now (unless its first report won the race)
                 self._heard(task_id, epoch, destination, copy.run.progress if copy else 0.0, self._clock())
-            self._events.add("move", f"{task_id} moved from {host[:8]} to {destination[:8]} (epoch {epoch})")
+            self._events.add("move",
+                             f"{task_id} moved from {self._host(host)} to {self._host(destination)} (epoch {epoch})")
         self._on_change()
         return current
 
@@ -987,7 +996,7 @@ class MasterScheduler:
         for waiting in self._starts_on.get(host, ()):
             waiting.cancel()
         if left:
-            self._left[host] = f"its host {host[:8]} left the cluster"
+            self._left[host] = f"its host {self._host(host)} left the cluster"
             try:
                 self._requeue_left()
             except StorageError as error:   # the disk is full: the master's next round tries again
@@ -1031,7 +1040,7 @@ class MasterScheduler:
                 self._reconcile_soon(host)
             elif (self.reach.cut_off_since is None and peers
                   and now - max(since, self.reach.hearing_since) >= self._settings().death_settle):
-                self._requeue_hosted(host, f"its host {host[:8]} is dead while other peers are reachable")
+                self._requeue_hosted(host, f"its host {self._host(host)} is dead while other peers are reachable")
                 del self._dead[host]
 
     def _requeue_left(self) -> None:
@@ -1063,7 +1072,7 @@ class MasterScheduler:
                 continue
             silent = now - max(copy.heard_at, self.reach.hearing_since)
             if silent > settings.host_timeout:
-                self._requeue_lost(unit, f"its host {unit.host[:8]} has not reported it for {silent:.0f} s")
+                self._requeue_lost(unit, f"its host {self._host(unit.host)} has not reported it for {silent:.0f} s")
 
     def _requeue_lost(self, unit: Placed, why: str) -> None:
         if self._store.requeue_unit(unit.assignment_id, unit.index, epoch=unit.epoch,
@@ -1108,8 +1117,8 @@ class MasterScheduler:
             return
         kept, gone = self.apply_holdings(host, held)
         if kept or gone:
-            self._events.add("assignment", f"{host[:8]} is reachable again: it holds {counted(kept, 'unit')} of this "
-                             f"master's still; {gone} restart elsewhere")
+            self._events.add("assignment", f"{self._host(host)} is reachable again: it holds "
+                             f"{counted(kept, 'unit')} of this master's still; {gone} restart elsewhere")
         self._on_change()
 
     def apply_holdings(self, host: str, held: Holdings) -> tuple[int, int]:
@@ -1132,7 +1141,7 @@ class MasterScheduler:
         holding = {s.task_id for s in held.running} | {task_id for task_id, _ in finished}
         gone = [u for u in self._store.running_units() if u.host == host and u.task_id not in holding]
         for unit in gone:
-            self._requeue_lost(unit, f"its host {host[:8]} no longer has it")
+            self._requeue_lost(unit, f"its host {self._host(host)} no longer has it")
         return kept, len(gone)
 
     # -- combining -------------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ FIGURES_INTERVAL = 1.0      # how often local resources are measured and the his
 HOSTING_PUBLISH_GAP = 0.02  # hosting changes within this of a publication go out together, after it
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
 LEAVE_TIMEOUT = 1.0
+JOINING = ("the nodes of a cluster share one key: `frost-tui key show` on one prints its code, "
+           "`frost-tui key set CODE` on the other, then restart that node")
+"""How to mend a refusal for another cluster key, told beside it: "0 alive" alone leaves the owner guessing."""
 SPENT_TIMEOUT = 2.0         # on the way out, for the masters to hear what the runs that ended here used
 EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
 
@@ -162,7 +165,7 @@ class Node:
         migrator = Migrator(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, events=self.events,
             destinations=self._destinations, observe_transfer=self._observe_transfer,
-            move_deadline=lambda: self.supervisor.settings.checkpoint_deadline,
+            move_deadline=lambda: self.supervisor.settings.checkpoint_deadline, name_of=self._member_name,
         )
         self.host = HostService(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
@@ -186,7 +189,7 @@ class Node:
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
             shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
-            spare=self.plugin_spare, disk_refused=self.disk.refused,
+            spare=self.plugin_spare, disk_refused=self.disk.refused, name_of=self._member_name,
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -775,6 +778,10 @@ class Node:
         raise FrostError(f"{len(alive)} live peers are called {node!r}; name one of them: "
                          + ", ".join(sorted(names[m] for m in alive)), title="Ambiguous peer")
 
+    def _member_name(self, node_id: str) -> str | None:
+        record = self.membership.member(node_id) if self.membership else None
+        return record.name if record else None
+
     def _names(self) -> dict[str, str]:
         return node_views.display_names(self.membership.members() if self.membership else [])
 
@@ -1212,7 +1219,7 @@ class Node:
     def _on_refused(self, address: tuple[str, int], reason: str) -> None:
         """A seed or peer will not let us in: without this the owner sees only "Peers 0 alive"."""
         role = "seed" if address in self.config.seeds else "peer"
-        message = f"{role} {address[0]}:{address[1]} {reason}"
+        message = f"{role} {address[0]}:{address[1]} {reason}; {JOINING}"
         self.refusals[address] = message
         log.warning("%s", message)
         self.events.add("refused", message, severity="error", title="Not let into the cluster")

@@ -192,12 +192,16 @@ def test_a_unit_evicted_into_its_master_brings_its_checkpoint_there_once(nodes, 
     # (A guest too starved to answer in time moves with its last periodic checkpoint instead,
     # which was a replica before the eviction.)
     assert int(moved.group(1)) not in _replica_seqs(master, unit["task_id"]) - replicas_before
+    # The owner reads peers by name, with the start of the id the logs use.
+    assert f"moved to master ({master.node_id[:8]}) with checkpoint" in moved.group(0)
+    assert any(e["message"].startswith(f"{unit['task_id']} placed on host ({host.node_id[:8]})")
+               for e in master.call("events"))
     wait_for(lambda: assignment(master, reply["id"])["state"] == "done", timeout=120, what="the assignment")
     assert result_sha256(master, reply["id"], tmp_path) == reference_sha256(
         "raytrace", {**RAYTRACE, "rows_per_unit": 32})
 
 
-_MOVED = re.compile(r"moved to \S+ with checkpoint (\d+) ")
+_MOVED = re.compile(r"moved to .+? with checkpoint (\d+) ")
 
 
 def _replica_seqs(master, task_id: str) -> set[int]:
