@@ -214,8 +214,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("owner", "count_idle_priority", bool, False,
            "Count programs at nice 19 or SCHED_IDLE (other nodes' guests, BOINC, Folding@home) as your own use."),
     Option("owner", "input_idle", float, 60.0,
-           "idle-only: seconds since the last keyboard or mouse input below which you count as at the desk "
-           "(where the OS tells).", 0, 86400),
+           "Seconds since the last keyboard or mouse input below which you count as at the desk (where the OS "
+           "tells): idle-only runs guests only past it, and guests.cpu_cap_in_use_percent and "
+           "guests.memory_pool_in_use_mb hold below it.", 0, 86400),
     Option("owner", "memory_pressure", float, 10.0,
            "Memory pressure (PSI memory some avg10, percent of time tasks stalled on memory) that evicts the guests "
            "at once: a stopped guest keeps its memory.", 1, 100),
