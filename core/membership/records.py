@@ -76,11 +76,19 @@ def merge_records(local: NodeRecord | None, remote: NodeRecord, now: float) -> N
     wins (suspect over alive, dead over suspect, left over dead), independent suspicions of the
     same incarnation add up, and the figures with the higher version win. The suspicion start is
     the earlier of the two, so every node's suspicion timer runs from the first suspicion.
+
+    A death we have first-hand evidence against (the node answered or wrote to us after it was declared dead)
+    is taken as a suspicion, which the node refutes: when a partition heals, the side that lost everyone
+    brings back its verdicts, and the other side, which heard its members all along, would otherwise count
+    them dead until they refute (and place their units again). memberlist's push-pull takes every remote
+    death as a suspicion; here only a contradicted one, so a crash spreads as fast as before.
     """
     if local is None:
         return dataclasses.replace(remote, updated_at=now, heard_at=0.0, news_at=now)
     if remote.incarnation < local.incarnation:
         return None
+    if remote.state == MemberState.DEAD and local.is_active and local.heard_at > remote.state_since:
+        remote = dataclasses.replace(remote, state=MemberState.SUSPECT, state_since=now)
     if remote.incarnation > local.incarnation:
         return dataclasses.replace(remote, updated_at=now, heard_at=local.heard_at, news_at=now)
     merged = local

@@ -80,6 +80,18 @@ def test_merge_keeps_fresher_figures_and_stronger_state_independently():
     assert merged.state == SUSPECT and merged.figures.available == 4.0
 
 
+def test_a_death_the_node_itself_contradicted_since_is_only_a_suspicion_here():
+    # We heard from it at 9.0; a peer declared it dead at 6.0 (a healed partition's verdict): a suspicion, from now.
+    heard_since = record(incarnation=2, state=ALIVE, heard_at=9.0)
+    merged = merge_records(heard_since, record(incarnation=2, state=DEAD, state_since=6.0), now=10.0)
+    assert (merged.state, merged.state_since) == (SUSPECT, 10.0)
+    # Heard last before it was declared dead (a crash): dead here too, at once, as before.
+    heard_before = record(incarnation=2, state=ALIVE, heard_at=5.0)
+    assert merge_records(heard_before, record(incarnation=2, state=DEAD, state_since=6.0), now=10.0).state == DEAD
+    # A goodbye is never doubted.
+    assert merge_records(heard_since, record(incarnation=2, state=LEFT, state_since=6.0), now=10.0).state == LEFT
+
+
 def test_suspicions_of_the_same_incarnation_add_up_and_keep_the_earliest_start():
     a = record(incarnation=1, state=SUSPECT, suspectors=("p",), state_since=8.0)
     b = record(incarnation=1, state=SUSPECT, suspectors=("q",), state_since=5.0)
