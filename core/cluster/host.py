@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import trio
 
-from frost_core.api.wording import counted
+from frost_core.api.wording import counted, peer_named
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
@@ -208,6 +208,7 @@ class HostService:
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
         on_spent: Callable[[Hosted, float, float], None] = lambda hosted, cpu_seconds, at: None,
         disk_refused: Callable[[StorageError], None] = lambda error: None,
+        name_of: Callable[[str], str | None] = lambda node_id: None,
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
@@ -216,8 +217,10 @@ class HostService:
         that and what the offering master says). `on_spent` hears the CPU each guest run here used and when it
         ended, whatever its outcome (the ledger's "given"); its master hears the same figure, with the result
         or, for any other outcome, with the next report (`SpentRun`: the ledger's "received" there).
-        `disk_refused` is told of each write of the outbox the disk refused."""
+        `disk_refused` is told of each write of the outbox the disk refused. `name_of`: a master's name, where the
+        cluster knows it, for what the owner reads."""
         self.node_id = node_id
+        self._name_of = name_of
         self.supervisor = supervisor
         self._links = links
         self._capacity = capacity
@@ -612,6 +615,9 @@ class HostService:
         finally:
             self._delivering.discard(owed.task_id)
 
+    def _peer(self, node_id: str) -> str:
+        return peer_named(node_id, self._name_of(node_id))
+
     async def _deliver_now(self, owed: Owed) -> str | None:
         master = self._links.master(owed.master)
         try:
@@ -624,9 +630,9 @@ class HostService:
             else:
                 await master.host_failed(self.node_id, owed.task_id, owed.epoch, owed.reason, owed.retryable)
         except NodeUnavailableError:
-            return f"its master {owed.master[:8]} is out of reach"
+            return f"its master {self._peer(owed.master)} is out of reach"
         except StorageError as error:   # the master's disk refused it (this node's own, or a peer's)
-            return f"its master {owed.master[:8]} could not store it ({error.message})"
+            return f"its master {self._peer(owed.master)} could not store it ({error.message})"
         except FrostError as error:  # the master refused it outright (e.g. the assignment is gone)
             log.warning("master %s refused the %s of %s: %s", owed.master[:8], owed.kind, owed.task_id, error.message)
         return None
@@ -654,7 +660,7 @@ class HostService:
             for held in expired:
                 self._unsaved.pop(held.task_id, None)
                 self._events.add("host", f"{held.task_id}: gave up holding its {held.kind} for master "
-                                 f"{held.master[:8]} after {settings.hold_results:g} s", severity="error")
+                                 f"{self._peer(held.master)} after {settings.hold_results:g} s", severity="error")
             held_now = await self._held()
             if not held_now:
                 await self._owing.wait()
@@ -686,7 +692,7 @@ class HostService:
                 if await self._deliver(owed) is not None:
                     return
                 await self._delivered(owed)
-                self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {owed.master[:8]}")
+                self._events.add("host", f"{owed.task_id}: {owed.kind} delivered to master {self._peer(owed.master)}")
                 self._on_change()
         finally:
             self._delivering_to.discard(master)

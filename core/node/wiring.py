@@ -174,6 +174,7 @@ class Node:
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
             paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
+            name_of=self._member_name,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
