@@ -95,7 +95,10 @@ def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str
         return "no peer known yet"
     taking = [h for h in hosts if h.accepting]
     if not taking:
-        return "all peers hold new guests" if len(hosts) > 1 else "this machine holds new guests"
+        if len(hosts) > 1:
+            return "no peer takes guests now (paused, their owners busy, a desk rule or an eviction's hold)"
+        return "this machine takes no guests now (paused, its owner busy, a desk rule or an eviction's hold: " \
+               "its Machine tab says which)"
     free = [h for h in taking if h.guests < h.cpus]
     if not free:
         return "no peer with free CPU"

@@ -18,8 +18,8 @@ NEED = Need("a1/0", "a1", memory=2 * GIB)
 
 @pytest.mark.parametrize("hosts, holding, refusals, reason", [
     ((), frozenset(), None, "no peer known yet"),
-    ((host("me", accepting=False),), frozenset(), None, "this machine holds new guests"),
-    ((host("a", accepting=False), host("b", accepting=False)), frozenset(), None, "all peers hold new guests"),
+    ((host("me", accepting=False),), frozenset(), None, "this machine takes no guests now (paused, its owner busy, a desk rule or an eviction's hold: its Machine tab says which)"),
+    ((host("a", accepting=False), host("b", accepting=False)), frozenset(), None, "no peer takes guests now (paused, their owners busy, a desk rule or an eviction's hold)"),
     # b takes guests but both its CPUs are busy; a does not take guests at all
     ((host("a", accepting=False), host("b", guests=2)), frozenset(), None, "no peer with free CPU"),
     # the largest free pool among hosts with a free CPU is 1 GiB (c's 8 GiB has no free CPU)
