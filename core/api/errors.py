@@ -35,6 +35,13 @@ class AuthenticationError(ProtocolError):
     title = "Authentication failed"
 
 
+class WrongClusterKey(AuthenticationError):
+    """The other side holds another cluster key: its proof or MAC does not match ours, or it refused ours. Unlike a
+    replayed or garbled datagram, the owner can mend this (`frost-tui key`), so the node tells them how."""
+
+    title = "Another cluster key"
+
+
 class PluginError(FrostError):
     """A calculation plugin failed to load, broke the API or failed while running."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import trio
 
-from frost_core.api.errors import AuthenticationError, ProtocolError
+from frost_core.api.errors import ProtocolError, WrongClusterKey
 from frost_core.membership.awareness import Awareness
 from frost_core.membership.config import MembershipConfig
 from frost_core.membership.discovery import Discovery
@@ -245,7 +245,7 @@ class Membership:
         """One warning per source address, then quiet: a broken peer must not flood the log."""
         if address not in self._warned and len(self._warned) < 1024:
             self._warned.add(address)
-            if isinstance(error, AuthenticationError) and self.on_refused is not None:
+            if isinstance(error, WrongClusterKey) and self.on_refused is not None:
                 self.on_refused(address, error.message)
                 return
             log.warning("bad membership message from %s: %s", address, error.message)

@@ -1220,8 +1220,7 @@ class Node:
     def _on_refused(self, address: tuple[str, int], reason: str) -> None:
         """A seed or peer will not let us in: without this the owner sees only "Peers 0 alive"."""
         role = "seed" if address in self.config.seeds else "peer"
-        # (A replayed or stale datagram is refused too, and says so: the remedy is for another cluster key only.)
-        message = f"{role} {address[0]}:{address[1]} {reason}" + (f"; {JOINING}" if "cluster key" in reason else "")
+        message = f"{role} {address[0]}:{address[1]} {reason}; {JOINING}"
         self.refusals[address] = message
         log.warning("%s", message)
         self.events.add("refused", message, severity="error", title="Not let into the cluster")

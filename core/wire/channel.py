@@ -12,7 +12,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 import trio
 
-from frost_core.api.errors import AuthenticationError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ProtocolError, WrongClusterKey
 from frost_core.wire.codes import MessageCode
 from frost_core.wire.framing import HEADER, HEADER_SIZE, MAX_CHUNK_SIZE, Frame, FrameReader, encode_header
 from frost_core.wire.hosts import unresolvable_as_os_error
@@ -486,7 +486,7 @@ async def connect_channel(
     await channel.send(hello)
     ack = await _expect(channel, HelloAck | HelloRefused)
     if isinstance(ack, HelloRefused):
-        raise AuthenticationError(f"refused us: {ack.reason}", title="Refused by a peer")
+        raise WrongClusterKey(f"refused us: {ack.reason}", title="Refused by a peer")  # (its one reason to refuse)
     channel._start_session(finish_hello(key, hello, ack))  # type: ignore[arg-type]
     channel.peer_node_id = ack.node_id  # type: ignore[attr-defined]
     return channel

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESOCB3
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError, StorageError
+from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError, StorageError, WrongClusterKey
 from frost_core.wire.codec import encode
 from frost_core.wire.codes import PROTOCOL_VERSION
 from frost_core.wire.framing import HEADER, HEADER_SIZE
@@ -270,7 +270,7 @@ class DatagramOpener:
             raise AuthenticationError(f"datagram of {len(datagram)} bytes is too short to be sealed")
         view = memoryview(datagram)
         if not hmac.compare_digest(_mac(self._mac_key, view[:-MAC_SIZE]), view[-MAC_SIZE:]):
-            raise AuthenticationError("datagram MAC does not match our cluster key")
+            raise WrongClusterKey("datagram MAC does not match our cluster key")
         version, epoch, counter, code, sender_size = _DATAGRAM_HEAD.unpack_from(datagram)
         if version != _DATAGRAM_VERSION:
             raise ProtocolError(f"datagram format version {version} is not ours ({_DATAGRAM_VERSION})")
@@ -407,7 +407,7 @@ def answer_hello(key: ClusterKey, hello: Hello, node_id: str) -> tuple[HelloAck,
     """
     expected = hmac.digest(_proof_key(key), b"hello" + _hello_transcript(hello), "sha256")
     if not hmac.compare_digest(expected, hello.proof):
-        raise AuthenticationError(f"node {hello.node_id!r} does not hold our cluster key")
+        raise WrongClusterKey(f"node {hello.node_id!r} does not hold our cluster key")
     _check_version(hello.protocol_version, hello.node_id)
     if len(hello.nonce) != NONCE_SIZE:
         raise ProtocolError(f"HELLO nonce is {len(hello.nonce)} bytes, not {NONCE_SIZE}")
@@ -421,7 +421,7 @@ def finish_hello(key: ClusterKey, hello: Hello, ack: HelloAck) -> StreamSession:
     """Client side: check the server's proof over both nonces; then both sides share keys."""
     expected = hmac.digest(_proof_key(key), b"ack" + _ack_transcript(hello, ack), "sha256")
     if not hmac.compare_digest(expected, ack.proof):
-        raise AuthenticationError(f"node {ack.node_id!r} does not hold our cluster key")
+        raise WrongClusterKey(f"node {ack.node_id!r} does not hold our cluster key")
     _check_version(ack.protocol_version, ack.node_id)
     if len(ack.nonce) != NONCE_SIZE:
         raise ProtocolError(f"HELLO_ACK nonce is {len(ack.nonce)} bytes, not {NONCE_SIZE}")

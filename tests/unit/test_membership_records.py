@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frost_core.api.errors import ConfigError, ProtocolError
+from frost_core.api.errors import AuthenticationError, ConfigError, ProtocolError, WrongClusterKey
 from frost_core.membership.config import MembershipConfig
+from frost_core.membership.service import Membership
 from frost_core.membership.messages import PushPull, ResourceUpdate, entry_from_record, record_from_entry
 from frost_core.membership.news import full_sync_interval, news_rounds
 from frost_core.membership.records import (
@@ -380,3 +381,17 @@ def test_any_digest_bytes_parse_or_are_refused_with_a_reason(data: bytes):
 def test_digest_items_round_trip(items):
     packed = b"".join(pack_digest_item(*item) for item in items)
     assert parse_digest(packed) == {key: tuple(rest) for key, *rest in items}
+
+
+def test_only_another_cluster_key_is_a_refusal_the_owner_hears_of():
+    # A replayed or garbled datagram is no one's to mend: it must not read "not let into the cluster" with the
+    # remedy for another key. Another key is told once per address.
+    told: list[tuple[tuple[str, int], str]] = []
+    membership = Membership(node_id="a" * 32, name="desk", address=("10.0.0.1", 7946), rng=random.Random(1),
+                            on_refused=lambda address, reason: told.append((address, reason)))
+    membership.report_bad_input(("10.0.0.2", 7946), AuthenticationError("datagram counter 7 was already seen (replay)"))
+    membership.report_bad_input(("10.0.0.3", 7946), ProtocolError("datagram format version 9 is not ours (1)"))
+    assert told == []
+    membership.report_bad_input(("10.0.0.4", 7946), WrongClusterKey("datagram MAC does not match our cluster key"))
+    membership.report_bad_input(("10.0.0.4", 7946), WrongClusterKey("datagram MAC does not match our cluster key"))
+    assert told == [(("10.0.0.4", 7946), "datagram MAC does not match our cluster key")]
