@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "eval \"$(frost-tui completion bash)\", or see docs/cli.md")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     verbs.add_parser("simulate", help="compare load-balancing policies in a discrete-event simulation",
-                     add_help=False)
+                     add_help=False)   # its options are the simulator's own (`simulate --help`)
     return parser
 
 
@@ -291,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     command = _command_name(argv)
     try:
         args = _parse(argv)
+        if args.verb == "simulate":   # after options of this program, which it does not need (`--data-dir d simulate`)
+            from frost_core import run_simulator
+
+            return run_simulator(args.simulator_options)
         command = _command_of(args)
         code = _dispatch(args, _Output(as_json))
         sys.stdout.flush()  # a reader gone shows here, inside the try, not at exit as a traceback
@@ -323,10 +327,13 @@ def _command_name(argv: list[str]) -> str:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     """The command line, with a submit's K=V parameters anywhere among its options (`submit mandelbrot width=640
-    --wait height=480`): argparse takes a list of positionals in one piece only, and would refuse the second."""
+    --wait height=480`): argparse takes a list of positionals in one piece only, and would refuse the second.
+    After `simulate`, whatever follows is the simulator's (`simulator_options`)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.verb == "submit" and not any(item.startswith("-") for item in extra):
+    if args.verb == "simulate":
+        args.simulator_options = extra
+    elif extra and args.verb == "submit" and not any(item.startswith("-") for item in extra):
         args.params.extend(extra)
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

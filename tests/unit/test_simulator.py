@@ -94,6 +94,15 @@ def test_bad_input_gets_a_clear_error(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_the_simulators_options_reach_it_after_this_programs_own(tmp_path, capsys):
+    # `frost-tui --data-dir d simulate --nodes 1` refused "--nodes" as unknown: only a command line that began
+    # with `simulate` reached the simulator.
+    from frost_tui.cli import main as frost_tui
+
+    assert frost_tui(["--data-dir", str(tmp_path), "simulate", "--nodes", "1", "--payoff-samples", "0"]) == 2
+    assert "at least 2 nodes" in capsys.readouterr().err
+
+
 def test_scenario_validation_names_the_field():
     with pytest.raises(ConfigError, match="owner model"):
         dataclasses.replace(SCENARIOS["mixed"], owner="martian")
