@@ -81,7 +81,8 @@ def plan(needs: Sequence[Need], hosts: Sequence[NodeView],
 
 
 def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str] = frozenset(),
-                   refusals: Mapping[str, str] | None = None) -> str:
+                   refusals: Mapping[str, str] | None = None,
+                   named: Callable[[str], str] = lambda node: node[:8]) -> str:
     """Why no host takes this unit now, naming the first requirement that no host meets.
 
     Checked in the order `qualifies` checks them, each among the hosts that passed the ones
@@ -89,7 +90,7 @@ def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str
     after an eviction, owner busy), none with a free CPU, none with the memory ("needs 2 GiB,
     largest free 1 GiB"), every free one already runs this assignment (one per host). If some
     host qualifies, the unit waits for the next round, or that host refused it when offered
-    (`refusals`: host -> its reason).
+    (`refusals`: host -> its reason; `named`: how the reason names that host).
     """
     if not hosts:
         return "no peer known yet"
@@ -113,7 +114,7 @@ def why_not_placed(need: Need, hosts: Sequence[NodeView], holding: frozenset[str
                if node in {h.node_id for h in roomy}]
     if refused and len(refused) == len(roomy):
         node, reason = refused[0]
-        return f"refused by {node[:8]}: {reason}"
+        return f"refused by {named(node)}: {reason}"
     return "waiting for the next placement round"
 
 

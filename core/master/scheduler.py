@@ -318,7 +318,7 @@ class MasterScheduler:
                                 demand, running)
         placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
-                                                {**resting, **refusals.get(need.task_id, {})})
+                                                {**resting, **refusals.get(need.task_id, {})}, self._host)
                    for need in needs if need.task_id not in placed}
         self._waiting = WaitingReasons(reasons, partial(self._reasons_beyond, waiting, units, hosts, held))
         self._on_change()

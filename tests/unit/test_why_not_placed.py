@@ -34,6 +34,12 @@ def test_the_reason_names_what_no_host_offers(hosts, holding, refusals, reason):
     assert why_not_placed(NEED, hosts, holding, refusals) == reason
 
 
+def test_a_refusal_names_the_host_as_the_master_names_it():
+    refused = {"a" * 32: "paused by the owner"}
+    assert why_not_placed(NEED, (host("a" * 32),), frozenset(), refused,
+                          lambda node: f"fermat ({node[:8]})") == "refused by fermat (aaaaaaaa): paused by the owner"
+
+
 def test_one_per_host_names_the_assignment_rule():
     need = Need("a1/1", "a1", memory=GIB, one_per_host=True)
     assert why_not_placed(need, (host("a"), host("b")), frozenset({"a", "b"})) == \
