@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import trio
 
-from frost_core.api.wording import counted, peer_named
+from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
@@ -208,7 +208,7 @@ class HostService:
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
         on_spent: Callable[[Hosted, float, float], None] = lambda hosted, cpu_seconds, at: None,
         disk_refused: Callable[[StorageError], None] = lambda error: None,
-        name_of: Callable[[str], str | None] = lambda node_id: None,
+        named: Callable[[str], str] = lambda node_id: node_id[:8],
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
@@ -217,10 +217,10 @@ class HostService:
         that and what the offering master says). `on_spent` hears the CPU each guest run here used and when it
         ended, whatever its outcome (the ledger's "given"); its master hears the same figure, with the result
         or, for any other outcome, with the next report (`SpentRun`: the ledger's "received" there).
-        `disk_refused` is told of each write of the outbox the disk refused. `name_of`: a master's name, where the
-        cluster knows it, for what the owner reads."""
+        `disk_refused` is told of each write of the outbox the disk refused. `named`: a master as the events name it
+        (`api.wording.peer_named`)."""
         self.node_id = node_id
-        self._name_of = name_of
+        self._peer = named
         self.supervisor = supervisor
         self._links = links
         self._capacity = capacity
@@ -614,9 +614,6 @@ class HostService:
             return await self._deliver_now(owed)
         finally:
             self._delivering.discard(owed.task_id)
-
-    def _peer(self, node_id: str) -> str:
-        return peer_named(node_id, self._name_of(node_id))
 
     async def _deliver_now(self, owed: Owed) -> str | None:
         master = self._links.master(owed.master)

@@ -59,7 +59,6 @@ from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import UnitOffer, Verdict
 from frost_core.api.errors import FrostError, NodeUnavailableError, StorageError
-from frost_core.api.wording import peer_named
 from frost_core.events import EventLog
 
 log = logging.getLogger("frost.migration")
@@ -90,11 +89,11 @@ class Migrator:
         destinations: Callable[[Hosted, int], Sequence[str]],
         observe_transfer: Callable[[str, int, float], None],
         move_deadline: Callable[[], float],
-        name_of: Callable[[str], str | None] = lambda node_id: None,
+        named: Callable[[str], str] = lambda node_id: node_id[:8],
     ) -> None:
-        """`name_of`: a peer's name, where the cluster knows it, for what the owner reads."""
+        """`named`: a peer as the events name it (`api.wording.peer_named`)."""
         self._node_id = node_id
-        self._name_of = name_of
+        self._peer = named
         self._supervisor = supervisor
         self._links = links
         self._events = events
@@ -224,9 +223,6 @@ class Migrator:
                 refusal = verdict.reason
             why.append(f"{self._peer(destination)}: {refusal}")
         await self._return_to_master(home, hosted, record, "; ".join(why) or "no peer is ranked to take it")
-
-    def _peer(self, node_id: str) -> str:
-        return peer_named(node_id, self._name_of(node_id))
 
     async def _negotiate(self, hosted: Hosted, destination: str, state_bytes: int) -> str | None:
         """None if `destination` takes the unit, else its reason (or why it could not be asked)."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from frost_core.api.wording import counted, peer_named
+from frost_core.api.wording import counted
 from frost_core.storage.checkpoints import CheckpointRecord, CheckpointStore
 from frost_core.cluster.links import Links
 from frost_core.cluster.messages import (
@@ -129,7 +129,7 @@ class MasterScheduler:
             lambda host, task_id, epoch, cpu_seconds, ended_at: None),
         spare: SpareWorker | None = None,
         disk_refused: Callable[[StorageError], None] = lambda error: None,
-        name_of: Callable[[str], str | None] = lambda host: None,
+        named: Callable[[str], str] = lambda host: host[:8],
     ) -> None:
         """`clock` and `blocking` (how file work runs: in a thread) are for MockClock tests, which run that
         work inline so the mock clock cannot jump ahead while a thread works. Fair share: `usage` counts
@@ -139,9 +139,9 @@ class MasterScheduler:
         others' (evicted, moved, failed, stopped: `ended_at` set) with the host's next report. `spare`: the node's
         worker process started ahead, which a combine takes when it waits. `disk_refused` hears of each write of
         the store the disk refused in the master's own rounds: what the round did is done again at the next.
-        `name_of`: a host's name, where the cluster knows it, for what the owner reads (`_host`)."""
+        `named`: a host as the events and a unit's reasons name it (`api.wording.peer_named`)."""
         self._node_id = node_id
-        self._name_of = name_of
+        self._host = named
         self._spare = spare
         self._disk_refused = disk_refused
         self._store = store
@@ -536,10 +536,6 @@ class MasterScheduler:
             unit=encode_plain(WorkUnit(unit.index, unit.data, unit.memory_bytes, unit.cost).to_plain(), "work unit"),
             memory_bytes=unit.memory_bytes, epoch=epoch, inputs=unit.inputs, submitter=unit.submitter,
         )
-
-    def _host(self, host: str) -> str:
-        """A host as events and a unit's reasons name it."""
-        return peer_named(host, self._name_of(host))
 
     def _started(self, unit: UnitRecord, host: str, epoch: int, checkpoint: CheckpointRecord | None) -> None:
         now = self._clock()

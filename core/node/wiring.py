@@ -24,7 +24,7 @@ from typing import Any
 import trio
 
 import frost_core.node.views as node_views
-from frost_core.api.wording import counted
+from frost_core.api.wording import counted, peer_named
 from frost_core.storage.checkpoints import CheckpointStore
 from frost_core.storage.disk_watch import MIB, RETRY_AFTER, DiskWatch
 from frost_core.cluster.host import Capacity, Hosted, HostService, HostSettings, Stay
@@ -165,7 +165,7 @@ class Node:
         migrator = Migrator(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, events=self.events,
             destinations=self._destinations, observe_transfer=self._observe_transfer,
-            move_deadline=lambda: self.supervisor.settings.checkpoint_deadline, name_of=self._member_name,
+            move_deadline=lambda: self.supervisor.settings.checkpoint_deadline, named=self._peer_named,
         )
         self.host = HostService(
             node_id=self.node_id, supervisor=self.supervisor, links=self.links, capacity=self._capacity,
@@ -174,7 +174,7 @@ class Node:
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
             paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
-            name_of=self._member_name,
+            named=self._peer_named,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
         self._balance_lock = trio.Lock()
@@ -190,7 +190,7 @@ class Node:
             settings=lambda: MasterSettings.from_config(self.config, peers=self._probed_peers()), on_change=self.mark_changed,
             alive=self._alive_nodes, usage=self.usage, usage_of=self._usage_of,
             shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
-            spare=self.plugin_spare, disk_refused=self.disk.refused, name_of=self._member_name,
+            spare=self.plugin_spare, disk_refused=self.disk.refused, named=self._peer_named,
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
@@ -779,9 +779,10 @@ class Node:
         raise FrostError(f"{len(alive)} live peers are called {node!r}; name one of them: "
                          + ", ".join(sorted(names[m] for m in alive)), title="Ambiguous peer")
 
-    def _member_name(self, node_id: str) -> str | None:
+    def _peer_named(self, node_id: str) -> str:
+        """A peer as events and reasons name it: one lookup by id (a placement's event must not walk the table)."""
         record = self.membership.member(node_id) if self.membership else None
-        return record.name if record else None
+        return peer_named(node_id, record.name if record else None)
 
     def _names(self) -> dict[str, str]:
         return node_views.display_names(self.membership.members() if self.membership else [])
