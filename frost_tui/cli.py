@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -587,9 +588,9 @@ def _stats(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Ledger
 
 
 def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[SavedResult, int]:
-    from frost_core import FetchResult
+    from frost_core import FetchResult, GetAssignment
 
-    output = _result_file(paths, args.assignment, args.output)
+    output = _result_file(args.output, lambda: _call(paths, GetAssignment(assignment_id=args.assignment)))
     saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(output),
                                      files=str(args.files.resolve()) if args.files else None))
     _say_saved(saved, out)
@@ -598,17 +599,16 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
     return saved, EXIT_OK
 
 
-def _result_file(paths: Paths, assignment_id: str, output: Path | None) -> Path:
+def _result_file(output: Path | None, assignment: Callable[[], AssignmentView]) -> Path:
     """Where `result` and `submit --wait --output` write: `--output`, or under the plugin's file name inside it
     when it is a folder. Without it, that name in the current folder, as the UI's `w` offers; a file already there is
-    refused rather than replaced, since it is most likely the result of an earlier assignment of the plugin."""
-    from frost_core import GetAssignment
-
+    refused rather than replaced, since it is most likely the result of an earlier assignment of the plugin.
+    `assignment()` is asked only then."""
     if output is not None and not output.is_dir():
         return output.resolve()
-    assignment = _call(paths, GetAssignment(assignment_id=assignment_id))
-    target = ((output or Path.cwd()) / (assignment.result_filename or assignment_id)).resolve()
-    if output is None and assignment.state == "done" and target.exists():
+    view = assignment()
+    target = ((output or Path.cwd()) / (view.result_filename or view.id)).resolve()
+    if output is None and view.state == "done" and target.exists():
         raise FrostError(f"{target} is there already (an earlier result?): name the file to write with --output",
                          title="Not overwritten")
     return target
@@ -731,7 +731,7 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
     if not args.output:
         out.say(f"Assignment {submitted.id} is done.")
         return ended, EXIT_OK
-    output = _result_file(paths, submitted.id, args.output)
+    output = _result_file(args.output, lambda: state)   # (the assignment just read)
     saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(output)))
     _say_saved(saved, out)
     return SubmitResult(id=submitted.id, units=submitted.units, assignment=state, saved=saved), EXIT_OK
