@@ -52,6 +52,9 @@ def test_on_the_defaults_an_evicted_guest_finishes_on_the_other_desk_with_the_re
     wait_for(lambda: assignment(desk_a, assignment_id)["state"] == "done", timeout=120, what="the assignment")
     (unit,) = assignment(desk_a, assignment_id)["units"]
     assert unit["host"] == desk_b.node_id and unit["moves"] >= 1, unit
+    # Desk a's events name where the unit went as its owner reads the Peers tab, not by the id alone.
+    assert any(f"desk-b ({desk_b.node_id[:8]})" in e["message"] for e in desk_a.call("events")
+               if e["kind"] not in ("join", "leave", "suspect", "dead", "alive")), desk_a.call("events")
     assert not running_units(desk_a, assignment_id)
     assert result_sha256(desk_a, assignment_id, tmp_path) == reference_sha256("raytrace", ONE_UNIT)
 
