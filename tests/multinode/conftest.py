@@ -1,6 +1,7 @@
 import pytest
 
 from frost_core.wire.security import ClusterKey
+from tests.multinode import cluster
 from tests.nodes import start_node
 
 
@@ -30,3 +31,11 @@ def nodes(tmp_path, cluster_key):
         if ended_alone:  # shown with the failing test's report: the node's log goes with tmp_path
             print(f"node {node.name} ended by itself (exit {node.process.returncode}); the end of its output:")
             print("".join((node.data_dir / "stdout.log").read_text(errors="replace").splitlines(True)[-60:]))
+
+
+@pytest.fixture
+def reference_ahead():
+    """`reference_ahead(plugin, params)` starts computing the reference result beside the test's nodes
+    (cluster.reference_ahead: only under the owner policy `always`); one not asked for by the end is stopped."""
+    yield cluster.reference_ahead
+    cluster.stop_references_ahead()

@@ -38,7 +38,9 @@ def submit(master, params, *extra) -> str:
     return out.split()[1] if out.startswith("Submitted") else out.strip().split()[-1]
 
 
-def test_units_spread_over_peers_and_moves_back_and_forth_keep_the_image_identical(trio_cluster, tmp_path):
+def test_units_spread_over_peers_and_moves_back_and_forth_keep_the_image_identical(trio_cluster, tmp_path,
+                                                                                   reference_ahead):
+    reference_ahead("raytrace", RAYTRACE)   # (the nodes run with OWNER_AWAY)
     master, (alpha, beta) = trio_cluster
     names = {node.node_id: node.data_dir.name for node in (master, alpha, beta)}
     reply = master.call("submit", plugin="raytrace", params=RAYTRACE)

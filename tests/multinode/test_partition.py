@@ -128,8 +128,10 @@ CUTS = {
 
 @pytest.mark.netns
 @pytest.mark.parametrize("how", CUTS)
-def test_a_master_cut_off_leaves_its_units_running_and_takes_every_result_when_it_heals(nodes, tmp_path, how):
+def test_a_master_cut_off_leaves_its_units_running_and_takes_every_result_when_it_heals(nodes, tmp_path, how,
+                                                                                       reference_ahead):
     require_netns()
+    reference_ahead("raytrace", PICTURE)   # (the nodes run with OWNER_AWAY)
     cut, heal = CUTS[how]
     with Topology(3) as topology:
         def start(i, name, config, seeds=()):
@@ -160,7 +162,8 @@ def test_a_master_cut_off_leaves_its_units_running_and_takes_every_result_when_i
             node.stop()
 
 
-def test_a_master_stopped_like_a_sleeping_laptop_takes_every_result_when_it_resumes(nodes, tmp_path):
+def test_a_master_stopped_like_a_sleeping_laptop_takes_every_result_when_it_resumes(nodes, tmp_path, reference_ahead):
+    reference_ahead("raytrace", PICTURE)   # (the nodes run with OWNER_AWAY)
     # The owner policy out of the way (OWNER_AWAY): this test is about the master's stop, not the desk.
     master = nodes("master", extra_config=CLUSTER_CONFIG + OWNER_AWAY, base_config=FAST_DEATH)
     hosts = [nodes(name, seeds=(master.address,), extra_config=HOST_CONFIG + OWNER_AWAY, base_config=FAST_DEATH)

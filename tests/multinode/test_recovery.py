@@ -186,8 +186,9 @@ def test_kill_9_of_the_master_then_restart_hosts_hold_results_and_deliver_them(n
 
 
 @pytest.mark.netns
-def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes, tmp_path):
+def test_a_host_cut_off_is_replaced_and_its_stale_copy_stops_when_it_heals(nodes, tmp_path, reference_ahead):
     require_netns()
+    reference_ahead("raytrace", LONGER)   # (the nodes run with the owner policy `always`)
     with Topology(3) as topology:
         def start(i, name, seeds=()):
             host = topology.hosts[i]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from frost_core.measure.owner_activity import read_pressure
+from frost_core.policies.owner import OwnerSettings
 from frost_core.wire.security import ClusterKey
 from tests.nodes import start_node
 from tests.waiting import wait_for
@@ -164,8 +165,10 @@ def test_memory_pressure_evicts_the_guests(tmp_path):
         stop(readers)
         cgroup.rmdir()
         node.stop()
-        # Leave the machine as found: PSI's 10 s average lingers, and every node evicts on it.
-        wait_for(lambda: read_pressure("memory").some_avg10 < 2.0, timeout=60, what="memory pressure to fade")
+        # Leave the machine calm for the next test's nodes: PSI's 10 s average lingers (from ~20 % it takes 15 s
+        # to fall below the default's calm level, which is below its level to evict).
+        calm = OwnerSettings().memory_pressure / 2
+        wait_for(lambda: read_pressure("memory").some_avg10 < calm, timeout=60, what="memory pressure to fade")
 
 
 def test_the_owners_own_evict_keeps_only_that_unit_away_and_says_so(tmp_path):
