@@ -107,7 +107,7 @@ def assignments(reply: list[dict[str, Any]]) -> str:
         if a.get("gang"):
             rows += gang_rows(a, now)
             continue
-        waiting = next((u["waiting"] for u in a["units"] if u.get("waiting")), "")
+        waiting = next((u["waiting"] for u in a["units"] if u["state"] == "queued" and u.get("waiting")), "")
         rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{a['units_done']}/{a['unit_count']}",
                      a.get("error") or (f"queued: {waiting}" if waiting else "")
                      or (a.get("verification", "") if a["state"] == "done" else "")])

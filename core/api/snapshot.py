@@ -77,7 +77,8 @@ class UnitView:
     error: str | None
     host_name: str = ""        # the host's peer name as the node knows it ("" while queued)
     eta_seconds: float | None = None   # while running, at the rate it has progressed since placed
-    waiting: str = ""          # while queued: why no host takes it ("no peer with free CPU", ...)
+    waiting: str = ""          # why it makes no progress: while queued, why no host takes it ("no peer with free
+                               # CPU", ...); while placed and `reported` standing still, who holds it there
     reported: str = ""         # while running: "paused" (by its host's owner) or "suspended" (by the owner
                                # policy there) when its host reports it standing still; "" while it runs
 

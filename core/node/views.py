@@ -262,9 +262,21 @@ def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str],
                reported: Mapping[str, str]) -> dict[str, str]:
     """What a unit's row says beside its stored fields (`UnitView`'s reported, host_name and waiting): a search of
     the units (`FindUnits`) matches what the screen shows."""
-    return {"reported": _standing_still(state, reported.get(task_id)),
-            "host_name": names.get(host, host[:8]) if host and state != "queued" else "",
-            "waiting": waiting.get(task_id, "") if state == "queued" else ""}
+    standing_still = _standing_still(state, reported.get(task_id))
+    host_name = names.get(host, host[:8]) if host and state != "queued" else ""
+    return {"reported": standing_still, "host_name": host_name,
+            "waiting": waiting.get(task_id, "") if state == "queued" else _held_by(standing_still, host_name)}
+
+
+def _held_by(standing_still: str, host_name: str) -> str:
+    """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused")."""
+    if standing_still == "paused":
+        return f"{host_name}'s owner paused its guests: it goes on when they resume"
+    if standing_still == "suspended":
+        return f"{host_name}'s owner is busy: it goes on when they stop, or moves if that lasts"
+    if standing_still == "waiting":
+        return f"placed ahead on {host_name}: it starts when a CPU there frees"
+    return ""
 
 
 def _standing_still(stored: str, reported: str | None) -> str:

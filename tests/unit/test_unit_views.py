@@ -18,6 +18,7 @@ from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, U
 from frost_core.membership.records import MemberState
 from frost_core.node.views import SettledViews, assignment_view, peer_names
 from frost_core.wire.messages import from_plain, to_plain
+from frost_tui import tables
 from frost_tui.shots.fixed import demo_snapshot
 
 
@@ -37,6 +38,29 @@ def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
     queued, running = shown.units
     assert (queued.state, queued.host, queued.host_name) == ("queued", "", "")
     assert (running.state, running.host_name, running.reported) == ("running", "curie", "suspended")
+
+
+def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_is_not_called_queued(tmp_path):
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 4)
+        for index in range(3):
+            store.place_unit(assignment, index, host="cafe-host")
+        shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path, names={"cafe-host": "curie"},
+                                reported={f"{assignment}.0": "paused", f"{assignment}.1": "suspended",
+                                          f"{assignment}.2": "waiting"})
+    finally:
+        store.close()
+    paused, suspended, ahead, queued = shown.units
+    assert paused.waiting == "curie's owner paused its guests: it goes on when they resume"
+    assert suspended.waiting == "curie's owner is busy: it goes on when they stop, or moves if that lasts"
+    assert ahead.waiting == "placed ahead on curie: it starts when a CPU there frees"
+    # The CLI's assignment row says why its *queued* units wait, and this one's queued unit has no reason yet.
+    row = tables.assignments([to_plain(AssignmentView, shown)]).splitlines()[-1]
+    assert "queued:" not in row and "paused" not in row
+    unit_rows = tables.units({"units": [to_plain(UnitView, u) for u in shown.units], "matched": 4, "unit_count": 4}, "")
+    assert "curie's owner paused its guests" in unit_rows.splitlines()[2]
 
 
 def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
