@@ -19,7 +19,7 @@ def status(reply: dict[str, Any]) -> str:
     lines = [
         f"Node      {reply['name']} ({reply['node_id'][:8]}) at {reply['address']}",
         f"State     {hosting['state']}: {hosting['reason']}",
-        *(f"Owner     {line}" for line in hosting.get("owner", ())),
+        *(f"Policy    {line}" for line in hosting.get("owner", ())),   # "Owner policy" in the UI
         f"Peers     {sum(1 for p in reply['peers'] if not p['is_self'] and p['state'] == 'alive')} alive",
         f"Memory    {_mib(hosting['memory_used_bytes'])} of {_mib(hosting['memory_pool_bytes'])} pool in use",
         *(f"Problem   {problem}" for problem in reply.get("problems", ())),

@@ -198,7 +198,7 @@ def test_the_cpu_cap_says_in_status_how_much_guests_get(desk_node):
     node = start(ALWAYS + "\n[guests]\ncpu_cap_percent = 50\n")
     wait_for(lambda: "cpu-cap: guests together use at most 50 % of one core" in desk_lines(node), timeout=10,
              what="the CPU cap's line")
-    assert "Owner     cpu-cap: guests together use at most 50 % of one core" in node.cli("status").stdout
+    assert "Policy    cpu-cap: guests together use at most 50 % of one core" in node.cli("status").stdout
 
 
 def test_guests_keep_to_the_in_use_cap_while_the_owner_types_and_get_more_once_they_leave(desk_node, buses, started):
