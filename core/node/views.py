@@ -273,7 +273,7 @@ def _held_by(standing_still: str, host_name: str) -> str:
     if standing_still == "paused":
         return f"{host_name}'s owner paused its guests: it goes on when they resume"
     if standing_still == "suspended":
-        return f"{host_name}'s owner is busy: it goes on when they stop, or moves if that lasts"
+        return f"{host_name}'s owner is busy: it goes on once they are done, or moves if that lasts"
     if standing_still == "waiting":
         return f"placed ahead on {host_name}: it starts when a CPU there frees"
     return ""

@@ -54,7 +54,7 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
         store.close()
     paused, suspended, ahead, queued = shown.units
     assert paused.waiting == "curie's owner paused its guests: it goes on when they resume"
-    assert suspended.waiting == "curie's owner is busy: it goes on when they stop, or moves if that lasts"
+    assert suspended.waiting == "curie's owner is busy: it goes on once they are done, or moves if that lasts"
     assert ahead.waiting == "placed ahead on curie: it starts when a CPU there frees"
     # The CLI's assignment row says why its *queued* units wait, and this one's queued unit has no reason yet.
     row = tables.assignments([to_plain(AssignmentView, shown)]).splitlines()[-1]
