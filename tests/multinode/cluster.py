@@ -51,7 +51,7 @@ def reference_sha256(plugin: str, params: dict) -> str:
         else:
             out, err = ahead.communicate(timeout=300)
             assert ahead.returncode == 0, f"the reference for {plugin} {params} failed: {err}"
-            _REFERENCES[key] = out.strip()
+            _REFERENCES[key] = out.splitlines()[-1]   # (after anything the plugin printed)
     return _REFERENCES[key]
 
 
