@@ -271,7 +271,7 @@ def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str],
 def _held_by(standing_still: str, host_name: str) -> str:
     """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused")."""
     if standing_still == "paused":
-        return f"{host_name}'s owner paused its guests: it goes on when they resume"
+        return f"{host_name}'s owner paused its guests: it goes on when they resume (or move it to another peer)"
     if standing_still == "suspended":
         return f"{host_name}'s owner is busy: it goes on once they are done, or moves if that lasts"
     if standing_still == "waiting":

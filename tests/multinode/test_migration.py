@@ -106,6 +106,30 @@ def test_evict_on_a_host_sends_its_guest_to_another_peer_and_frees_the_cpu(trio_
     assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
 
 
+def test_a_unit_held_on_a_paused_desk_says_so_at_its_master_and_leaves_it_when_the_submitter_moves_it(trio_cluster,
+                                                                                                       tmp_path):
+    # About one host owner's pause; the owner policy is out of the way on every node (trio_cluster's OWNER_AWAY).
+    master, (alpha, beta) = trio_cluster
+    master.call("pause")  # the units run on alpha and beta
+    assignment_id = master.call("submit", plugin="raytrace", params=RAYTRACE)["id"]
+    wait_for(lambda: len(running_units(master, assignment_id)) == 2, timeout=30, what="both units running")
+    held = alpha.call("status")["guests"][0]["task_id"]
+    alpha.call("pause")
+    master.call("resume")
+
+    def unit() -> dict:
+        return next(u for u in assignment(master, assignment_id)["units"] if u["task_id"] == held)
+
+    wait_for(lambda: unit()["reported"] == "paused", timeout=15, what="the master to see the unit paused")
+    assert unit()["waiting"] == ("alpha's owner paused its guests: it goes on when they resume "
+                                 "(or move it to another peer)")
+    master.cli("move", held, "master")
+    wait_for(lambda: unit()["host"] == master.node_id, timeout=15, what="the held unit on the master")
+    assert not alpha.call("status")["guests"]   # the paused desk keeps nothing of it
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
 PRIVATE_PLUGIN = '''
 from frost_core import Done, Output, Param, Plugin, WorkUnit
 

@@ -47,13 +47,14 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
                                              units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 4)
         for index in range(3):
             store.place_unit(assignment, index, host="cafe-host")
-        shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path, names={"cafe-host": "curie"},
+        shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
+                                names={"cafe-host": "curie"},
                                 reported={f"{assignment}.0": "paused", f"{assignment}.1": "suspended",
                                           f"{assignment}.2": "waiting"})
     finally:
         store.close()
     paused, suspended, ahead, queued = shown.units
-    assert paused.waiting == "curie's owner paused its guests: it goes on when they resume"
+    assert paused.waiting == "curie's owner paused its guests: it goes on when they resume (or move it to another peer)"
     assert suspended.waiting == "curie's owner is busy: it goes on once they are done, or moves if that lasts"
     assert ahead.waiting == "placed ahead on curie: it starts when a CPU there frees"
     # The CLI's assignment row says why its *queued* units wait, and this one's queued unit has no reason yet.
