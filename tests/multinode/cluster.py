@@ -40,9 +40,9 @@ RAYTRACE = {"width": 1024, "height": 32, "rows_per_unit": 16, "samples": 5}
 
 
 def reference_sha256(plugin: str, params: dict) -> str:
-    """The result of the same assignment computed in this process, without any node: once per test run for each
-    plugin and parameters (the partition tests' picture takes 16-20 s here, and several tests share a picture),
-    taken from the process `reference_ahead` started where a test started one."""
+    """The result of the same assignment computed without any node (in this process, or in the one
+    `reference_ahead` started): once per test run for each plugin and parameters (the partition tests' picture
+    takes 16-20 s here, and several tests share a picture)."""
     key = _reference_key(plugin, params)
     if key not in _REFERENCES:
         ahead = _AHEAD.pop(key, None)
