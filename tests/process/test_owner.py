@@ -206,6 +206,13 @@ def test_on_the_default_configuration_the_owner_pauses_resumes_and_evicts_with_o
         frozen = guest_cpu_seconds(guests)
         time.sleep(1.0)
         assert guest_cpu_seconds(guests) - frozen < 0.02, "a paused guest used the CPU"
+        # The unit's row says why it stands still, and who holds it (here: this desk's own owner).
+        def units_if_paused() -> str | None:
+            out = node.cli("units", node.call("assignments")[0]["id"]).stdout
+            return out if " paused " in out else None
+
+        units = wait_for(units_if_paused, timeout=15, what="the unit shown paused")
+        assert "node's owner paused its guests: it goes on when they resume" in units, units
         node.cli("resume")
         wait_for(lambda: guest_cpu_seconds(guests) > frozen + 0.1, timeout=30, what="the guest computing again")
         node.cli("evict")
