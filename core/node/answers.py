@@ -20,8 +20,8 @@ from frost_core.master.results import save_files, write_atomically
 from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import AssignmentRecord, MasterStore, UnitTally
 from frost_core.node.views import (
-    MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, peer_names, peer_views, plugin_view,
-    unit_words,
+    MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, live_node_ids, peer_names, peer_views,
+    plugin_view, unit_words,
 )
 
 STATUS_EVENTS = 20
@@ -55,7 +55,8 @@ async def answer(node: Answering, query: Query) -> Any:
             await node.registry.scan_async()
             return tuple(plugin_view(info) for info in node.registry.plugins())
         case ListAssignments():
-            return assignment_views(node, now=time.time(), live=node.live_progress(), names=peer_names(node))
+            return assignment_views(node, now=time.time(), live=node.live_progress(), names=peer_names(node),
+                                    alive=live_node_ids(node))
         case GetAssignment(assignment_id=assignment_id, every_unit=True):
             seen = _seen(node)
             return await trio.to_thread.run_sync(lambda: seen.view(node.store.assignment(assignment_id)))
@@ -98,7 +99,8 @@ def _find_units(store: MasterStore, seen: _Seen, assignment_id: str, words: list
         verdict = verdicts.get(row)
         if verdict is None:
             shown = _shown(state, error, failures, **unit_words(state, host, task_id, names=seen.names,
-                                                                 waiting=seen.waiting, reported=seen.reported))
+                                                                 waiting=seen.waiting, reported=seen.reported,
+                                                                 alive=seen.alive))
             verdict = verdicts[row] = all(word in shown for word in texts)
         if verdict:
             matched.append(index)
@@ -124,18 +126,20 @@ class _Seen:
     waiting: Mapping[str, str]      # a queued unit's reason, else its assignment's (`WaitingReasons`)
     reported: dict[str, str]
     gangs: dict[str, Any]
+    alive: frozenset[str]
 
     def view(self, record: AssignmentRecord, tally: UnitTally | None = None) -> AssignmentView:
         """`record`'s view as a screen shows it; `tally`: of all its units, where `record` has some of them."""
         return assignment_view(record, now=time.time(), results_dir=self.results_dir, live=self.live,
                                names=self.names, etas=self.etas, waiting=self.waiting, reported=self.reported,
-                               gangs=self.gangs, tally=tally)
+                               gangs=self.gangs, tally=tally, alive=self.alive)
 
 
 def _seen(node: Answering) -> _Seen:
     waiting = node.unit_waiting()
     return _Seen(results_dir=node.results_dir, live=dict(node.live_progress()), names=peer_names(node),
                  etas=dict(node.unit_etas()), reported=dict(node.unit_states()), gangs=dict(node.gang_views()),
+                 alive=live_node_ids(node),
                  waiting=waiting.worked_out() if isinstance(waiting, WaitingReasons) else dict(waiting))
 
 

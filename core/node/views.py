@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -119,7 +119,8 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
             )
             for g in guests
         ),
-        assignments=assignment_views(node, now=now, live=live, names=names) if assignments else (),
+        assignments=assignment_views(node, now=now, live=live, names=names, alive=live_node_ids(node))
+        if assignments else (),
         plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
@@ -153,6 +154,7 @@ def assignment_view(
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
     waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
     gangs: Mapping[str, GangCoordinatorView] | None = None, tally: UnitTally | None = None,
+    alive: Collection[str] = (),
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
@@ -160,7 +162,8 @@ def assignment_view(
     running unit's state as its host last said: one it reports paused or suspended says so
     (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had
     may be dead and is not where it will run. `tally`: of all the units, where `record.units` are some of them
-    (`MasterStore.listing`); None: `record.units` are all of them."""
+    (`MasterStore.listing`); None: `record.units` are all of them. `alive`: the ids of the live nodes, this one
+    included: a unit held on a paused desk can be moved only where another one is."""
     live = live or {}
     names = names or {}
     etas = etas or {}
@@ -173,7 +176,8 @@ def assignment_view(
                  progress=live.get(u.task_id, u.progress) if u.state == "running" else u.progress,
                  moves=u.moves, failures=u.failures, error=u.error,
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
-                 **unit_words(u.state, u.host, u.task_id, names=names, waiting=waiting, reported=reported))
+                 **unit_words(u.state, u.host, u.task_id, names=names, waiting=waiting, reported=reported,
+                              alive=alive))
         for u in record.units
     )
     running = {f"{record.id}.{index}": stored for index, stored in tally.running}
@@ -203,14 +207,14 @@ def assignment_view(
 
 
 def assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
-                     names: Mapping[str, str]) -> tuple[AssignmentView, ...]:
+                     names: Mapping[str, str], alive: Collection[str]) -> tuple[AssignmentView, ...]:
     """Every assignment as a screen lists it (`MasterStore.listing`), a settled one's view made once: a snapshot's,
     and `ListAssignments`' answer."""
     etas, waiting, reported, gangs = node.unit_etas(), node.unit_waiting(), node.unit_states(), node.gang_views()
 
     def make(listed: Listed) -> AssignmentView:
         return assignment_view(listed.record, now=now, results_dir=node.results_dir, live=live, names=names, etas=etas,
-                               waiting=waiting, reported=reported, gangs=gangs, tally=listed.tally)
+                               waiting=waiting, reported=reported, gangs=gangs, tally=listed.tally, alive=alive)
 
     return tuple(make(listed) if listed.record.id in gangs   # (a gang's coordinator view changes beside its record)
                  else node.settled_views.view(listed.record, names, functools.partial(make, listed))
@@ -259,19 +263,22 @@ STOPPED_BY_OWNER = ("paused", "suspended")
 
 
 def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str], waiting: Mapping[str, str],
-               reported: Mapping[str, str]) -> dict[str, str]:
+               reported: Mapping[str, str], alive: Collection[str]) -> dict[str, str]:
     """What a unit's row says beside its stored fields (`UnitView`'s reported, host_name and waiting): a search of
-    the units (`FindUnits`) matches what the screen shows."""
+    the units (`FindUnits`) matches what the screen shows. `alive`: the live nodes' ids (`live_node_ids`)."""
     standing_still = _standing_still(state, reported.get(task_id))
     host_name = names.get(host, host[:8]) if host and state != "queued" else ""
+    movable = any(node_id != host for node_id in alive)
     return {"reported": standing_still, "host_name": host_name,
-            "waiting": waiting.get(task_id, "") if state == "queued" else _held_by(standing_still, host_name)}
+            "waiting": waiting.get(task_id, "") if state == "queued" else _held_by(standing_still, host_name, movable)}
 
 
-def _held_by(standing_still: str, host_name: str) -> str:
-    """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused")."""
+def _held_by(standing_still: str, host_name: str, movable: bool) -> str:
+    """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused").
+    The remedy for a paused desk is offered only where a live node besides it could take the unit."""
     if standing_still == "paused":
-        return f"{host_name}'s owner paused its guests: it goes on when they resume (or move it to another peer)"
+        remedy = " (or move it to another peer)" if movable else ""
+        return f"{host_name}'s owner paused its guests: it goes on when they resume{remedy}"
     if standing_still == "suspended":
         return f"{host_name}'s owner is busy: it goes on once they are done, or moves if that lasts"
     if standing_still == "waiting":
@@ -315,6 +322,14 @@ def display_names(members: Iterable) -> dict[str, str]:
 
     return {record.node_id: f"{record.name}@{record.address[0]}:{record.address[1]}" if shared(record)
             else record.name for record in members}
+
+
+def live_node_ids(node: NodeParts) -> frozenset[str]:
+    """The ids of the nodes alive as this one knows them, itself included: where a unit could be moved to."""
+    if node.membership is None:
+        return frozenset({node.node_id})
+    return frozenset({node.node_id} | {record.node_id for record in node.membership.members()
+                                       if record.state.name.lower() == "alive"})
 
 
 def peer_names(node: NodeParts) -> dict[str, str]:

@@ -213,6 +213,7 @@ def test_on_the_default_configuration_the_owner_pauses_resumes_and_evicts_with_o
 
         units = wait_for(units_if_paused, timeout=15, what="the unit shown paused")
         assert "node's owner paused its guests: it goes on when they resume" in units, units
+        assert "another peer" not in units, "a lone node has no peer to move its unit to"
         node.cli("resume")
         wait_for(lambda: guest_cpu_seconds(guests) > frozen + 0.1, timeout=30, what="the guest computing again")
         node.cli("evict")

@@ -16,7 +16,7 @@ from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, UnitView
 from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import Delivery, MasterStore, NewUnit, Placement, UnitTally
 from frost_core.membership.records import MemberState
-from frost_core.node.views import SettledViews, assignment_view, peer_names
+from frost_core.node.views import SettledViews, assignment_view, live_node_ids, peer_names
 from frost_core.wire.messages import from_plain, to_plain
 from frost_tui import tables
 from frost_tui.shots.fixed import demo_snapshot
@@ -50,7 +50,7 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
         shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
                                 names={"cafe-host": "curie"},
                                 reported={f"{assignment}.0": "paused", f"{assignment}.1": "suspended",
-                                          f"{assignment}.2": "waiting"})
+                                          f"{assignment}.2": "waiting"}, alive={"m", "cafe-host"})
     finally:
         store.close()
     paused, suspended, ahead, queued = shown.units
@@ -62,6 +62,25 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
     assert "queued:" not in row and "paused" not in row
     unit_rows = tables.units({"units": [to_plain(UnitView, u) for u in shown.units], "matched": 4, "unit_count": 4}, "")
     assert "curie's owner paused its guests" in unit_rows.splitlines()[2]
+
+
+def test_a_unit_paused_on_a_lone_machine_is_not_offered_a_move_with_no_live_peer_to_take_it(tmp_path):
+    store = MasterStore(tmp_path / "master.sqlite", node_id="m")
+    try:
+        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        store.place_unit(assignment, 0, host="m")
+        reported = {f"{assignment}.0": "paused"}
+        alone = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
+                                names={"m": "desk", "cafe-host": "curie (dead)"}, reported=reported,
+                                alive={"m"}).units[0]
+        with_a_peer = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
+                                      names={"m": "desk", "cafe-host": "curie"}, reported=reported,
+                                      alive={"m", "cafe-host"}).units[0]
+    finally:
+        store.close()
+    assert alone.waiting == "desk's owner paused its guests: it goes on when they resume"
+    assert with_a_peer.waiting.endswith("(or move it to another peer)")
 
 
 def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
@@ -107,6 +126,7 @@ def test_a_dead_host_is_named_as_dead_where_units_are_shown():
     node = SimpleNamespace(node_id="me", config=SimpleNamespace(node_name="turing"), membership=SimpleNamespace(
         members=lambda: [member("a", "curie", MemberState.ALIVE), member("d", "fermat", MemberState.DEAD)]))
     assert peer_names(node) == {"me": "turing", "a": "curie", "d": "fermat (dead)"}
+    assert live_node_ids(node) == {"me", "a"}
 
 
 def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_hosts_is_named_otherwise(tmp_path):
