@@ -93,6 +93,11 @@ def field_row(label: str, field: Any, help_text: str, field_id: str) -> list:
             Label("", id=f"{field_id}-error", classes="setting-error")]
 
 
+DIALOG_SHARE = 0.9
+"""Of the screen's height, what the dialog may take (`.dialog`'s max-height in frost.tcss)."""
+MIN_FORM_ROWS = 3
+
+
 class SubmitDialog(ModalScreen[SubmitAssignment | None]):
     """Choose a plugin, fill its parameters and input files (checked as you type), press enter or Submit."""
 
@@ -112,24 +117,39 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                 yield Label("No working plugin is loaded: press l on the main screen to load one.")
             options = [(name, name) for name in self.plugins]
             first = options[0][1] if options else Select.BLANK
-            yield Select(options, value=first, allow_blank=not options, id="submit-plugin")
-            # Not focusable: Tab goes from field to field, never to the invisible container.
-            yield VerticalScroll(id="submit-params", can_focus=False)
-            with Horizontal(classes="setting"):
-                yield Label("one per host", classes="setting-name")
-                yield Switch(value=False, id="submit-one-per-host")
-                yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
-                            classes="setting-doc")
-            yield from field_row("verify", Input(placeholder="0.02", id="submit-verify", classes="setting-input"),
-                                 "fraction of units a second host re-runs to check (empty: cluster.verify)",
-                                 "submit-verify")
-            yield Label("", id="submit-error", classes="setting-error")
+            # The form scrolls between the title and the buttons, which stay in view on a small terminal. Not
+            # focusable: Tab goes from field to field, never to the invisible container.
+            with VerticalScroll(id="submit-body", can_focus=False):
+                yield Select(options, value=first, allow_blank=not options, id="submit-plugin")
+                yield Vertical(id="submit-params")
+                with Horizontal(classes="setting"):
+                    yield Label("one per host", classes="setting-name")
+                    yield Switch(value=False, id="submit-one-per-host")
+                    yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
+                                classes="setting-doc")
+                yield from field_row("verify", Input(placeholder="0.02", id="submit-verify", classes="setting-input"),
+                                     "fraction of units a second host re-runs to check (empty: cluster.verify)",
+                                     "submit-verify")
+                yield Label("", id="submit-error", classes="setting-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit", id="submit", variant="primary")
                 yield Button("Cancel (esc)", id="cancel")
 
     async def on_mount(self) -> None:
         await self._build_form()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_form)
+
+    def _fit_form(self) -> None:
+        """The form gets the rows the screen leaves beside the title and the buttons (the CSS cannot subtract), so a
+        plugin with many parameters scrolls between them on an 80x24 terminal instead of pushing them out of sight,
+        and a short form leaves the dialog short."""
+        dialog = self.query_one("#submit-dialog")
+        others = sum(child.outer_size.height + child.styles.margin.top + child.styles.margin.bottom
+                     for child in dialog.children if child.id != "submit-body")
+        room = int(self.size.height * DIALOG_SHARE) - dialog.styles.gutter.height - others
+        self.query_one("#submit-body").styles.max_height = max(room, MIN_FORM_ROWS)
 
     async def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "submit-plugin":
@@ -150,7 +170,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         if name == self._form_for and name is not None:
             return
         self._form_for = name
-        container = self.query_one("#submit-params", VerticalScroll)
+        container = self.query_one("#submit-params", Vertical)
         await container.remove_children()
         if plugin is None:
             return

@@ -164,3 +164,32 @@ def test_the_verify_fraction_goes_with_the_assignment_and_a_wrong_one_is_said_un
     run_ui(node, scenario)
     command, = sent
     assert command.verify == 1.0
+
+
+def test_a_plugin_with_many_parameters_keeps_the_buttons_in_view_on_80x24_and_its_fields_scroll_between():
+    """The bundled grep's form (five fields, one per input file) pushed the Submit button below an 80x24 screen."""
+    many = PluginView(name="sweep", version="1.0", hash="cd" * 12, source="bundled", path="frost_plugins/sweep.py",
+                      ok=True, error=None, description="Many knobs.",
+                      params=tuple(ParamView(f"knob{i}", "int", i, f"knob number {i}", 0, 100, ()) for i in range(8)))
+    node = FakeNode()
+    node.publish(plugins=(many,))
+    sent = submitted(node)
+
+    def on_screen(app, selector: str) -> bool:
+        widget = app.screen.query_one(selector)
+        return app.screen.region.contains_region(widget.region) and widget.region in widget.parent.region
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#param-knob7")))
+        await pilot.pause()
+        assert on_screen(app, "#submit") and on_screen(app, "#cancel"), screen_text(app)
+        assert not on_screen(app, "#submit-verify")   # below the fold, to be scrolled to
+        app.screen.query_one("#submit-verify", Input).focus()
+        await wait_in_app(pilot, lambda: on_screen(app, "#submit-verify") and on_screen(app, "#submit"))
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: bool(sent))
+
+    run_ui(node, scenario, size=(80, 24))
+    command, = sent
+    assert command.params == {f"knob{i}": i for i in range(8)}
