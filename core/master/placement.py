@@ -29,6 +29,7 @@ class Need:
     one_per_host: bool = False
     avoid: frozenset[str] = frozenset()   # hosts that already returned a copy of it (a checked unit's next copy)
     ahead: bool = False   # it may wait on a host whose CPUs are all busy, placed ahead (`policies.prefetch`)
+    refused: frozenset[str] = frozenset()   # hosts that refused it lately (`scheduler.REFUSAL_REMEMBERED`)
 
 
 def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
@@ -38,6 +39,7 @@ def qualifies(host: NodeView, need: Need, holding: frozenset[str]) -> bool:
         and host.free_memory >= need.memory
         and not (need.one_per_host and host.node_id in holding)
         and host.node_id not in need.avoid
+        and host.node_id not in need.refused
     )
 
 
@@ -55,23 +57,28 @@ def with_free_cpu(host: NodeView) -> NodeView:
     return host if host.guests < host.cpus else dataclasses.replace(host, guests=max(host.cpus - 1, 0))
 
 
-def plan(needs: Sequence[Need], hosts: Sequence[NodeView],
-         holding: Mapping[str, frozenset[str]]) -> list[tuple[Need, tuple[str, ...]]]:
+def plan(needs: Sequence[Need], hosts: Sequence[NodeView], holding: Mapping[str, frozenset[str]],
+         limits: Mapping[str, int] | None = None) -> list[tuple[Need, tuple[str, ...]]]:
     """Candidates for each unit in queue order, each planned as if the ones before it were placed.
 
     `holding` maps an assignment to the hosts already running one of its units. Units with no
-    candidate are left out: they stay queued until a host frees up. A unit that may go `ahead` takes a
-    free CPU if any host has one, else waits on a busy host for its next free CPU.
+    candidate are left out: they stay queued until a host frees up (or one that refused them takes them), and the
+    units after them take the room. A unit that may go `ahead` takes a free CPU if any host has one, else waits on a
+    busy host for its next free CPU. `limits`: at most so many units of each assignment (the queue order's share).
     """
     table = {h.node_id: h for h in hosts}
     held = {aid: set(nodes) for aid, nodes in holding.items()}
     planned = []
+    counted: dict[str, int] = {}
     for need in needs:
+        if limits is not None and counted.get(need.assignment_id, 0) >= limits.get(need.assignment_id, 0):
+            continue
         holders = frozenset(held.get(need.assignment_id, ()))
         ranked = rank_hosts(need, list(table.values()), holders)
         if not ranked:
             continue
         planned.append((need, ranked))
+        counted[need.assignment_id] = counted.get(need.assignment_id, 0) + 1
         chosen = table[ranked[0]]
         table[chosen.node_id] = dataclasses.replace(
             chosen, guests=chosen.guests + 1, free_memory=chosen.free_memory - need.memory

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -69,6 +70,11 @@ from frost_core.storage.disk_watch import RETRY_AFTER
 log = logging.getLogger("frost.master")
 
 OFFER_TIMEOUT = 3.0
+REFUSAL_REMEMBERED = 15.0
+"""Seconds a host's refusal keeps the unit from being offered there again, while the units queued behind it take that
+host's free CPU. A round offers only as many units as there are free CPUs, in queue order, and an owner's evict sends
+its units back to the head of the queue with a hold of minutes against their coming straight back: offered again
+every round, they kept a lone desk idle for the whole hold."""
 
 
 def _why_missed(error: NodeUnavailableError | trio.TooSlowError) -> str:
@@ -164,6 +170,8 @@ class MasterScheduler:
                                                              # was last offered there (while it waits)
         self._kept: set[str] = set()                         # hosts that said they keep a free CPU for us (next round)
         self._unanswered = Unanswered()                      # peers whose last call ran out: left out for a while
+        self._refused: dict[str, dict[str, tuple[float, str]]] = {}   # task id -> host -> (until when, why) it refused
+                                                                      # that unit (`REFUSAL_REMEMBERED`)
         self._fetched: dict[str, CheckpointRecord] = {}      # task id -> a newer copy a holder gave, this round
         self._starts_on: dict[str, set[trio.CancelScope]] = {}   # host -> its starts on their way (see host_lost)
         self._starting: dict[str, int] = {}                  # task id -> the epoch of its start on its way: no report
@@ -286,20 +294,28 @@ class MasterScheduler:
         free = [h for h in reachable if h.accepting and h.guests < units_held(h.cpus)]
         slots = sum(units_held(h.cpus) - h.guests for h in free)
         heads = {head.id: head for head in waiting}
+        refused = self._refusals_remembered(now)
+        free_ids = {h.node_id for h in free}
+        # assignment -> its queued units every free host refused lately
+        held_back = Counter(split_task_id(task_id)[0] for task_id, refusers in refused.items()
+                            if free_ids <= refusers.keys())
         queued = {head.id: index.queued_count(head.id) for head in waiting}
         usage = {s: self._usage_of(s) for s in {head.submitter for head in waiting}}
         demand = {s: sum(queued[head.id] for head in waiting if head.submitter == s) for s in usage}
         running = self._running_by_submitter()
         order = queue_order([QueuedAssignment(
-            head.id, head.seq, head.submitter, queued[head.id],
+            head.id, head.seq, head.submitter, max(queued[head.id] - held_back[head.id], 0),
             sum(h.node_id not in held.get(head.id, ()) for h in free) if head.one_per_host else queued[head.id],
         ) for head in waiting], slots, usage.__getitem__, self._shares(), running)
-        units = [unit for assignment_id, count in order for unit in self._store.queued(assignment_id, count)]
+        # (the units held back are read too, and passed over: they may stand anywhere in their assignment's queue)
+        units = [unit for assignment_id, count in order
+                 for unit in self._store.queued(assignment_id, count + held_back[assignment_id])]
         needs = [Need(u.task_id, u.assignment_id, u.memory_bytes, heads[u.assignment_id].one_per_host,
-                      frozenset(u.copied_on), worth_placing_ahead(self._unit_seconds.get(u.assignment_id)))
+                      frozenset(u.copied_on), worth_placing_ahead(self._unit_seconds.get(u.assignment_id)),
+                      frozenset(refused.get(u.task_id, ())))
                  for u in units]
         by_task = {u.task_id: u for u in units}
-        planned = plan(needs, reachable, held)
+        planned = plan(needs, reachable, held, limits=dict(order))
         refusals: dict[str, dict[str, str]] = {}
         by_host: dict[str, list[tuple[UnitRecord, AssignmentHead]]] = {}
         for need, candidates in planned:
@@ -314,34 +330,49 @@ class MasterScheduler:
                 await self._place_round({host: [(by_task[need.task_id], heads[need.assignment_id])]}, refusals,
                                         usage, demand, running)
         now = self._clock()   # (resting now too: those whose offer ran out this round)
+        for task_id, by_host in refusals.items():
+            for host, why in by_host.items():
+                self._refused.setdefault(task_id, {})[host] = (now + REFUSAL_REMEMBERED, why)
         await self._tell_demand(waiting, [h for h in reachable if not self._unanswered.rests(h.node_id, now)], usage,
-                                demand, running)
+                                demand, running, refused)
         placed = set(self._copies) | set(self._starting)   # (a start with a checkpoint may still be on its way)
         reasons = {need.task_id: why_not_placed(need, hosts, held.get(need.assignment_id, frozenset()),
-                                                {**resting, **refusals.get(need.task_id, {})}, self._host)
+                                                {**refused.get(need.task_id, {}), **resting,
+                                                 **refusals.get(need.task_id, {})}, self._host)
                    for need in needs if need.task_id not in placed}
         self._waiting = WaitingReasons(reasons, partial(self._reasons_beyond, waiting, units, hosts, held))
         self._on_change()
 
+    def _refusals_remembered(self, now: float) -> dict[str, dict[str, str]]:
+        """Task id -> host -> why, for the refusals of the last `REFUSAL_REMEMBERED` seconds (the older forgotten)."""
+        self._refused = {task_id: kept for task_id, by_host in self._refused.items()
+                         if (kept := {host: seen for host, seen in by_host.items() if seen[0] > now})}
+        return {task_id: {host: why for host, (_, why) in by_host.items()} for task_id, by_host in self._refused.items()}
+
     async def _tell_demand(self, waiting: list[AssignmentHead], hosts: Sequence[NodeView], usage: dict[str, float],
-                           demand: dict[str, int], running: Mapping[str, int]) -> None:
+                           demand: dict[str, int], running: Mapping[str, int],
+                           refused: Mapping[str, Mapping[str, str]]) -> None:
         """Offer each submitter's next waiting unit to the full hosts too, every `DEMAND_REFRESH` seconds and at
         once for an assignment not told yet: a host learns who waits for its next free slot (fair share, or equal
         share with it off) only from offers. (Timed per submitter, one whose assignment was cancelled and who
         submitted again at once was told up to a second late, while the other's master, hearing first of the
-        slots the cancelled units freed, took them all.) One it takes runs."""
+        slots the cancelled units freed, took them all.) One it takes runs. The unit offered is the first that host
+        did not refuse lately (`refused`: task id -> the hosts that did)."""
         now = self._clock()
         oldest: dict[str, AssignmentHead] = {}
         for head in sorted(waiting, key=lambda head: head.seq):
             oldest.setdefault(head.submitter, head)
+        refused_in = Counter(split_task_id(task_id)[0] for task_id in refused)
         for host in (h.node_id for h in hosts if h.accepting and h.guests >= h.cpus):   # (room ahead or not)
             for head in oldest.values():
                 if now - self._told.get((host, head.id), -math.inf) < DEMAND_REFRESH:
                     continue
                 self._told[(host, head.id)] = now
-                for unit in self._store.queued(head.id, 1):
-                    if host not in unit.copied_on:   # a checked unit's next copy goes to another host
-                        await self._place_round({host: [(unit, head)]}, {}, usage, demand, running)
+                # (a checked unit's next copy goes to another host)
+                unit = next((unit for unit in self._store.queued(head.id, 1 + refused_in[head.id])
+                             if host not in unit.copied_on and host not in refused.get(unit.task_id, ())), None)
+                if unit is not None:
+                    await self._place_round({host: [(unit, head)]}, {}, usage, demand, running)
 
     def _running_by_submitter(self) -> dict[str, int]:
         """Each submitter's units this master has running now (what equal share compares)."""
@@ -543,6 +574,7 @@ class MasterScheduler:
         run = CopyRun(placed_at=now, start=start, heard_at=now, progress=start)
         self._copies[unit.task_id] = Copy(epoch, host, run)
         self._afresh.discard(unit.task_id)
+        self._refused.pop(unit.task_id, None)   # (placed: no longer held back in the queue)
         self._count_redone(unit, start, cpu_then)
         where = "here" if host == self._node_id else f"on {self._host(host)}"
         resumed = f" from checkpoint {checkpoint.seq}" if checkpoint else ""

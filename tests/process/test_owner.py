@@ -191,6 +191,27 @@ def test_the_owners_own_evict_keeps_only_that_unit_away_and_says_so(tmp_path):
         node.stop()
 
 
+def test_after_the_owners_evict_the_rest_of_the_sweep_runs_on_this_desk_while_the_evicted_units_wait(tmp_path):
+    # Not about contention (`always`, so other work on this machine cannot stop the guests): `evict` on a lone desk
+    # sends its units back to the head of the queue, held off this machine for evict_hold. Before, every placement
+    # round offered those two again, they were refused, and the desk ran nothing for the whole hold (300 s).
+    node = fresh_node(tmp_path, '[owner]\npolicy = "always"\n[guests]\ncpus = 2\n')
+    try:
+        node.cli("submit", "montecarlo-pi", "--param", "samples=1000000000000", "--param", "units=4")
+        first = wait_for(lambda: len(g := node.call("status")["guests"]) == 2 and g, timeout=15, what="two guests")
+        evicted = sorted(g["task_id"] for g in first)
+        node.cli("evict")
+        after = wait_for(lambda: len(g := node.call("status")["guests"]) == 2 and g, timeout=15,
+                         what="two other units taking the desk's CPUs")
+        assignment_id = evicted[0].rpartition(".")[0]
+        assert sorted(g["task_id"] for g in after) == [f"{assignment_id}.2", f"{assignment_id}.3"], evicted
+        units = {u["task_id"]: u for u in node.call("assignment", assignment=assignment_id)["units"]}
+        for task_id in evicted:
+            assert units[task_id]["state"] == "queued" and "not taking it back before" in units[task_id]["waiting"]
+    finally:
+        node.stop()
+
+
 def test_on_the_default_configuration_the_owner_pauses_resumes_and_evicts_with_one_command_each(tmp_path):
     # The owner's own flows as a new user meets them: no config file (policy `share`), a program of
     # theirs at ~30 % of a core, and the CLI's pause, resume and evict.

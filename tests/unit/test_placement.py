@@ -51,6 +51,17 @@ def test_units_beyond_the_free_cores_stay_queued():
     assert len(plan(needs, [host("a"), host("b")], {})) == 4
 
 
+def test_a_unit_refused_lately_steps_aside_for_the_next_of_its_assignment_within_its_share_of_the_round():
+    # a has two free cores. t.0 was refused there lately: t.1 takes its place; t's share of this round is one unit,
+    # so t.2 waits and u.0 takes the other core.
+    needs = [Need("t.0", "t", MIB, refused=frozenset({"a"})), Need("t.1", "t", MIB), Need("t.2", "t", MIB),
+             Need("u.0", "u", MIB)]
+    planned = plan(needs, [host("a")], {}, limits={"t": 1, "u": 1})
+    assert [(need.task_id, candidates) for need, candidates in planned] == [("t.1", ("a",)), ("u.0", ("a",))]
+    # Refused by a only: b takes it.
+    assert rank_hosts(Need("t.0", "t", MIB, refused=frozenset({"a"})), [host("a"), host("b")]) == ("b",)
+
+
 def test_frost_rule_one_unit_of_an_assignment_per_host():
     needs = [Need(f"t.{i}", "t", MIB, one_per_host=True) for i in range(3)]
     planned = plan(needs, [host("a", cpus=8), host("b", cpus=8)], {"t": frozenset({"b"})})
