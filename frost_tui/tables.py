@@ -30,7 +30,7 @@ def status(reply: dict[str, Any]) -> str:
         lines += ["", render(
             ["TASK", "PLUGIN", "STATE", "PROGRESS", "CPU", "AT RISK", "MEMORY"],
             [[g["task_id"], g["plugin"], g["state"], f"{g['progress']:.0%}", _duration(g["cpu_seconds"]),
-              _duration(g["since_checkpoint_seconds"]), _mib(g["memory_bytes"])] for g in reply["guests"]],
+              _duration(g["cpu_since_checkpoint_seconds"]), _mib(g["memory_bytes"])] for g in reply["guests"]],
         )]
     else:
         lines += ["", "No guests."]

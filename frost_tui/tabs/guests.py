@@ -157,10 +157,10 @@ def tree_rows(groups: dict[str, list[GuestView]], folded: set[str]) -> list[tupl
 
 
 def group_row(assignment_id: str, members: Sequence[GuestView], *, folded: bool) -> tuple:
-    """An assignment's guests rolled up: their mean progress, their CPU time and memory summed, the longest
-    time since one of them checkpointed, and how many are in each state."""
+    """An assignment's guests rolled up: their mean progress, their CPU time and memory summed, the most work one
+    of them would lose, and how many are in each state."""
     first = members[0]
-    at_risk = max(members, key=lambda g: g.since_checkpoint_seconds)
+    at_risk = max(members, key=lambda g: g.cpu_since_checkpoint_seconds)
     states = Counter(g.state for g in members)
     return (
         Text.assemble("▸ " if folded else "▾ ", (assignment_id, "bold")),
@@ -191,7 +191,9 @@ def describe_group(members: Sequence[GuestView]) -> Table:
 
 
 def guest_row(guest: GuestView) -> tuple:
-    at_risk = Text(format_duration(guest.since_checkpoint_seconds))
+    # At risk: the CPU work an eviction now would throw away, as the details and the evict question count it (the wall
+    # time since the checkpoint overstates it for a guest that shares its CPU).
+    at_risk = Text(format_duration(guest.cpu_since_checkpoint_seconds))
     if guest.cpu_since_checkpoint_seconds > 300:
         at_risk.stylize("yellow")
     return (

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from frost_core import GuestView, HostingView
+from frost_core.wire.messages import to_plain
+from frost_tui import tables
 from tests.tui.conftest import run_ui, screen_text
 from tests.waiting import wait_in_app
 
@@ -62,3 +65,24 @@ def test_the_machine_tab_shows_every_desk_rule_that_came_after_the_first_picture
         await wait_in_app(pilot, lambda: "memory-pool:" in screen_text(app), timeout=5)
 
     run_ui(node, scenario)
+
+
+def test_a_guest_at_risk_shows_the_cpu_work_an_eviction_would_lose_on_the_screen_and_in_status(node):
+    # A guest sharing its CPU: 9 min since its checkpoint, of which it got 2 min of CPU. Evicting it loses 2 min of
+    # work, as its details and the evict question say; the column said 9m00s.
+    guest = dataclasses.replace(node.snapshot().guests[0], since_checkpoint_seconds=540.0,
+                                cpu_since_checkpoint_seconds=120.0)
+    node.publish(guests=(guest,))
+
+    async def scenario(app, pilot):
+        await pilot.press("2")
+        await wait_in_app(pilot, lambda: guest.task_id in screen_text(app))
+        row = next(line for line in screen_text(app).splitlines() if guest.task_id in line)
+        assert "2m00s" in row and "9m00s" not in row, row
+
+    run_ui(node, scenario)
+    hosting = to_plain(HostingView, node.snapshot().hosting)
+    status = {"node_id": "n", "name": "turing", "address": "a", "hosting": hosting, "peers": [],
+              "guests": [to_plain(GuestView, guest)]}
+    row = next(line for line in tables.status(status).splitlines() if guest.task_id in line)
+    assert "2m00s" in row and "9m00s" not in row, row
