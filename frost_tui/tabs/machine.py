@@ -125,7 +125,9 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     memory.append(f"  {format_bytes(used)} of {format_bytes(pool)}")
     table.add_row("State", styled_state(hosting.state))
     table.add_row("Transfer mode", styled_state(hosting.transfer_mode))
-    table.add_row("System average", f"{hosting.system_average:.2f}")
+    # What one more guest would get, averaged over the known nodes (FROST's S_avg of R), not the chart's "available":
+    # all guests together, here alone. The thresholds lie around it.
+    table.add_row("Average offer", f"{hosting.system_average:.2f}")
     table.add_row("Lower threshold", f"{hosting.lower_threshold:.2f}")
     table.add_row("Upper threshold", f"{hosting.upper_threshold:.2f}")
     table.add_row("Memory pool", memory)
