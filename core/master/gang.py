@@ -24,6 +24,7 @@ Inputs are events with their time (`handle`); outputs are actions (`Send` to a h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from frost_core.api.errors import PluginError, ProtocolError
@@ -209,16 +210,19 @@ class GangCoordinator:
 
     def __init__(self, gang_id: str, size: int, cadence: CheckCadence = CheckCadence(), x: float = 1.0,
                  margin: float = 0.0, *, epoch: int = 0, checkpoint: GlobalCheckpoint | None = None,
-                 memory: int = 0, checkpoint_interval: float = 0.0) -> None:
+                 memory: int = 0, checkpoint_interval: float = 0.0,
+                 named: Callable[[str], str] = lambda node_id: node_id[:8]) -> None:
         """`epoch`: the one before the first placement; a coordinator started again for the same gang starts
         above every epoch of its earlier life, so hosts that still know those take it for a new one, and
-        from `checkpoint`, the last global checkpoint of that life (its superstep, not 0)."""
+        from `checkpoint`, the last global checkpoint of that life (its superstep, not 0). `named`: a host as the
+        gang's reason names it (a peer's name; its id said nothing to the owner reading why the gang waits)."""
         if size < 1:
             raise ValueError(f"a gang has at least one member, not {size}")
         if checkpoint_interval < 0:
             raise ValueError(f"a checkpoint every {checkpoint_interval:g} seconds is not an interval (0 turns it off)")
         self.gang_id, self.size, self.cadence, self.x, self.margin = gang_id, size, cadence, x, margin
         self.memory, self.checkpoint_interval = memory, checkpoint_interval
+        self._named = named
         self.phase, self.reason = "waiting", "waiting for the resource table"
         self.epoch = epoch            # every placement is a new epoch
         self.checkpoint = checkpoint
@@ -294,7 +298,7 @@ class GangCoordinator:
         # due cannot be answered. Waiting would hold the other p - 1 hosts idle until the owner's policy
         # evicts (minutes) or the owner leaves; the gang starts again from its last global checkpoint.
         self.restarts += 1
-        return self._place(at, "; ".join(f"{host} {self._held[host]}" for host in dict.fromkeys(held)))
+        return self._place(at, "; ".join(f"{self._named(host)} {self._held[host]}" for host in dict.fromkeys(held)))
 
     def _host_lost(self, event: HostLost) -> list:
         self._down.add(event.host)
@@ -303,7 +307,7 @@ class GangCoordinator:
             return []
         self._stale.setdefault(event.host, set()).update(ranks)
         self.restarts += 1
-        return self._place(event.at, f"{event.host} {event.reason}")
+        return self._place(event.at, f"{self._named(event.host)} {event.reason}")
 
     def _host_back(self, event: HostBack) -> list:
         self._down.discard(event.host)
@@ -328,7 +332,7 @@ class GangCoordinator:
         self._leave = None
         if len(usable) < self.size:
             stops = self._stop_all(None)
-            names = ", ".join(sorted(v.node_id for v in usable)) or "none"
+            names = ", ".join(sorted(self._named(v.node_id) for v in usable)) or "none"
             self.phase = "waiting"
             short = len(willing) - len(usable)
             self.reason = ((f"{why}: " if why else "") + f"needs {self.size} hosts that can take a member, {len(usable)} can ({names})"

@@ -57,9 +57,11 @@ class _Gang:
 class GangRuns:
     """Gang assignments this node is master of; `post` must be served, `now` is the node's clock."""
 
-    def __init__(self, post: GangPost, now: Callable[[], float]) -> None:
+    def __init__(self, post: GangPost, now: Callable[[], float],
+                 named: Callable[[str], str] = lambda node_id: node_id[:8]) -> None:
         self._post = post
         self._now = now
+        self._named = named
         self._gangs: dict[str, _Gang] = {}
         self._table: tuple[NodeView, ...] = ()
 
@@ -71,7 +73,8 @@ class GangRuns:
         (`epoch`, `checkpoint`, `checkpoint_interval`: see GangCoordinator). `on_checkpoint` gets each new
         global checkpoint."""
         coordinator = GangCoordinator(gang_id, size, cadence, x, epoch=epoch, checkpoint=checkpoint,
-                                      memory=spec.memory_bytes, checkpoint_interval=checkpoint_interval)
+                                      memory=spec.memory_bytes, checkpoint_interval=checkpoint_interval,
+                                      named=self._named)
         gang = self._gangs[gang_id] = _Gang(coordinator, spec, on_done, on_failed, on_checkpoint, {})
         self._apply(gang, TableChanged(self._now(), self._table))
 

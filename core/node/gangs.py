@@ -28,11 +28,12 @@ class Gangs:
     """Node `node_id`'s gang runtime; `serve` runs it."""
 
     def __init__(self, node_id: str, send: Send, open_member: OpenMember, table: Callable[[], Iterable[NodeView]],
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], *, named: Callable[[str], str] = lambda node_id: node_id[:8]) -> None:
+        """`named`: a host as a gang's reasons name it (`api.wording.peer_named`)."""
         self.node_id = node_id
         self._send = send
         self.post = GangPost(self._deliver, self._failed)
-        self.runs = GangRuns(self.post, now)
+        self.runs = GangRuns(self.post, now, named)
         self.host = GangHost(node_id, open_member, self.post, table)
 
     async def serve(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

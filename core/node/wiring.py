@@ -194,7 +194,8 @@ class Node:
         )
         self.links.bind(master=self._scheduler, host=self.host,
                         keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
-        self.gangs = Gangs(self.node_id, self.links.send_gang, self._open_member, self._table, time.time)
+        self.gangs = Gangs(self.node_id, self.links.send_gang, self._open_member, self._table, time.time,
+                           named=self._peer_named)
         self.gang_checkpoints = GangCheckpoints(self.paths.data_dir / "gang-checkpoints")
         self.links.bind_gangs(self.gangs)
         self._snapshot = self._build_snapshot()

@@ -68,6 +68,10 @@ def test_fewer_hosts_that_can_take_a_member_than_members_waits_and_says_why():
     assert coordinator.handle(TableChanged(0.0, rows)) == []
     view = coordinator.view()
     assert (view.phase, view.reason) == ("waiting", "needs 3 hosts that can take a member, 2 can (a, b)")
+    # As the owner reads it: the peers' names (the node passes `peer_named`), not their 32-digit ids.
+    named = GangCoordinator("g", 3, named={"a": "curie", "b": "babbage"}.get)
+    named.handle(TableChanged(0.0, rows))
+    assert named.view().reason == "needs 3 hosts that can take a member, 2 can (babbage, curie)"
 
 
 
