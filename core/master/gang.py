@@ -375,7 +375,7 @@ class GangCoordinator:
         if not leaving or len([v for v in self._usable(current)[1] if v.node_id not in leaving]) < self.size:
             return ""
         self._leave = leaving[0]
-        return f"{leaving[0]} {self._leaving[leaving[0]]}"
+        return f"{self._named(leaving[0])} {self._leaving[leaving[0]]}"
 
     def _stop_all(self, new: list[str] | None) -> list:
         """Stop the members of the ending epoch, leaving a pointer where one moves to its `new` host."""
