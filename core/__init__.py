@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         Command,
         EvictGuests,
         FinishThenPause,
+        HandOffGuests,
         Measurement,
         MoveTask,
         PauseHosting,
@@ -134,7 +135,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "counted": ("frost_core.api.wording", "counted"),
     # commands change the node (the UI sends them one way; the control socket answers them)
     **{name: ("frost_core.api.commands", name) for name in (
-        "AddPlugin", "CancelAssignment", "ClearQuarantine", "Command", "EvictGuests", "FinishThenPause", "Measurement", "MoveTask",
+        "AddPlugin", "CancelAssignment", "ClearQuarantine", "Command", "EvictGuests", "FinishThenPause", "HandOffGuests",
+        "Measurement", "MoveTask",
         "PauseHosting", "Remeasure", "RemovePlugin", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (

@@ -67,8 +67,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("node", "seeds", list, [], "Peers to join through, as \"HOST:PORT\" strings, for networks "
            "that broadcast does not reach. Any one live peer is enough to learn the whole cluster."),
     Option("node", "stop_handoff", float, 20.0,
-           "Seconds a stopping node (SIGTERM, e.g. systemctl stop or a reboot) spends handing its guests "
-           "to peers; what has not left by then stays checkpointed here.", 0, 600),
+           "Seconds a stopping node (SIGTERM, e.g. systemctl stop or a reboot; a UI's embedded node when its "
+           "terminal closes) spends handing its guests to peers; what has not left by then stays checkpointed here.",
+           0, 600),
     # [cluster]
     Option("cluster", "key_file", str, "", "File holding the cluster key; empty means cluster.key in the data dir."),
     Option("cluster", "allow_cluster_plugins", bool, True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import outcome
+import trio
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -34,6 +36,7 @@ from frost_core import (
     EvictGuests,
     FinishThenPause,
     FrostError,
+    HandOffGuests,
     Link,
     MoveTask,
     NodeApi,
@@ -60,6 +63,7 @@ from frost_tui.tabs.plugins import PluginsPane
 from frost_tui.tabs.settings import SettingsPane
 from frost_tui.dialogs.submit import SubmitDialog
 from frost_tui.palette import FrostCommands, PaletteCommand
+from frost_tui.hangup import detach_from_terminal, on_hang_up
 from frost_tui.trio_host import TrioHost
 from frost_tui.ui_choices import CHOICES_FILE, UiChoices
 from frost_tui.widgets.footer import KeysFooter
@@ -157,6 +161,7 @@ class FrostApp(App[int]):
         self._redraw_pending = False
         self._stopping = False
         self._quit_when_no_guests = False
+        self._hung_up = False
         self._notified_until = clock()
         self._last_redraw_at = -PASSIVE_REDRAW_INTERVAL
         self._last_command_at = -COMMAND_WINDOW
@@ -185,6 +190,36 @@ class FrostApp(App[int]):
         self.node.set_snapshot_listener(self.receive_snapshot)
         self.host.start(self.node.serve, on_done=self._node_stopped)
         self.receive_snapshot(self.node.snapshot())
+        if self.node.link().kind == "embedded":
+            on_hang_up(self._terminal_gone)
+
+    def _terminal_gone(self) -> None:
+        """The terminal closed or the session ends (`frost_tui.hangup`): hand the guests to peers within
+        `node.stop_handoff` seconds, as the service does on a stop, then stop the node (it leaves the cluster on its
+        way out) and end the process (`_node_stopped`): there is no terminal left to give back, and Textual's own
+        exit, writing to it, could hang."""
+        if self._hung_up:
+            return
+        self._hung_up = True
+        detach_from_terminal()
+        log.info("the terminal went away: handing the guests to peers, then stopping")
+        deadline = float(self.node.snapshot().settings.get("node.stop_handoff", 0.0))
+
+        async def hand_off_then_stop() -> None:
+            with trio.move_on_after(deadline):
+                try:
+                    log.info("handed %s to peers", counted(await self.node.execute(HandOffGuests()), "guest"))
+                except FrostError as error:
+                    log.warning("the guests could not be handed on: %s", error.message)
+            self.host.cancel()
+
+        if not self.host.run_soon(hand_off_then_stop):
+            self._end_process()
+
+    def _end_process(self) -> None:
+        log.info("stopped: the terminal went away")
+        logging.shutdown()
+        os._exit(0)
 
     async def on_unmount(self) -> None:
         self._stopping = True
@@ -283,6 +318,8 @@ class FrostApp(App[int]):
 
     def _node_stopped(self, result: outcome.Outcome) -> None:
         """The trio run ended: expected when we cancelled it, otherwise the app exits with code 1."""
+        if self._hung_up:
+            self._end_process()
         if self._stopping:
             return
         if isinstance(result, outcome.Error):

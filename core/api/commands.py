@@ -41,6 +41,14 @@ class EvictGuests:
 
 
 @dataclass(frozen=True)
+class HandOffGuests:
+    """Before this node stops: checkpoint every guest and send it on to a peer. Unlike `EvictGuests` it sets no hold
+    (a node started again takes guests at once); the caller bounds it with a deadline. Replies how many left."""
+
+    REPLY: ClassVar[Any] = int
+
+
+@dataclass(frozen=True)
 class MoveTask:
     REPLY: ClassVar[Any] = str
     task_id: str
@@ -121,6 +129,6 @@ class Remeasure:
 
 
 Command = (
-    PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | MoveTask | SubmitAssignment
+    PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | HandOffGuests | MoveTask | SubmitAssignment
     | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure | ClearQuarantine
 )

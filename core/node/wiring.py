@@ -36,7 +36,8 @@ from frost_core.cluster.messages import GangSpec, Verdict
 from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
-    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, Measurement, MoveTask, PauseHosting,
+    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, HandOffGuests, Measurement, MoveTask,
+    PauseHosting,
     ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, parse_address, save_config, waiting_for_restart
@@ -429,6 +430,8 @@ class Node:
                 return f"taking nothing new; pausing once the current guests finish{leaving}"
             case EvictGuests(task_id=task_id):
                 return await self._evict(task_id, by_owner=True)
+            case HandOffGuests():
+                return await self.hand_off_guests()
             case SubmitAssignment(plugin=plugin, params=params, one_per_host=one_per_host, inputs=inputs, verify=verify,
                                   check_interval=check_interval, check_supersteps=check_supersteps,
                                   check_forced=check_forced):

@@ -169,3 +169,47 @@ def test_the_ui_attaches_to_a_headless_node_detaches_and_rides_out_a_restart(tmp
             terminal.close()
         desk.stop()
         peer.stop()
+
+
+def test_closing_the_terminal_of_an_embedded_ui_hands_its_guest_to_the_peer_and_leaves_the_cluster(tmp_path):
+    # Before, the window closing (SIGHUP) killed the process at once: its guests died with their work since their
+    # last checkpoints, and the peers learned of it only from the failure detector.
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    # The owner policy out of the way: on a busy test machine it would suspend the guest under test.
+    always = '\n[owner]\npolicy = "always"\n'
+    peer = start_node(tmp_path / "peer-b", key_file=key, name="peer-b", port=free_port(), extra_config=always)
+    ui_dir = tmp_path / "desk-a"
+    ui_dir.mkdir()
+    (ui_dir / "config.toml").write_text(FAST_CONFIG + always)
+    command = [
+        FROST_TUI, "--data-dir", str(ui_dir), "--config", str(ui_dir / "config.toml"), "--port", str(free_port()),
+        "--listen-host", "127.0.0.1", "--seed", f"127.0.0.1:{peer.address.rsplit(':', 1)[1]}",
+        "--broadcast-address", "", "--cluster-key-file", str(key), "--name", "desk-a",
+    ]
+    terminal = Terminal(f"frost-e2e-{os.getpid()}-hangup", command, {"TERM": "xterm-256color", "COLUMNS": "150"})
+    try:
+        terminal.wait_for(lambda s: "desk-a" in s, timeout=30, what="the UI to start")
+        wait_for(lambda: any(p["name"] == "desk-a" and p["state"] == "alive" for p in peer.call("peers")),
+                 timeout=30, what="peer-b to see desk-a")
+        peer.call("pause")  # the unit must start on the desk whose terminal closes
+        submitted = peer.cli("submit", "montecarlo-pi", "--param", "samples=4000000000", "--param", "units=1")
+        task_id = f"{submitted.stdout.split()[1].rstrip(':')}.0"
+        terminal.keys("2")
+        terminal.wait_for(lambda s: task_id in s, timeout=60, what=f"{task_id} running on desk-a")
+        peer.call("resume")
+        ui_pid = int(terminal.tmux("display-message", "-p", "-t", "ui", "#{pane_pid}"))
+
+        terminal.close()   # the window closes: the UI's terminal hangs up
+
+        wait_for(lambda: task_id in {g["task_id"] for g in peer.call("status")["guests"]}, timeout=30,
+                 what=f"{task_id} to run on peer-b")
+        wait_for(lambda: any(p["name"] == "desk-a" and p["state"] == "left" for p in peer.call("peers")),
+                 timeout=15, what="desk-a to leave the cluster (not to be found dead)")
+        wait_for(lambda: not os.path.exists(f"/proc/{ui_pid}"), timeout=15, what="the UI's process to end")
+        log = (ui_dir / "logs" / "frost-tui.log").read_text()
+        assert "handed 1 guest to peers" in log, log[-2000:]
+        assert f"{task_id} moved to peer-b" in log, log[-2000:]
+    finally:
+        terminal.close()
+        peer.stop()
