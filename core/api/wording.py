@@ -1,6 +1,8 @@
-"""How the node and the UI say things: a count ("1 peer", "3 peers", never "3 peer(s)"), a peer."""
+"""How the node and the UI say things: a count ("1 peer", "3 peers", never "3 peer(s)"), a peer, a time to come."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -12,3 +14,15 @@ def peer_named(node_id: str, name: str | None) -> str:
     """A peer as the owner reads it in events and reasons: "fermat (3398e1c6)", with the start of the id the logs
     and `unquarantine` use; that start alone where the cluster does not know its name (yet, or any more)."""
     return f"{name} ({node_id[:8]})" if name else node_id[:8]
+
+
+def said_until(at: float, now: float) -> str:
+    """A time to come as the owner reads it (a timed pause's end): "17:00" today, "08:00 tomorrow" (`pause --until
+    08:00` at 08:40 means the next morning, and "until 08:00" alone read as a time past), else with its day:
+    "Thu 3 Dec 08:00"."""
+    when, today = datetime.fromtimestamp(at), datetime.fromtimestamp(now).date()
+    if when.date() == today:
+        return when.strftime("%H:%M")
+    if when.date() == today + timedelta(days=1):
+        return when.strftime("%H:%M tomorrow")
+    return f"{when:%a} {when.day} {when:%b %H:%M}"

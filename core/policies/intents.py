@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from frost_core.api.wording import counted
+from frost_core.api.wording import counted, said_until
 from frost_core.api.errors import ConfigError
 
 
@@ -74,7 +74,7 @@ def hosting_state(
         return HostingState("evicting", "guests are checkpointing and leaving", False)
     if intents.paused:
         if intents.paused_until is not None:
-            return HostingState("paused", f"paused by the owner until {_clock(intents.paused_until)}", False)
+            return HostingState("paused", f"paused by the owner until {said_until(intents.paused_until, now)}", False)
         return HostingState("paused", "paused by the owner", False)
     if owner_active_reason:
         return HostingState("owner-active", owner_active_reason, False)
@@ -96,6 +96,3 @@ def parse_until(text: str, *, now: float) -> float:
     target = time.mktime((local.tm_year, local.tm_mon, local.tm_mday, int(hours), int(minutes), 0, 0, 0, -1))
     return target if target > now else target + 86400
 
-
-def _clock(at: float) -> str:
-    return time.strftime("%H:%M", time.localtime(at))

@@ -48,14 +48,6 @@ def format_clock(at: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at))
 
 
-def format_until(at: float, now: float) -> str:
-    """A future time as the owner says it: '17:00', or with the date when it is not today."""
-    local = time.localtime(at)
-    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d", time.localtime(now)):
-        return time.strftime("%H:%M", local)
-    return time.strftime("%a %d %b %H:%M", local)
-
-
 SPARKS = "▁▂▃▄▅▆▇█"
 
 

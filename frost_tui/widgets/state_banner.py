@@ -7,9 +7,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from frost_core import HostingView
+from frost_core import HostingView, said_until
 
-from frost_tui.widgets.format import format_until
 
 _LABELS = {
     "hosting": "● HOSTING",
@@ -54,7 +53,7 @@ def describe_intent(hosting: HostingView, now: float) -> str:
     if hosting.finishing:
         return "finishing the current guests, then pausing"
     if hosting.paused_until is not None:
-        return f"paused until {format_until(hosting.paused_until, now)}"
+        return f"paused until {said_until(hosting.paused_until, now)}"
     if hosting.state == "paused":
         return "paused until you resume (p)"
     return ""

@@ -62,6 +62,16 @@ def test_pause_until_is_the_next_such_time():
     assert parse_until("16:00", now=now) - now == 23.5 * 3600
 
 
+def test_a_timed_pause_says_when_it_ends_and_which_day_when_that_is_not_today():
+    # At 08:40, `pause --until 08:00` lasts until the next morning: "until 08:00" alone reads as a time past.
+    now = time.mktime((2026, 11, 30, 8, 40, 0, 0, 0, -1))
+    said = {text: hosting_state(Intents(paused=True, paused_until=parse_until(text, now=now)), now=now, guests=0,
+                                evicting=False).reason for text in ("17:00", "08:00")}
+    assert said == {"17:00": "paused by the owner until 17:00", "08:00": "paused by the owner until 08:00 tomorrow"}
+    later = hosting_state(Intents(paused=True, paused_until=now + 3 * 86400), now=now, guests=0, evicting=False)
+    assert later.reason == "paused by the owner until Thu 3 Dec 08:40"
+
+
 @pytest.mark.parametrize("text", ["25:00", "7", "ab:cd", "12:60", ""])
 def test_pause_until_refuses_nonsense(text):
     with pytest.raises(ConfigError, match="HH:MM"):
