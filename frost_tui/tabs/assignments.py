@@ -41,6 +41,7 @@ class AssignmentsPane(Pane):
         super().__init__(**kwargs)
         self._assignments: dict[str, AssignmentView] = {}
         self._now = 0.0
+        self._movable = False   # a live peer besides this node: a unit could be moved
         self._find: tuple[str, str] | None = None   # (assignment id, words): the units the owner looks for
         self._found: FoundUnits | None = None       # the node's answer to `_find`, until the next one
         self._asked_at = float("-inf")
@@ -57,6 +58,7 @@ class AssignmentsPane(Pane):
     def show(self, snapshot: NodeSnapshot, now: float) -> None:
         self._now = now
         self._assignments = {a.id: a for a in snapshot.assignments}
+        self._movable = any(p.state == "alive" and not p.is_self for p in snapshot.peers)
         newest_first = sorted(snapshot.assignments, key=lambda a: a.created_at, reverse=True)
         self.query_one("#assignments-table", LiveTable).show_rows(
             [(a.id, assignment_row(a, now)) for a in newest_first]
@@ -173,7 +175,7 @@ class AssignmentsPane(Pane):
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
                                    f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
-            describe_result(assignment, self._now, self._looking(assignment)), Text(""), units)
+            describe_result(assignment, self._now, self._looking(assignment), movable=self._movable), Text(""), units)
 
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         if event.table.id == "assignments-table":
@@ -192,12 +194,13 @@ class AssignmentsPane(Pane):
             preview.path = None
             return
         gang = assignment.gang
-        key = (repr(assignment.params), assignment.state, assignment.error, assignment.result_path,
+        key = (repr(assignment.params), assignment.state, self._movable, assignment.error, assignment.result_path,
                assignment.result_media_type, round(assignment.wasted_seconds),
                units_shown(assignment, self._looking(assignment)),
                gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
                          gang.moves, gang.restarts))
-        update_static(result, key, lambda: describe_result(assignment, self._now, self._looking(assignment)))
+        update_static(result, key, lambda: describe_result(assignment, self._now, self._looking(assignment),
+                                                           movable=self._movable))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
 
@@ -266,7 +269,9 @@ def checkpoint_age(at: float | None, now: float) -> str:
 
 
 def describe_result(assignment: AssignmentView, now: float,
-                    looking: tuple[str, FoundUnits | None] | None = None) -> Group:
+                    looking: tuple[str, FoundUnits | None] | None = None, *, movable: bool = True) -> Group:
+    """The selected assignment's details; `movable`: another live node could take a unit (on a lone desk the hint to
+    move one would lead to a dialog saying there is none)."""
     params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
     lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
     if assignment.error:
@@ -279,7 +284,7 @@ def describe_result(assignment: AssignmentView, now: float,
                 ("press w to save it elsewhere", "italic"),
             )
         )
-    elif assignment.state == "running" and assignment.gang is None:
+    elif assignment.state == "running" and assignment.gang is None and movable:
         lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
     gang = assignment.gang
     if gang is not None:

@@ -15,7 +15,7 @@ from frost_core import AssignmentView, FindUnits, FoundUnits, GangMemberView, Ga
 from frost_tui import tables
 from frost_tui.tabs.assignments import assignment_row, describe_result, member_row
 from frost_tui.widgets.live_table import LiveTable
-from tests.tui.conftest import run_ui
+from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
 from tests.waiting import wait_in_app
 
@@ -33,6 +33,17 @@ def done(**waste) -> AssignmentView:
         result_filename="raytrace.png", result_path="/tmp/raytrace.png", error=None,
         wasted_seconds=sum(waste.values()), waste={k.replace("_", " "): v for k, v in waste.items()},
     )
+
+
+def test_a_running_assignment_offers_a_move_only_where_a_unit_has_somewhere_to_go(node):
+    # The demo cluster has live peers: the hint is there. On a lone desk m could only say there is nowhere to go.
+    async def scenario(app, pilot):
+        await pilot.press("4")
+        await wait_in_app(pilot, lambda: "press m to move the selected unit" in screen_text(app))
+        node.publish(peers=tuple(p for p in node.snapshot().peers if p.is_self))
+        await wait_in_app(pilot, lambda: "press m to move" not in screen_text(app) and "Parameters" in screen_text(app))
+
+    run_ui(node, scenario)
 
 
 def test_the_result_panel_names_the_work_thrown_away_and_why():
