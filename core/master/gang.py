@@ -337,8 +337,10 @@ class GangCoordinator:
             short = len(willing) - len(usable)
             self.reason = ((f"{why}: " if why else "") + f"needs {self.size} hosts that can take a member, {len(usable)} can ({names})"
                            + (f"; {short} more lack {self.memory >> 20} MiB free for it" if short else ""))
+            # Stopped, the members keep nothing since the last global checkpoint: the gang shows where it starts again.
+            self.superstep = self.checkpoint.superstep if self.checkpoint else 0
             for member in self._members:
-                member.host, member.at_barrier = None, False
+                member.host, member.at_barrier, member.superstep = None, False, self.superstep
             return stops
         chosen = choose_hosts(usable, current, self.size, self.x, self.margin)
         self._leaving = {host: why for host, why in self._leaving.items() if host in chosen}

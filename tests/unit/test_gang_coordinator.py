@@ -325,3 +325,16 @@ def test_a_host_lost_during_a_periodic_checkpoint_restarts_from_the_previous_one
 def test_a_negative_checkpoint_interval_is_refused():
     with pytest.raises(ValueError, match="not an interval"):
         GangCoordinator("g", 3, checkpoint_interval=-1.0)
+
+
+def test_a_gang_stopped_with_no_global_checkpoint_shows_it_starts_again_from_the_first_superstep():
+    # It waited showing "superstep 614" after a member's host was lost: its members keep nothing since the last
+    # global checkpoint, here none, so the owner reads where it will start again.
+    coordinator, _ = placed(CheckCadence(every_supersteps=None, every_seconds=None))
+    for superstep in range(4):
+        barrier(coordinator, 1.0 + superstep, superstep)
+    assert coordinator.view().superstep == 4
+    coordinator.handle(TableChanged(5.0, table(b=1.0, c=0.9)))
+    coordinator.handle(HostLost(5.5, "d", "evicting"))
+    view = coordinator.view()
+    assert view.phase == "waiting" and view.superstep == 0 and {m.superstep for m in view.members} == {0}, view
