@@ -235,11 +235,18 @@ class LiveTable(ScrollView, can_focus=True):
         """
         room = self.scrollable_content_region.width
         shown = [index for index, title in enumerate(self.columns) if title not in self.hidden]
+        dropped_here = []
         for index in self.drop_order:
             if not room or sum(self._widths[i] for i in shown) <= room:
                 break
             if index in shown:
                 shown.remove(index)
+                dropped_here.append(index)
+        # A wide column dropped last may have made room for a narrower one dropped before it (Peers at 100 columns:
+        # Address's going leaves room for Last minute): those come back, the most important first.
+        for index in reversed(dropped_here[:-1]):
+            if sum(self._widths[i] for i in shown) + self._widths[index] <= room:
+                shown = sorted((*shown, index))
         shown_now = tuple(shown)
         if shown_now == self._shown:
             return False
