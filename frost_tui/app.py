@@ -190,8 +190,8 @@ class FrostApp(App[int]):
         self.node.set_snapshot_listener(self.receive_snapshot)
         self.host.start(self.node.serve, on_done=self._node_stopped)
         self.receive_snapshot(self.node.snapshot())
-        if self.node.link().kind == "embedded":
-            on_hang_up(self._terminal_gone)
+        if self.node.link().kind == "embedded" and not on_hang_up(self._terminal_gone):
+            log.warning("closing this terminal stops the node at once: its signals cannot be watched here")
 
     def _terminal_gone(self) -> None:
         """The terminal closed or the session ends (`frost_tui.hangup`): hand the guests to peers within

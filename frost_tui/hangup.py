@@ -40,4 +40,3 @@ def detach_from_terminal() -> None:
         os.dup2(source, target)
     os.close(nowhere)
     os.close(silent)
-
