@@ -1,5 +1,5 @@
-"""Units a host refused step aside for the ones queued behind them: a real MasterScheduler under MockClock, one
-stand-in desk that will not take back the units its owner just evicted (they went back to the head of the queue)."""
+"""Units their last host refused step aside for the ones queued behind them: a real MasterScheduler under MockClock,
+one stand-in desk that will not take back the units its owner just evicted (they went back to the head of the queue)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,9 @@ def test_units_the_desk_refuses_at_the_head_of_the_queue_let_the_units_behind_th
     # offered again every second and refused, and the desk stood idle for the whole hold (300 s by default).
     async def main():
         world = World(tmp_path, units=5)
+        for index in (0, 1):   # they ran on the desk, and its owner evicted them (the master had no other host)
+            epoch = world.store.place_unit(world.assignment, index, host=DESK)
+            world.store.requeue_unit(world.assignment, index, epoch=epoch, progress=0.5)
         desk = EvictingDesk(world, held={world.task(0), world.task(1)})
         world.links.hosts = {DESK: desk}
         world.views = [desk.view()]
