@@ -22,11 +22,16 @@ from frost_tui import tables
 from frost_tui.shots.fixed import demo_snapshot
 
 
+def new_sweep(store: MasterStore, units: int) -> str:
+    """An assignment of `units` empty units in `store`; its id."""
+    return store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
+                                   units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * units)
+
+
 def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 2)
+        assignment = new_sweep(store, 2)
         epoch = store.place_unit(assignment, 0, host="deadbeef-host")
         store.place_unit(assignment, 1, host="cafe-host")
         store.requeue_unit(assignment, 0, epoch=epoch, progress=0.0, error=None)   # its host died
@@ -43,8 +48,7 @@ def test_a_requeued_unit_shows_no_host_and_a_suspended_one_says_so(tmp_path):
 def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_is_not_called_queued(tmp_path):
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 4)
+        assignment = new_sweep(store, 4)
         for index in range(3):
             store.place_unit(assignment, index, host="cafe-host")
         shown = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
@@ -67,8 +71,7 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
 def test_a_unit_paused_on_a_lone_machine_is_not_offered_a_move_with_no_live_peer_to_take_it(tmp_path):
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        assignment = new_sweep(store, 1)
         store.place_unit(assignment, 0, host="m")
         reported = {f"{assignment}.0": "paused"}
         alone = assignment_view(store.assignment(assignment), now=0.0, results_dir=tmp_path,
@@ -86,8 +89,7 @@ def test_a_unit_paused_on_a_lone_machine_is_not_offered_a_move_with_no_live_peer
 def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        assignment = new_sweep(store, 1)
         store.place_unit(assignment, 0, host="cafe-host")
         record = store.assignment(assignment)
         task = f"{assignment}.0"
@@ -104,8 +106,7 @@ def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
 def test_a_unit_placed_ahead_shows_waiting_and_does_not_stall_its_assignment(tmp_path):
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 2)
+        assignment = new_sweep(store, 2)
         store.place_unit(assignment, 0, host="cafe-host")
         store.place_unit(assignment, 1, host="cafe-host")
         record = store.assignment(assignment)
@@ -134,8 +135,7 @@ def test_a_finished_assignments_view_is_made_once_and_again_when_one_of_its_host
     (or renamed) shows in the next one."""
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)])
+        assignment = new_sweep(store, 1)
         epoch = store.place_unit(assignment, 0, host="cafe-host")
         store.accept_result(assignment, 0, epoch=epoch, result=b"\x00")
         store.finish_assignment(assignment, data=b"r", media_type="text/plain", filename="r.txt")
@@ -213,8 +213,7 @@ def test_the_screen_shows_a_straggler_and_the_sweeps_front_however_far_apart(tmp
     straggler and the 199 done units after it); at the end, the last ones done."""
     store = MasterStore(tmp_path / "master.sqlite", node_id="m")
     try:
-        assignment = store.create_assignment(plugin="p", plugin_version="1", plugin_hash="h", params={},
-                                             units=[NewUnit(data={}, memory_bytes=1, cost=1.0)] * 1_000)
+        assignment = new_sweep(store, 1_000)
         store.place_units([Placement(assignment, i, "cafe-host") for i in range(606)])
         store.accept_results([Delivery(assignment, i, 1, b"\x00") for i in range(600) if i != 5])
 
