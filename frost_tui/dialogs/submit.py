@@ -93,8 +93,6 @@ def field_row(label: str, field: Any, help_text: str, field_id: str) -> list:
             Label("", id=f"{field_id}-error", classes="setting-error")]
 
 
-DIALOG_SHARE = 0.9
-"""Of the screen's height, what the dialog may take (`.dialog`'s max-height in frost.tcss)."""
 MIN_FORM_ROWS = 3
 
 
@@ -148,7 +146,9 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         dialog = self.query_one("#submit-dialog")
         others = sum(child.outer_size.height + child.styles.margin.top + child.styles.margin.bottom
                      for child in dialog.children if child.id != "submit-body")
-        room = int(self.size.height * DIALOG_SHARE) - dialog.styles.gutter.height - others
+        tallest = dialog.styles.max_height   # (`.dialog` in frost.tcss: a share of the screen)
+        most = int(tallest.resolve(self.size, self.app.size)) if tallest is not None else self.size.height
+        room = most - dialog.styles.gutter.height - others
         self.query_one("#submit-body").styles.max_height = max(room, MIN_FORM_ROWS)
 
     async def on_select_changed(self, event: Select.Changed) -> None:
