@@ -57,8 +57,7 @@ class _Gang:
 class GangRuns:
     """Gang assignments this node is master of; `post` must be served, `now` is the node's clock."""
 
-    def __init__(self, post: GangPost, now: Callable[[], float],
-                 named: Callable[[str], str] = lambda node_id: node_id[:8]) -> None:
+    def __init__(self, post: GangPost, now: Callable[[], float], named: Callable[[str], str]) -> None:
         self._post = post
         self._now = now
         self._named = named

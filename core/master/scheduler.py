@@ -334,7 +334,7 @@ class MasterScheduler:
         now = self._clock()   # (resting now too: those whose offer ran out this round)
         for task_id, by_host in refusals.items():
             for host, why in by_host.items():
-                if host == getattr(by_task.get(task_id), "host", None):   # where it last ran: the owner's hold
+                if host == by_task[task_id].host:   # where it last ran: the owner's hold (only by_task's are offered)
                     self._refused.setdefault(task_id, {})[host] = (now + REFUSAL_REMEMBERED, why)
         await self._tell_demand(waiting, [h for h in reachable if not self._unanswered.rests(h.node_id, now)], usage,
                                 demand, running, refused)

@@ -37,8 +37,7 @@ from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, HandOffGuests, Measurement, MoveTask,
-    PauseHosting,
-    ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
+    PauseHosting, ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, parse_address, save_config, waiting_for_restart
 from frost_core.node.attach_protocol import AttachRequest
