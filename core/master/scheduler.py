@@ -866,7 +866,8 @@ class MasterScheduler:
             self._events.add("assignment", f"{task_id} result verified: {counted(len(unit.copied_on) + 1, 'host')} "
                              "returned it, the majority agreed")
         elif decision.exhausted:
-            self._store.fail_assignment(unit.assignment_id, f"unit {unit.index}: no two hosts returned the same result")
+            self._store.fail_assignment(unit.assignment_id, f"unit {unit.index}: no two hosts returned the same result",
+                                        failed_unit=(unit.index, "no two hosts returned the same result"))
             self._events.add("assignment", f"assignment {unit.assignment_id} failed: no two hosts agreed on unit "
                              f"{unit.index}'s result", severity="error", title="Assignment failed")
         elif not self._checkers(unit.copied_on + (host,)) and await self._blocking(self._store.settle_unchecked,

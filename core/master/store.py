@@ -549,13 +549,21 @@ class MasterStore:
             self.index.close_assignment(assignment_id)
         return stored
 
-    def fail_assignment(self, assignment_id: str, error: str) -> None:
+    def fail_assignment(self, assignment_id: str, error: str, *, failed_unit: tuple[int, str] | None = None) -> None:
+        """`failed_unit`: (index, error) of a unit that failed the assignment and is not stored as failed yet.
+
+        Only a unit that failed reads "failed"; the others it stopped read "cancelled", so the owner looking for
+        the culprit among a sweep's units finds one failed row with its error, not a column of unexplained ones."""
         with self._transaction() as db:
             db.execute(
                 "UPDATE assignments SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND state IN ('running', 'combining')",
                 (time.time(), error, assignment_id),
             )
-            db.execute("UPDATE units SET state = 'failed' WHERE assignment_id = ? AND state != 'done'", (assignment_id,))
+            if failed_unit is not None:
+                db.execute("UPDATE units SET state = 'failed', error = ? WHERE assignment_id = ? AND idx = ?"
+                           " AND state NOT IN ('done', 'failed')", (failed_unit[1], assignment_id, failed_unit[0]))
+            db.execute("UPDATE units SET state = 'cancelled' WHERE assignment_id = ? AND state NOT IN ('done', 'failed')",
+                       (assignment_id,))
             self.index.close_assignment(assignment_id)
 
     def cancel_assignment(self, assignment_id: str) -> AssignmentRecord:

@@ -109,6 +109,23 @@ def test_an_assignment_with_a_unit_failed_for_good_is_never_combined_even_across
     assert new_store(tmp_path).combining_assignments() == []
 
 
+def test_a_failed_assignment_shows_its_culprit_failed_and_the_units_it_stopped_cancelled(tmp_path):
+    """The owner looking for why a sweep failed finds one failed row with its error; what was done stays done."""
+    store = new_store(tmp_path)
+    by_plugin, by_checking = submit(store, 4), submit(store, 2)
+    epoch = store.place_unit(by_plugin, 0, host="me")
+    store.accept_result(by_plugin, 0, epoch=epoch, result=cbor2.dumps(0))
+    store.place_unit(by_plugin, 2, host="me")                      # running when unit 1 failed
+    assert store.fail_unit(by_plugin, 1, epoch=store.place_unit(by_plugin, 1, host="me"), error="step() raised")
+    store.fail_assignment(by_plugin, "unit 1 failed: step() raised")
+    store.place_unit(by_checking, 1, host="me")
+    store.fail_assignment(by_checking, "unit 1: no two hosts agreed", failed_unit=(1, "no two hosts agreed"))
+    assert [(u.state, u.error) for u in store.assignment(by_plugin).units] == [
+        ("done", None), ("failed", "step() raised"), ("cancelled", None), ("cancelled", None)]
+    assert [(u.state, u.error) for u in new_store(tmp_path).assignment(by_checking).units] == [
+        ("cancelled", None), ("failed", "no two hosts agreed")]
+
+
 def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_loops_connection(tmp_path, monkeypatch):
     """Its creation, its last result's transaction (which also marks it combining) and its finish: the number of
     commits does not grow with its units, and none is on the connection the node's event loop uses, whose fsync
