@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from frost_core.node.control import call_node, plain_reply, running_node_socket
     from frost_core.node.headless import run_headless
     from frost_core.node.identity import load_owner_token, remember_owner_token, remembered_owner_token
-    from frost_core.node.views import plugin_view
+    from frost_core.node.views import plugin_views
     from frost_core.node.wiring import Node
     from frost_core.plugin.api import (
         Done,
@@ -172,7 +172,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "remember_owner_token": ("frost_core.node.identity", "remember_owner_token"),
     "remembered_owner_token": ("frost_core.node.identity", "remembered_owner_token"),
     "parse_until": ("frost_core.policies.intents", "parse_until"),
-    "plugin_view": ("frost_core.node.views", "plugin_view"),
+    "plugin_views": ("frost_core.node.views", "plugin_views"),
     "run_simulator": ("frost_core.sim", "main"),
     "ClusterKey": ("frost_core.wire.security", "ClusterKey"),
 }

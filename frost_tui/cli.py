@@ -666,7 +666,7 @@ def _owner_command(args: argparse.Namespace, paths: Paths, out: _Output) -> tupl
 def _plugins(args: argparse.Namespace, paths: Paths,
              out: _Output) -> tuple[tuple[PluginView, ...] | PluginView | str, int]:
     """Through the running node when there is one (it then knows at once), else on the data dir directly."""
-    from frost_core import AddPlugin, ListPlugins, PluginRegistry, RemovePlugin, plain_reply, plugin_view
+    from frost_core import AddPlugin, ListPlugins, PluginRegistry, RemovePlugin, plain_reply, plugin_views
 
     if args.plugin_verb == "remove":
         try:
@@ -681,7 +681,7 @@ def _plugins(args: argparse.Namespace, paths: Paths,
         views = (_call(paths, AddPlugin(path=str(args.path.resolve()))),) if adding else _call(paths, ListPlugins())
     except NodeUnavailableError:
         registry = PluginRegistry(paths.data_dir)
-        views = tuple(plugin_view(info) for info in ([registry.add(args.path.resolve())] if adding else registry.scan()))
+        views = plugin_views([registry.add(args.path.resolve())] if adding else registry.scan())
     if args.plugin_verb == "show":
         view = _named_plugin(views, args.name)
         out.say(tables.plugin_in_full(plain_reply(ListPlugins(), (view,))[0]))
@@ -692,8 +692,10 @@ def _plugins(args: argparse.Namespace, paths: Paths,
 
 
 def _named_plugin(views: tuple[PluginView, ...], name: str) -> PluginView:
-    """The plugin `submit NAME` would run (the first of that name that works), or PluginError listing the names."""
-    named = sorted((view for view in views if view.name == name), key=lambda view: not view.ok)
+    """The plugin `submit NAME` would run (the working one no other copy supersedes; else a broken one, which says
+    why), or PluginError listing the names."""
+    named = sorted((view for view in views if view.name == name),
+                   key=lambda view: (not view.ok, bool(view.superseded_by)))
     if not named:
         raise PluginError(f"no plugin named {name!r} (plugins here: {', '.join(sorted({v.name for v in views}))})",
                           title="No such plugin")

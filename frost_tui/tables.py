@@ -96,6 +96,8 @@ def _param_accepts(param: dict[str, Any]) -> str:
 def plugin_status(plugin: dict[str, Any]) -> str:
     if not plugin["ok"]:
         return f"BROKEN: {plugin['error']}"
+    if plugin.get("superseded_by"):
+        return f"ok, superseded by {plugin['superseded_by'][:12]}"
     return "ok (gang)" if plugin.get("gang") else "ok"
 
 

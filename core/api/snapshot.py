@@ -175,6 +175,7 @@ class PluginView:
     description: str
     params: tuple[ParamView, ...]
     gang: bool = False         # a gang plugin: an assignment is p members stepping together
+    superseded_by: str = ""    # a working copy `submit NAME` passes over: the hash of the one it runs
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import AssignmentRecord, MasterStore, UnitTally
 from frost_core.node.views import (
     MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, live_node_ids, peer_names, peer_views,
-    plugin_view, unit_words,
+    plugin_views, unit_words,
 )
 
 STATUS_EVENTS = 20
@@ -53,7 +53,7 @@ async def answer(node: Answering, query: Query) -> Any:
             return node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:]
         case ListPlugins():
             await node.registry.scan_async()
-            return tuple(plugin_view(info) for info in node.registry.plugins())
+            return plugin_views(node.registry.plugins())
         case ListAssignments():
             return assignment_views(node, now=time.time(), live=node.live_progress(), names=peer_names(node),
                                     alive=live_node_ids(node))

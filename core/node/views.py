@@ -22,6 +22,7 @@ from frost_core.api.snapshot import (
     ResourceSample, SNAPSHOT_UNITS, UnitView,
 )
 from frost_core.master.gang import GangView as GangCoordinatorView
+from frost_core.plugin.registry import preferred
 
 if TYPE_CHECKING:
     from frost_core.cluster.balancer import Balancer
@@ -121,7 +122,7 @@ def build_snapshot(node: NodeParts, hosting: HostingState, history: tuple[Resour
         ),
         assignments=assignment_views(node, now=now, live=live, names=names, alive=live_node_ids(node))
         if assignments else (),
-        plugins=tuple(plugin_view(info) for info in node.registry.plugins()),
+        plugins=plugin_views(node.registry.plugins()),
         events=node.events.recent()[-MAX_EVENTS_IN_SNAPSHOT:],
         settings=dict(node.config.values),
     )
@@ -292,7 +293,16 @@ def _standing_still(stored: str, reported: str | None) -> str:
     return reported if stored == "running" and reported in (*STOPPED_BY_OWNER, "waiting") else ""
 
 
-def plugin_view(info) -> PluginView:
+def plugin_views(infos: Iterable) -> tuple[PluginView, ...]:
+    """Every plugin listed, each working copy that `submit` passes over for another of its name marked with the
+    hash of the one it runs (an owner who added a plugin twice sees which code runs)."""
+    infos = tuple(infos)
+    runs = {info.name: preferred(infos, info.name) for info in infos}
+    return tuple(plugin_view(info, superseded_by=runs[info.name].hash
+                             if info.ok and runs[info.name] is not info else "") for info in infos)
+
+
+def plugin_view(info, *, superseded_by: str = "") -> PluginView:
     return PluginView(
         name=info.name, version=info.version, hash=info.hash, source=info.source, path=info.shown_path, ok=info.ok,
         error=info.error, description=info.description,
@@ -303,6 +313,7 @@ def plugin_view(info) -> PluginView:
             for p in info.params
         ),
         gang=info.gang,
+        superseded_by=superseded_by,
     )
 
 

@@ -17,8 +17,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -30,7 +31,7 @@ from frost_core.plugin.loader import IGNORED_NAMES, IGNORED_SUFFIXES, content_ha
 
 log = logging.getLogger("frost.plugins")
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginInfo", "PluginRegistry", "content_hash", "load_plugin_file"]
+__all__ = ["ENTRY_POINT_GROUP", "PluginInfo", "PluginRegistry", "content_hash", "load_plugin_file", "preferred"]
 
 ENTRY_POINT_GROUP = "frost_tui.plugins"
 SOURCES = ("bundled", "entry-point", "added", "cluster")
@@ -84,6 +85,25 @@ class PluginInfo:
             "params": [param.to_plain() for param in self.params],
             "gang": self.gang,
         }
+
+
+class _Listed(Protocol):
+    name: str
+    source: str
+    ok: bool
+
+
+ListedPlugin = TypeVar("ListedPlugin", bound=_Listed)
+
+
+def preferred(plugins: Iterable[ListedPlugin], name: str) -> ListedPlugin | None:
+    """Of the plugins called `name`, the one `submit` runs; None if none of them works.
+
+    Added beats entry-point beats bundled beats fetched from a master, and of two added copies the later add: an
+    owner who edits a plugin and adds it again runs the new code, while the old copy stays for the assignments
+    that still name its hash."""
+    working = [plugin for plugin in plugins if plugin.name == name and plugin.ok]
+    return max(reversed(working), key=lambda plugin: _PRECEDENCE[plugin.source]) if working else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,12 +232,12 @@ class PluginRegistry:
             _remove(copy.parent if copy.parent.parent == self._cluster_dir else copy)
 
     def get(self, name: str) -> PluginInfo:
-        """The working plugin called `name`; added beats entry-point beats bundled, latest add wins."""
+        """The working plugin called `name` (`preferred`)."""
         infos = self._current()
+        chosen = preferred(infos, name)
+        if chosen is not None:
+            return chosen
         matches = [info for info in infos if info.name == name]
-        working = [info for info in matches if info.ok]
-        if working:
-            return max(reversed(working), key=lambda info: _PRECEDENCE[info.source])
         if matches:
             raise PluginError(f"plugin {name!r} is broken: {matches[-1].error}")
         known = ", ".join(sorted({info.name for info in infos if info.ok})) or "none"

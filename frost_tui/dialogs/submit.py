@@ -103,7 +103,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
 
     def __init__(self, plugins: list[PluginView]) -> None:
         super().__init__()
-        self.plugins = {p.name: p for p in plugins if p.ok}
+        self.plugins = {p.name: p for p in plugins if p.ok and not p.superseded_by}
         self._form_for: str | None = None
         self._paths: dict[str, str] = {}   # input name -> the path typed for it, kept while names change
         self._file_ids: dict[str, str] = {}  # input name -> the id of its path field

@@ -78,6 +78,8 @@ def plugin_key(plugin: PluginView) -> str:
 def plugin_row(plugin: PluginView) -> tuple:
     if not plugin.ok:
         status = Text("✗ " + (plugin.error or "broken"), style="bold red")
+    elif plugin.superseded_by:
+        status = Text(f"ok, superseded by {plugin.superseded_by[:12]}", style="dim")
     elif plugin.gang:
         status = Text("ok (gang)", style="green")
     else:

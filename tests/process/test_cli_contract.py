@@ -12,6 +12,7 @@ import pytest
 from frost_core import ClusterKey
 from frost_tui.cli_docs import MAN_PAGE, SCHEMA_FILE, json_schema, man_page
 from tests.nodes import FROST_TUI
+from tests.plugin_sources import good_source, write
 from tests.waiting import wait_for
 
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
@@ -144,6 +145,12 @@ def test_commands_without_a_node_print_documents_that_fit_the_schema(tmp_path):
                                               "mandelbrot, montecarlo-pi, raytrace)"}
     text = _run("plugins", "show", "montecarlo-pi", "--data-dir", str(tmp_path)).stdout
     assert "units      int   16        1 to 100000" in text, text     # what `submit --param units=` accepts
+    # An owner's own grep outranks the bundled one: `show` describes the code `submit grep` runs.
+    mine = _document(_run("plugins", "add", str(write(tmp_path / "my_grep.py", good_source(name="grep", version="9"))),
+                          "--data-dir", str(tmp_path), "--json"), "plugins add")[0]
+    assert _document(_run("plugins", "show", "grep", "--data-dir", str(tmp_path), "--json"),
+                     "plugins show")["hash"] == mine["hash"]
+    assert f"ok, superseded by {mine['hash'][:12]}" in _run("plugins", "--data-dir", str(tmp_path)).stdout
     code = "FROST-AAAA"  # only its shape matters here: a bad code is refused with exit 2
     assert _error(_run("key", "set", code, "--data-dir", str(tmp_path), "--json"), 2)["title"] == "Bad join code"
     assert _document(_run("plugins", "--json", "--data-dir", str(tmp_path)), "plugins")

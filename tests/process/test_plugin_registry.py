@@ -7,6 +7,7 @@ import pytest
 import trio
 
 from frost_core.api.errors import PluginError
+from frost_core.node.views import plugin_views
 from frost_core.plugin.api import MAX_STATE_BYTES
 from frost_core.plugin.registry import PluginRegistry, content_hash, load_plugin_file
 from tests.plugin_sources import good_source, write
@@ -171,6 +172,10 @@ async def test_get_prefers_added_then_installed_then_bundled(tmp_path):
     newer = await plugins.add_async(write(tmp_path / "m2.py", good_source(name="mandelbrot", version="10")))
     assert plugins.get("mandelbrot") == newer
     assert plugins.by_hash(mine.hash) == mine  # older code stays runnable by hash
+    # The list says which copy `submit mandelbrot` runs: the others are marked with its hash.
+    listed = {(view.source, view.version): view.superseded_by for view in plugin_views(plugins.plugins())
+              if view.name == "mandelbrot"}
+    assert listed == {("bundled", "1.0"): newer.hash, ("added", "9"): newer.hash, ("added", "10"): ""}
 
 
 async def test_get_and_by_hash_explain_unknown_and_broken_plugins(tmp_path, no_bundled):
