@@ -61,7 +61,9 @@ class PluginsPane(Pane):
             self.app.notify(f"{plugin.name} is {plugin.source}: only plugins added with l can be removed.",
                             title="Cannot remove", severity="warning")
             return
-        text = f"{plugin.name} ({plugin.path}) is forgotten by this node; assignments can no longer use it."
+        copies = sum(1 for p in self._plugins.values() if p.name == plugin.name and p.source in REMOVABLE)
+        which = f"{plugin.name} ({plugin.path})" if copies == 1 else f"Every copy of {plugin.name} ({copies})"
+        text = f"{which} is forgotten by this node; assignments can no longer use it."
         self.app.push_screen(ConfirmDialog(f"Remove {plugin.name}?", text, "Remove"),
                              lambda yes: self.app.send(RemovePlugin(name=plugin.name)) if yes else None)
 
@@ -72,7 +74,8 @@ class PluginsPane(Pane):
 
 
 def plugin_key(plugin: PluginView) -> str:
-    return f"{plugin.source}:{plugin.name}:{plugin.path}"
+    """Unique per copy: two adds of one edited file share name, source and path, never their code's hash."""
+    return f"{plugin.source}:{plugin.name}:{plugin.hash}:{plugin.path}"
 
 
 def plugin_row(plugin: PluginView) -> tuple:

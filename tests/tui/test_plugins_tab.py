@@ -6,6 +6,7 @@ from pathlib import Path
 
 from frost_core.node.wiring import Node
 
+from tests.plugin_sources import good_source, write
 from tests.tui.conftest import make_config, run_ui, screen_text
 from tests.waiting import wait_in_app
 
@@ -55,6 +56,27 @@ def test_l_takes_a_folder_and_r_removes_a_broken_plugin_for_good(tmp_path, monke
         assert all(p.name != "wonky" for p in app.snapshot.plugins)  # no warning at the next start
 
     run_ui(Node(config), restarted)
+
+
+def test_a_plugin_edited_and_loaded_again_lists_both_copies_and_says_which_one_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # short relative paths: typing is slow in a test
+    source = write(tmp_path / "sq.py", good_source(version="1.0"))
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: app.snapshot is not None and app.snapshot.plugins, timeout=30)
+        await pilot.press("5", "l", *"sq.py", "enter")
+        await wait_in_app(pilot, lambda: any(p.name == "squares" for p in app.snapshot.plugins), timeout=30)
+        source.write_text(good_source(version="1.1"))
+        await pilot.press("l", *"sq.py", "enter")
+        await wait_in_app(pilot, lambda: sum(p.name == "squares" for p in app.snapshot.plugins) == 2, timeout=30)
+        runs = next(p for p in app.snapshot.plugins if p.version == "1.1")
+        await wait_in_app(pilot, lambda: f"superseded by {runs.hash[:12]}" in screen_text(app))
+        rows = [line for line in screen_text(app).splitlines() if "squares" in line]
+        assert [("1.0" in row, "superseded" in row) for row in rows] == [(True, True), (False, False)], rows
+        await press_r_on(app, pilot, "added:squares:")
+        await wait_in_app(pilot, lambda: "Every copy of squares (2) is forgotten" in screen_text(app))
+
+    run_ui(Node(make_config(tmp_path)), scenario)
 
 
 def test_a_bundled_plugin_shows_no_install_path_and_is_not_removed(tmp_path):
