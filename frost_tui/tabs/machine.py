@@ -122,7 +122,7 @@ def describe_facts(hosting: HostingView, snapshot: NodeSnapshot) -> Table:
     pool = hosting.memory_pool_bytes
     used = hosting.memory_used_bytes
     memory = progress_bar(used / pool if pool else 0.0, width=14)
-    memory.append(f"  {format_bytes(used)} of {format_bytes(pool)}")
+    memory.append(f"\n{format_bytes(used)} of {format_bytes(pool)}")   # its own line: never cut between 0 and B
     table.add_row("State", styled_state(hosting.state))
     table.add_row("Transfer mode", styled_state(hosting.transfer_mode))
     # What one more guest would get, averaged over the known nodes (FROST's S_avg of R), not the chart's "available":
