@@ -450,7 +450,9 @@ class FrostApp(App[int]):
 
     def action_submit(self) -> None:
         plugins = list(self.snapshot.plugins) if self.snapshot else []
-        self.push_screen(SubmitDialog(plugins), self._send_if_chosen)
+        assignments = self.snapshot.assignments if self.snapshot else ()
+        last = max(assignments, key=lambda a: a.created_at).plugin if assignments else None
+        self.push_screen(SubmitDialog(plugins, first=last), self._send_if_chosen)
 
     def _send_if_chosen(self, command: SubmitAssignment | None) -> None:
         if command is not None:

@@ -101,9 +101,11 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
-    def __init__(self, plugins: list[PluginView]) -> None:
+    def __init__(self, plugins: list[PluginView], *, first: str | None = None) -> None:
+        """`first`: the plugin chosen when the dialog opens (the one of the owner's last assignment), if it works."""
         super().__init__()
         self.plugins = {p.name: p for p in plugins if p.ok and not p.superseded_by}
+        self._first = first if first in self.plugins else next(iter(self.plugins), None)
         self._form_for: str | None = None
         self._paths: dict[str, str] = {}   # input name -> the path typed for it, kept while names change
         self._file_ids: dict[str, str] = {}  # input name -> the id of its path field
@@ -114,11 +116,10 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
             if not self.plugins:
                 yield Label("No working plugin is loaded: press l on the main screen to load one.")
             options = [(name, name) for name in self.plugins]
-            first = options[0][1] if options else Select.BLANK
             # The form scrolls between the title and the buttons, which stay in view on a small terminal. Not
             # focusable: Tab goes from field to field, never to the invisible container.
             with VerticalScroll(id="submit-body", can_focus=False):
-                yield Select(options, value=first, allow_blank=not options, id="submit-plugin")
+                yield Select(options, value=self._first or Select.BLANK, allow_blank=not options, id="submit-plugin")
                 yield Vertical(id="submit-params")
                 with Horizontal(classes="setting"):
                     yield Label("one per host", classes="setting-name")

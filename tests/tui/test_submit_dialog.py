@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from textual.containers import VerticalScroll
-from textual.widgets import Input, Switch
+from textual.widgets import Input, Select, Switch
 
 from frost_core import ParamView, PluginView
 
@@ -24,8 +25,9 @@ GREP_VIEW = PluginView(
 
 
 def grep_node() -> FakeNode:
+    """grep first, and no assignment yet: the dialog opens on the first plugin."""
     node = FakeNode()
-    node.publish(plugins=(GREP_VIEW, *node.snapshot().plugins))
+    node.publish(plugins=(GREP_VIEW, *node.snapshot().plugins), assignments=())
     return node
 
 
@@ -87,6 +89,24 @@ def test_a_missing_input_file_is_said_once_under_its_field(tmp_path):
 
     run_ui(node, scenario)
     assert sent == []
+
+
+def test_the_form_opens_on_the_plugin_of_the_owners_last_assignment_and_never_on_a_superseded_copy():
+    """An owner running a sweep submits the same plugin again and again; the first in the list is only the default."""
+    node = FakeNode()
+    plugins = node.snapshot().plugins
+    old_pi = dataclasses.replace(next(p for p in plugins if p.name == "montecarlo-pi"), hash="0f" * 32,
+                                 params=(ParamView("darts", "int", 10, "", None, None, ()),), superseded_by="ab" * 32)
+    node.publish(plugins=(*plugins, old_pi),
+                 assignments=tuple(a for a in node.snapshot().assignments if a.plugin == "montecarlo-pi"))
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#param-samples")))
+        assert app.screen.query_one("#submit-plugin", Select).value == "montecarlo-pi"
+        assert not app.screen.query("#param-darts")
+
+    run_ui(node, scenario)
 
 
 def test_a_wrong_number_is_said_once_in_words(node):
