@@ -817,7 +817,8 @@ class MasterStore:
     def fail_unit(self, assignment_id: str, index: int, *, epoch: int, error: str) -> bool:
         with self._transaction() as db:
             cursor = db.execute(
-                "UPDATE units SET state = 'failed', error = ? WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
+                "UPDATE units SET state = 'failed', error = ?, failures = failures + 1"
+                " WHERE assignment_id = ? AND idx = ? AND epoch = ? AND state = 'running'",
                 (error, assignment_id, index, epoch),
             )
             if cursor.rowcount == 1:

@@ -120,8 +120,8 @@ def test_a_failed_assignment_shows_its_culprit_failed_and_the_units_it_stopped_c
     store.fail_assignment(by_plugin, "unit 1 failed: step() raised")
     store.place_unit(by_checking, 1, host="me")
     store.fail_assignment(by_checking, "unit 1: no two hosts agreed", failed_unit=(1, "no two hosts agreed"))
-    assert [(u.state, u.error) for u in store.assignment(by_plugin).units] == [
-        ("done", None), ("failed", "step() raised"), ("cancelled", None), ("cancelled", None)]
+    assert [(u.state, u.error, u.failures) for u in store.assignment(by_plugin).units] == [
+        ("done", None, 0), ("failed", "step() raised", 1), ("cancelled", None, 0), ("cancelled", None, 0)]
     assert [(u.state, u.error) for u in new_store(tmp_path).assignment(by_checking).units] == [
         ("cancelled", None), ("failed", "no two hosts agreed")]
 
