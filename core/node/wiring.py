@@ -676,6 +676,8 @@ class Node:
             self._evicting -= 1
             self._hosting_changed()
         message = f"evicted {counted(len(evicted) + members, 'guest')}"
+        if by_owner and task_id is None and evicted and not (self._intents.paused or self._intents.finishing):
+            message += "; other guests may still come here (pause takes none)"   # the evict is no pause: say so
         self.events.add("evict", message)
         return message
 

@@ -44,9 +44,11 @@ def test_on_the_defaults_an_evicted_guest_finishes_on_the_other_desk_with_the_re
     wait_for(lambda: takes_guests(desk_a, desk_b), timeout=150, what="desk a to see desk b take guests again")
 
     done_here = progress(desk_a, task_id)
-    desk_a.cli("evict")  # the owner's one command: every guest leaves this desk
-    wait_for(lambda: task_id in {g["task_id"] for g in desk_b.call("status")["guests"]}, timeout=60,
-             what=f"{task_id} running on desk b")
+    said = desk_a.cli("evict").stdout  # the owner's one command: every guest leaves this desk
+    assert said == "evicted 1 guest; other guests may still come here (pause takes none)\n"   # no pause: it says so
+    # Running, not starting: a guest reports its progress once its state is loaded (0 until then).
+    wait_for(lambda: any(g["task_id"] == task_id and g["state"] == "running" for g in desk_b.call("status")["guests"]),
+             timeout=60, what=f"{task_id} running on desk b")
     assert progress(desk_b, task_id) >= done_here  # it goes on from its capture, not from the start
     assert task_id not in {g["task_id"] for g in desk_a.call("status")["guests"]}
     wait_for(lambda: assignment(desk_a, assignment_id)["state"] == "done", timeout=120, what="the assignment")
