@@ -50,4 +50,7 @@ def summary(verify: float, units: int, verified: int) -> str:
     """How an assignment's results were checked, for its done event and its summary line."""
     if verify <= 0:
         return "not verified"
-    return f"{verified} of {units} units verified by a second host"
+    if verify >= 1:
+        return f"{verified} of {units} units verified by a second host"
+    # "0 of 16 verified" alone reads like a failed check; at 2 % of 16 units it is what was asked.
+    return f"{verified} of {units} units verified by a second host ({verify * 100:.3g} % asked)"

@@ -26,4 +26,5 @@ def test_two_agreeing_copies_decide_and_a_third_settles_a_mismatch():
 
 def test_the_summary_says_how_many_units_were_verified():
     assert summary(0.0, 10, 0) == "not verified"
-    assert summary(0.02, 100, 3) == "3 of 100 units verified by a second host"
+    assert summary(0.02, 100, 3) == "3 of 100 units verified by a second host (2 % asked)"
+    assert summary(1.0, 10, 10) == "10 of 10 units verified by a second host"
