@@ -55,6 +55,8 @@ if TYPE_CHECKING:
         ListPlugins,
         NodeStatus,
         Query,
+        ReadResult,
+        ResultData,
         SavedResult,
     )
     from frost_core.api.ledger import ContributorView, LedgerDayView, LedgerPeerView, LedgerView
@@ -142,7 +144,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (
         "FetchResult", "FindUnits", "FoundUnits", "GetAssignment", "GetLedger", "GetStatus", "ListAssignments", "ListEvents",
-        "ListPeers", "ListPlugins", "NodeStatus", "Query", "SavedResult")},
+        "ListPeers", "ListPlugins", "NodeStatus", "Query", "ReadResult", "ResultData", "SavedResult")},
     # snapshot views
     **{name: ("frost_core.api.snapshot", name) for name in (
         "AssignmentView", "EventView", "GangMemberView", "GangView", "GuestView", "HostingView", "NodeSnapshot",

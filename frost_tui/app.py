@@ -43,13 +43,15 @@ from frost_core import (
     NodeSnapshot,
     PauseHosting,
     Query,
+    ReadResult,
+    ResultData,
     ResumeHosting,
     SubmitAssignment,
     counted,
     waiting_for_restart,
 )
 
-from frost_tui.tabs.assignments import AssignmentsPane
+from frost_tui.tabs.assignments import AssignmentsPane, no_result
 from frost_tui.dialogs.small import AtStake, ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
@@ -533,22 +535,35 @@ class FrostApp(App[int]):
     def action_save_result(self) -> None:
         assignment = self.query_one(AssignmentsPane).selected_assignment()
         if assignment is None or assignment.state != "done" or not assignment.result_path:
-            self.notify("Select a finished assignment on the Assignments tab (4).", title="No result", severity="warning")
+            self.notify(no_result(assignment), title="No result", severity="warning")
             return
         source = Path(assignment.result_path)
 
         def save(target: Path | None) -> None:
-            if target is not None:
-                self.run_worker(lambda: self._copy_result(source, target), thread=True, group="save")
+            if target is None:
+                return
+            if not self.node.link().remote:
+                self.run_worker(lambda: self._write_result(target, lambda: shutil.copyfile(source, target)),
+                                thread=True, group="save")
+                return
+            # The node's copy is on its own machine: its bytes come over the link, to be written here.
+            self.ask_soon(ReadResult(assignment_id=assignment.id), lambda answer: self._save_sent(answer, target))
 
         self.push_screen(
             PathDialog("Save the result", f"Copy {source.name} to:", value=str(Path.cwd() / (assignment.result_filename or source.name)), must_exist=False),
             save,
         )
 
-    def _copy_result(self, source: Path, target: Path) -> None:
+    def _save_sent(self, answer: ResultData | FrostError, target: Path) -> None:
+        if isinstance(answer, FrostError):
+            self.notify(answer.message, title="Result not saved", severity="error")
+            return
+        self.run_worker(lambda: self._write_result(target, lambda: target.write_bytes(answer.data)), thread=True,
+                        group="save")
+
+    def _write_result(self, target: Path, write: Callable[[], object]) -> None:
         try:
-            shutil.copyfile(source, target)
+            write()
         except OSError as error:
             self.call_from_thread(self.notify, f"{target}: {error.strerror or error}", title="Result not saved",
                                   severity="error")

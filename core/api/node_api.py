@@ -30,6 +30,7 @@ class Link:
     watch: bool = False        # attached to watch only: the node refuses every command
     switchable: bool = False   # `next_target()` leads to another node (a host list)
     problem: str = ""          # why it cannot attach where trying again will not help ("owner token refused")
+    remote: bool = False       # the node runs on another machine: the paths in its views are not this machine's
 
     def describe(self) -> str:
         if self.kind == "embedded":

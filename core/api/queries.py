@@ -45,6 +45,15 @@ class SavedResult:
 
 
 @dataclass(frozen=True)
+class ResultData:
+    """An assignment's combined result itself, and the file name its plugin gave it."""
+
+    data: bytes
+    media_type: str
+    filename: str
+
+
+@dataclass(frozen=True)
 class GetStatus:
     REPLY: ClassVar[Any] = NodeStatus
 
@@ -120,6 +129,15 @@ class FetchResult:
 
 
 @dataclass(frozen=True)
+class ReadResult:
+    """An assignment's combined result, sent to the asker: a UI on another machine saves it there, where
+    FetchResult would write it on the node's machine. Refused for a result too big for one reply."""
+
+    REPLY: ClassVar[Any] = ResultData
+    assignment_id: str
+
+
+@dataclass(frozen=True)
 class GetLedger:
     """Given vs received per peer and per day from `since` (wall time) on, and the top contributors."""
 
@@ -128,4 +146,4 @@ class GetLedger:
 
 
 Query = (GetStatus | ListPeers | ListPlugins | ListAssignments | GetAssignment | FindUnits | ListEvents | FetchResult
-         | GetLedger)
+         | ReadResult | GetLedger)

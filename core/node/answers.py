@@ -13,17 +13,20 @@ import trio
 from frost_core.api.errors import FrostError
 from frost_core.api.queries import (
     FetchResult, FindUnits, FoundUnits, GetAssignment, GetLedger, GetStatus, ListAssignments, ListEvents, ListPeers,
-    ListPlugins, NodeStatus, Query, SavedResult,
+    ListPlugins, NodeStatus, Query, ReadResult, ResultData, SavedResult,
 )
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, NodeSnapshot
 from frost_core.master.results import save_files, write_atomically
 from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import AssignmentRecord, MasterStore, UnitTally
+from frost_core.node.control import MAX_REPLY_BYTES
 from frost_core.node.views import (
     MAX_EVENTS_IN_SNAPSHOT, NodeParts, assignment_view, assignment_views, live_node_ids, peer_names, peer_views,
     plugin_views, unit_words,
 )
 
+READABLE_RESULT_BYTES = MAX_REPLY_BYTES - 64 * 1024
+"""The biggest result `ReadResult` sends: one reply, with room for its envelope."""
 STATUS_EVENTS = 20
 """How many of the latest events `status` carries; `ListEvents` has them all."""
 
@@ -69,6 +72,8 @@ async def answer(node: Answering, query: Query) -> Any:
                                                  limit)
         case FetchResult(assignment_id=assignment_id, output=output, files=files):
             return await _fetch_result(node, assignment_id, Path(output), None if files is None else Path(files))
+        case ReadResult(assignment_id=assignment_id):
+            return await trio.to_thread.run_sync(_read_result, node.store, assignment_id)
         case GetLedger(since=since):
             return await node.ledger.view_since(since)
     raise FrostError(f"unknown query {query!r}")
@@ -141,6 +146,15 @@ def _seen(node: Answering) -> _Seen:
                  etas=dict(node.unit_etas()), reported=dict(node.unit_states()), gangs=dict(node.gang_views()),
                  alive=live_node_ids(node),
                  waiting=waiting.worked_out() if isinstance(waiting, WaitingReasons) else dict(waiting))
+
+
+def _read_result(store: MasterStore, assignment_id: str) -> ResultData:
+    data, media_type, filename = store.result(assignment_id)
+    if len(data) > READABLE_RESULT_BYTES:
+        raise FrostError(f"the result of {assignment_id} is {len(data) / 2**20:.0f} MiB, over the "
+                         f"{READABLE_RESULT_BYTES // 2**20} MiB one reply carries: `frost-tui result {assignment_id}` "
+                         "on the node's machine saves it there", title="Result too big to send")
+    return ResultData(data=data, media_type=media_type, filename=filename)
 
 
 async def _fetch_result(node: Answering, assignment_id: str, output: Path, folder: Path | None) -> SavedResult:

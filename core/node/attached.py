@@ -63,6 +63,8 @@ class Target:
     connect: Callable[[], Awaitable[Channel]]
     attached: Callable[[], None] = lambda: None
     """Called after each attachment: a token typed for this node is kept once the node has taken it."""
+    remote: bool = False
+    """On another machine (`Link.remote`)."""
 
 
 def local_target(socket_path: Path) -> Target:
@@ -89,7 +91,7 @@ def remote_target(address: Address, token: Callable[[], ClusterKey | None], clie
         except AuthenticationError:
             raise AuthenticationError("it refused this UI's owner token", title="owner token refused") from None
 
-    return Target(f"{address[0]}:{address[1]}", connect, attached)
+    return Target(f"{address[0]}:{address[1]}", connect, attached, remote=True)
 
 
 class AttachedNode:
@@ -119,8 +121,9 @@ class AttachedNode:
         self._listener = callback
 
     def link(self) -> Link:
-        return Link(kind="attached", where=self._targets[self._index].where, connected=self._connected,
-                    watch=self._watch, switchable=len(self._targets) > 1, problem=self._problem)
+        target = self._targets[self._index]
+        return Link(kind="attached", where=target.where, connected=self._connected, watch=self._watch,
+                    switchable=len(self._targets) > 1, problem=self._problem, remote=target.remote)
 
     def send_nowait(self, command: Command) -> None:
         """Queue `command` for the node; dropped while not connected (see the module docstring)."""

@@ -12,7 +12,9 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Static
 
-from frost_core import AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, UnitView
+from frost_core import (
+    AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, ReadResult, UnitView,
+)
 
 from frost_tui.dialogs.small import FindDialog
 from frost_tui.widgets.format import format_ago, format_duration, progress_bar, styled_state
@@ -191,7 +193,7 @@ class AssignmentsPane(Pane):
         preview = self.query_one(ImagePreview)
         if assignment is None:
             update_static(result, None, lambda: "No assignments yet: press s to submit one.")
-            preview.path = None
+            preview.hide()
             return
         gang = assignment.gang
         key = (repr(assignment.params), assignment.state, self._movable, assignment.error, assignment.result_path,
@@ -202,7 +204,15 @@ class AssignmentsPane(Pane):
         update_static(result, key, lambda: describe_result(assignment, self._now, self._looking(assignment),
                                                            movable=self._movable))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
-        preview.path = Path(assignment.result_path) if is_image and assignment.result_path else None
+        if not (is_image and assignment.result_path):
+            preview.hide()
+        elif not self.app.node.link().remote:
+            preview.show_file(Path(assignment.result_path))
+        elif preview.expect(key := f"{self.app.node.link().where} {assignment.id}"):
+            # The node's copy is a path on its own machine: the picture's bytes come over the link.
+            self.app.ask_soon(ReadResult(assignment_id=assignment.id),
+                              lambda answer: preview.arrived(key, answer if isinstance(answer, FrostError)
+                                                             else answer.data))
 
 
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
@@ -300,6 +310,19 @@ def describe_result(assignment: AssignmentView, now: float,
     if units_shown(assignment, looking):
         lines.append(Text.assemble(("Units  ", "bold"), units_shown(assignment, looking)))
     return Group(*lines)
+
+
+def no_result(assignment: AssignmentView | None) -> str:
+    """Why w saves nothing: said of the assignment the owner has selected, not as if none were."""
+    if assignment is None:
+        return "Select a finished assignment on the Assignments tab (4)."
+    if assignment.state in ("failed", "cancelled"):
+        return f"{assignment.id} {assignment.state}: it has no result."
+    if assignment.state == "done":   # (done, and the node keeps no readable copy of its result)
+        return f"{assignment.id} is done, but its node keeps no copy of its result to save."
+    units = "" if assignment.gang else f", {assignment.units_done} of {assignment.unit_count} units done"
+    return (f"{assignment.id} is still {assignment.state} ({assignment.progress:.0%}{units}): its result can be "
+            "saved once it is done.")
 
 
 def units_shown(assignment: AssignmentView, looking: tuple[str, FoundUnits | None] | None = None) -> str:

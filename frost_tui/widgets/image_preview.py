@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,27 +35,55 @@ class Picture:
 
 
 class ImagePreview(Widget):
-    """Shows `path` scaled to fit; None hides it."""
+    """Shows one picture scaled to fit: a file on this machine (`show_file`), or bytes that come later (`expect`, then
+    `arrived`: a node on another machine sends them). Each is read and decoded once, whatever the redraws."""
 
     DEFAULT_CSS = """
     ImagePreview { height: auto; max-height: 16; display: none; }
     ImagePreview.-shown { display: block; }
     """
 
-    path: reactive[Path | None] = reactive(None)
     picture: reactive[Picture | None] = reactive(None)
     problem: reactive[str] = reactive("")
 
-    def watch_path(self, path: Path | None) -> None:
-        self.picture = None
-        self.problem = ""
-        self.set_class(path is not None, "-shown")
-        if path is not None:
-            self.run_worker(lambda: self._decode(path), thread=True, exclusive=True, group="decode")
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.shown: str | None = None
+        """What the preview shows: a file's path, or the key `expect` was given; None while hidden."""
 
-    def _decode(self, path: Path) -> None:
+    def show_file(self, path: Path) -> None:
+        if self._show(str(path)):
+            self._decode_in_worker(path.read_bytes)
+
+    def expect(self, key: str) -> bool:
+        """Show `key`'s picture once its bytes arrive; False if it is shown (or on its way) already."""
+        return self._show(key)
+
+    def arrived(self, key: str, data: bytes | Exception) -> None:
+        """The bytes of `key`'s picture, or why there are none; dropped if the preview has moved on meanwhile."""
+        if key != self.shown:
+            return
+        if isinstance(data, Exception):
+            self.problem = f"No preview: {data}"
+        else:
+            self._decode_in_worker(lambda: data)
+
+    def hide(self) -> None:
+        self._show(None)
+
+    def _show(self, shown: str | None) -> bool:
+        if shown == self.shown:
+            return False
+        self.shown, self.picture, self.problem = shown, None, ""
+        self.set_class(shown is not None, "-shown")
+        return shown is not None
+
+    def _decode_in_worker(self, read: Callable[[], bytes]) -> None:
+        self.run_worker(lambda: self._decode(read), thread=True, exclusive=True, group="decode")
+
+    def _decode(self, read: Callable[[], bytes]) -> None:
         try:
-            picture = decode_image(path.read_bytes())
+            picture = decode_image(read())
         except (OSError, ImageFormatError) as error:
             if not get_current_worker().is_cancelled:
                 self.app.call_from_thread(setattr, self, "problem", f"No preview: {error}")

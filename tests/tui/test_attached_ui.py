@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from frost_core import Link, PauseHosting
+from frost_core import AttachedNode, ClusterKey, Link, PauseHosting, remote_target
 
+from tests.nodes import free_port, start_node
 from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
-from tests.waiting import wait_in_app
+from tests.waiting import wait_for, wait_in_app
 
 ATTACHED = Link(kind="attached", where="local node")
 
@@ -72,3 +73,43 @@ def test_q_detaches_from_an_attached_node_without_asking_about_its_guests():
         assert node.snapshot().guests  # nobody evicted them: they run on under the node
 
     run_ui(node, scenario)
+
+
+def test_a_ui_attached_from_another_machine_previews_the_picture_and_w_saves_it_there(tmp_path):
+    """The node's copy of a result is a path on the node's machine: a UI attached over the network shows and saves
+    the bytes the node sends, not whatever that path names here (before: "No preview: no such file", and w failed)."""
+    key = tmp_path / "cluster.key"
+    ClusterKey.generate().save(key)
+    port = free_port()
+    # The guest must get a CPU on a machine busy with other work, which the default owner policy would rightly
+    # keep from it: this test is about the result's way to another machine, not about the owner.
+    desk = start_node(tmp_path / "desk", key_file=key, name="desk",
+                      extra_config=f'\n[control]\nlisten = "127.0.0.1:{port}"\n[owner]\npolicy = "always"\n')
+    try:
+        token = ClusterKey.from_join_code(desk.cli("key", "owner-token").stdout.strip())
+        assignment_id = desk.call("submit", plugin="mandelbrot", params={"width": 48, "height": 32, "max_iter": 50,
+                                                                          "rows_per_unit": 32})["id"]
+        wait_for(lambda: desk.call("assignment", assignment=assignment_id)["state"] == "done", timeout=120,
+                 what="the assignment to finish")
+        sent = tmp_path / "from-the-node.png"
+        desk.call("result", assignment=assignment_id, output=str(sent))
+        for copy in (desk.data_dir / "results").iterdir():   # "here", the node's own copy is not to be found
+            copy.unlink()
+        target = tmp_path / "laptop" / "set.png"
+        target.parent.mkdir()
+        ui = AttachedNode([remote_target(("127.0.0.1", port), lambda: token, "laptop-ui")])
+
+        async def scenario(app, pilot):
+            await wait_in_app(pilot, lambda: ui.link().connected and ui.link().remote
+                              and any(a.state == "done" for a in app.snapshot.assignments), timeout=30)
+            await pilot.press("4")
+            await wait_in_app(pilot, lambda: "▀▀▀▀" in screen_text(app), timeout=30)
+            await pilot.press("w")
+            await wait_in_app(pilot, lambda: "Save the result" in screen_text(app))
+            await pilot.press("end", "ctrl+u", *str(target), "enter")
+            await wait_in_app(pilot, lambda: "Result saved" in screen_text(app), timeout=30)
+
+        run_ui(ui, scenario)
+    finally:
+        desk.stop()
+    assert target.read_bytes() == sent.read_bytes() and sent.stat().st_size > 0

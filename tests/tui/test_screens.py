@@ -85,6 +85,15 @@ def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
     assert target.read_bytes() == image.read_bytes()
 
 
+def test_w_on_a_running_assignment_says_so_rather_than_to_select_one(node):
+    """Before: "Select a finished assignment on the Assignments tab (4)", said on that tab with one selected."""
+    async def scenario(app, pilot):
+        await pilot.press("4", "w")
+        await wait_in_app(pilot, lambda: "f00dfeed-7 is still running (63%, 2 of 6 units done)" in screen_text(app))
+
+    run_ui(node, scenario)
+
+
 def test_settings_are_validated_inline_and_saved_to_the_config_file(tmp_path):
     config = make_config(tmp_path)
     node = FakeNode(config)
