@@ -454,7 +454,9 @@ class FrostApp(App[int]):
         plugins = list(self.snapshot.plugins) if self.snapshot else []
         assignments = self.snapshot.assignments if self.snapshot else ()
         last = max(assignments, key=lambda a: a.created_at).plugin if assignments else None
-        self.push_screen(SubmitDialog(plugins, first=last), self._send_if_chosen)
+        link = self.node.link()
+        self.push_screen(SubmitDialog(plugins, first=last, files_on=link.where if link.remote else None),
+                         self._send_if_chosen)
 
     def _send_if_chosen(self, command: SubmitAssignment | None) -> None:
         if command is not None:
@@ -479,8 +481,10 @@ class FrostApp(App[int]):
                 self.send(AddPlugin(path=str(path)))
                 self.action_show_tab("plugins")
 
-        self.push_screen(PathDialog("Load a plugin", "Path of a plugin file (.py) or folder (with __init__.py):",
-                                    folders=True), load)
+        link = self.node.link()
+        where = f" on the machine of {link.where} (the node reads it there)" if link.remote else ""
+        self.push_screen(PathDialog("Load a plugin", f"Path of a plugin file (.py) or folder (with __init__.py){where}:",
+                                    folders=True, elsewhere=link.remote), load)
 
     def action_move(self) -> None:
         snapshot = self.snapshot

@@ -154,18 +154,21 @@ class PathDialog(ModalScreen[Path | None]):
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
     def __init__(self, title: str, hint: str, *, value: str = "", must_exist: bool = True,
-                 folders: bool = False) -> None:
+                 folders: bool = False, elsewhere: bool = False) -> None:
         super().__init__()
         self.title_text = title
         self.hint = hint
         self.value = value
         self.must_exist = must_exist
         self.folders = folders  # an existing folder will do as well as a file
+        self.elsewhere = elsewhere
+        """A path on another machine (the node's, the UI attached over the network): nothing here can check it
+        but its form, which must be absolute (this UI's folder means nothing there)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
-            yield Label(self.hint)
+            yield Static(self.hint)   # (a Static, unlike a Label, wraps a long hint instead of cutting it)
             yield Input(self.value, placeholder="/path/to/file", id="path-input")
             yield Label("", id="path-error")
 
@@ -176,6 +179,12 @@ class PathDialog(ModalScreen[Path | None]):
             error.update("Type a path, or press escape to cancel.")
             return
         path = Path(text).expanduser()
+        if self.elsewhere:
+            if not Path(text).is_absolute():
+                error.update(f"Give the whole path, from / on: {text} would be looked for in no folder there.")
+                return
+            self.dismiss(Path(text))
+            return
         if self.must_exist and not (path.is_file() or (self.folders and path.is_dir())):
             error.update(f"No such file or folder: {path}" if self.folders else f"Not a file: {path}")
             return

@@ -49,8 +49,13 @@ def input_names(text: str) -> list[str]:
     return list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
 
 
-def input_file(name: str, text: str) -> str:
-    """The absolute path of the file given for input `name`, or ValueError saying what is wrong."""
+def input_file(name: str, text: str, files_on: str | None = None) -> str:
+    """The absolute path of the file given for input `name`, or ValueError saying what is wrong. `files_on`: the
+    node whose machine holds the file (a UI attached over the network), where nothing here can check it."""
+    if files_on is not None:
+        if not Path(text.strip()).is_absolute():
+            raise ValueError(f"input file {name!r}: give its whole path on the machine of {files_on}, from / on")
+        return text.strip()
     if not text.strip():
         raise ValueError(f"input file {name!r}: give the path of a file on this machine")
     path = Path(text.strip()).expanduser().resolve()
@@ -101,9 +106,11 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Cancel")]
 
-    def __init__(self, plugins: list[PluginView], *, first: str | None = None) -> None:
-        """`first`: the plugin chosen when the dialog opens (the one of the owner's last assignment), if it works."""
+    def __init__(self, plugins: list[PluginView], *, first: str | None = None, files_on: str | None = None) -> None:
+        """`first`: the plugin chosen when the dialog opens (the one of the owner's last assignment), if it works.
+        `files_on`: the node whose machine holds the input files, when it is not this one (`input_file`)."""
         super().__init__()
+        self._files_on = files_on
         self.plugins = {p.name: p for p in plugins if p.ok and not p.superseded_by}
         self._first = first if first in self.plugins else next(iter(self.plugins), None)
         self._form_for: str | None = None
@@ -209,7 +216,8 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         self._file_ids = {name: f"file-{param.name}-{i}" for i, name in enumerate(names)}
         rows: list = []
         for name, field_id in self._file_ids.items():
-            field = Input(self._paths.get(name, ""), placeholder="path of the file on this machine", id=field_id,
+            machine = "this machine" if self._files_on is None else f"{self._files_on}'s machine"
+            field = Input(self._paths.get(name, ""), placeholder=f"path of the file on {machine}", id=field_id,
                           classes="setting-input input-path")
             rows += field_row(f"  file {name}", field, f"the file units open as {name!r}", field_id)
         await holder.mount_all(rows)
@@ -236,7 +244,7 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                     file_id = self._file_ids.get(name, "")
                     fields = self.query(f"#{file_id}") if file_id else []
                     try:
-                        inputs[name] = input_file(name, fields.first(Input).value if fields else "")
+                        inputs[name] = input_file(name, fields.first(Input).value if fields else "", self._files_on)
                     except ValueError as error:
                         raise FieldError(str(error), file_id if fields else field_id) from None
         one_per_host = self.query_one("#submit-one-per-host", Switch).value

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from frost_core import AttachedNode, ClusterKey, Link, PauseHosting, remote_target
+from textual.widgets import Input
+
+from frost_core import AddPlugin, AttachedNode, ClusterKey, Link, PauseHosting, remote_target
 
 from tests.nodes import free_port, start_node
 from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
+from tests.tui.test_submit_dialog import GREP_VIEW, submitted
 from tests.waiting import wait_for, wait_in_app
 
 ATTACHED = Link(kind="attached", where="local node")
@@ -113,3 +116,33 @@ def test_a_ui_attached_from_another_machine_previews_the_picture_and_w_saves_it_
     finally:
         desk.stop()
     assert target.read_bytes() == sent.read_bytes() and sent.stat().st_size > 0
+
+
+def test_paths_typed_in_a_ui_attached_from_another_machine_are_the_nodes_and_are_not_checked_here():
+    """A plugin to load and an input file are read by the node, on its machine: this machine's files say nothing
+    of them (before, a path the node holds was refused as "No such file", and one that happened to exist here passed)."""
+    node = FakeNode()
+    node.link_state = Link(kind="attached", where="desk2:47632", remote=True)
+    node.publish(plugins=(GREP_VIEW, *node.snapshot().plugins), assignments=())
+    sent = submitted(node)
+
+    async def scenario(app, pilot):
+        await pilot.press("l")
+        await wait_in_app(pilot, lambda: "desk2:47632 (the node reads it there)" in screen_text(app))
+        await pilot.press(*"sq.py", "enter")
+        await wait_in_app(pilot, lambda: "Give the whole path, from / on" in screen_text(app))
+        await pilot.press("ctrl+u", *"/srv/nowhere-here/sq.py", "enter")
+        await wait_in_app(pilot, lambda: bool(sent))
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#file-inputs-0")))
+        field = app.screen.query_one("#file-inputs-0", Input)
+        assert field.placeholder == "path of the file on desk2:47632's machine"
+        field.value = "/data/nowhere-here.log"
+        await pilot.pause()
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: len(sent) == 2)
+
+    run_ui(node, scenario)
+    added, submitted_ = sent
+    assert added == AddPlugin(path="/srv/nowhere-here/sq.py")
+    assert submitted_.inputs == {"input": "/data/nowhere-here.log"}
