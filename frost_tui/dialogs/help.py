@@ -14,7 +14,8 @@ KEYS: tuple[tuple[str, str], ...] = (  # on every tab
               "text: press escape first)"),
     ("escape", "leave a field; clear and leave the filter; close a dialog"),
     ("p", "pause hosting at once / resume"),
-    ("e", "evict every guest now: checkpoint and send each one away (no confirmation)"),
+    ("e", "evict every guest now: checkpoint and send each one away (no confirmation); others may still come, "
+          "p takes none"),
     ("f", "finish the current guests, then pause"),
     ("s", "submit an assignment; the Assignments tab then shows it selected"),
     ("l", "load a plugin from a file"),
