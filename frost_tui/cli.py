@@ -593,7 +593,7 @@ def _result(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Saved
     output = _result_file(args.output, lambda: _call(paths, GetAssignment(assignment_id=args.assignment)))
     saved = _call(paths, FetchResult(assignment_id=args.assignment, output=str(output),
                                      files=str(args.files.resolve()) if args.files else None))
-    _say_saved(saved, out)
+    _say_saved(saved, out, args.assignment)
     if args.files:
         out.say(f"Saved {counted(len(saved.files), 'output file')} to {saved.files_folder}")
     return saved, EXIT_OK
@@ -614,10 +614,14 @@ def _result_file(output: Path | None, assignment: Callable[[], AssignmentView]) 
     return target
 
 
-def _say_saved(saved: SavedResult, out: _Output) -> None:
+def _say_saved(saved: SavedResult, out: _Output, assignment_id: str) -> None:
     """Where the result went; and, when the name asked for promises another format than the plugin's (x.ppm for
     a PNG), that the file holds the plugin's bytes as they are: nothing here converts images."""
     out.say(f"Saved {saved.bytes} bytes ({saved.media_type}) to {saved.path}")
+    if saved.kept_files:
+        shown = ", ".join(saved.kept_files[:3]) + (", …" if len(saved.kept_files) > 3 else "")
+        out.say(f"Its units made {counted(len(saved.kept_files), 'output file')} ({shown}), kept in "
+                f"{saved.kept_folder}: `frost-tui result {assignment_id} --files DIR` saves a copy")
     made, asked = Path(saved.named).suffix, Path(saved.path).suffix
     if made and made.lower() != asked.lower():
         out.say(f"Note: the plugin made a {saved.media_type} file ({saved.named}); {Path(saved.path).name} holds "
@@ -735,7 +739,7 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         return ended, EXIT_OK
     output = _result_file(args.output, lambda: state)   # (the assignment just read)
     saved = _call(paths, FetchResult(assignment_id=submitted.id, output=str(output)))
-    _say_saved(saved, out)
+    _say_saved(saved, out, submitted.id)
     return SubmitResult(id=submitted.id, units=submitted.units, assignment=state, saved=saved), EXIT_OK
 
 

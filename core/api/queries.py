@@ -42,6 +42,8 @@ class SavedResult:
     files: tuple[str, ...] = ()
     files_folder: str | None = None
     named: str = ""         # the file name its plugin gave the result: its suffix says the format
+    kept_files: tuple[str, ...] = ()  # not asked for `files`: the units' output files the node keeps, in kept_folder
+    kept_folder: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from frost_core.api.queries import (
     ListPlugins, NodeStatus, Query, ReadResult, ResultData, SavedResult,
 )
 from frost_core.api.snapshot import SNAPSHOT_UNITS, AssignmentView, NodeSnapshot
-from frost_core.master.results import save_files, write_atomically
+from frost_core.master.results import exported_files_folder, save_files, write_atomically
 from frost_core.master.placement import WaitingReasons
 from frost_core.master.store import AssignmentRecord, MasterStore, UnitTally
 from frost_core.node.control import MAX_REPLY_BYTES
@@ -161,7 +161,9 @@ async def _fetch_result(node: Answering, assignment_id: str, output: Path, folde
     data, media_type, filename = node.store.result(assignment_id)
     await trio.to_thread.run_sync(write_atomically, output, data)
     saved = SavedResult(path=str(output), bytes=len(data), media_type=media_type, named=filename)
-    if folder is None:
-        return saved
+    if folder is None:   # where the node put the units' files when the assignment finished, if they made any
+        kept = exported_files_folder(node.results_dir, assignment_id)
+        names = await trio.to_thread.run_sync(lambda: sorted(p.name for p in kept.iterdir()) if kept.is_dir() else [])
+        return replace(saved, kept_files=tuple(names), kept_folder=str(kept) if names else "")
     names = await trio.to_thread.run_sync(save_files, node.store, assignment_id, folder)
     return replace(saved, files=tuple(names), files_folder=str(folder))

@@ -29,11 +29,14 @@ def test_output_files_reach_the_master_bit_identical_to_a_local_run(single_node,
     # `share` policy would rightly take for a busy owner.
     node = single_node('\n[owner]\npolicy = "always"\n')
     report = tmp_path / "grep.json"
-    node.cli("submit", "grep", *[f"--param={k}={v}" for k, v in PARAMS.items()],
-             *[f"--input={name}={path}" for name, path in inputs.items()], "--wait", "--output", str(report))
+    waited = node.cli("submit", "grep", *[f"--param={k}={v}" for k, v in PARAMS.items()],
+                      *[f"--input={name}={path}" for name, path in inputs.items()], "--wait", "--output", str(report))
     assert report.read_bytes() == reference.data
     (assignment,) = node.call("assignments")
+    # The summary is saved; the owner learns that the matching lines are in files, where, and how to get a copy.
     exported = node.data_dir / "results" / assignment["id"]
+    assert (f"Its units made 2 output files (app.matches, db.matches), kept in {exported}: "
+            f"`frost-tui result {assignment['id']} --files DIR` saves a copy") in waited.stdout
     expected = {p.name: p.read_bytes() for p in reference_dir.iterdir()}
     assert set(expected) == {"app.matches", "db.matches"}
     assert {p.name: p.read_bytes() for p in exported.iterdir()} == expected
