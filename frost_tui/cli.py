@@ -446,12 +446,13 @@ def _service(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[tupl
     from frost_tui import service
 
     config = load_config(paths)
+    executable = str(Path(sys.argv[0]).resolve())
     reason = service.systemd_missing_reason()
     if reason is not None:
-        raise FrostError(service.without_systemd(reason, config), title="No systemd here")
+        raise FrostError(service.without_systemd(reason, config, executable=executable), title="No systemd here")
     scope = service.Scope(system=args.system)
     if args.service_verb == "install":
-        lines = service.install(config, scope, executable=str(Path(sys.argv[0]).resolve()))
+        lines = service.install(config, scope, executable=executable)
     else:
         lines = service.uninstall(scope)
     out.say("\n".join(lines))

@@ -41,10 +41,15 @@ class Scope:
         return Path(config_home) / "systemd" / "user"
 
 
+def node_command(config: Config, executable: str) -> list[str]:
+    """The headless node of this data dir and config, by the full path of this frost-tui: a service manager or
+    cron starts it with a PATH of its own, which seldom holds a virtual environment's bin folder."""
+    return [executable, "--headless", "--data-dir", str(config.paths.data_dir), "--config", str(config.paths.config_file)]
+
+
 def unit_text(config: Config, *, executable: str, scope: Scope, user: str | None = None) -> str:
     """The unit file: this frost-tui with this data dir and config, restarted if it fails."""
-    command = [executable, "--headless", "--data-dir", str(config.paths.data_dir),
-               "--config", str(config.paths.config_file)]
+    command = node_command(config, executable)
     account = f"User={user}\n" if scope.system and user else ""
     return f"""\
 [Unit]
@@ -79,9 +84,9 @@ def systemd_missing_reason() -> str | None:
     return None
 
 
-def without_systemd(reason: str, config: Config) -> str:
+def without_systemd(reason: str, config: Config, *, executable: str) -> str:
     """What to do instead, for an owner whose system does not run systemd."""
-    command = shlex.join(["frost-tui", "--headless", "--data-dir", str(config.paths.data_dir)])
+    command = shlex.join(node_command(config, executable))
     return (
         f"Cannot install a service: {reason}.\n"
         f"Run the node with your system's own service manager or at login instead, for example:\n"

@@ -63,7 +63,10 @@ def test_service_install_without_systemd_says_what_to_do_instead(tmp_path):
                              str(tmp_path / "config.toml")], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")})
     assert result.returncode == 1
-    assert "Cannot install a service" in result.stderr and "--headless" in result.stderr
+    assert "Cannot install a service" in result.stderr
+    # cron and service managers start it with a PATH of their own: the command names this frost-tui in full.
+    assert f"@reboot {Path(FROST_TUI).resolve()} --headless --data-dir {tmp_path} --config {tmp_path / 'config.toml'}`" \
+        in result.stderr
     assert not (tmp_path / "xdg").exists()
 
 
