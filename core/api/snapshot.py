@@ -191,7 +191,7 @@ class EventView:
 class HostingView:
     """What this machine does for guests right now, and why."""
 
-    state: str                 # hosting, idle, paused, owner-active, evicting, finishing
+    state: str                 # hosting, idle, paused, owner-active, held, evicting, finishing
     reason: str
     paused_until: float | None
     finishing: bool

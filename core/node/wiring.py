@@ -982,8 +982,8 @@ class Node:
         owner = self._machine_state.decision if self._machine_state else None
         owner_reason = held = None
         owner_now = self.machine.clock()   # (the owner policy's times are on its clock, not `now`'s)
-        if owner is None:
-            owner_reason = "measuring this machine" if not self.machine.started else None
+        if owner is None:   # (not the owner's doing: "owner active" would tell a fresh desk's owner they were busy)
+            held = "measuring this machine" if not self.machine.started else None
         elif owner.action is not GuestAction.RUN:
             owner_reason = owner.describe(owner_now)
         elif not self.machine.owner.accepting(owner_now):

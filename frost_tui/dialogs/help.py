@@ -63,6 +63,8 @@ STATES: tuple[tuple[str, str], ...] = (
     ("idle", "nothing to run; this machine offers its CPU"),
     ("paused", "you paused hosting; guests are stopped and nothing is offered"),
     ("owner active", "you are using the machine: guests are suspended, then evicted"),
+    ("holding", "guests may run but no new one is taken: measuring this machine, a full disk, or a while after "
+                "your use evicted them"),
     ("evicting", "guests are being checkpointed and sent to other peers"),
     ("finishing", "current guests finish, nothing new is taken, then pause"),
 )

@@ -61,7 +61,7 @@ def test_broken_plugin_files_are_listed_with_their_reason(single_node, tmp_path)
     waiting = node.call("assignment", assignment=gang["id"])["gang"]
     assert waiting["phase"] == "waiting" and "needs 4 hosts" in waiting["reason"]
     # Still a working node: it answers, and (the machine's other work may keep it owner-active) nothing hosts.
-    assert node.call("status")["state"] in ("idle", "owner-active")
+    assert node.call("status")["state"] in ("idle", "owner-active", "held")
 
 
 def test_a_step_that_never_returns_fails_the_assignment_with_a_reason(single_node, tmp_path):

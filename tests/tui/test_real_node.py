@@ -424,3 +424,9 @@ def test_slash_on_assignments_finds_units_the_snapshot_does_not_carry(real_node)
         assert len(units._keys) == SNAPSHOT_UNITS
 
     run_ui(real_node, scenario)
+
+
+def test_a_node_still_measuring_its_machine_says_so_and_not_that_its_owner_is_busy(tmp_path):
+    """A fresh desk's first screen said "◐ OWNER ACTIVE: measuring this machine" to an owner who had done nothing."""
+    hosting = Node(make_config(tmp_path)).fresh_snapshot().hosting
+    assert (hosting.state, hosting.reason) == ("held", "measuring this machine")
