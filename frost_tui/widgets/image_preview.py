@@ -19,6 +19,8 @@ from textual.widget import Widget
 from textual.worker import get_current_worker
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MAX_ROWS = 16
+"""Text rows a picture takes at most (two pixels a row)."""
 _MAX_PIXELS = 16_000_000
 _CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # PNG colour type -> samples per pixel
 
@@ -38,9 +40,12 @@ class ImagePreview(Widget):
     """Shows one picture scaled to fit: a file on this machine (`show_file`), or bytes that come later (`expect`, then
     `arrived`: a node on another machine sends them). Each is read and decoded once, whatever the redraws."""
 
-    DEFAULT_CSS = """
-    ImagePreview { height: auto; max-height: 16; display: none; }
-    ImagePreview.-shown { display: block; }
+    # A picture takes a share of the height like the tables above it (1fr), at most MAX_ROWS: with a fixed 16 rows
+    # it left the Assignments tab's two tables no row at all on a 30-row terminal.
+    DEFAULT_CSS = f"""
+    ImagePreview {{ height: auto; max-height: {MAX_ROWS}; display: none; }}
+    ImagePreview.-shown {{ display: block; }}
+    ImagePreview.-picture {{ height: 1fr; }}
     """
 
     picture: reactive[Picture | None] = reactive(None)
@@ -91,16 +96,13 @@ class ImagePreview(Widget):
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(setattr, self, "picture", picture)
 
+    def watch_picture(self, picture: Picture | None) -> None:
+        self.set_class(picture is not None, "-picture")
+
     def render(self) -> Text:
         if self.picture is None:
             return Text(self.problem or "decoding preview…", style="italic")
-        return render_half_blocks(self.picture, max(1, self.size.width), 16)
-
-    def get_content_height(self, container, viewport, width: int) -> int:
-        if self.picture is None:
-            return 1
-        columns, rows = fit(self.picture, width, 16)
-        return rows
+        return render_half_blocks(self.picture, max(1, self.size.width), max(1, min(self.size.height, MAX_ROWS)))
 
 
 def fit(picture: Picture, max_columns: int, max_rows: int) -> tuple[int, int]:

@@ -64,7 +64,7 @@ def test_paused_until_is_said_in_the_owners_words(node):
 
 def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
     image = tmp_path / "render.png"
-    image.write_bytes(make_png(40, 20))
+    image.write_bytes(make_png(64, 64))   # 16 rows tall at any width
     target = tmp_path / "saved.png"
     done = dataclasses.replace(
         node.snapshot().assignments[0], state="done", progress=1.0, result_media_type="image/png",
@@ -76,12 +76,16 @@ def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
         await pilot.press("4")
         await wait_in_app(pilot, lambda: "▀▀▀▀" in screen_text(app))
         assert "press w to save it" in screen_text(app)
+        # The picture takes its share of a 30-row terminal (before: all 16 of its rows, the tables above it none; or
+        # one row, when it was decoded after the layout), and the assignment and its units stay listed above it.
+        await wait_in_app(pilot, lambda: screen_text(app).count("▀▀▀▀▀▀▀▀") >= 6)
+        assert f"{done.id}  " in screen_text(app) and f"{done.units[0].task_id}  " in screen_text(app)
         await pilot.press("w")
         await pilot.pause()
         await pilot.press("end", "ctrl+u", *str(target), "enter")
         await wait_in_app(pilot, lambda: target.exists() and "Result saved" in screen_text(app))
 
-    run_ui(node, scenario)
+    run_ui(node, scenario, size=(100, 30))
     assert target.read_bytes() == image.read_bytes()
 
 
