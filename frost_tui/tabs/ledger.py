@@ -48,17 +48,25 @@ class LedgerPane(Pane):
         refused = f" · {counted(view.refused, 'forged summary', 'forged summaries')} refused" if view.refused else ""
         self.query_one("#ledger-totals", Static).update(
             f"Given {cpu_text(view.given)} · received {cpu_text(view.received)} · last 30 days{refused}")
-        # Hourly figures stretched over the chart's width, so its time axis spans the whole history.
-        repeat = max(1, plot_dots(width) // max(1, len(view.history)))
+        values, seconds_per_dot = stretched(view.history, plot_dots(width))
         self.query_one("#ledger-chart", Chart).data = ChartData(
-            title="CPU given per hour (speed units x s)", unit="s", seconds_per_dot=3600.0 / repeat,
-            series=(Series("given", "green", tuple(v for v in view.history for _ in range(repeat))),))
+            title="CPU given per hour (speed units x s)", unit="s", seconds_per_dot=seconds_per_dot,
+            series=(Series("given", "green", values),))
         self.query_one("#ledger-peers", LiveTable).show_rows(
             [(p.node_id, (named(p), cpu_text(p.given), cpu_text(p.received))) for p in view.peers])
         self.query_one("#ledger-days", LiveTable).show_rows(
             [(d.day, (d.day[5:], cpu_text(d.given), cpu_text(d.received))) for d in reversed(view.days)])
         self.query_one("#ledger-contributors", LiveTable).show_rows(
             [(c.node_id, (named(c), cpu_text(c.given), cpu_text(c.received))) for c in view.contributors])
+
+
+def stretched(hourly: tuple[float, ...], dots: int) -> tuple[tuple[float, ...], float]:
+    """Hourly figures over a chart `dots` wide, and the seconds a dot stands for: stretched to the whole width, so
+    the time axis's left end is where the history begins (whole repeats of each hour left a blank margin that the
+    axis counted: "-69 h" over 48 hours); on a chart narrower than the history, its last hours, one a dot."""
+    if not hourly or dots <= len(hourly):
+        return hourly[-dots:] if dots else (), 3600.0
+    return tuple(hourly[i * len(hourly) // dots] for i in range(dots)), len(hourly) * 3600.0 / dots
 
 
 def cpu_text(seconds: float) -> str:
