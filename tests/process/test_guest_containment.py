@@ -282,7 +282,7 @@ def test_a_node_retries_a_unit_its_memory_cgroup_killed_per_max_retries_then_fai
     wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "failed", timeout=120,
              what="the assignment to fail")
     [unit] = node.call("assignment", assignment=assignment_id)["units"]
-    assert unit["failures"] == 1  # requeued once (guests.max_retries = 1), then failed for good
+    assert unit["failures"] == 2  # two runs killed: requeued once (guests.max_retries = 1), then failed for good
     assert "killed by its memory cgroup" in unit["error"], unit["error"]
     retried = [e["message"] for e in node.call("events") if "retrying" in e["message"]]
     assert len(retried) == 1 and "killed by its memory cgroup" in retried[0]
