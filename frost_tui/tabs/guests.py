@@ -230,10 +230,11 @@ def describe_guest(guest: GuestView) -> Table:
     table.add_row(
         "Time", f"{format_duration(guest.cpu_seconds)} CPU in {format_duration(guest.wall_seconds)} wall",
     )
-    table.add_row(
-        "Work at risk",
-        f"{format_duration(guest.cpu_since_checkpoint_seconds)} CPU since the last checkpoint "
-        f"({format_bytes(guest.checkpoint_bytes)}, {format_duration(guest.since_checkpoint_seconds)} ago)",
-    )
+    if guest.checkpoint_bytes:
+        at_risk = (f"{format_duration(guest.cpu_since_checkpoint_seconds)} CPU since the last checkpoint "
+                   f"({format_bytes(guest.checkpoint_bytes)}, {format_duration(guest.since_checkpoint_seconds)} ago)")
+    else:   # (it read "since the last checkpoint (0 B, 5s ago)" of one never taken)
+        at_risk = f"{format_duration(guest.cpu_seconds)} CPU, all of it: no checkpoint yet"
+    table.add_row("Work at risk", at_risk)
     table.add_row("Policy", guest.explanation or "no rule has acted on this guest yet")
     return table

@@ -89,6 +89,19 @@ def test_finished_image_result_is_previewed_and_saved(node, tmp_path):
     assert target.read_bytes() == image.read_bytes()
 
 
+def test_a_guest_without_a_checkpoint_has_all_its_work_at_risk_in_words(node):
+    """Before: "38s CPU since the last checkpoint (0 B, 5m ago)", of a checkpoint never taken."""
+    first, *others = node.snapshot().guests
+    node.publish(guests=(dataclasses.replace(first, checkpoint_bytes=0), *others))
+
+    async def scenario(app, pilot):
+        await pilot.press("2")
+        await wait_in_app(pilot, lambda: "5m00s CPU, all of it: no checkpoint yet" in screen_text(app))
+        assert "0 B" not in screen_text(app)
+
+    run_ui(node, scenario)
+
+
 def test_w_on_a_running_assignment_says_so_rather_than_to_select_one(node):
     """Before: "Select a finished assignment on the Assignments tab (4)", said on that tab with one selected."""
     async def scenario(app, pilot):
