@@ -142,6 +142,7 @@ class AssignmentView:
     unit_count: int = -1          # how many units the assignment has (-1: count `units`, below)
     units_done: int = -1
     moves: int = -1               # its units' moves, all of them
+    files_folder: str | None = None   # once done, where the node's machine keeps its units' output files, if any
 
     def __post_init__(self) -> None:
         """A view made by hand, or an older node's (a query's reply from before 2026-11-27), has every unit and none

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from frost_core.policies.intents import HostingState, Intents
 from frost_core.master import verification
-from frost_core.master.results import exported_path
+from frost_core.master.results import exported_files_folder, exported_path
 from frost_core.master.store import SETTLED, AssignmentRecord, Listed, UnitTally
 from frost_core.api.snapshot import (
     AssignmentView, GangMemberView, GangView, GuestView, HostingView, NodeSnapshot, ParamView, PeerView, PluginView,
@@ -199,6 +199,7 @@ def assignment_view(
         result_media_type=record.result_media_type, result_filename=record.result_filename,
         result_path=str(exported_path(results_dir, record.id, record.result_filename))
         if record.state == "done" and record.result_filename else None,
+        files_folder=str(exported_files_folder(results_dir, record.id)) if record.state == "done" else None,
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
         verify=record.verify, verified=tally.verified,

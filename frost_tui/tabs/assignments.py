@@ -13,7 +13,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from frost_core import (
-    AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, ReadResult, UnitView,
+    AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, ReadResult, UnitView, counted,
 )
 
 from frost_tui.dialogs.small import FindDialog
@@ -177,7 +177,8 @@ class AssignmentsPane(Pane):
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
                                    f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
-            describe_result(assignment, self._now, self._looking(assignment), movable=self._movable), Text(""), units)
+            describe_result(assignment, self._now, self._looking(assignment), movable=self._movable,
+                            files=self._output_files(assignment)), Text(""), units)
 
     def on_live_table_row_highlighted(self, event: LiveTable.RowHighlighted) -> None:
         if event.table.id == "assignments-table":
@@ -196,23 +197,34 @@ class AssignmentsPane(Pane):
             preview.hide()
             return
         gang = assignment.gang
+        files = self._output_files(assignment)
         key = (repr(assignment.params), assignment.state, self._movable, assignment.error, assignment.result_path,
-               assignment.result_media_type, round(assignment.wasted_seconds),
+               assignment.result_media_type, round(assignment.wasted_seconds), files,
                units_shown(assignment, self._looking(assignment)),
                gang and (gang.phase, gang.reason, gang.checkpoint_superstep, checkpoint_age(gang.checkpoint_at, self._now),
                          gang.moves, gang.restarts))
         update_static(result, key, lambda: describe_result(assignment, self._now, self._looking(assignment),
-                                                           movable=self._movable))
+                                                           movable=self._movable, files=files))
         is_image = assignment.state == "done" and (assignment.result_media_type or "").startswith("image/")
         if not (is_image and assignment.result_path):
             preview.hide()
         elif not self.app.node.link().remote:
             preview.show_file(Path(assignment.result_path))
-        elif preview.expect(key := f"{self.app.node.link().where} {assignment.id}"):
+        elif preview.expect(picture := f"{self.app.node.link().where} {assignment.id}"):
             # The node's copy is a path on its own machine: the picture's bytes come over the link.
             self.app.ask_soon(ReadResult(assignment_id=assignment.id),
-                              lambda answer: preview.arrived(key, answer if isinstance(answer, FrostError)
+                              lambda answer: preview.arrived(picture, answer if isinstance(answer, FrostError)
                                                              else answer.data))
+
+    def _output_files(self, assignment: AssignmentView) -> tuple[str, ...]:
+        """The names of a done assignment's output files, where this UI can see them (its node on this machine):
+        the node writes them to its results folder as the assignment finishes."""
+        if not assignment.files_folder or self.app.node.link().remote:
+            return ()
+        try:
+            return tuple(sorted(path.name for path in Path(assignment.files_folder).iterdir()))
+        except OSError:   # none made, or not exported yet
+            return ()
 
 
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
@@ -279,9 +291,10 @@ def checkpoint_age(at: float | None, now: float) -> str:
 
 
 def describe_result(assignment: AssignmentView, now: float,
-                    looking: tuple[str, FoundUnits | None] | None = None, *, movable: bool = True) -> Group:
+                    looking: tuple[str, FoundUnits | None] | None = None, *, movable: bool = True,
+                    files: tuple[str, ...] = ()) -> Group:
     """The selected assignment's details; `movable`: another live node could take a unit (on a lone desk the hint to
-    move one would lead to a dialog saying there is none)."""
+    move one would lead to a dialog saying there is none); `files`: the names of its units' output files."""
     params = ", ".join(f"{k}={v!r}" for k, v in sorted(assignment.params.items()))
     lines = [Text.assemble(("Parameters  ", "bold"), params or "none")]
     if assignment.error:
@@ -294,6 +307,10 @@ def describe_result(assignment: AssignmentView, now: float,
                 ("press w to save it elsewhere", "italic"),
             )
         )
+        if files:
+            shown = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
+            lines.append(Text.assemble(("Files  ", "bold"), f"{counted(len(files), 'output file')} of its units in "
+                                       f"{assignment.files_folder}: {shown}"))
     elif assignment.state == "running" and assignment.gang is None and movable:
         lines.append(Text("Running: press m to move the selected unit to another peer.", style="italic"))
     gang = assignment.gang

@@ -35,6 +35,7 @@ def test_output_files_reach_the_master_bit_identical_to_a_local_run(single_node,
     (assignment,) = node.call("assignments")
     # The summary is saved; the owner learns that the matching lines are in files, where, and how to get a copy.
     exported = node.data_dir / "results" / assignment["id"]
+    assert assignment["files_folder"] == str(exported)   # where the screen says they are
     assert (f"Its units made 2 output files (app.matches, db.matches), kept in {exported}: "
             f"`frost-tui result {assignment['id']} --files DIR` saves a copy") in waited.stdout
     expected = {p.name: p.read_bytes() for p in reference_dir.iterdir()}

@@ -102,6 +102,25 @@ def test_a_guest_without_a_checkpoint_has_all_its_work_at_risk_in_words(node):
     run_ui(node, scenario)
 
 
+def test_a_done_assignment_names_its_units_output_files_and_where_the_node_keeps_them(node, tmp_path):
+    """grep's result is a summary; the matching lines are files beside it, which the screen never mentioned."""
+    folder = tmp_path / "results" / "f00dfeed-7"
+    folder.mkdir(parents=True)
+    for name in ("app.matches", "db.matches"):
+        (folder / name).write_text("a needle\n")
+    done = dataclasses.replace(node.snapshot().assignments[0], state="done", progress=1.0,
+                               result_media_type="application/json", result_filename="grep.json",
+                               result_path=str(tmp_path / "results" / "f00dfeed-7-grep.json"), files_folder=str(folder))
+    node.publish(assignments=(done,))
+
+    async def scenario(app, pilot):
+        await pilot.press("4")
+        await wait_in_app(pilot, lambda: f"2 output files of its units in {folder}: app.matches, db.matches"
+                          in " ".join(screen_text(app).replace("│", " ").split()))
+
+    run_ui(node, scenario)
+
+
 def test_w_on_a_running_assignment_says_so_rather_than_to_select_one(node):
     """Before: "Select a finished assignment on the Assignments tab (4)", said on that tab with one selected."""
     async def scenario(app, pilot):
