@@ -298,7 +298,7 @@ def plugin_views(infos: Iterable) -> tuple[PluginView, ...]:
     """Every plugin listed, each working copy that `submit` passes over for another of its name marked with the
     hash of the one it runs (an owner who added a plugin twice sees which code runs)."""
     infos = tuple(infos)
-    runs = {info.name: preferred(infos, info.name) for info in infos}
+    runs = {name: preferred(infos, name) for name in {info.name for info in infos}}
     return tuple(plugin_view(info, superseded_by=runs[info.name].hash
                              if info.ok and runs[info.name] is not info else "") for info in infos)
 

@@ -44,6 +44,7 @@ class AssignmentsPane(Pane):
         self._assignments: dict[str, AssignmentView] = {}
         self._now = 0.0
         self._movable = False   # a live peer besides this node: a unit could be moved
+        self._files: dict[str, tuple[str, ...]] = {}   # a done assignment's files folder -> its files' names
         self._find: tuple[str, str] | None = None   # (assignment id, words): the units the owner looks for
         self._found: FoundUnits | None = None       # the node's answer to `_find`, until the next one
         self._asked_at = float("-inf")
@@ -218,13 +219,18 @@ class AssignmentsPane(Pane):
 
     def _output_files(self, assignment: AssignmentView) -> tuple[str, ...]:
         """The names of a done assignment's output files, where this UI can see them (its node on this machine):
-        the node writes them to its results folder as the assignment finishes."""
-        if not assignment.files_folder or self.app.node.link().remote:
+        the node writes them to its results folder as the assignment finishes. The folder appears whole (it is
+        renamed into place), so it is listed once: this runs at every snapshot, on the thread the embedded node
+        shares, and a sweep's folder may hold thousands of files."""
+        folder = assignment.files_folder
+        if not folder or self.app.node.link().remote:
             return ()
-        try:
-            return tuple(sorted(path.name for path in Path(assignment.files_folder).iterdir()))
-        except OSError:   # none made, or not exported yet
-            return ()
+        if folder not in self._files:
+            try:
+                self._files[folder] = tuple(sorted(path.name for path in Path(folder).iterdir()))
+            except OSError:   # none made, or not exported yet: asked again at the next snapshot
+                return ()
+        return self._files[folder]
 
 
 def assignment_row(assignment: AssignmentView, now: float) -> tuple:
