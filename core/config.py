@@ -227,6 +227,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("owner", "evict_hold", float, 300.0,
            "Seconds after an eviction by the owner policy during which this machine takes no new guests "
            "(your own evict keypress only keeps the evicted units from coming straight back).", 0, 86400),
+    Option("owner", "pause_evict_after", float, 600.0,
+           "Seconds your pause (p, or `frost-tui pause`) holds the guests stopped before they checkpoint and leave "
+           "for other peers, so that a long pause does not keep other people's units from their assignments "
+           "(HTCondor's MaxSuspendTime); a timed pause that ends first keeps them. 0 turns it off: they wait "
+           "for your resume.", 0, 7 * 86400),
     # [desk]
     Option("desk", "on_battery", bool, True,
            "Suspend guests while this machine runs on its battery; a machine without a battery never suspends "

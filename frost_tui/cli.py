@@ -244,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     verb("cancel", "cancel an assignment").add_argument("assignment")
     verb("unquarantine", "send units again to a host quarantined for a wrong result").add_argument("node")
 
-    pause = verb("pause", "stop every guest at once and take no new ones")
+    pause = verb("pause", "stop every guest at once and take no new ones (stopped guests go on to other peers "
+                          "after owner.pause_evict_after)")
     pause.add_argument("--until", metavar="HH:MM", help="resume by itself at this time")
     verb("resume", "let guests run again")
     verb("evict", "checkpoint guests and send them away").add_argument("task", nargs="?")

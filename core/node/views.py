@@ -277,10 +277,11 @@ def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str],
 
 def _held_by(standing_still: str, host_name: str, movable: bool) -> str:
     """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused").
-    The remedy for a paused desk is offered only where a live node besides it could take the unit."""
+    A paused desk sends its guests on once the pause lasts (`owner.pause_evict_after`, the host's setting) and the
+    remedy is offered, only where a live node besides it could take the unit."""
     if standing_still == "paused":
-        remedy = " (or move it to another peer)" if movable else ""
-        return f"{host_name}'s owner paused its guests: it goes on when they resume{remedy}"
+        elsewhere = ", or on another peer if the pause lasts (or move it there now)" if movable else ""
+        return f"{host_name}'s owner paused its guests: it goes on when they resume{elsewhere}"
     if standing_still == "suspended":
         return f"{host_name}'s owner is busy: it goes on once they are done, or moves if that lasts"
     if standing_still == "waiting":

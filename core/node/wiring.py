@@ -50,7 +50,9 @@ from frost_core.events import EventLog
 from frost_core.guest.gang_member import MemberGuest, MemberSpec, open_member
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
-from frost_core.policies.intents import HostingState, Intents, expire_intents, hosting_state, send_away
+from frost_core.policies.intents import (
+    HostingState, Intents, expire_intents, hosting_state, paused_guests_leave_at, send_away,
+)
 from frost_core.node.identity import load_node_id, load_node_key, load_owner_token, submitter_id
 from frost_core.ledger.book import Ledger
 from frost_core.ledger.service import LedgerService
@@ -73,7 +75,7 @@ from frost_core.measure.desk import DeskWatch
 from frost_core.measure.machine import MachineState, MachineWatch
 from frost_core.policies.desk import beyond_pool, capped_offer
 from frost_core.policies.fair_share import ShareSettings, submitter_usage
-from frost_core.policies.owner import GuestAction
+from frost_core.policies.owner import GuestAction, format_span
 from frost_core.policies.reciprocity import submitter_node
 from frost_core.policies.gang_migration import CheckCadence, cadence_of, describe_cadence
 from frost_core.policies.balance import Step, evict_destinations, unit_estimate
@@ -138,6 +140,7 @@ class Node:
         self._guests_stopped = False
         self._evicting = 0
         self._fitting_memory = False    # guests the memory pool no longer holds are being sent away
+        self._pause_released: float | None = None   # the start of the pause whose guests were sent on
         self._asleep = False                    # between logind's PrepareForSleep(true) and waking
         self.sleep_watch = NOT_YET
         self._history: list[ResourceSample] = []
@@ -411,7 +414,8 @@ class Node:
         now = time.time()
         match command:
             case PauseHosting(until=until):
-                self._set_intents(Intents(paused=True, paused_until=until))
+                began = self._intents.paused_at if self._intents.paused else now   # its guests stopped then
+                self._set_intents(Intents(paused=True, paused_until=until, paused_at=began))
                 self.events.add("pause", self._hosting(now).reason)
                 return self._hosting(now).reason
             case ResumeHosting():
@@ -871,12 +875,13 @@ class Node:
                 self._set_intents(expired)
                 self._scheduler.wake()
             if self._intents.finishing and self.host.running_count == 0 and not self.gangs.host.hosted():
-                self._set_intents(Intents(paused=True))
+                self._set_intents(Intents(paused=True, paused_at=now))
                 self.events.add("pause", "the last guest finished or left (gang members too); hosting is paused")
             movable = self.host.running_count > 0 and any(n != self.node_id for n in self._alive_nodes())
             presence, desk = await self.desk.read()
             self._cap_guests()
             self._fit_memory_pool()
+            self._end_long_pause_hold(now)
             state = await self.machine.sample(leave_after=self._move_cost_of_guests(), movable=movable, desk=desk,
                                               input_idle=presence.idle_seconds)
             await self._follow_owner(state)
@@ -914,6 +919,32 @@ class Node:
                         f"{counted(len(leaving), 'guest')} ({freed / 2**20:.0f} MiB) away", severity="warning")
         self._fitting_memory = True
         self._nursery.start_soon(self._send_away, leaving)
+
+    def _paused_guests_leave_at(self) -> float | None:
+        """When the owner's pause sends its stopped guests on; None while no peer is there to take them (on a
+        lone node they would only wait in a queue instead of here)."""
+        if not any(node != self.node_id for node in self._alive_nodes()):
+            return None
+        return paused_guests_leave_at(self._intents, self.config.get("owner.pause_evict_after"))
+
+    def _end_long_pause_hold(self, now: float) -> None:
+        """Send a long pause's guests on, once a pause: they leave from a checkpoint taken as they go (each is
+        thawed at the lowest priority for it, as the owner policy's evictions are) and no new guest comes
+        here until the resume. Beside the owner policy's loop, which must not wait for the moves."""
+        leave_at = self._paused_guests_leave_at()
+        if leave_at is None or now < leave_at or self._pause_released == self._intents.paused_at:
+            return
+        if self._evicting or self._nursery is None or not (self.host.running_count or self.gangs.host.hosted()):
+            return
+        self._pause_released = self._intents.paused_at
+        held = format_span(self.config.get("owner.pause_evict_after"))
+        self.events.add("pause", f"paused for {held}: the guests checkpoint and leave for other peers "
+                        "(owner.pause_evict_after); hosting stays paused")
+        self._nursery.start_soon(self._evict_paused)
+
+    async def _evict_paused(self) -> None:
+        async with self._balance_lock:   # not while the balancer moves a guest
+            await self._evict(None, by_owner=False)
 
     async def _send_away(self, task_ids: tuple[str, ...]) -> None:
         try:
@@ -993,7 +1024,7 @@ class Node:
             owner_reason = "the machine is going to sleep"
         return hosting_state(
             self._intents, now=now, guests=self.host.running_count, evicting=self._evicting > 0,
-            owner_active_reason=owner_reason, held_reason=held,
+            owner_active_reason=owner_reason, held_reason=held, guests_leave_at=self._paused_guests_leave_at(),
         )
 
     def _usage_of(self, submitter: str) -> float:

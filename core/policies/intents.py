@@ -24,6 +24,7 @@ class IntentStore(Protocol):
 class Intents:
     paused: bool = False
     paused_until: float | None = None     # wall-clock time the pause ends by itself
+    paused_at: float | None = None        # wall-clock time the pause began: its guests leave a while after it
     finishing: bool = False               # take nothing new; pause once the guests are done
     sent_away: tuple[tuple[str, float], ...] = ()   # (task id, until): units the owner evicted stay away till then
 
@@ -47,7 +48,7 @@ class HostingState:
 def expire_intents(intents: Intents, now: float) -> Intents:
     """Drop intents whose time has come: a timed pause ends, a unit the owner sent away may come back."""
     if intents.paused and intents.paused_until is not None and now >= intents.paused_until:
-        intents = replace(intents, paused=False, paused_until=None)
+        intents = replace(intents, paused=False, paused_until=None, paused_at=None)
     kept = tuple((task, until) for task, until in intents.sent_away if now < until)
     if kept != intents.sent_away:
         intents = replace(intents, sent_away=kept)
@@ -60,22 +61,43 @@ def send_away(intents: Intents, task_ids: tuple[str, ...], until: float) -> Inte
     return replace(intents, sent_away=others + tuple((task, until) for task in task_ids))
 
 
+def paused_guests_leave_at(intents: Intents, leave_after: float) -> float | None:
+    """When the owner's pause has held its guests long enough that they leave for other peers, or None.
+
+    A pause is the owner's wish for the CPU now, not a hold on other people's units: a desk paused over a
+    weekend would keep them from their submitters, whose assignments wait for them. So, like HTCondor's
+    MaxSuspendTime after a suspension, stopped guests go on from their checkpoints elsewhere once the pause
+    has lasted `leave_after` seconds (0 keeps them till the resume), unless a timed pause ends first.
+    """
+    if not intents.paused or intents.paused_at is None or leave_after <= 0:
+        return None
+    leave_at = intents.paused_at + leave_after
+    if intents.paused_until is not None and intents.paused_until <= leave_at:
+        return None
+    return leave_at
+
+
 def hosting_state(
     intents: Intents, *, now: float, guests: int, evicting: bool, owner_active_reason: str | None = None,
-    held_reason: str | None = None,
+    held_reason: str | None = None, guests_leave_at: float | None = None,
 ) -> HostingState:
     """Decide what the machine does for guests, in the order the owner's wishes rank.
 
     `owner_active_reason`: the owner policy suspends or evicts the guests; `held_reason`: guests
     may run but no new one is taken (the hold after the policy's eviction), a state of its own so
-    the screen never says "owner active" beside "owner not active".
+    the screen never says "owner active" beside "owner not active"; `guests_leave_at`: when a pause's
+    stopped guests leave for other peers (`paused_guests_leave_at`, where there are peers to go to).
     """
     if evicting:
         return HostingState("evicting", "guests are checkpointing and leaving", False)
     if intents.paused:
+        reason = "paused by the owner"
         if intents.paused_until is not None:
-            return HostingState("paused", f"paused by the owner until {said_until(intents.paused_until, now)}", False)
-        return HostingState("paused", "paused by the owner", False)
+            reason += f" until {said_until(intents.paused_until, now)}"
+        if guests and guests_leave_at is not None and guests_leave_at > now:
+            stopped = "its guest leaves" if guests == 1 else f"its {guests} guests leave"
+            reason += f"; {stopped} for other peers at {said_until(guests_leave_at, now)}"
+        return HostingState("paused", reason, False)
     if owner_active_reason:
         return HostingState("owner-active", owner_active_reason, False)
     if intents.finishing:

@@ -61,7 +61,8 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
 STATES: tuple[tuple[str, str], ...] = (
     ("hosting", "guests run here at the lowest priority"),
     ("idle", "nothing to run; this machine offers its CPU"),
-    ("paused", "you paused hosting; guests are stopped and nothing is offered"),
+    ("paused", "you paused hosting; guests are stopped and nothing is offered (after a while they go on to other "
+               "peers: owner.pause_evict_after)"),
     ("owner active", "you are using the machine: guests are suspended, then evicted"),
     ("holding", "guests may run but no new one is taken: measuring this machine, a full disk, or a while after "
                 "your use evicted them"),

@@ -121,13 +121,48 @@ def test_a_unit_held_on_a_paused_desk_says_so_at_its_master_and_leaves_it_when_t
         return next(u for u in assignment(master, assignment_id)["units"] if u["task_id"] == held)
 
     wait_for(lambda: unit()["reported"] == "paused", timeout=15, what="the master to see the unit paused")
-    assert unit()["waiting"] == ("alpha's owner paused its guests: it goes on when they resume "
-                                 "(or move it to another peer)")
+    assert unit()["waiting"] == ("alpha's owner paused its guests: it goes on when they resume, or on another peer "
+                                 "if the pause lasts (or move it there now)")
     master.cli("move", held, "master")
     wait_for(lambda: unit()["host"] == master.node_id, timeout=15, what="the held unit on the master")
     assert not alpha.call("status")["guests"]   # the paused desk keeps nothing of it
     wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
     assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", RAYTRACE)
+
+
+def test_a_long_pause_sends_its_stopped_guest_on_and_the_unit_finishes_elsewhere_with_the_reference_result(
+        nodes, tmp_path):
+    # About a host owner's pause that outlasts `owner.pause_evict_after` (600 s on the defaults, 8 s here so that
+    # the test need not wait ten minutes); the owner policy is out of the way on both nodes (OWNER_AWAY).
+    config = CLUSTER_CONFIG + OWNER_AWAY + "pause_evict_after = 8\n"
+    master = nodes("master", extra_config=config)
+    alpha = nodes("alpha", seeds=(master.address,), extra_config=config)
+    wait_for_members([master, alpha])
+    master.call("pause")  # the unit starts on alpha
+    one_unit = {**RAYTRACE, "rows_per_unit": 32}   # one unit of a few seconds: it is paused while it runs
+    assignment_id = master.call("submit", plugin="raytrace", params=one_unit, verify=0.0)["id"]
+    task_id = f"{assignment_id}.0"
+
+    def progress_on(node) -> float:
+        """The guest's progress as `node` reports it once it runs there (0 before: its state is not loaded yet)."""
+        return next((g["progress"] for g in node.call("status")["guests"]
+                     if g["task_id"] == task_id and g["state"] == "running"), 0.0)
+
+    wait_for(lambda: progress_on(alpha) > 0.05, timeout=60, what=f"{task_id} under way on alpha")
+    master.call("resume")
+    alpha.cli("pause")
+    stopped_at = max(progress_on(alpha), 0.05)
+    reason = alpha.call("status")["hosting"]["reason"]
+    assert re.fullmatch(r"paused by the owner; its guest leaves for other peers at \d\d:\d\d", reason), reason
+    wait_for(lambda: not alpha.call("status")["guests"], timeout=60, what="the paused desk to send its guest on")
+    assert alpha.call("status")["state"] == "paused"   # hosting stays paused: only the guest left
+    assert any(e["message"].startswith("paused for 8 s: the guests checkpoint and leave") for e in alpha.call("events"))
+    # It goes on from the state it was paused in, not from the start.
+    assert wait_for(lambda: progress_on(master), timeout=60, what=f"{task_id} running on the master") >= stopped_at
+    wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
+    (unit,) = assignment(master, assignment_id)["units"]
+    assert unit["host"] == master.node_id and unit["moves"] >= 1, unit
+    assert result_sha256(master, assignment_id, tmp_path) == reference_sha256("raytrace", one_unit)
 
 
 PRIVATE_PLUGIN = '''

@@ -5,7 +5,9 @@ import time
 import pytest
 
 from frost_core.api.errors import ConfigError
-from frost_core.policies.intents import Intents, expire_intents, hosting_state, parse_until, send_away
+from frost_core.policies.intents import (
+    Intents, expire_intents, hosting_state, parse_until, paused_guests_leave_at, send_away,
+)
 
 NOW = 1_000_000.0
 
@@ -49,6 +51,28 @@ def test_timed_pause_and_sent_away_units_expire():
     assert expire_intents(intents, NOW) == intents
     assert expire_intents(intents, NOW + 5) == Intents(paused=True, paused_until=NOW + 10)
     assert expire_intents(intents, NOW + 10) == Intents()
+
+
+def test_a_pause_sends_its_guests_on_once_it_has_lasted_unless_it_ends_first_or_the_owner_turned_that_off():
+    paused = Intents(paused=True, paused_at=NOW)
+    assert paused_guests_leave_at(paused, 600) == NOW + 600
+    assert paused_guests_leave_at(paused, 0) is None                                    # 0: they wait for the resume
+    assert paused_guests_leave_at(Intents(), 600) is None                               # not paused
+    assert paused_guests_leave_at(Intents(paused=True, paused_at=NOW, paused_until=NOW + 300), 600) is None
+    assert paused_guests_leave_at(Intents(paused=True, paused_at=NOW, paused_until=NOW + 3600), 600) == NOW + 600
+    # A timed pause forgets when it began as it ends: the next pause counts from its own start.
+    assert expire_intents(Intents(paused=True, paused_at=NOW, paused_until=NOW + 10), NOW + 10) == Intents()
+
+
+def test_a_paused_desk_says_when_its_stopped_guests_leave():
+    now = time.mktime((2026, 11, 30, 8, 40, 0, 0, 0, -1))
+    paused = Intents(paused=True, paused_at=now)
+    said = hosting_state(paused, now=now, guests=2, evicting=False, guests_leave_at=now + 600)
+    assert said.reason == "paused by the owner; its 2 guests leave for other peers at 08:50"
+    one = hosting_state(paused, now=now, guests=1, evicting=False, guests_leave_at=now + 600).reason
+    assert one == "paused by the owner; its guest leaves for other peers at 08:50"
+    assert hosting_state(paused, now=now, guests=0, evicting=False, guests_leave_at=now + 600).reason == \
+        "paused by the owner"   # nobody to send on: nothing to announce
 
 
 def test_an_untimed_pause_never_expires():

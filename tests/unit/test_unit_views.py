@@ -58,7 +58,8 @@ def test_a_unit_standing_still_on_its_host_says_who_holds_it_and_its_assignment_
     finally:
         store.close()
     paused, suspended, ahead, queued = shown.units
-    assert paused.waiting == "curie's owner paused its guests: it goes on when they resume (or move it to another peer)"
+    assert paused.waiting == ("curie's owner paused its guests: it goes on when they resume, or on another peer if "
+                              "the pause lasts (or move it there now)")
     assert suspended.waiting == "curie's owner is busy: it goes on once they are done, or moves if that lasts"
     assert ahead.waiting == "placed ahead on curie: it starts when a CPU there frees"
     # The CLI's assignment row says why its *queued* units wait, and this one's queued unit has no reason yet.
@@ -83,7 +84,7 @@ def test_a_unit_paused_on_a_lone_machine_is_not_offered_a_move_with_no_live_peer
     finally:
         store.close()
     assert alone.waiting == "desk's owner paused its guests: it goes on when they resume"
-    assert with_a_peer.waiting.endswith("(or move it to another peer)")
+    assert with_a_peer.waiting.endswith("or on another peer if the pause lasts (or move it there now)")
 
 
 def test_an_assignment_whose_units_all_stand_still_has_no_eta(tmp_path):
