@@ -226,6 +226,13 @@ class MasterScheduler:
         """Live progress of this node's running units, as their hosts last reported it."""
         return {task_id: copy.run.progress for task_id, copy in self._copies.items()}
 
+    def standing(self, assignment_id: str) -> dict[int, float]:
+        """How far each of the assignment's placed units got, by index, as its host last reported it: the store
+        keeps it when the assignment stops (`MasterStore.cancel_assignment`)."""
+        prefix = f"{assignment_id}."
+        return {split_task_id(task_id)[1]: copy.run.progress for task_id, copy in self._copies.items()
+                if task_id.startswith(prefix)}
+
     def reported_states(self) -> dict[str, str]:
         """Each placed unit's state as its host last reported it: "paused" and "suspended" stand still."""
         return {task_id: copy.state for task_id, copy in self._copies.items()}
@@ -867,7 +874,8 @@ class MasterScheduler:
                              "returned it, the majority agreed")
         elif decision.exhausted:
             self._store.fail_assignment(unit.assignment_id, f"unit {unit.index}: no two hosts returned the same result",
-                                        failed_unit=(unit.index, "no two hosts returned the same result"))
+                                        failed_unit=(unit.index, "no two hosts returned the same result"),
+                                        standing=self.standing(unit.assignment_id))
             self._events.add("assignment", f"assignment {unit.assignment_id} failed: no two hosts agreed on unit "
                              f"{unit.index}'s result", severity="error", title="Assignment failed")
         elif not self._checkers(unit.copied_on + (host,)) and await self._blocking(self._store.settle_unchecked,
@@ -964,7 +972,7 @@ class MasterScheduler:
                 self.wake()
         elif self._store.fail_unit(assignment_id, index, epoch=epoch, error=reason):
             self._forget(task_id, epoch)
-            self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}")
+            self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}", standing=self.standing(assignment_id))
             self._events.add("assignment", f"assignment {assignment_id} failed: unit {index}: {reason}",
                              severity="error", title="Assignment failed")
         self._on_change()

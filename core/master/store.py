@@ -20,7 +20,7 @@ import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -549,12 +549,15 @@ class MasterStore:
             self.index.close_assignment(assignment_id)
         return stored
 
-    def fail_assignment(self, assignment_id: str, error: str, *, failed_unit: tuple[int, str] | None = None) -> None:
-        """`failed_unit`: (index, error) of a unit that failed the assignment and is not stored as failed yet.
+    def fail_assignment(self, assignment_id: str, error: str, *, failed_unit: tuple[int, str] | None = None,
+                        standing: Mapping[int, float] | None = None) -> None:
+        """`failed_unit`: (index, error) of a unit that failed the assignment and is not stored as failed yet;
+        `standing`: each placed unit's last reported progress, by index (`_keep_standing`).
 
         Only a unit that failed reads "failed"; the others it stopped read "cancelled", so the owner looking for
         the culprit among a sweep's units finds one failed row with its error, not a column of unexplained ones."""
         with self._transaction() as db:
+            _keep_standing(db, assignment_id, standing)
             db.execute(
                 "UPDATE assignments SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND state IN ('running', 'combining')",
                 (time.time(), error, assignment_id),
@@ -566,11 +569,13 @@ class MasterStore:
                        (assignment_id,))
             self.index.close_assignment(assignment_id)
 
-    def cancel_assignment(self, assignment_id: str) -> AssignmentRecord:
+    def cancel_assignment(self, assignment_id: str, *, standing: Mapping[int, float] | None = None) -> AssignmentRecord:
+        """`standing`: each placed unit's last reported progress, by index (`_keep_standing`)."""
         record = self.assignment(assignment_id)
         if record.state not in ("running", "combining"):
             raise FrostError(f"assignment {assignment_id} is already {record.state}", title="Cannot cancel")
         with self._transaction() as db:
+            _keep_standing(db, assignment_id, standing)
             db.execute(
                 "UPDATE assignments SET state = 'cancelled', finished_at = ? WHERE id = ?", (time.time(), assignment_id)
             )
@@ -976,6 +981,13 @@ def _take_copy(db: sqlite3.Connection, assignment_id: str, index: int, which: st
     db.execute("INSERT OR REPLACE INTO unit_results (assignment_id, idx, result, files) SELECT assignment_id, idx,"
                f" result, files FROM unit_copies WHERE assignment_id = ? AND idx = ?{which} ORDER BY rowid LIMIT 1",
                (assignment_id, index, *parameters))
+
+
+def _keep_standing(db: sqlite3.Connection, assignment_id: str, standing: Mapping[int, float] | None) -> None:
+    """Store how far each running unit got as its host last reported it (the store keeps a placed unit's progress
+    only at a checkpoint's replica or a requeue): a stopped sweep's rows show where each unit stood, not 0 %."""
+    db.executemany("UPDATE units SET progress = MAX(progress, ?) WHERE assignment_id = ? AND idx = ?"
+                   " AND state = 'running'", [(progress, assignment_id, index) for index, progress in (standing or {}).items()])
 
 
 _WAITING = ("queued", "failed", "cancelled")

@@ -444,7 +444,7 @@ class Node:
             case ClearQuarantine(node=node):
                 return f"{self._scheduler.clear_quarantine(node)[:8]} gets units from this master again"
             case CancelAssignment(assignment_id=assignment_id):
-                record = self.store.cancel_assignment(assignment_id)
+                record = self.store.cancel_assignment(assignment_id, standing=self._scheduler.standing(assignment_id))
                 await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
                 self.gangs.runs.cancel(assignment_id)           # a gang's members stop at once
                 await self.gang_checkpoints.discard(assignment_id)

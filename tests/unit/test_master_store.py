@@ -126,6 +126,23 @@ def test_a_failed_assignment_shows_its_culprit_failed_and_the_units_it_stopped_c
         ("cancelled", None), ("failed", "no two hosts agreed")]
 
 
+def test_a_stopped_assignments_units_keep_how_far_they_got_not_zero(tmp_path):
+    """A cancelled or failed sweep's rows show where each placed unit stood when it stopped (its host's last report),
+    across a restart; a unit that never ran stays at 0 and one done stays done."""
+    store = new_store(tmp_path)
+    cancelled, failed = submit(store, 3), submit(store, 3)
+    for aid in (cancelled, failed):
+        store.place_unit(aid, 0, host="me")
+        store.place_unit(aid, 1, host="me")
+    store.cancel_assignment(cancelled, standing={0: 0.4, 1: 0.75})
+    store.fail_assignment(failed, "unit 1 failed: step() raised", failed_unit=(1, "step() raised"), standing={0: 0.3})
+    again = new_store(tmp_path)
+    assert [(u.state, u.progress) for u in again.assignment(cancelled).units] == [
+        ("cancelled", 0.4), ("cancelled", 0.75), ("cancelled", 0.0)]
+    assert [(u.state, u.progress) for u in again.assignment(failed).units] == [
+        ("cancelled", 0.3), ("failed", 0.0), ("cancelled", 0.0)]
+
+
 def test_an_assignment_commits_the_same_whatever_its_size_and_none_on_the_event_loops_connection(tmp_path, monkeypatch):
     """Its creation, its last result's transaction (which also marks it combining) and its finish: the number of
     commits does not grow with its units, and none is on the connection the node's event loop uses, whose fsync
