@@ -164,6 +164,12 @@ class GangHost:
         """Gang -> rank -> epoch of the members running here."""
         return {gang_id: site.members() for gang_id, site in self._sites.items() if site.members()}
 
+    def memory_held(self) -> int:
+        """The memory the members placed here declared (each its gang's `member_memory`): the units' memory pool
+        on this host is what is left of the desk's pool beside them."""
+        return sum(len(ranks) * self._specs[gang_id].memory_bytes for gang_id, ranks in self.hosted().items()
+                   if gang_id in self._specs)
+
     def send_failed(self, to: str, message: object, reason: str) -> None:
         """GangPost could not deliver `message` to `to`: mail goes home instead (the site decides)."""
         if isinstance(message, Mail) and message.gang_id in self._sites:

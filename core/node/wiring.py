@@ -1049,9 +1049,14 @@ class Node:
         hosting = self._hosting(now)
         return Capacity(
             accepts_guests=hosting.accepts_guests, reason=hosting.reason, cpus=self.config.guest_cpus,
-            memory_pool_bytes=self.desk.memory_pool_bytes, available=self._available(hosting),
+            memory_pool_bytes=self._unit_memory_pool(), available=self._available(hosting),
             sent_away=dict(self._intents.sent_away),
         )
+
+    def _unit_memory_pool(self) -> int:
+        """The desk's memory pool less what the gang members here declared: units and members share one pool, so
+        that a host with a member of 2 GiB does not take units for the whole of it too."""
+        return max(0, self.desk.memory_pool_bytes - self.gangs.host.memory_held())
 
     def _client_watch(self, pid: int, connected: bool) -> None:
         """A control client came or went: its CPU meanwhile is not the owner's."""
@@ -1082,7 +1087,7 @@ class Node:
             available=self._available(hosting),
             idle_extremity=extremities.idle if extremities else 0.0,
             heavy_extremity=extremities.heavy if extremities else 0.0,
-            cpus=self.config.guest_cpus, free_memory=max(0, self.desk.memory_pool_bytes - memory_used),
+            cpus=self.config.guest_cpus, free_memory=max(0, self._unit_memory_pool() - memory_used),
             guests=self._guest_count(), mode=self.transfer_view()[0],
         )
 
