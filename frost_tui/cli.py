@@ -725,7 +725,8 @@ def _submit(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[Submi
         plugin=args.plugin, params=params, one_per_host=args.one_per_host, inputs=_input_files(args.input),
         verify=args.verify, check_interval=seconds, check_supersteps=supersteps,
         check_forced=forced))
-    out.say(f"Submitted {submitted.id}: {counted(submitted.units, 'unit')} of {args.plugin}.")
+    made = f"a gang of {counted(submitted.units, 'member')}" if submitted.gang else counted(submitted.units, 'unit')
+    out.say(f"Submitted {submitted.id}: {made} of {args.plugin}.")
     if not args.wait:
         return SubmitResult(id=submitted.id, units=submitted.units), EXIT_OK
     while _call(paths, GetAssignment(assignment_id=submitted.id, every_unit=False)).state not in (

@@ -58,7 +58,8 @@ class MoveTask:
 @dataclass(frozen=True)
 class Submitted:
     id: str
-    units: int
+    units: int          # its work units, or a gang's members
+    gang: bool = False
 
 
 @dataclass(frozen=True)

@@ -545,7 +545,7 @@ class Node:
         self._run_gang(assignment_id, info, params, demand, checks)
         self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {demand.members} {info.name} "
                         f"members of {demand.memory_bytes >> 20} MiB each")
-        return Submitted(id=assignment_id, units=demand.members)
+        return Submitted(id=assignment_id, units=demand.members, gang=True)
 
     async def _resume_gangs(self) -> None:
         """The gangs this node was master of before it stopped start again, from the last global checkpoint

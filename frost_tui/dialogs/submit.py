@@ -12,7 +12,9 @@ from textual.screen import ModalScreen
 from textual.validation import ValidationResult, Validator
 from textual.widgets import Button, Input, Label, Select, Switch
 
-from frost_core import ParamView, PluginView, SubmitAssignment
+from frost_core import ConfigError, ParamView, PluginView, SubmitAssignment
+
+from frost_tui.check_every import parse_check_every
 
 KIND_WORDS = {"int": "a whole number", "float": "a number"}
 
@@ -91,6 +93,16 @@ def verify_fraction(text: str) -> float | None:
     return value
 
 
+def check_cadence(text: str) -> tuple[float | None, int | None, bool]:
+    """The check-every field, as `submit --check-every` reads it: empty for the node's [gang] defaults."""
+    if not text.strip():
+        return None, None, False
+    try:
+        return parse_check_every(text)
+    except ConfigError as error:
+        raise FieldError(error.message.replace("--check-every", "check every"), "submit-check-every") from None
+
+
 def field_row(label: str, field: Any, help_text: str, field_id: str) -> list:
     """One form line (name, field, meaning) and the line under it where its error shows."""
     return [Horizontal(Label(label, classes="setting-name"), field, Label(help_text, classes="setting-doc"),
@@ -128,14 +140,23 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
             with VerticalScroll(id="submit-body", can_focus=False):
                 yield Select(options, value=self._first or Select.BLANK, allow_blank=not options, id="submit-plugin")
                 yield Vertical(id="submit-params")
-                with Horizontal(classes="setting"):
-                    yield Label("one per host", classes="setting-name")
-                    yield Switch(value=False, id="submit-one-per-host")
-                    yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
-                                classes="setting-doc")
-                yield from field_row("verify", Input(placeholder="0.02", id="submit-verify", classes="setting-input"),
-                                     "fraction of units a second host re-runs to check (empty: cluster.verify)",
-                                     "submit-verify")
+                with Vertical(id="submit-unit-options", classes="submit-options"):   # a unit plugin's
+                    with Horizontal(classes="setting"):
+                        yield Label("one per host", classes="setting-name")
+                        yield Switch(value=False, id="submit-one-per-host")
+                        yield Label("at most one unit of this assignment on each machine at a time (FROST's rule)",
+                                    classes="setting-doc")
+                    yield from field_row("verify", Input(placeholder="0.02", id="submit-verify",
+                                                         classes="setting-input"),
+                                         "fraction of units a second host re-runs to check (empty: cluster.verify)",
+                                         "submit-verify")
+                with Vertical(id="submit-gang-options", classes="submit-options"):   # a gang plugin's
+                    yield from field_row("check every", Input(placeholder="2m", id="submit-check-every",
+                                                              classes="setting-input"),
+                                         "how often the members look for better hosts: 10s, 2m, 50supersteps, "
+                                         "30s,50steps or off; add ,forced to restart on the best hosts at every "
+                                         "check (empty: gang.check_interval and gang.check_supersteps)",
+                                         "submit-check-every")
                 yield Label("", id="submit-error", classes="setting-error")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Submit", id="submit", variant="primary")
@@ -178,6 +199,9 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
         if name == self._form_for and name is not None:
             return
         self._form_for = name
+        gang = plugin is not None and plugin.gang
+        self.query_one("#submit-unit-options").display = not gang   # a gang has members, not units to spread or check
+        self.query_one("#submit-gang-options").display = gang
         container = self.query_one("#submit-params", Vertical)
         await container.remove_children()
         if plugin is None:
@@ -247,6 +271,10 @@ class SubmitDialog(ModalScreen[SubmitAssignment | None]):
                         inputs[name] = input_file(name, fields.first(Input).value if fields else "", self._files_on)
                     except ValueError as error:
                         raise FieldError(str(error), file_id if fields else field_id) from None
+        if plugin.gang:
+            seconds, supersteps, forced = check_cadence(self.query_one("#submit-check-every", Input).value)
+            return SubmitAssignment(plugin=plugin.name, params=params, inputs=inputs, check_interval=seconds,
+                                    check_supersteps=supersteps, check_forced=forced)
         one_per_host = self.query_one("#submit-one-per-host", Switch).value
         return SubmitAssignment(plugin=plugin.name, params=params, one_per_host=one_per_host, inputs=inputs,
                                 verify=verify_fraction(self.query_one("#submit-verify", Input).value))

@@ -12,8 +12,10 @@ pytestmark = pytest.mark.process
 
 def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_the_gang_starts_afresh(single_node):
     node = single_node()
-    gang_id = node.call("submit", plugin="heat-diffusion", params={},     # 4 members: it waits on one node
-                        check_interval=5.0, check_forced=True)["id"]      # the default is 120 s, selective
+    # 4 members: it waits on one node; the default cadence is 120 s, selective
+    said = node.cli("submit", "heat-diffusion", "--check-every", "5s,forced").stdout
+    gang_id = said.split()[1].rstrip(":")
+    assert said == f"Submitted {gang_id}: a gang of 4 members of heat-diffusion.\n"   # members, not units
     node.kill()
     damaged = node.data_dir / "gang-checkpoints" / gang_id / f"{3:016d}.ckpt"
     damaged.parent.mkdir(parents=True)

@@ -213,3 +213,33 @@ def test_a_plugin_with_many_parameters_keeps_the_buttons_in_view_on_80x24_and_it
     run_ui(node, scenario, size=(80, 24))
     command, = sent
     assert command.params == {f"knob{i}": i for i in range(8)}
+
+
+def test_a_gang_plugin_asks_how_often_its_members_check_not_one_per_host_or_verify():
+    """A gang has p members, not units to spread one per host or re-run on a second host: its form offers the check
+    cadence `submit --check-every` takes, says a wrong one under its field, and sends a right one with the gang."""
+    heat = dataclasses.replace(GREP_VIEW, name="heat", gang=True, description="Members exchange edges.",
+                               params=(ParamView("members", "int", 4, "members of the gang", 1, 64, ()),))
+    node = FakeNode()
+    node.publish(plugins=(heat, *node.snapshot().plugins), assignments=())
+    sent = submitted(node)
+
+    async def scenario(app, pilot):
+        await pilot.press("s")
+        await wait_in_app(pilot, lambda: bool(app.screen.query("#submit-check-every")))
+        dialog = app.screen
+        await wait_in_app(pilot, lambda: dialog.query_one("#submit-check-every").visible)
+        shown = screen_text(app)
+        assert "check every" in shown and "one per host" not in shown and "verify" not in shown, shown
+        dialog.query_one("#submit-check-every", Input).value = "soon"
+        await pilot.click("#submit")
+        await wait_in_app(pilot, lambda: "check every 'soon': expected a time such as 10s" in screen_text(app))
+        assert not sent
+        dialog.query_one("#submit-check-every", Input).value = "30s,50steps"
+        await pilot.press("enter")
+        await wait_in_app(pilot, lambda: bool(sent))
+
+    run_ui(node, scenario)
+    command, = sent
+    assert (command.plugin, command.check_interval, command.check_supersteps, command.check_forced) == (
+        "heat", 30.0, 50, False)
