@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from frost_core import member_waited
+
 
 def render(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [headers] + [[_cell(value) for value in row] for row in rows]
@@ -140,7 +142,7 @@ def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:
     for m in gang["members"]:
         state = "at barrier" if m["at_barrier"] else ("stepping" if m["host"] else "waiting")
         rows.append([f"  .{m['rank']}", m["host_name"] or "—", state, f"superstep {m['superstep']}", "",
-                     f"waited {_duration(m['waited_seconds'])} at barriers"])
+                     member_waited(bool(m["host"]), _duration(m["waited_seconds"]))])
     return rows
 
 

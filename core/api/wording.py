@@ -26,3 +26,9 @@ def said_until(at: float, now: float) -> str:
     if when.date() == today + timedelta(days=1):
         return when.strftime("%H:%M tomorrow")
     return f"{when:%a} {when.day} {when:%b %H:%M}"
+
+
+def member_waited(placed: bool, waited: str) -> str:
+    """A gang member's why column: how long it waited at barriers for the slower members (`waited`, as the screen
+    writes a duration), or, while it has no host, that the gang waits for one for each member (its line says why)."""
+    return f"waited {waited} at barriers" if placed else "no host yet: the gang starts once every member has one"

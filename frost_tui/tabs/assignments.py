@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from frost_core import (
     AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, ReadResult, UnitView, counted,
+    member_waited,
 )
 
 from frost_tui.dialogs.small import FindDialog
@@ -176,7 +177,8 @@ class AssignmentsPane(Pane):
                                for u in self._units_of(assignment)))
         if assignment.gang is not None:
             units = Text("\n".join(f"{assignment.id}.{m.rank}  {m.host_name or '—'}  superstep {m.superstep}  "
-                                   f"waited {format_duration(m.waited_seconds)} at barriers" for m in assignment.gang.members))
+                                   f"{member_waited(bool(m.host), format_duration(m.waited_seconds))}"
+                                   for m in assignment.gang.members))
         return f"Assignment {assignment.id} ({assignment.plugin}, {assignment.state})", Group(
             describe_result(assignment, self._now, self._looking(assignment), movable=self._movable,
                             files=self._output_files(assignment)), Text(""), units)
@@ -272,7 +274,7 @@ def member_row(assignment_id: str, member: GangMemberView) -> tuple:
         "—",
         str(member.moves),
         "—",
-        Text(f"waited {format_duration(member.waited_seconds)} at barriers"),
+        Text(member_waited(bool(member.host), format_duration(member.waited_seconds))),
     )
 
 

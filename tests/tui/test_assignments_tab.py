@@ -96,6 +96,16 @@ def test_a_gang_shows_its_members_hosts_supersteps_and_barrier_waits():
     assert "Last global checkpoint  before superstep 4 (2048 bytes), taken 50s ago   Moves  1   Restarts  1" in text
 
 
+def test_a_gang_member_with_no_host_yet_says_so_not_how_long_it_waited_at_barriers():
+    waiting = dataclasses.replace(GANG, phase="waiting", superstep=0,
+                                  members=tuple(GangMemberView(r, "", "", 0, False, 0.0, 0) for r in range(2)))
+    unplaced = "no host yet: the gang starts once every member has one"
+    assert [(row[1].plain, row[7].plain) for row in (member_row("abababab-1", m) for m in waiting.members)] == [
+        ("waiting", unplaced)] * 2
+    reply = [json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(running_gang(), gang=waiting))))]
+    assert tables.assignments(reply).splitlines()[3].endswith(unplaced)
+
+
 def test_frost_tui_assignments_lists_a_gangs_members_under_it():
     reply = [json.loads(json.dumps(dataclasses.asdict(running_gang())))]
     reply[0]["gang"]["checkpoint_at"] = time.time() - 125   # taken a little over two minutes ago
