@@ -51,7 +51,7 @@ from frost_core import (
     waiting_for_restart,
 )
 
-from frost_tui.tabs.assignments import AssignmentsPane, no_result
+from frost_tui.tabs.assignments import AssignmentsPane, no_result, what_cancel_loses
 from frost_tui.dialogs.small import AtStake, ConfirmDialog, DetailsDialog, MoveDialog, PathDialog, QuitDialog
 from frost_tui.tabs.events import EventsPane
 from frost_tui.tabs.guests import GuestsPane, work_lost_by_evicting
@@ -524,11 +524,7 @@ class FrostApp(App[int]):
         if assignment is None or assignment.state != "running":
             self.notify("Select a running assignment first.", title="Nothing to cancel", severity="warning")
             return
-        done, unfinished = assignment.units_done, assignment.unit_count - assignment.units_done
-        self._confirm(f"Cancel {assignment.id}?",
-                      f"{assignment.id} ({assignment.plugin}) stops: {counted(unfinished, 'unfinished unit')} "
-                      f"stop wherever they run and their work is thrown away; {counted(done, 'finished unit')} "
-                      "give no result.", "Cancel assignment",
+        self._confirm(f"Cancel {assignment.id}?", what_cancel_loses(assignment), "Cancel assignment",
                       lambda: self.send(CancelAssignment(assignment_id=assignment.id)))
 
     def action_details(self) -> None:

@@ -263,6 +263,23 @@ def unit_row(unit: UnitView) -> tuple:
     )
 
 
+def what_cancel_loses(assignment: AssignmentView) -> str:
+    """The question before a cancel: what stops and what is thrown away, for units or a gang's members."""
+    if assignment.gang is not None:
+        gang = assignment.gang
+        kept = ("no global checkpoint was taken yet" if gang.checkpoint_superstep is None
+                else f"its last global checkpoint (before superstep {gang.checkpoint_superstep}) is deleted")
+        members = len(gang.members)
+        return (f"{assignment.id} ({assignment.plugin}) stops: its {counted(members, 'member')} "
+                f"{'stops' if members == 1 else 'stop'} at superstep {gang.superstep} and the gang's work is thrown "
+                f"away; {kept}.")
+    done, unfinished = assignment.units_done, assignment.unit_count - assignment.units_done
+    return (f"{assignment.id} ({assignment.plugin}) stops: {counted(unfinished, 'unfinished unit')} "
+            f"{'stops' if unfinished == 1 else 'stop'} wherever {'it runs' if unfinished == 1 else 'they run'} and "
+            f"{'its' if unfinished == 1 else 'their'} work is thrown away; {counted(done, 'finished unit')} "
+            f"{'gives' if done == 1 else 'give'} no result.")
+
+
 def member_row(assignment_id: str, member: GangMemberView) -> tuple:
     """A gang member in the units table: where it runs, its superstep, and how long it waited for the others."""
     state = "at barrier" if member.at_barrier else ("stepping" if member.host else "waiting")

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from frost_core import AssignmentView, FindUnits, FoundUnits, GangMemberView, GangView, UnitView
 from frost_tui import tables
-from frost_tui.tabs.assignments import assignment_row, describe_result, member_row
+from frost_tui.tabs.assignments import assignment_row, describe_result, member_row, what_cancel_loses
 from frost_tui.widgets.live_table import LiveTable
 from tests.tui.conftest import run_ui, screen_text
 from tests.tui.fake_node import FakeNode
@@ -104,6 +104,17 @@ def test_a_gang_member_with_no_host_yet_says_so_not_how_long_it_waited_at_barrie
         ("waiting", unplaced)] * 2
     reply = [json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(running_gang(), gang=waiting))))]
     assert tables.assignments(reply).splitlines()[3].endswith(unplaced)
+
+
+def test_the_question_before_a_cancel_says_what_a_gang_or_a_sweep_loses():
+    assert what_cancel_loses(running_gang()) == (
+        "abababab-1 (heat-diffusion) stops: its 3 members stop at superstep 7 and the gang's work is thrown away; its "
+        "last global checkpoint (before superstep 4) is deleted.")
+    fresh = dataclasses.replace(running_gang(), gang=dataclasses.replace(GANG, checkpoint_superstep=None))
+    assert what_cancel_loses(fresh).endswith("; no global checkpoint was taken yet.")
+    sweep = dataclasses.replace(done(), state="running", unit_count=3, units_done=2)
+    assert what_cancel_loses(sweep).endswith(": 1 unfinished unit stops wherever it runs and its work is thrown "
+                                             "away; 2 finished units give no result.")
 
 
 def test_frost_tui_assignments_lists_a_gangs_members_under_it():
