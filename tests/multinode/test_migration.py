@@ -132,9 +132,9 @@ def test_a_unit_held_on_a_paused_desk_says_so_at_its_master_and_leaves_it_when_t
 
 def test_a_long_pause_sends_its_stopped_guest_on_and_the_unit_finishes_elsewhere_with_the_reference_result(
         nodes, tmp_path):
-    # About a host owner's pause that outlasts `owner.pause_evict_after` (600 s on the defaults, 8 s here so that
+    # About a host owner's pause that outlasts `owner.pause_evict_after` (600 s on the defaults, 5 s here so that
     # the test need not wait ten minutes); the owner policy is out of the way on both nodes (OWNER_AWAY).
-    config = CLUSTER_CONFIG + OWNER_AWAY + "pause_evict_after = 8\n"
+    config = CLUSTER_CONFIG + OWNER_AWAY + "pause_evict_after = 5\n"
     master = nodes("master", extra_config=config)
     alpha = nodes("alpha", seeds=(master.address,), extra_config=config)
     wait_for_members([master, alpha])
@@ -156,7 +156,7 @@ def test_a_long_pause_sends_its_stopped_guest_on_and_the_unit_finishes_elsewhere
     assert re.fullmatch(r"paused by the owner; its guest leaves for other peers at \d\d:\d\d", reason), reason
     wait_for(lambda: not alpha.call("status")["guests"], timeout=60, what="the paused desk to send its guest on")
     assert alpha.call("status")["state"] == "paused"   # hosting stays paused: only the guest left
-    assert any(e["message"].startswith("paused for 8 s: the guests checkpoint and leave") for e in alpha.call("events"))
+    assert any(e["message"].startswith("paused for 5 s: the guests checkpoint and leave") for e in alpha.call("events"))
     # It goes on from the state it was paused in, not from the start.
     assert wait_for(lambda: progress_on(master), timeout=60, what=f"{task_id} running on the master") >= stopped_at
     wait_for(lambda: assignment(master, assignment_id)["state"] == "done", timeout=120, what="the assignment")
