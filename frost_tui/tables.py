@@ -112,7 +112,8 @@ def assignments(reply: list[dict[str, Any]]) -> str:
             rows += gang_rows(a, now)
             continue
         waiting = next((u["waiting"] for u in a["units"] if u["state"] == "queued" and u.get("waiting")), "")
-        rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", f"{a['units_done']}/{a['unit_count']}",
+        made = f"gang of {a['gang_members']}" if a.get("gang_members") else f"{a['units_done']}/{a['unit_count']}"
+        rows.append([a["id"], a["plugin"], a["state"], f"{a['progress']:.0%}", made,
                      a.get("error") or (f"queued: {waiting}" if waiting else "")
                      or (a.get("verification", "") if a["state"] == "done" else "")])
     return render(["ID", "PLUGIN", "STATE", "PROGRESS", "UNITS", "ERROR / WHY WAITING / CHECKED"], rows)

@@ -143,6 +143,7 @@ class AssignmentView:
     units_done: int = -1
     moves: int = -1               # its units' moves, all of them
     files_folder: str | None = None   # once done, where the node's machine keeps its units' output files, if any
+    gang_members: int = 0         # a gang's p, also once it ended and `gang` is gone (0: units)
 
     def __post_init__(self) -> None:
         """A view made by hand, or an older node's (a query's reply from before 2026-11-27), has every unit and none

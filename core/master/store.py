@@ -148,6 +148,7 @@ _ADDED_COLUMNS = (
     ("assignments", "check_interval", "REAL"),      # a gang's submitted seconds between checks; NULL: [gang] option
     ("assignments", "check_supersteps", "INTEGER"),  # a gang's submitted supersteps between checks; NULL: [gang] option
     ("assignments", "check_forced", "INTEGER NOT NULL DEFAULT 0"),  # 1: each of a gang's checks restarts it on the best p
+    ("assignments", "gang_members", "INTEGER NOT NULL DEFAULT 0"),  # a gang's p (0: units, or a gang stored before it)
 )
 
 
@@ -214,6 +215,8 @@ class AssignmentRecord:
     """A gang's check cadence as its submitter gave it (0: off), kept for a restart; None: the node's [gang] option."""
     check_forced: bool = False
     """Whether each of the gang's checks restarts it on the best p (`submit --check-every ...,forced`)."""
+    gang_members: int = 0
+    """A gang's p: a gang has no units, and its coordinator's view of its members lives only while it runs."""
 
     @property
     def verified(self) -> int:
@@ -405,14 +408,14 @@ class MasterStore:
         params: dict[str, Any], units: list[NewUnit], now: float | None = None, one_per_host: bool = False,
         inputs: tuple[InputFile, ...] = (), submitter: str | None = None, verify: float = 0.0,
         checked: frozenset[int] = frozenset(), cadence: tuple[float | None, int | None] = (None, None),
-        forced: bool = False,
+        forced: bool = False, gang_members: int = 0,
     ) -> str:
         """Store an assignment and all its units as queued, atomically; return its id.
 
         The id carries this node's id so it stays unique across the cluster and says who
         its master is wherever its units run. `cadence`: a gang's submitted (check_interval,
         check_supersteps), None for each left to the node's [gang] options, and whether its checks are
-        `forced`, kept for a restart.
+        `forced`, kept for a restart; `gang_members`: a gang's p (it has no units).
         """
         now = time.time() if now is None else now
         with self._batching, ExitStack() as index_locked, self._transaction(self._batches,
@@ -421,11 +424,11 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps, check_forced)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps, check_forced, gang_members)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
                  _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify, *cadence,
-                 int(forced)),
+                 int(forced), gang_members),
             )
             db.executemany(   # each row made as it is inserted: a list of 100,000 of them took 6 MB more at once
                 "INSERT INTO units (assignment_id, idx, data, memory_bytes, cost, state, checked)"
@@ -969,7 +972,7 @@ class MasterStore:
             state=row[5], created_at=row[6], finished_at=row[7], result_media_type=row[8],
             result_filename=row[9], error=row[10], units=units,
             one_per_host=bool(row[11]), inputs=_decode_inputs(row[12]), submitter=row[13], verify=row[14],
-            check_interval=row[15], check_supersteps=row[16], check_forced=bool(row[17]),
+            check_interval=row[15], check_supersteps=row[16], check_forced=bool(row[17]), gang_members=row[18],
             waste=tuple(db.execute(
                 "SELECT reason, SUM(seconds) AS total FROM waste WHERE assignment_id = ? GROUP BY reason"
                 " ORDER BY total DESC", (row[0],)).fetchall()),
@@ -997,7 +1000,7 @@ _IN_AT_ONCE = 500
 
 _ASSIGNMENT_COLUMNS = ("id, plugin, plugin_version, plugin_hash, params, state, created_at, finished_at, result_media_type,"
                        " result_filename, error, one_per_host, inputs, submitter, verify, check_interval,"
-                       " check_supersteps, check_forced")
+                       " check_supersteps, check_forced, gang_members")
 
 
 def _unit_columns(inputs: str, submitter: str) -> str:

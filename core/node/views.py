@@ -203,8 +203,8 @@ def assignment_view(
         error=record.error,
         wasted_seconds=record.wasted_seconds, waste=dict(record.waste),
         verify=record.verify, verified=tally.verified,
-        verification=verification.summary(record.verify, tally.count, tally.verified),
-        gang=gang_view((gangs or {}).get(record.id), names),
+        verification="" if record.gang_members else verification.summary(record.verify, tally.count, tally.verified),
+        gang=gang_view((gangs or {}).get(record.id), names), gang_members=record.gang_members,
     )
 
 

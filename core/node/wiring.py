@@ -541,7 +541,7 @@ class Node:
         demand = await gang_demand(info, params)
         assignment_id = self.store.create_assignment(
             plugin=info.name, plugin_version=info.version, plugin_hash=info.hash, params=params, units=[],
-            cadence=cadence, forced=forced)
+            cadence=cadence, forced=forced, gang_members=demand.members)
         self._run_gang(assignment_id, info, params, demand, checks)
         self.events.add("assignment", f"assignment {assignment_id} submitted: a gang of {demand.members} {info.name} "
                         f"members of {demand.memory_bytes >> 20} MiB each")

@@ -243,11 +243,20 @@ def assignment_row(assignment: AssignmentView, now: float) -> tuple:
         assignment.plugin,
         styled_state(assignment.state),
         progress_bar(assignment.progress) if gang is None else f"superstep {gang.superstep}",
-        f"{assignment.units_done}/{assignment.unit_count}" if gang is None else f"gang of {len(gang.members)}",
+        units_column(assignment),
         str(assignment.moves if gang is None else gang.moves),
         eta,
         format_duration(now - assignment.created_at),
     )
+
+
+def units_column(assignment: AssignmentView) -> str:
+    """Units done of all, or a gang's size: from its live view, else as stored (an ended gang's view is gone)."""
+    if assignment.gang is not None:
+        return f"gang of {len(assignment.gang.members)}"
+    if assignment.gang_members:
+        return f"gang of {assignment.gang_members}"
+    return f"{assignment.units_done}/{assignment.unit_count}"
 
 
 def unit_row(unit: UnitView) -> tuple:

@@ -30,3 +30,7 @@ def test_a_corrupt_gang_checkpoint_is_an_event_naming_the_gang_and_the_file_and_
     assert any("starts again from its first superstep, checking every 5 s (forced) (" in e["message"] for e in events), events
     gang = node.call("assignment", assignment=gang_id)
     assert gang["state"] == "running" and gang["gang"]["superstep"] == 0 and gang["gang"]["checkpoint_superstep"] is None
+    # Cancelled, its coordinator forgets it: the listing still says it was a gang of 4, not "0/0" units.
+    node.cli("cancel", gang_id)
+    (line,) = [line for line in node.cli("assignments").stdout.splitlines() if line.startswith(gang_id)]
+    assert line.split()[2:6] == ["cancelled", "0%", "gang", "of"] and line.split()[6] == "4", line

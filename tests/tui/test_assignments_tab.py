@@ -117,6 +117,14 @@ def test_the_question_before_a_cancel_says_what_a_gang_or_a_sweep_loses():
                                              "away; 2 finished units give no result.")
 
 
+def test_an_ended_gang_whose_members_are_forgotten_is_still_a_gang_of_its_size():
+    ended = dataclasses.replace(running_gang(), state="done", progress=1.0, gang=None, gang_members=3, unit_count=0,
+                                units_done=0, verification="")
+    assert assignment_row(ended, now=100.0)[4] == "gang of 3"
+    line = tables.assignments([json.loads(json.dumps(dataclasses.asdict(ended)))]).splitlines()[2]
+    assert line.split()[1:7] == ["heat-diffusion", "done", "100%", "gang", "of", "3"], line
+
+
 def test_frost_tui_assignments_lists_a_gangs_members_under_it():
     reply = [json.loads(json.dumps(dataclasses.asdict(running_gang())))]
     reply[0]["gang"]["checkpoint_at"] = time.time() - 125   # taken a little over two minutes ago
