@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from frost_core.api.wording import counted, member_waited, said_until
+    from frost_core.api.wording import counted, member_state, member_waited, said_until
     from frost_core.api.commands import (
         AddPlugin,
         CancelAssignment,
@@ -135,6 +135,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "option_named": ("frost_core.config", "option_named"),
     "configure_logging": ("frost_core.logs", "configure_logging"),
     "counted": ("frost_core.api.wording", "counted"),
+    "member_state": ("frost_core.api.wording", "member_state"),
     "member_waited": ("frost_core.api.wording", "member_waited"),
     "said_until": ("frost_core.api.wording", "said_until"),
     # commands change the node (the UI sends them one way; the control socket answers them)

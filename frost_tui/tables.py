@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from frost_core import member_waited
+from frost_core import member_state, member_waited
 
 
 def render(headers: list[str], rows: list[list[Any]]) -> str:
@@ -141,7 +141,7 @@ def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:
     rows = [[a["id"], a["plugin"], a["state"], f"superstep {gang['superstep']}", f"gang of {len(gang['members'])}",
              "; ".join(note for note in notes if note)]]
     for m in gang["members"]:
-        state = "at barrier" if m["at_barrier"] else ("stepping" if m["host"] else "waiting")
+        state = member_state(m["at_barrier"], bool(m["host"]), gang["phase"])
         rows.append([f"  .{m['rank']}", m["host_name"] or "—", state, f"superstep {m['superstep']}", "",
                      member_waited(bool(m["host"]), _duration(m["waited_seconds"]))])
     return rows

@@ -32,3 +32,11 @@ def member_waited(placed: bool, waited: str) -> str:
     """A gang member's why column: how long it waited at barriers for the slower members (`waited`, as the screen
     writes a duration), or, while it has no host, that the gang waits for one for each member (its line says why)."""
     return f"waited {waited} at barriers" if placed else "no host yet: the gang starts once every member has one"
+
+
+def member_state(at_barrier: bool, placed: bool, phase: str) -> str:
+    """A gang member's state column, from its own figures and its gang's `phase` (GangView.phase): once the gang
+    ended its members are done, or stopped with it (the gang's line says why it failed)."""
+    if phase in ("finished", "failed"):
+        return "done" if phase == "finished" else "stopped"
+    return "at barrier" if at_barrier else ("stepping" if placed else "waiting")

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from frost_core import (
     AssignmentView, FindUnits, FoundUnits, FrostError, GangMemberView, NodeSnapshot, ReadResult, UnitView, counted,
-    member_waited,
+    member_state, member_waited,
 )
 
 from frost_tui.dialogs.small import FindDialog
@@ -191,7 +191,8 @@ class AssignmentsPane(Pane):
         assignment = self.selected_assignment()
         rows = [(u.task_id, unit_row(u)) for u in (self._units_of(assignment) if assignment else ())]
         if assignment is not None and assignment.gang is not None:   # a gang's members stand in for units
-            rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m)) for m in assignment.gang.members]
+            rows = [(f"{assignment.id}.{m.rank}", member_row(assignment.id, m, assignment.gang.phase))
+                    for m in assignment.gang.members]
         self.query_one("#units-table", LiveTable).show_rows(rows)
         result = self.query_one("#assignment-result", Static)
         preview = self.query_one(ImagePreview)
@@ -289,9 +290,10 @@ def what_cancel_loses(assignment: AssignmentView) -> str:
             f"{'gives' if done == 1 else 'give'} no result.")
 
 
-def member_row(assignment_id: str, member: GangMemberView) -> tuple:
-    """A gang member in the units table: where it runs, its superstep, and how long it waited for the others."""
-    state = "at barrier" if member.at_barrier else ("stepping" if member.host else "waiting")
+def member_row(assignment_id: str, member: GangMemberView, phase: str = "running") -> tuple:
+    """A gang member in the units table: where it runs, its superstep, and how long it waited for the others;
+    `phase`: its gang's (a finished gang's members are done, not stepping)."""
+    state = member_state(member.at_barrier, bool(member.host), phase)
     return (
         f"{assignment_id}.{member.rank}",
         styled_state(state),

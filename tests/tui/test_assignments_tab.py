@@ -117,6 +117,13 @@ def test_the_question_before_a_cancel_says_what_a_gang_or_a_sweep_loses():
                                              "away; 2 finished units give no result.")
 
 
+def test_a_finished_gangs_members_are_done_not_stepping():
+    finished = dataclasses.replace(GANG, phase="finished", reason="finished after superstep 7")
+    assert [member_row("abababab-1", m, finished.phase)[1].plain for m in finished.members] == ["done"] * 3
+    reply = [json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(running_gang(), gang=finished))))]
+    assert [line.split()[2] for line in tables.assignments(reply).splitlines()[3:]] == ["done"] * 3
+
+
 def test_an_ended_gang_whose_members_are_forgotten_is_still_a_gang_of_its_size():
     ended = dataclasses.replace(running_gang(), state="done", progress=1.0, gang=None, gang_members=3, unit_count=0,
                                 units_done=0, verification="")
