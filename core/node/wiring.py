@@ -923,9 +923,10 @@ class Node:
     def _paused_guests_leave_at(self) -> float | None:
         """When the owner's pause sends its stopped guests on; None while no peer is there to take them (on a
         lone node they would only wait in a queue instead of here)."""
-        if not any(node != self.node_id for node in self._alive_nodes()):
-            return None
-        return paused_guests_leave_at(self._intents, self.config.get("owner.pause_evict_after"))
+        leave_at = paused_guests_leave_at(self._intents, self.config.get("owner.pause_evict_after"))
+        if leave_at is None or not any(node != self.node_id for node in self._alive_nodes()):
+            return None   # (the peers are looked at only during a pause: every offer asks for the hosting state)
+        return leave_at
 
     def _end_long_pause_hold(self, now: float) -> None:
         """Send a long pause's guests on, once a pause: they leave from a checkpoint taken as they go (each is

@@ -155,7 +155,8 @@ def test_a_long_pause_sends_its_stopped_guest_on_and_the_unit_finishes_elsewhere
     reason = alpha.call("status")["hosting"]["reason"]
     assert re.fullmatch(r"paused by the owner; its guest leaves for other peers at \d\d:\d\d", reason), reason
     wait_for(lambda: not alpha.call("status")["guests"], timeout=60, what="the paused desk to send its guest on")
-    assert alpha.call("status")["state"] == "paused"   # hosting stays paused: only the guest left
+    # Hosting stays paused once the eviction is over: only the guest left.
+    wait_for(lambda: alpha.call("status")["state"] == "paused", timeout=30, what="alpha paused again after the eviction")
     assert any(e["message"].startswith("paused for 5 s: the guests checkpoint and leave") for e in alpha.call("events"))
     # It goes on from the state it was paused in, not from the start.
     assert wait_for(lambda: progress_on(master), timeout=60, what=f"{task_id} running on the master") >= stopped_at
