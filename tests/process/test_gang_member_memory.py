@@ -104,8 +104,8 @@ def test_a_gang_member_holds_its_declared_memory_in_the_pool_and_a_unit_that_doe
     path.write_text(HOLDER)
     node.cli("plugins", "add", str(path))
     gang_id = node.call("submit", plugin="holder", params={})["id"]
-    wait_for(lambda: node.call("assignment", assignment=gang_id)["gang"]["members"][0]["host"], timeout=60,
-             what="the member placed")
+    wait_for(lambda: node.call("assignment", assignment=gang_id)["gang"]["superstep"] >= 1, timeout=60,
+             what="the member stepping")
     pi_id = node.call("submit", plugin="montecarlo-pi", params={"samples": 100_000, "units": 1})["id"]
 
     def pi_unit() -> dict:
