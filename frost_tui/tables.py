@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from frost_core import member_state, member_waited
+from frost_core import counted, member_state, member_waited
 
 
 def render(headers: list[str], rows: list[list[Any]]) -> str:
@@ -135,9 +135,9 @@ def gang_rows(a: dict[str, Any], now: float) -> list[list[Any]]:
     gang = a["gang"]
     checkpoint = (f"last checkpoint before superstep {gang['checkpoint_superstep']}, taken {_ago(now - gang['checkpoint_at'])}"
                   if gang["checkpoint_superstep"] is not None else "no checkpoint yet")
-    notes = [a.get("error") or gang["reason"], checkpoint]
+    notes = [a.get("error") or gang["reason"], "" if gang["phase"] == "finished" else checkpoint]
     if gang["restarts"] or gang["moves"]:
-        notes.append(f"{gang['moves']} moves, {gang['restarts']} restarts")
+        notes.append(f"{counted(gang['moves'], 'move')}, {counted(gang['restarts'], 'restart')}")
     rows = [[a["id"], a["plugin"], a["state"], f"superstep {gang['superstep']}", f"gang of {len(gang['members'])}",
              "; ".join(note for note in notes if note)]]
     for m in gang["members"]:

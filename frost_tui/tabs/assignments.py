@@ -354,8 +354,9 @@ def describe_result(assignment: AssignmentView, now: float,
         checkpoint = ("none yet" if gang.checkpoint_superstep is None
                       else f"before superstep {gang.checkpoint_superstep} ({gang.checkpoint_bytes} bytes), "
                            f"taken {checkpoint_age(gang.checkpoint_at, now)}")
-        lines.append(Text.assemble(("Gang  ", "bold"), f"{len(gang.members)} members, {gang.phase} at superstep "
-                                   f"{gang.superstep}" + (f": {gang.reason}" if gang.reason else "")))
+        where = gang.reason if gang.phase == "finished" else (
+            f"{gang.phase} at superstep {gang.superstep}" + (f": {gang.reason}" if gang.reason else ""))
+        lines.append(Text.assemble(("Gang  ", "bold"), f"{counted(len(gang.members), 'member')}, {where}"))
         lines.append(Text.assemble(("Last global checkpoint  ", "bold"), checkpoint,
                                    ("   Moves  ", "bold"), str(gang.moves), ("   Restarts  ", "bold"), str(gang.restarts)))
     if round(assignment.wasted_seconds) > 0:

@@ -121,7 +121,11 @@ def test_a_finished_gangs_members_are_done_not_stepping():
     finished = dataclasses.replace(GANG, phase="finished", reason="finished after superstep 7")
     assert [member_row("abababab-1", m, finished.phase)[1].plain for m in finished.members] == ["done"] * 3
     reply = [json.loads(json.dumps(dataclasses.asdict(dataclasses.replace(running_gang(), gang=finished))))]
-    assert [line.split()[2] for line in tables.assignments(reply).splitlines()[3:]] == ["done"] * 3
+    lines = tables.assignments(reply).splitlines()
+    assert [line.split()[2] for line in lines[3:]] == ["done"] * 3
+    assert lines[2].endswith("finished after superstep 7; 1 move, 1 restart"), lines[2]   # its checkpoint is moot
+    one = dataclasses.replace(finished, members=finished.members[:1])
+    assert "Gang  1 member, finished after superstep 7" in panel_text(dataclasses.replace(running_gang(), gang=one))
 
 
 def test_an_ended_gang_whose_members_are_forgotten_is_still_a_gang_of_its_size():
