@@ -51,7 +51,7 @@ from frost_core.guest.gang_member import MemberGuest, MemberSpec, open_member
 from frost_core.guest.supervisor import GuestSupervisor
 from frost_core.guest.views import GuestEvent, GuestSettings
 from frost_core.policies.intents import (
-    HostingState, Intents, expire_intents, hosting_state, paused_guests_leave_at, send_away,
+    HostingState, Intents, dated_pause, expire_intents, hosting_state, paused_guests_leave_at, send_away,
 )
 from frost_core.node.identity import load_node_id, load_node_key, load_owner_token, submitter_id
 from frost_core.ledger.book import Ledger
@@ -135,7 +135,7 @@ class Node:
         self.desk = DeskWatch(config)
         self._cap_guests()
         self._machine_state: MachineState | None = None
-        self._intents = Intents.load(self.store)
+        self._intents = dated_pause(Intents.load(self.store), time.time())
         self._intents_unsaved = False           # the disk refused to save the owner's latest wishes
         self._guests_stopped = False
         self._evicting = 0

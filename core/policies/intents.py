@@ -61,6 +61,14 @@ def send_away(intents: Intents, task_ids: tuple[str, ...], until: float) -> Inte
     return replace(intents, sent_away=others + tuple((task, until) for task in task_ids))
 
 
+def dated_pause(intents: Intents, now: float) -> Intents:
+    """A pause kept by a version that did not note when it began counts from `now` (the node's start), so that its
+    guests too leave once it has lasted (`paused_guests_leave_at`)."""
+    if intents.paused and intents.paused_at is None:
+        return replace(intents, paused_at=now)
+    return intents
+
+
 def paused_guests_leave_at(intents: Intents, leave_after: float) -> float | None:
     """When the owner's pause has held its guests long enough that they leave for other peers, or None.
 

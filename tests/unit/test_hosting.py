@@ -6,7 +6,7 @@ import pytest
 
 from frost_core.api.errors import ConfigError
 from frost_core.policies.intents import (
-    Intents, expire_intents, hosting_state, parse_until, paused_guests_leave_at, send_away,
+    Intents, dated_pause, expire_intents, hosting_state, parse_until, paused_guests_leave_at, send_away,
 )
 
 NOW = 1_000_000.0
@@ -62,6 +62,12 @@ def test_a_pause_sends_its_guests_on_once_it_has_lasted_unless_it_ends_first_or_
     assert paused_guests_leave_at(Intents(paused=True, paused_at=NOW, paused_until=NOW + 3600), 600) == NOW + 600
     # A timed pause forgets when it began as it ends: the next pause counts from its own start.
     assert expire_intents(Intents(paused=True, paused_at=NOW, paused_until=NOW + 10), NOW + 10) == Intents()
+
+
+def test_a_pause_kept_without_its_start_counts_from_the_nodes_start():
+    assert dated_pause(Intents(paused=True), NOW) == Intents(paused=True, paused_at=NOW)
+    assert dated_pause(Intents(paused=True, paused_at=NOW - 60), NOW).paused_at == NOW - 60
+    assert dated_pause(Intents(), NOW) == Intents()
 
 
 def test_a_paused_desk_says_when_its_stopped_guests_leave():
