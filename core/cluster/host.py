@@ -131,14 +131,15 @@ class Hosted:
     def master(self) -> str:
         return self.spec.master
 
-    def status(self, paused_as: str = "paused") -> UnitStatus:
+    def status(self, paused_as: str = "paused", leaves_in: float = 0.0) -> UnitStatus:
         """How far it got, at what CPU, from which checkpoint it would resume, and whether it runs at all,
-        as its master hears it; a stopped guest is `paused_as` (paused by the owner, or suspended)."""
+        as its master hears it; a stopped guest is `paused_as` (paused by the owner, or suspended), and one the
+        owner paused leaves in `leaves_in` seconds (0: not by itself)."""
         seq, progress, cpu = self.checkpoint
         state = paused_as if self.guest_state == "paused" else self.guest_state
         return UnitStatus(self.task.task_id, self.task.epoch, self.progress, self.cpu_seconds,
                           checkpoint_seq=seq, checkpoint_progress=progress, checkpoint_cpu=cpu, state=state,
-                          submitter=self.spec.submitter)
+                          submitter=self.spec.submitter, leaves_in=leaves_in if state == "paused" else 0.0)
 
     def standing_at(self, record: CheckpointRecord | None, *, captured: bool = False) -> tuple[float, float]:
         """The progress and CPU-seconds the unit stood at when `record` was taken here ((0, 0): not known).
@@ -205,6 +206,7 @@ class HostService:
         on_arrival: Callable[[str], None], relocator: Relocator,
         blocking: Callable[..., Awaitable[Any]] = trio.to_thread.run_sync,
         paused_as: Callable[[], str] = lambda: "paused",
+        pause_leaves_in: Callable[[], float] = lambda: 0.0,
         usage_of: Callable[[str], float] = lambda submitter: 0.0,
         on_spent: Callable[[Hosted, float, float], None] = lambda hosted, cpu_seconds, at: None,
         disk_refused: Callable[[StorageError], None] = lambda error: None,
@@ -212,7 +214,8 @@ class HostService:
     ) -> None:
         """`blocking` is how file work runs (in a thread); MockClock tests run it inline, so the mock
         clock cannot jump past a move's deadline while a thread writes. `paused_as` names why guests
-        stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports.
+        stand still now ("paused" by the owner, "suspended" by the owner policy) for the masters' reports, and
+        `pause_leaves_in` in how many seconds the owner's pause sends them on (0: not by itself).
         `usage_of` is a submitter's decayed usage as this node knows it (fair share takes the larger of
         that and what the offering master says). `on_spent` hears the CPU each guest run here used and when it
         ended, whatever its outcome (the ledger's "given"); its master hears the same figure, with the result
@@ -237,6 +240,7 @@ class HostService:
         self._relocator = relocator
         self._blocking = blocking
         self._paused_as = paused_as
+        self._pause_leaves_in = pause_leaves_in
         self._usage_of = usage_of
         self._demand: dict[str, Demand] = {}       # submitter -> its master's last offer here (fair share)
         self._held_since: float | None = None      # since when a free slot waits for a less-used submitter
@@ -734,10 +738,11 @@ class HostService:
         self._note_figures()
         by_master: defaultdict[str, list[UnitStatus]] = defaultdict(list)
         self._start_ahead()   # (a unit placed ahead goes back if this machine stopped taking guests)
+        paused_as, leaves_in = self._paused_as(), self._pause_leaves_in()
         for hosted in self._all_units():
             if hosted.leaving:
                 continue
-            by_master[hosted.master].append(hosted.status(self._paused_as()))
+            by_master[hosted.master].append(hosted.status(paused_as, leaves_in))
         expired = time.monotonic() - self._settings().hold_results
         for task_id, (status, master, since) in list(self._stopped.items()):
             if since < expired:

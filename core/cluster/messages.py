@@ -155,6 +155,7 @@ class UnitStatus:
                                 # suspended (by the owner policy), so its master's screen tells the truth;
                                 # STOPPED once, with its last figures, after its master had it stopped
     submitter: str = ""         # whose unit it is (from its spec)
+    leaves_in: float = 0.0      # paused by its host's owner: seconds until that pause sends it on (0: not known, never)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -117,6 +117,7 @@ class Copy:
     host: str
     run: CopyRun
     state: str = "running"   # as its host last reported it (paused, suspended, ...)
+    leaves_at: float = 0.0   # paused by its host's owner: when that pause sends it on (wall time here; 0: not known)
 
     @property
     def heard_at(self) -> float:
@@ -232,6 +233,10 @@ class MasterScheduler:
         prefix = f"{assignment_id}."
         return {split_task_id(task_id)[1]: copy.run.progress for task_id, copy in self._copies.items()
                 if task_id.startswith(prefix)}
+
+    def leaving(self) -> dict[str, float]:
+        """When each placed unit its host's owner paused leaves that host, by task id (`UnitStatus.leaves_in`)."""
+        return {task_id: copy.leaves_at for task_id, copy in self._copies.items() if copy.leaves_at}
 
     def reported_states(self) -> dict[str, str]:
         """Each placed unit's state as its host last reported it: "paused" and "suspended" stand still."""
@@ -695,7 +700,8 @@ class MasterScheduler:
         except UnknownAssignmentError:
             current = False
         if current:
-            self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds, status.state)
+            self._heard(status.task_id, status.epoch, host, progress, now, status.cpu_seconds, status.state,
+                        time.time() + status.leaves_in if status.leaves_in > 0 else 0.0)
             self._heard_checkpoint(status)
         elif not self._worth_keeping(host, status):
             stop.append(status.task_id)
@@ -746,14 +752,14 @@ class MasterScheduler:
         return self._store.confirm_location(assignment_id, index, epoch=epoch, host=host)
 
     def _heard(self, task_id: str, epoch: int, host: str, progress: float, now: float, cpu: float = 0.0,
-               state: str = "running") -> None:
+               state: str = "running", leaves_at: float = 0.0) -> None:
         """The copy at `epoch` reported: its clock restarts; a newer epoch (a move) gets a clock of its own."""
         copy = self._copies.get(task_id)
         if copy is None or copy.epoch != epoch or copy.host != host:
             start = copy.run.progress if copy is not None else progress
             copy = Copy(epoch, host, CopyRun(placed_at=now, start=start, heard_at=now, progress=start,
                                              cpu_start=cpu, cpu=cpu))
-        self._copies[task_id] = Copy(epoch, host, copy.run.report(progress, now, cpu), state)
+        self._copies[task_id] = Copy(epoch, host, copy.run.report(progress, now, cpu), state, leaves_at)
 
     def _heard_checkpoint(self, status: UnitStatus) -> None:
         """Keep the current copy's newest checkpoint as its host reports it: its replica's figures, exactly."""

@@ -100,12 +100,14 @@ def _find_units(store: MasterStore, seen: _Seen, assignment_id: str, words: list
         # `unit_words` reads what the node says of a task only for a running unit (its host's report) and a queued
         # one (why it waits): the other units' rows need no task id, and share a key.
         task_id = f"{assignment_id}.{index}" if state in ("running", "queued") else ""
-        row = (state, host, error, failures, seen.reported.get(task_id), seen.waiting.get(task_id))
+        row = (state, host, error, failures, seen.reported.get(task_id), seen.waiting.get(task_id),
+               seen.leaving.get(task_id))
         verdict = verdicts.get(row)
         if verdict is None:
             shown = _shown(state, error, failures, **unit_words(state, host, task_id, names=seen.names,
                                                                  waiting=seen.waiting, reported=seen.reported,
-                                                                 alive=seen.alive))
+                                                                 alive=seen.alive, leaving=seen.leaving,
+                                                                 now=time.time()))
             verdict = verdicts[row] = all(word in shown for word in texts)
         if verdict:
             matched.append(index)
@@ -132,19 +134,20 @@ class _Seen:
     reported: dict[str, str]
     gangs: dict[str, Any]
     alive: frozenset[str]
+    leaving: dict[str, float]
 
     def view(self, record: AssignmentRecord, tally: UnitTally | None = None) -> AssignmentView:
         """`record`'s view as a screen shows it; `tally`: of all its units, where `record` has some of them."""
         return assignment_view(record, now=time.time(), results_dir=self.results_dir, live=self.live,
                                names=self.names, etas=self.etas, waiting=self.waiting, reported=self.reported,
-                               gangs=self.gangs, tally=tally, alive=self.alive)
+                               gangs=self.gangs, tally=tally, alive=self.alive, leaving=self.leaving)
 
 
 def _seen(node: Answering) -> _Seen:
     waiting = node.unit_waiting()
     return _Seen(results_dir=node.results_dir, live=dict(node.live_progress()), names=peer_names(node),
                  etas=dict(node.unit_etas()), reported=dict(node.unit_states()), gangs=dict(node.gang_views()),
-                 alive=live_node_ids(node),
+                 alive=live_node_ids(node), leaving=dict(node.unit_leaving()),
                  waiting=waiting.worked_out() if isinstance(waiting, WaitingReasons) else dict(waiting))
 
 

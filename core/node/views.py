@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from frost_core.api.wording import said_until
 from frost_core.policies.intents import HostingState, Intents
 from frost_core.master import verification
 from frost_core.master.results import exported_files_folder, exported_path
@@ -73,6 +74,8 @@ class NodeParts(Protocol):
     def unit_waiting(self) -> dict[str, str]: ...
 
     def unit_states(self) -> dict[str, str]: ...
+
+    def unit_leaving(self) -> dict[str, float]: ...
 
     def quarantined(self) -> dict[str, str]: ...
 
@@ -155,7 +158,7 @@ def assignment_view(
     names: Mapping[str, str] | None = None, etas: Mapping[str, float] | None = None,
     waiting: Mapping[str, str] | None = None, reported: Mapping[str, str] | None = None,
     gangs: Mapping[str, GangCoordinatorView] | None = None, tally: UnitTally | None = None,
-    alive: Collection[str] = (),
+    alive: Collection[str] = (), leaving: Mapping[str, float] | None = None,
 ) -> AssignmentView:
     """`live` maps task ids of guests running here to their current progress: the store only
     learns a unit's progress when it completes, the screen should see it move. `names` maps
@@ -164,7 +167,8 @@ def assignment_view(
     (`UnitView.reported`), the screen shows that rather than "running". A queued unit shows no host: the one it had
     may be dead and is not where it will run. `tally`: of all the units, where `record.units` are some of them
     (`MasterStore.listing`); None: `record.units` are all of them. `alive`: the ids of the live nodes, this one
-    included: a unit held on a paused desk can be moved only where another one is."""
+    included: a unit held on a paused desk can be moved only where another one is. `leaving`: when a unit held on a
+    paused desk leaves it by itself, as its host said (`MasterScheduler.leaving`)."""
     live = live or {}
     names = names or {}
     etas = etas or {}
@@ -178,7 +182,7 @@ def assignment_view(
                  moves=u.moves, failures=u.failures, error=u.error,
                  eta_seconds=etas.get(u.task_id) if u.state == "running" else None,
                  **unit_words(u.state, u.host, u.task_id, names=names, waiting=waiting, reported=reported,
-                              alive=alive))
+                              alive=alive, leaving=leaving or {}, now=now))
         for u in record.units
     )
     running = {f"{record.id}.{index}": stored for index, stored in tally.running}
@@ -213,10 +217,12 @@ def assignment_views(node: NodeParts, *, now: float, live: Mapping[str, float],
     """Every assignment as a screen lists it (`MasterStore.listing`), a settled one's view made once: a snapshot's,
     and `ListAssignments`' answer."""
     etas, waiting, reported, gangs = node.unit_etas(), node.unit_waiting(), node.unit_states(), node.gang_views()
+    leaving = node.unit_leaving()
 
     def make(listed: Listed) -> AssignmentView:
         return assignment_view(listed.record, now=now, results_dir=node.results_dir, live=live, names=names, etas=etas,
-                               waiting=waiting, reported=reported, gangs=gangs, tally=listed.tally, alive=alive)
+                               waiting=waiting, reported=reported, gangs=gangs, tally=listed.tally, alive=alive,
+                               leaving=leaving)
 
     return tuple(make(listed) if listed.record.id in gangs   # (a gang's coordinator view changes beside its record)
                  else node.settled_views.view(listed.record, names, functools.partial(make, listed))
@@ -265,22 +271,27 @@ STOPPED_BY_OWNER = ("paused", "suspended")
 
 
 def unit_words(state: str, host: str, task_id: str, *, names: Mapping[str, str], waiting: Mapping[str, str],
-               reported: Mapping[str, str], alive: Collection[str]) -> dict[str, str]:
+               reported: Mapping[str, str], alive: Collection[str], leaving: Mapping[str, float] | None = None,
+               now: float = 0.0) -> dict[str, str]:
     """What a unit's row says beside its stored fields (`UnitView`'s reported, host_name and waiting): a search of
-    the units (`FindUnits`) matches what the screen shows. `alive`: the live nodes' ids (`live_node_ids`)."""
+    the units (`FindUnits`) matches what the screen shows. `alive`: the live nodes' ids (`live_node_ids`);
+    `leaving`: when a unit held on a paused desk leaves it by itself (wall time; `now` says it in words)."""
     standing_still = _standing_still(state, reported.get(task_id))
     host_name = names.get(host, host[:8]) if host and state != "queued" else ""
     movable = any(node_id != host for node_id in alive)
+    leaves = said_until(leaving[task_id], now) if leaving and task_id in leaving and now else ""
     return {"reported": standing_still, "host_name": host_name,
-            "waiting": waiting.get(task_id, "") if state == "queued" else _held_by(standing_still, host_name, movable)}
+            "waiting": waiting.get(task_id, "") if state == "queued"
+            else _held_by(standing_still, host_name, movable, leaves)}
 
 
-def _held_by(standing_still: str, host_name: str, movable: bool) -> str:
+def _held_by(standing_still: str, host_name: str, movable: bool, leaves: str = "") -> str:
     """Who holds a placed unit that makes no progress, for the why column (the state column says only "paused").
-    A paused desk sends its guests on once the pause lasts (`owner.pause_evict_after`, the host's setting) and the
-    remedy is offered, only where a live node besides it could take the unit."""
+    A paused desk sends its guests on once the pause lasts (`owner.pause_evict_after`, the host's setting; `leaves`:
+    at what time, as the host said) and the remedy is offered, only where a live node besides it could take the unit."""
     if standing_still == "paused":
-        elsewhere = ", or on another peer if the pause lasts (or move it there now)" if movable else ""
+        later = f"at {leaves}" if leaves else "if the pause lasts"
+        elsewhere = f", or on another peer {later} (or move it there now)" if movable else ""
         return f"{host_name}'s owner paused its guests: it goes on when they resume{elsewhere}"
     if standing_still == "suspended":
         return f"{host_name}'s owner is busy: it goes on once they are done, or moves if that lasts"

@@ -176,7 +176,7 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
-            paused_as=self._paused_as, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
+            paused_as=self._paused_as, pause_leaves_in=self._pause_leaves_in, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
             named=self._peer_named,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
@@ -319,6 +319,11 @@ class Node:
     def gang_views(self) -> dict[str, GangCoordinatorView]:
         """The gangs this node is master of, by assignment id."""
         return {view.gang_id: view for view in self.gangs.runs.views()}
+
+    def unit_leaving(self) -> dict[str, float]:
+        """When each placed unit of this node's assignments that its host's owner paused leaves that host (wall time
+        here), as the host last said."""
+        return self._scheduler.leaving()
 
     def unit_waiting(self) -> dict[str, str]:
         """Why each queued unit of this node's assignments is not placed (`placement.why_not_placed`)."""
@@ -927,6 +932,11 @@ class Node:
         if leave_at is None or not any(node != self.node_id for node in self._alive_nodes()):
             return None   # (the peers are looked at only during a pause: every offer asks for the hosting state)
         return leave_at
+
+    def _pause_leaves_in(self) -> float:
+        """Seconds until the owner's pause sends its guests on, for their masters' reports (0: not by itself)."""
+        leave_at = self._paused_guests_leave_at()
+        return 0.0 if leave_at is None else max(leave_at - time.time(), 0.0)
 
     def _end_long_pause_hold(self, now: float) -> None:
         """Send a long pause's guests on, once a pause: they leave from a checkpoint taken as they go (each is

@@ -4,6 +4,7 @@ a unit placed ahead of a busy CPU shown waiting."""
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -312,7 +313,8 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
             live_progress=dict, unit_etas=dict, gang_views=dict,
             unit_waiting=lambda: WaitingReasons({f"{assignment}.7": "no peer with free CPU"},
                                                 lambda: {assignment: "waits its turn"}),   # as a round leaves them
-            unit_states=lambda: {f"{assignment}.12": "paused"})
+            unit_states=lambda: {f"{assignment}.12": "paused"},
+            unit_leaving=lambda: {f"{assignment}.12": time.time() + 600})   # its host's pause sends it on then
 
         async def found(words, limit=SNAPSHOT_UNITS):
             answered = await answer(node, FindUnits(assignment_id=assignment, match=words, limit=limit))
@@ -323,6 +325,7 @@ async def test_finding_units_matches_what_their_rows_show_and_every_word_must_ma
         for nothing in ("12 running", "12 120", "300"):
             assert await found(nothing) == ([], 0)
         assert await found("paused curie") == ([12], 1)             # as its row says: paused, on the peer curie
+        assert await found("another peer at") == ([12], 1)          # ... and when it leaves curie by itself
         assert await found("running") == ([120, 250], 2)
         assert await found("failed") == ([7], 1) and await found("memoryerror free cpu") == ([7], 1)
         assert await found("free beef") == ([], 0)                  # a queued unit shows no host
