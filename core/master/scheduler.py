@@ -978,7 +978,8 @@ class MasterScheduler:
                 self.wake()
         elif self._store.fail_unit(assignment_id, index, epoch=epoch, error=reason):
             self._forget(task_id, epoch)
-            self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}", standing=self.standing(assignment_id))
+            self._store.fail_assignment(assignment_id, f"unit {index} failed: {reason}",
+                                        standing=self.standing(assignment_id))
             self._events.add("assignment", f"assignment {assignment_id} failed: unit {index}: {reason}",
                              severity="error", title="Assignment failed")
         self._on_change()

@@ -424,7 +424,8 @@ class MasterStore:
             assignment_id = f"{self._prefix}-{seq}"
             db.execute(
                 "INSERT INTO assignments (id, seq, plugin, plugin_version, plugin_hash, params, state, created_at,"
-                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps, check_forced, gang_members)"
+                " one_per_host, inputs, submitter, verify, check_interval, check_supersteps, check_forced,"
+                " gang_members)"
                 " VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (assignment_id, seq, plugin, plugin_version, plugin_hash, cbor2.dumps(params), now, int(one_per_host),
                  _encode_inputs(inputs), self._submitter if submitter is None else submitter, verify, *cadence,
@@ -990,7 +991,8 @@ def _keep_standing(db: sqlite3.Connection, assignment_id: str, standing: Mapping
     """Store how far each running unit got as its host last reported it (the store keeps a placed unit's progress
     only at a checkpoint's replica or a requeue): a stopped sweep's rows show where each unit stood, not 0 %."""
     db.executemany("UPDATE units SET progress = MAX(progress, ?) WHERE assignment_id = ? AND idx = ?"
-                   " AND state = 'running'", [(progress, assignment_id, index) for index, progress in (standing or {}).items()])
+                   " AND state = 'running'",
+                   [(progress, assignment_id, index) for index, progress in (standing or {}).items()])
 
 
 _WAITING = ("queued", "failed", "cancelled")

@@ -176,7 +176,8 @@ class Node:
             settings=lambda: HostSettings.from_config(self.config), on_change=self._hosting_changed,
             alive=self._alive_nodes, own_figures=self._own_view, answer_work_request=self._answer_work_request,
             on_arrival=lambda task_id: self.balancer.note_arrival(task_id), relocator=migrator,
-            paused_as=self._paused_as, pause_leaves_in=self._pause_leaves_in, usage_of=self._usage_of, on_spent=self._gave, disk_refused=self.disk.refused,
+            paused_as=self._paused_as, pause_leaves_in=self._pause_leaves_in, usage_of=self._usage_of,
+            on_spent=self._gave, disk_refused=self.disk.refused,
             named=self._peer_named,
         )
         self.bandwidths = Bandwidths(PolicySettings.from_config(self.config).default_bandwidth)
@@ -948,7 +949,7 @@ class Node:
         if self._evicting or self._nursery is None or not (self.host.running_count or self.gangs.host.hosted()):
             return
         self._pause_released = self._intents.paused_at
-        held = format_span(self.config.get("owner.pause_evict_after"))
+        held = format_span(now - self._intents.paused_at)
         self.events.add("pause", f"paused for {held}: the guests checkpoint and leave for other peers "
                         "(owner.pause_evict_after); hosting stays paused")
         self._nursery.start_soon(self._evict_paused)

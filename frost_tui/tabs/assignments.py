@@ -284,9 +284,11 @@ def what_cancel_loses(assignment: AssignmentView) -> str:
                 f"{'stops' if members == 1 else 'stop'} at superstep {gang.superstep} and the gang's work is thrown "
                 f"away; {kept}.")
     done, unfinished = assignment.units_done, assignment.unit_count - assignment.units_done
-    return (f"{assignment.id} ({assignment.plugin}) stops: {counted(unfinished, 'unfinished unit')} "
-            f"{'stops' if unfinished == 1 else 'stop'} wherever {'it runs' if unfinished == 1 else 'they run'} and "
-            f"{'its' if unfinished == 1 else 'their'} work is thrown away; {counted(done, 'finished unit')} "
+    if unfinished == 1:
+        stopping = "1 unfinished unit stops wherever it runs and its work is thrown away"
+    else:
+        stopping = f"{unfinished} unfinished units stop wherever they run and their work is thrown away"
+    return (f"{assignment.id} ({assignment.plugin}) stops: {stopping}; {counted(done, 'finished unit')} "
             f"{'gives' if done == 1 else 'give'} no result.")
 
 
