@@ -259,7 +259,8 @@ class MasterScheduler:
             await self.export(assignment_id)
         requeued = self._store.requeue_hosted_by(self._node_id)
         if requeued:
-            self._events.add("assignment", f"{counted(len(requeued), 'unit')} this machine ran when it stopped are queued again")
+            ran = f"{counted(len(requeued), 'unit')} this machine ran when it stopped"
+            self._events.add("assignment", f"{ran} {'is' if len(requeued) == 1 else 'are'} queued again")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.reach.watch_for_sleep)

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from tests.process.guests import guest_cpu_seconds, guest_processes, reference_sha256
@@ -55,14 +56,18 @@ def test_kill_9_of_the_node_then_restart_loses_nothing(single_node, tmp_path):
     wait_for(lambda: sum(u["state"] == "done" for u in node.call("assignment", assignment=assignment_id)["units"]) >= 2,
              timeout=60, what="a few units done")
     done_before = {u["task_id"] for u in node.call("assignment", assignment=assignment_id)["units"] if u["state"] == "done"}
+    orphans = guest_processes(node.process.pid)  # a node killed with -9 cannot stop them: the next node must
     node.kill()
-    for guest in guest_processes(node.process.pid):
-        guest.kill()
     node = single_node(OWNER_AWAY)
     record = node.call("assignment", assignment=assignment_id)
     assert done_before <= {u["task_id"] for u in record["units"] if u["state"] == "done"}, "completed units survive"
+    wait_for(lambda: not [p for p in orphans if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], timeout=10,
+             what="the killed node's guests gone once the next node started")
     wait_for(lambda: node.call("assignment", assignment=assignment_id)["state"] == "done", timeout=120,
-             what="the assignment to finish after the restart")
+             what="the assignment to finish after the restart",
+             show=lambda: [(u["task_id"], u["state"], u["host_name"], u["waiting"] or u["reported"])
+                           for u in node.call("assignment", assignment=assignment_id)["units"] if u["state"] != "done"]
+             + [e["message"] for e in node.call("events")[-8:]])
     output = tmp_path / "after-kill.png"
     node.cli("result", assignment_id, "--output", str(output))
     assert sha256(output) == reference_sha256(file, params)
