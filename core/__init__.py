@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         EvictGuests,
         FinishThenPause,
         HandOffGuests,
+        JoinCluster,
         Measurement,
         MoveTask,
         PauseHosting,
@@ -141,7 +142,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # commands change the node (the UI sends them one way; the control socket answers them)
     **{name: ("frost_core.api.commands", name) for name in (
         "AddPlugin", "CancelAssignment", "ClearQuarantine", "Command", "EvictGuests", "FinishThenPause", "HandOffGuests",
-        "Measurement", "MoveTask",
+        "JoinCluster", "Measurement", "MoveTask",
         "PauseHosting", "Remeasure", "RemovePlugin", "ResumeHosting", "SaveSettings", "SubmitAssignment", "Submitted")},
     # queries change nothing
     **{name: ("frost_core.api.queries", name) for name in (

@@ -169,8 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     key_verbs.add_parser("show", parents=[scripting], help="print this cluster's join code",
                          description="print this cluster's join code (it never creates a key)")
     key_set = key_verbs.add_parser("set", parents=[scripting], help="join another cluster with its join code",
-                                   description="join another cluster with its join code; restart the node after")
+                                   description="join another cluster with its join code: a running node leaves its "
+                                               "cluster for it at once (refused while work of its cluster would be "
+                                               "stranded); else the node joins it when it starts")
     key_set.add_argument("code")
+    key_set.add_argument("--seed", dest="join_seed", metavar="HOST:PORT", default="",
+                         help="a peer of that cluster to ask first where broadcasts do not reach it (kept as node.seeds)")
     key_verbs.add_parser("owner-token", parents=[scripting],
                          help="print this node's owner token (what `--attach` from another machine asks for)",
                          description="print this node's owner token (what `--attach` from another machine asks for)")
@@ -438,8 +442,21 @@ def _key(args: argparse.Namespace, paths: Paths, out: _Output) -> tuple[KeyResul
         code = ClusterKey.load(key_file).to_join_code()
         out.say(code)
         return KeyResult(key_file=str(key_file), join_code=code), EXIT_OK
-    ClusterKey.from_join_code(args.code.strip()).save(key_file)
-    out.say(f"Saved the cluster key to {key_file}. Restart the node to join that cluster.")
+    from frost_core import JoinCluster, save_config
+
+    key = ClusterKey.from_join_code(args.code.strip())   # a mistyped code or seed is refused before anything changes
+    if args.join_seed:
+        parse_address(args.join_seed, option="--seed")
+    try:
+        said = _call(paths, JoinCluster(code=key.to_join_code(), seed=args.join_seed))
+    except NodeUnavailableError:
+        key.save(key_file)
+        if args.join_seed:
+            seeds = [args.join_seed]
+            save_config(load_config(paths).replace(node__seeds=seeds), names={"node.seeds": seeds})
+        out.say(f"Saved the cluster key to {key_file}; the node joins that cluster when it starts.")
+    else:
+        out.say(f"The node {said}.")
     return KeyResult(key_file=str(key_file)), EXIT_OK
 
 

@@ -129,7 +129,17 @@ class Remeasure:
     REPLY: ClassVar[Any] = Measurement
 
 
+@dataclass(frozen=True)
+class JoinCluster:
+    """Leave this cluster for the one whose join code this is, now, without a restart; refused (nothing changes)
+    while work of either cluster would be stranded by it."""
+
+    REPLY: ClassVar[Any] = str
+    code: str
+    seed: str = ""   # HOST:PORT of a peer of that cluster, where broadcasts do not reach: kept as `node.seeds`
+
+
 Command = (
     PauseHosting | ResumeHosting | FinishThenPause | EvictGuests | HandOffGuests | MoveTask | SubmitAssignment
-    | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure | ClearQuarantine
+    | CancelAssignment | AddPlugin | RemovePlugin | SaveSettings | Remeasure | ClearQuarantine | JoinCluster
 )

@@ -275,6 +275,15 @@ class HostService:
     def hosted(self) -> tuple[Hosted, ...]:
         return tuple(self._hosted.values())
 
+    def held_for_others(self) -> tuple[int, int]:
+        """Units of other masters on this machine (running, placed ahead or arriving) and outcomes still owed to other
+        masters: what this node would strand if it left for another cluster."""
+        own = f"{self.node_id[:8]}-"
+        here = {*self._hosted, *self._ahead, *self._starting}
+        owed = {held.task_id for held in self._outbox.held() if held.master != self.node_id} | set(self._unsaved)
+        return (sum(not task_id.startswith(own) for task_id in here),
+                sum(not task_id.startswith(own) for task_id in owed))
+
     def forwarded_to(self, task_id: str) -> str | None:
         """Where a unit that ran here went, if it left recently."""
         forward = self._forwards.get(task_id)

@@ -65,6 +65,15 @@ class Discovery:
                 wait = min(wait * 2, node.config.rejoin_max)
             await trio.sleep(wait)
 
+    async def look_again(self) -> None:
+        """Find the cluster as a node that just started would (this node joined another one): announce, and ask the
+        seeds at once rather than when `join_through_seeds` next wakes, which may be `rejoin_max` away."""
+        self._settled.clear()
+        self._said_settled = False
+        await self._announce()
+        for address in self._rejoin_addresses():
+            self.node.nursery.start_soon(self._rejoin_through, address)
+
     def _rejoin_addresses(self) -> list[Address]:
         """The seeds, and the last few members we knew (most recently lost first), but never ourselves."""
         node = self.node

@@ -188,6 +188,16 @@ class Membership:
         now = trio.current_time()
         await self._outbid(state=MemberState.ALIVE, suspectors=(), state_since=now)
 
+    async def join_another_cluster(self) -> int:
+        """The transport speaks another cluster's key now (after `leave`): forget every peer of the last cluster and
+        find the new one's, alive again one incarnation above the goodbye. Returns how many peers were forgotten."""
+        dropped = self.table.drop_peers()
+        self.prober.rtt.clear()
+        self._leaving = False
+        await self._outbid(state=MemberState.ALIVE, suspectors=(), state_since=trio.current_time())
+        await self.discovery.look_again()
+        return dropped
+
     async def readdress(self, address: Address) -> None:
         """This machine is reached at `address` now (another network, another lease): the own record says so,
         one incarnation up so it wins everywhere, pushed to the peers at once (from the new address: a peer

@@ -160,6 +160,17 @@ class MemberTable:
             del self._keys[digest_key(record.node_id)]
         return gone
 
+    def drop_peers(self) -> int:
+        """Forget every other member at once (this node joined another cluster); how many there were."""
+        dropped = len(self._records) - 1
+        own = self.own
+        self._records, self._keys = {}, {}
+        self.suspects.clear()
+        self._active.clear()
+        self._inactive.clear()
+        self.put(own)
+        return dropped
+
     def changed_since(self, since: float) -> list[NodeRecord]:
         """Records that changed at or after `since` (the news), newest first; walks only those."""
         news = []

@@ -36,13 +36,14 @@ from frost_core.cluster.messages import GangSpec, Verdict
 from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
-    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, HandOffGuests, Measurement, MoveTask,
-    PauseHosting, ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
+    AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, HandOffGuests, JoinCluster, Measurement,
+    MoveTask, PauseHosting, ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
 )
 from frost_core.config import Config, parse_address, save_config, waiting_for_restart
 from frost_core.node.attach_protocol import AttachRequest
 from frost_core.node.attach_service import serve_attached
 from frost_core.node.control import Handler, Request, serve_control
+from frost_core.node.joining import what_holds_back
 from frost_core.api.node_api import EMBEDDED, Link
 from frost_core.wire.channel import Channel
 from frost_core.api.errors import ConfigError, FrostError, PluginError, StorageError
@@ -449,6 +450,8 @@ class Node:
                                           cadence=(check_interval, check_supersteps), forced=check_forced)
             case ClearQuarantine(node=node):
                 return f"{self._scheduler.clear_quarantine(node)[:8]} gets units from this master again"
+            case JoinCluster(code=code, seed=seed):
+                return await self._join_cluster(ClusterKey.from_join_code(code), seed)
             case CancelAssignment(assignment_id=assignment_id):
                 record = self.store.cancel_assignment(assignment_id, standing=self._scheduler.standing(assignment_id))
                 await self.host.stop_assignment(assignment_id)  # guests elsewhere stop at their next report
@@ -825,6 +828,43 @@ class Node:
     def _name_of(self, node_id: str) -> str:
         members = self.membership.members() if self.membership else []
         return node_views.display_names(members).get(node_id, node_id[:8])
+
+    async def _join_cluster(self, key: ClusterKey, seed: str) -> str:
+        """Leave this cluster for `key`'s at once: peers of this one hear a goodbye, the new key (and `seed`, a peer
+        of the new cluster to ask first, as `node.seeds`) is kept for the next start, and the new cluster's peers
+        appear as they answer. Refused, with nothing changed, while work of this cluster would be stranded
+        (`joining.what_holds_back`)."""
+        seeds = (parse_address(seed, option="seed"),) if seed else None
+        if key == self.cluster_key:
+            return f"is already in cluster {key.fingerprint()}"
+        if self.membership is None or self._transport is None:
+            raise FrostError("the node is still starting; join once it is up", title="Not joined")
+        own = f"{self.node_id[:8]}-"
+        guests, owed = self.host.held_for_others()
+        guests = max(guests, sum(not g.task_id.startswith(own) for g in self.supervisor.figures()))
+        held_back = what_holds_back(
+            guests=guests, owed=owed, gangs=len(self.gangs.runs.views()),
+            units_out=sum(placed.host != self.node_id for placed in self.store.index.running()))
+        if held_back:
+            raise FrostError(f"still in cluster {self.cluster_key.fingerprint()}: {held_back}", title="Not joined")
+        try:
+            await trio.to_thread.run_sync(key.save, self.config.cluster_key_file)
+        except OSError as error:
+            raise StorageError.writing(self.config.cluster_key_file, error) from error
+        if seeds is not None:
+            self.config = self.config.replace(node__seeds=[seed])
+            save_config(self.config, names={"node.seeds": [seed]})
+            self.membership.discovery.seeds = seeds
+        left, told = self.cluster_key.fingerprint(), len(self.membership.table.active_peers())
+        await self.membership.leave()
+        self._transport.rekey(key)
+        self.cluster_key = key
+        await self.membership.join_another_cluster()
+        said = (f"left cluster {left} ({counted(told, 'peer')} told) and joined cluster {key.fingerprint()}, whose key "
+                f"{self.config.cluster_key_file} keeps; its peers appear as they answer")
+        self.events.add("join", said)
+        self.mark_changed()
+        return said
 
     def _set_intents(self, intents: Intents) -> None:
         self._intents = intents

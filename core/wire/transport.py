@@ -63,7 +63,9 @@ class NetworkTransport:
         self.refusals = RefusalLog(logger)
         self._sealer = DatagramSealer(key, node_id)
         self._opener = DatagramOpener(key)
-        self._datagram_send, self._datagram_receive = trio.open_memory_channel[tuple[Address, Message]](
+        self._key_generation = 0
+        """How many times `rekey` changed the key: what was opened under an older one is not listened to."""
+        self._datagram_send, self._datagram_receive = trio.open_memory_channel[tuple[int, Address, Message]](
             datagram_queue
         )
         self._exchange_handlers: dict[int, ExchangeHandler] = {}
@@ -96,7 +98,20 @@ class NetworkTransport:
         await self.send_datagram((host, port or self.local_address[1]), message)
 
     async def receive_datagram(self) -> tuple[Address, Message]:
-        return await self._datagram_receive.receive()
+        while True:
+            generation, address, message = await self._datagram_receive.receive()
+            if generation == self._key_generation:
+                return address, message
+
+    def rekey(self, key: ClusterKey) -> None:
+        """Speak another cluster's key from now on (the owner joined it). Nothing of the old cluster is listened to
+        again: its datagrams still queued are dropped, kept channels are closed, a channel a peer opened under the
+        old key is closed at its next request unanswered, and an exchange begun before fails once its reply comes."""
+        self.key = key
+        self._sealer = DatagramSealer(key, self.node_id)
+        self._opener = DatagramOpener(key)
+        self._key_generation += 1
+        self.pool.close()
 
     async def exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
         """Send a request and wait for its reply, on a channel kept for `address` if there is one.
@@ -104,13 +119,17 @@ class NetworkTransport:
         Failures keep the Transport contract: trio.TooSlowError, ProtocolError or OSError (a
         connection the peer broke, e.g. because it was killed mid-handshake, is a ConnectionError).
         """
+        generation = self._key_generation
         try:
             with trio.fail_after(timeout):
-                return await self.pool.call(address, lambda channel: channel.send(message), Channel.receive)
+                reply = await self.pool.call(address, lambda channel: channel.send(message), Channel.receive)
         except trio.BrokenResourceError as error:
             raise ConnectionResetError(f"{address[0]}:{address[1]} broke the connection: {error}") from error
         except trio.EndOfChannel:
             raise ProtocolError(f"{address} closed the connection without replying") from None
+        if generation != self._key_generation:
+            raise ProtocolError(f"{address[0]}:{address[1]} answered under the cluster key this node has left")
+        return reply
 
     def set_exchange_handler(self, code: MessageCode, handler: ExchangeHandler) -> None:
         self._exchange_handlers[code] = handler
@@ -212,7 +231,7 @@ class NetworkTransport:
                 self.refusals.refuse(address[0], f"bad datagram: {exc.message}")
                 continue
             try:
-                self._datagram_send.send_nowait((address, message))
+                self._datagram_send.send_nowait((self._key_generation, address, message))
             except trio.WouldBlock:
                 self.refusals.refuse("datagram queue", "full; dropping datagrams until it drains")
 
@@ -227,6 +246,7 @@ class NetworkTransport:
             await trio.aclose_forcefully(stream)
             return
         address: Address = (source[0], source[1])
+        generation = self._key_generation
         try:
             try:
                 with trio.fail_after(self.handshake_timeout):
@@ -234,7 +254,7 @@ class NetworkTransport:
             except trio.TooSlowError:
                 self.refusals.refuse(address[0], "no handshake within the timeout")
                 return
-            await self._serve_channel(channel)
+            await self._serve_channel(channel, generation)
         except AuthenticationError as exc:
             self.refusals.refuse(address[0], exc.message)
         except ProtocolError as exc:
@@ -246,8 +266,9 @@ class NetworkTransport:
         finally:
             await trio.aclose_forcefully(stream)
 
-    async def _serve_channel(self, channel: Channel) -> None:
-        """Answer requests one after another until the peer goes quiet or hands over to a stream handler."""
+    async def _serve_channel(self, channel: Channel, generation: int) -> None:
+        """Answer requests one after another until the peer goes quiet or hands over to a stream handler; a channel
+        opened under a key this node has left since (`rekey`) is closed at its next request, unanswered."""
         assert channel.peer_address is not None
         while True:
             request: Message | None = None
@@ -255,6 +276,8 @@ class NetworkTransport:
                 request = await channel.receive()
             if request is None:
                 return  # idle: the client's pool reconnects when it needs to
+            if generation != self._key_generation:
+                return
             stream_handler = self._stream_handlers.get(request.CODE)
             if stream_handler is not None:
                 await stream_handler(channel, request)

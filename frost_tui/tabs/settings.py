@@ -145,8 +145,8 @@ class SettingsPane(Pane):
             self._waiting = (snapshot, now)   # the newest, shown once the form is there
             return
         self.query_one("#join-code", Static).update(
-            f"{snapshot.cluster_join_code}\nGive this code to a colleague so their desk can join this cluster."
-        )
+            f"{snapshot.cluster_join_code}\nGive this code to a colleague: `frost-tui key set CODE` on their desk "
+            "joins it to this cluster, at once.")
         if snapshot.settings == self._loaded:
             return
         previous, self._loaded = self._loaded, dict(snapshot.settings)

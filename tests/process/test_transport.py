@@ -201,3 +201,62 @@ async def test_a_malformed_peer_host_fails_that_send_like_an_unreachable_one(cap
         assert any("not sent" in r.getMessage() and "desk..lan" in r.getMessage() for r in caplog.records)
         with pytest.raises(OSError, match="desk..lan"):
             await alice.exchange(("desk..lan", 47631), BulkEnd(1), timeout=10)
+
+
+async def test_a_node_that_rekeys_hears_nothing_more_of_its_old_cluster_and_talks_with_its_new_one() -> None:
+    async def answer(address: tuple[str, int], request: Message) -> Message:
+        return request
+
+    async with node("switcher") as switcher, node("old-peer") as old_peer, node("new-peer", STRANGER_KEY) as new_peer:
+        for transport in (switcher, old_peer, new_peer):
+            transport.set_exchange_handler(MessageCode.BULK_END, answer)
+        # Channels both ways under the old key, kept for the next call.
+        assert await switcher.exchange(old_peer.local_address, BulkEnd(1), timeout=10) == BulkEnd(1)
+        assert await old_peer.exchange(switcher.local_address, BulkEnd(2), timeout=10) == BulkEnd(2)
+        await old_peer.send_datagram(switcher.local_address, BulkEnd(3))   # queued, not yet read
+        await wait_until(lambda: switcher._datagram_receive.statistics().current_buffer_used == 1,
+                         what="the old cluster's datagram queued")
+
+        switcher.rekey(STRANGER_KEY)
+        assert switcher.pool.idle(old_peer.local_address) == 0, "channels kept under the old key are closed"
+        with pytest.raises((ProtocolError, OSError)):   # the old peer's kept channel is dropped unanswered
+            await old_peer.exchange(switcher.local_address, BulkEnd(4), timeout=10)
+        with pytest.raises((ProtocolError, OSError)):   # and a fresh one fails the handshake
+            await old_peer.exchange(switcher.local_address, BulkEnd(5), timeout=10)
+        with pytest.raises((ProtocolError, OSError)):
+            await switcher.exchange(old_peer.local_address, BulkEnd(6), timeout=10)
+
+        assert await switcher.exchange(new_peer.local_address, BulkEnd(7), timeout=10) == BulkEnd(7)
+        assert await new_peer.exchange(switcher.local_address, BulkEnd(8), timeout=10) == BulkEnd(8)
+        await old_peer.send_datagram(switcher.local_address, BulkEnd(9))   # refused: another key now
+        await new_peer.send_datagram(switcher.local_address, BulkEnd(10))
+        # The datagram queued before the switch is dropped, not read as the new cluster's.
+        assert await _receive(switcher) == (new_peer.local_address, BulkEnd(10))
+
+
+async def test_an_exchange_answered_after_a_rekey_is_not_taken_as_the_new_clusters() -> None:
+    answered = trio.Event()
+    go_on = trio.Event()
+
+    async def slow_answer(address: tuple[str, int], request: Message) -> Message:
+        answered.set()
+        await go_on.wait()
+        return request
+
+    async with node("switcher") as switcher, node("old-peer") as old_peer:
+        old_peer.set_exchange_handler(MessageCode.BULK_END, slow_answer)
+        async with trio.open_nursery() as nursery:
+            outcome: list[object] = []
+
+            async def call() -> None:
+                try:
+                    outcome.append(await switcher.exchange(old_peer.local_address, BulkEnd(1), timeout=10))
+                except ProtocolError as error:
+                    outcome.append(error)
+
+            nursery.start_soon(call)
+            await answered.wait()
+            switcher.rekey(STRANGER_KEY)
+            go_on.set()
+        [error] = outcome
+        assert isinstance(error, ProtocolError) and "cluster key this node has left" in error.message

@@ -206,6 +206,23 @@ def test_digest_exchange_moves_exactly_the_differences():
     assert b.compare(a.digest()) == ([], b"")
 
 
+def test_a_table_that_drops_its_peers_knows_only_itself_and_offers_nobody_the_old_cluster():
+    ids = _ids(4)
+    table = MemberTable(record(ids[0]))
+    table.put(record(ids[1]))
+    table.put(record(ids[2], incarnation=1, state=SUSPECT, suspectors=("z",)))
+    table.put(record(ids[3], state=DEAD))
+    assert table.drop_peers() == 3
+    assert [r.node_id for r in table.records()] == [ids[0]]
+    assert table.active_peers() == [] and not table.suspects and table.forget(older_than=math.inf) == []
+    # its digest says only itself: a peer of the new cluster is asked for nothing of the old one
+    newcomer = MemberTable(record(ids[1]))
+    send, wants = newcomer.compare(table.digest())
+    assert [r.node_id for r in table.wanted(wants)] == [ids[0]]
+    table.put(record(ids[1]))   # the new cluster's members come in as usual
+    assert [r.node_id for r in table.active_peers()] == [ids[1]]
+
+
 def test_an_exchange_of_news_costs_what_changed_not_the_table():
     # two tables of 1,000 agreeing records, long since spread (changed at time 0)
     ids = _ids(1002)

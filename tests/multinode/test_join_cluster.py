@@ -1,0 +1,64 @@
+"""`frost-tui key set CODE` on a running node: it leaves its cluster for the other one at once, and not while work of
+its cluster would be stranded."""
+
+from __future__ import annotations
+
+from frost_core.wire.security import ClusterKey
+from tests.multinode.cluster import CLUSTER_CONFIG, running_units, wait_for_members
+from tests.waiting import wait_for
+
+ENDLESS = {"samples": 10**12, "units": 1}
+# Not about the owner: the units must run on the peer while this machine does other work (CI).
+OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
+
+
+def alive_peers(node) -> set[str]:
+    return {p["name"] for p in node.call("peers") if p["state"] == "alive" and not p["is_self"]}
+
+
+def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_its_units_run_on_a_peer(
+        nodes, tmp_path):
+    other_key = tmp_path / "other-cluster.key"
+    ClusterKey.generate().save(other_key)
+    mover_key = tmp_path / "mover.key"   # the mover's own file: `key set` writes the node's key file
+    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
+    first = nodes("first", extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    other = nodes("other", key_file=other_key, extra_config=CLUSTER_CONFIG + OWNER_AWAY)
+    wait_for_members([first, mover])
+    assert not alive_peers(other)
+    other_code = ClusterKey.load(other_key).to_join_code()
+
+    # The mover's unit runs on its peer: leaving now would strand them, so nothing changes.
+    mover.call("pause")
+    assignment_id = mover.call("submit", plugin="montecarlo-pi", params=ENDLESS, verify=0.0)["id"]
+    wait_for(lambda: len(running_units(mover, assignment_id)) == 1, timeout=60, what="the unit on the first node")
+    refused = mover.cli("key", "set", other_code, "--seed", other.address, check=False)
+    assert refused.returncode == 1
+    assert "Not joined" in refused.stderr and "1 unit of your assignments runs on peers" in refused.stderr, refused.stderr
+    assert ClusterKey.load(mover_key) != ClusterKey.load(other_key)
+    assert alive_peers(mover) == {"first"}
+    # and the first node, which hosts it, may not leave either
+    refused = first.cli("key", "set", other_code, check=False)
+    assert "1 guest of other peers' assignments runs here" in refused.stderr, refused.stderr
+
+    mover.call("cancel", assignment=assignment_id)
+    wait_for(lambda: not running_units(mover, assignment_id), timeout=30, what="the unit stopped")
+    said = mover.cli("key", "set", other_code, "--seed", other.address).stdout
+    assert said.startswith(f"The node left cluster {ClusterKey.load(tmp_path / 'cluster.key').fingerprint()} "
+                           f"(1 peer told) and joined cluster {ClusterKey.load(other_key).fingerprint()}"), said
+    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
+             what="the mover and the other cluster to see each other",
+             show=lambda: (alive_peers(mover), alive_peers(other)))
+    wait_for(lambda: {p["name"]: p["state"] for p in first.call("peers")}.get("mover") == "left", timeout=10,
+             what="the first node to hear the mover leave")
+    # The new cluster is kept for the next start: its key in the node's key file, the seed in its config.
+    assert ClusterKey.load(mover_key) == ClusterKey.load(other_key)
+    assert other.address in (mover.data_dir / "config.toml").read_text()
+    # Work flows in the new cluster.
+    mover.call("resume")
+    other.call("pause")
+    assignment_id = other.call("submit", plugin="montecarlo-pi", params={"samples": 40000, "units": 2}, verify=0.0)["id"]
+    wait_for(lambda: other.call("assignment", assignment=assignment_id)["state"] == "done", timeout=90,
+             what="the other cluster's assignment, run on the mover")
+    assert {u["host"] for u in other.call("assignment", assignment=assignment_id)["units"]} == {mover.node_id}
