@@ -647,6 +647,18 @@ class FrostApp(App[int]):
         else:
             self.notify(saved, title="Saving settings")
 
+    def on_settings_pane_join(self, message: SettingsPane.Join) -> None:
+        def join() -> None:
+            self.send(message.command)
+            self.notify(f"Joining cluster {message.fingerprint}: its peers appear on the Peers tab (3) as they answer.",
+                        title="Joining")
+
+        self._confirm(f"Join cluster {message.fingerprint}?",
+                      "This node tells the peers of its cluster that it leaves, and takes guests and places units in "
+                      "the other one from now on; it keeps that cluster's key for its next start. It stays where it is "
+                      "while guests of other peers run here or units of your assignments run on peers.",
+                      "Join", join)
+
     def action_help(self) -> None:
         tab = self.query_one(TabbedContent).active
         self.push_screen(HelpScreen(tab, {tab_id: f"{label[2:]} ({label[0]})" for tab_id, label, _ in TABS}))

@@ -292,7 +292,7 @@ class HostService:
     # -- running ---------------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self._blocking(self._drop_foreign_checkpoints)
+        await self._blocking(self.drop_foreign_checkpoints)
         self._spent = await self._blocking(self._spent_kept)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
@@ -300,10 +300,10 @@ class HostService:
             nursery.start_soon(self._deliver_owed)
             task_status.started()
 
-    def _drop_foreign_checkpoints(self) -> None:
-        """Other masters' units did not survive this node's restart: their masters restart them from
-        their replicas, so the copies left here would only fill the disk. This node's own units keep
-        theirs (its master side resumes them from here)."""
+    def drop_foreign_checkpoints(self) -> None:
+        """Other masters' units did not survive this node's restart (or its move to another cluster): their masters
+        restart them from their replicas, so the copies left here would only fill the disk. This node's own units
+        keep theirs (its master side resumes them from here)."""
         own = f"{self.node_id[:8]}-"
         for task_id in self.supervisor.store.list_tasks():
             if not task_id.startswith(own):

@@ -45,6 +45,11 @@ class HeldReplicas:
     async def fetch(self, task_id: str, after_seq: int) -> CheckpointRecord | None:
         return await trio.to_thread.run_sync(self._newer_than, task_id, after_seq)
 
+    def drop_all(self) -> None:
+        """Discard every copy held (this node left for another cluster: their masters are out of its reach)."""
+        for task_id in self.store.list_tasks():
+            self.store.discard(task_id)
+
     def _keep(self, record: CheckpointRecord) -> bool:
         """Keep `record` if it is newer than the copy held; True if kept."""
         held = self.store.latest(record.task_id)

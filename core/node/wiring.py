@@ -197,8 +197,8 @@ class Node:
             shares=lambda: ShareSettings.from_config(self.config), on_received=self._received,
             spare=self.plugin_spare, disk_refused=self.disk.refused, named=self._peer_named,
         )
-        self.links.bind(master=self._scheduler, host=self.host,
-                        keeper=HeldReplicas(self.paths.data_dir / "held-replicas"))
+        self.replicas = HeldReplicas(self.paths.data_dir / "held-replicas")
+        self.links.bind(master=self._scheduler, host=self.host, keeper=self.replicas)
         self.gangs = Gangs(self.node_id, self.links.send_gang, self._open_member, self._table, time.time,
                            named=self._peer_named)
         self.gang_checkpoints = GangCheckpoints(self.paths.data_dir / "gang-checkpoints")
@@ -860,6 +860,9 @@ class Node:
         self._transport.rekey(key)
         self.cluster_key = key
         await self.membership.join_another_cluster()
+        # What this machine kept for the old cluster's masters is theirs, and of no use here any more.
+        await trio.to_thread.run_sync(self.host.drop_foreign_checkpoints)
+        await trio.to_thread.run_sync(self.replicas.drop_all)
         said = (f"left cluster {left} ({counted(told, 'peer')} told) and joined cluster {key.fingerprint()}, whose key "
                 f"{self.config.cluster_key_file} keeps; its peers appear as they answer")
         self.events.add("join", said)

@@ -1,4 +1,4 @@
-"""Tab 7, Settings: the owner's policy (like BOINC's computing preferences) and the join code.
+"""Tab 7, Settings: the owner's policy (like BOINC's computing preferences), the join code, and joining another cluster.
 
 The form is generated from core's option table, so each field carries that option's bounds
 and documentation; saving sends the changed values to the node, which validates, writes the
@@ -18,7 +18,7 @@ from textual.validation import ValidationResult, Validator
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from frost_core import OPTIONS, NodeSnapshot, Option, SaveSettings
+from frost_core import OPTIONS, ClusterKey, ConfigError, JoinCluster, NodeSnapshot, Option, SaveSettings
 
 from frost_tui.option_text import as_text, describe_accepts, parse_value
 from frost_tui.tabs.pane import Pane
@@ -75,7 +75,7 @@ def option_field(option: Option) -> Widget:
 
 
 def form_widgets() -> list[Widget]:
-    """The settings form's rows, a section per group, then the join code and the buttons."""
+    """The settings form's rows, a section per group, then the join code, joining another cluster, and the buttons."""
     widgets: list[Widget] = []
     for title, names in GROUPS:
         widgets.append(Label(title, classes="settings-group"))
@@ -88,6 +88,11 @@ def form_widgets() -> list[Widget]:
                 Label("", id=field_id(name) + "-error", classes="setting-error"),
             ]
     return [*widgets, Label("Cluster join code", classes="settings-group"), Static(id="join-code"),
+            Label("Join another cluster", classes="settings-group"),
+            Horizontal(Input(placeholder="its join code (FROST-...)", id="join-input"), Button("Join", id="join-button"),
+                       id="join-row"),
+            Label("This node leaves its cluster for that one at once, not while work of its cluster would be "
+                  "stranded (the node says which).", classes="setting-doc"),
             Horizontal(Button("Save (ctrl+s)", id="settings-save", variant="primary"),
                        Button("Revert", id="settings-revert"), id="settings-buttons")]
 
@@ -121,6 +126,14 @@ class SettingsPane(Pane):
         def __init__(self, command: SaveSettings) -> None:
             super().__init__()
             self.command = command
+
+    class Join(Message):
+        """The owner asked to join the cluster of a well-formed join code; the app asks first, then sends it."""
+
+        def __init__(self, command: JoinCluster, fingerprint: str) -> None:
+            super().__init__()
+            self.command = command
+            self.fingerprint = fingerprint
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -189,6 +202,22 @@ class SettingsPane(Pane):
             return
         self.post_message(self.Save(SaveSettings(values=values)))
 
+    def request_join(self) -> None:
+        """A code is checked here first: a typo is named at once, and nothing goes to the node."""
+        field = self.query_one("#join-input", Input)
+        try:
+            key = ClusterKey.from_join_code(field.value)
+        except ConfigError as error:
+            self.app.notify(error.message if field.value.strip() else "Paste the other cluster's join code first.",
+                            title="Not joined", severity="error")
+            return
+        field.value = ""
+        snapshot = getattr(self.app, "snapshot", None)
+        if snapshot is not None and snapshot.cluster_join_code == key.to_join_code():
+            self.app.notify(f"This node is in cluster {key.fingerprint()} already.", title="Joined already")
+            return
+        self.post_message(self.Join(JoinCluster(code=key.to_join_code()), key.fingerprint()))
+
     def revert(self) -> None:
         if not self._form_ready:
             return
@@ -199,6 +228,8 @@ class SettingsPane(Pane):
         self._loaded = loaded
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "join-input":
+            return   # checked when the owner joins: a half-pasted code is no error yet
         error = self.query_one(f"#{event.input.id}-error", Label)
         result = event.validation_result
         message = "" if result is None or result.is_valid else "; ".join(result.failure_descriptions)
@@ -210,6 +241,12 @@ class SettingsPane(Pane):
             self.request_save()
         elif event.button.id == "settings-revert":
             self.revert()
+        elif event.button.id == "join-button":
+            self.request_join()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "join-input":
+            self.request_join()
 
     def _current_text(self, name: str) -> str:
         return as_text(self.query_one("#" + field_id(name)).value)

@@ -430,3 +430,38 @@ def test_a_node_still_measuring_its_machine_says_so_and_not_that_its_owner_is_bu
     """A fresh desk's first screen said "◐ OWNER ACTIVE: measuring this machine" to an owner who had done nothing."""
     hosting = Node(make_config(tmp_path)).fresh_snapshot().hosting
     assert (hosting.state, hosting.reason) == ("held", "measuring this machine")
+
+
+def test_the_settings_tab_joins_another_cluster_after_asking_and_the_peers_of_the_old_one_go(tmp_path, cluster_key,
+                                                                                             peer):
+    own_key = tmp_path / "desk.key"   # this desk's own file: joining rewrites it, and peer-b's stays as it is
+    ClusterKey.load(cluster_key).save(own_key)
+    desk = desk_node(tmp_path, own_key, peer)
+    other = ClusterKey.generate()
+
+    async def scenario(app, pilot):
+        await wait_in_app(pilot, lambda: peer_alive(app), timeout=30)
+        await pilot.press("7")
+        await wait_in_app(pilot, lambda: bool(app.query("#join-input")), timeout=10)
+        field = app.query_one("#join-input")
+        app.query_one("#join-button").scroll_visible(animate=False, top=True)
+        await pilot.pause()
+        field.value = other.to_join_code()[:-3]   # a code cut short when copied: named here, nothing sent
+        await pilot.click("#join-button")
+        await wait_to_see(app, "Not joined", "was part of it lost when copying?")
+        assert app.snapshot.cluster_join_code == ClusterKey.load(cluster_key).to_join_code()
+        field.value = other.to_join_code()
+        field.focus()
+        await pilot.press("enter")
+        await wait_to_see(app, f"Join cluster {other.fingerprint()}?")
+        await pilot.press("y")
+        await wait_in_app(pilot, lambda: app.snapshot.cluster_join_code == other.to_join_code(), timeout=10)
+        await wait_in_app(pilot, lambda: not any(p.name == "peer-b" for p in app.snapshot.peers), timeout=10)
+        await pilot.press("6")
+        await wait_to_see(app, f"joined cluster {other.fingerprint()}")
+
+    run_ui(desk, scenario)
+    assert ClusterKey.load(own_key) == other
+    # (by its id: every test's desk is named desk-a)
+    wait_blocking(lambda: {p["node_id"]: p["state"] for p in peer.call("peers")}.get(desk.node_id) == "left",
+                  timeout=10, what="peer-b to hear the desk leave")

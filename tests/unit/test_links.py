@@ -197,6 +197,15 @@ async def test_a_holder_keeps_the_newest_copy_for_a_master_and_hands_it_back(tmp
         nursery.cancel_scope.cancel()
 
 
+async def test_a_holder_that_left_for_another_cluster_holds_nothing_of_the_old_one(tmp_path):
+    holder = HeldReplicas(tmp_path / "held")
+    await holder.keep("m", record())
+    assert await holder.fetch("a-1.0", 0) == record()
+    holder.drop_all()
+    assert await holder.fetch("a-1.0", 0) is None
+    assert not any(path.is_file() for path in (tmp_path / "held").rglob("*"))
+
+
 def count_handshakes(monkeypatch) -> list[str]:
     """The node ids whose handshakes a node accepted: one per channel opened to it."""
     accepted: list[str] = []
