@@ -193,6 +193,7 @@ class Membership:
         find the new one's, alive again one incarnation above the goodbye. Returns how many peers were forgotten."""
         dropped = self.table.drop_peers()
         self.prober.rtt.clear()
+        self._warned.clear()   # a refusal under the new key is news again
         self._leaving = False
         await self._outbid(state=MemberState.ALIVE, suspectors=(), state_since=trio.current_time())
         await self.discovery.look_again()

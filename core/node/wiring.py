@@ -102,7 +102,7 @@ HOSTING_PUBLISH_GAP = 0.02  # hosting changes within this of a publication go ou
 HISTORY_LENGTH = 600        # ten minutes of one-second samples for the UI's chart
 LEAVE_TIMEOUT = 1.0
 JOINING = ("the nodes of a cluster share one key: `frost-tui key show` on one prints its code, "
-           "`frost-tui key set CODE` on the other, then restart that node")
+           "`frost-tui key set CODE` on the other (a running node switches at once; or Join on its Settings tab)")
 """How to mend a refusal for another cluster key, told beside it: "0 alive" alone leaves the owner guessing."""
 SPENT_TIMEOUT = 2.0         # on the way out, for the masters to hear what the runs that ended here used
 EVICT_WAIT = 5.0            # an evict command returns once its units are on their way, or after this
@@ -859,6 +859,7 @@ class Node:
         await self.membership.leave()
         self._transport.rekey(key)
         self.cluster_key = key
+        self.refusals.clear()   # what the old key's peers said of it
         await self.membership.join_another_cluster()
         # What this machine kept for the old cluster's masters is theirs, and of no use here any more.
         await trio.to_thread.run_sync(self.host.drop_foreign_checkpoints)

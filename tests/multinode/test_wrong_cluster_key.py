@@ -10,7 +10,8 @@ def test_a_node_with_the_wrong_key_is_told_why_its_seed_refused_it(nodes, tmp_pa
     ClusterKey.generate().save(other_key)
     outsider = nodes("outsider", key_file=other_key, seeds=(first.address,))
     expected = f"seed {first.address} refused us: different cluster key; the nodes of a cluster share one key: " \
-               "`frost-tui key show` on one prints its code, `frost-tui key set CODE` on the other, then restart that node"
+               "`frost-tui key show` on one prints its code, `frost-tui key set CODE` on the other (a running node " \
+               "switches at once; or Join on its Settings tab)"
     status = wait_for(lambda: (s := outsider.cli("status")).stdout.count(expected) and s, timeout=30,
                       what="the refusal in `status`")
     assert f"Problem   {expected}" in status.stdout
