@@ -56,8 +56,8 @@ TAB_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "plugins": (("↑ ↓", "select a plugin"), ("r", "remove the selected plugin (one you added with l)")),
     "events": (("↑ ↓", "select an event"), ("/", "filter the events (escape clears the filter)")),
     "settings": (("↑ ↓ pgup pgdn", "scroll the form"), ("tab", "next field"), ("ctrl+s", "save settings"),
-                 ("Join", "at the end: another cluster's join code, and this node leaves its cluster for it (asks "
-                          "first)")),
+                 ("j", "join another cluster: its join code in the field at the end, then enter; this node leaves "
+                       "its cluster for it (asks first)")),
 }
 
 STATES: tuple[tuple[str, str], ...] = (

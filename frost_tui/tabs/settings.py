@@ -88,7 +88,7 @@ def form_widgets() -> list[Widget]:
                 Label("", id=field_id(name) + "-error", classes="setting-error"),
             ]
     return [*widgets, Label("Cluster join code", classes="settings-group"), Static(id="join-code"),
-            Label("Join another cluster", classes="settings-group"),
+            Label("Join another cluster (j)", classes="settings-group"),
             Horizontal(Input(placeholder="its join code (FROST-...)", id="join-input"), Button("Join", id="join-button"),
                        id="join-row"),
             Label("This node leaves its cluster for that one at once, not while work of its cluster would be "
@@ -118,7 +118,7 @@ class SettingsPane(Pane):
     start-up and every restyle of the app went through them, on every tab (the first screen took
     801 ms with them, 226-364 without: bench/ui_startup.py)."""
 
-    BINDINGS = [Binding("ctrl+s", "app.save_settings", "Save")]
+    BINDINGS = [Binding("ctrl+s", "app.save_settings", "Save"), Binding("j", "join_field", "Join a cluster", show=False)]
 
     class Save(Message):
         """The owner asked to save; the app sends the command to the node."""
@@ -201,6 +201,14 @@ class SettingsPane(Pane):
             self.app.notify("Nothing changed.", title="Settings")
             return
         self.post_message(self.Save(SaveSettings(values=values)))
+
+    def action_join_field(self) -> None:
+        """The join field is at the end of a long form: j takes the cursor there (in a field, j is text)."""
+        if not self._form_ready:
+            return
+        field = self.query_one("#join-input", Input)
+        self.query_one("#join-button").scroll_visible(animate=False)
+        field.focus()
 
     def request_join(self) -> None:
         """A code is checked here first: a typo is named at once, and nothing goes to the node."""
