@@ -132,7 +132,7 @@ class Remeasure:
 @dataclass(frozen=True)
 class JoinCluster:
     """Leave this cluster for the one whose join code this is, now, without a restart; refused (nothing changes)
-    while work of either cluster would be stranded by it."""
+    while work of the cluster it leaves would be stranded by it."""
 
     REPLY: ClassVar[Any] = str
     code: str

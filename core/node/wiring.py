@@ -37,7 +37,8 @@ from frost_core.cluster.outbox import Outbox
 from frost_core.cluster.replication import HeldReplicas
 from frost_core.api.commands import (
     AddPlugin, CancelAssignment, Command, EvictGuests, FinishThenPause, HandOffGuests, JoinCluster, Measurement,
-    MoveTask, PauseHosting, ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment, Submitted,
+    MoveTask, PauseHosting, ClearQuarantine, Remeasure, RemovePlugin, ResumeHosting, SaveSettings, SubmitAssignment,
+    Submitted,
 )
 from frost_core.config import Config, parse_address, save_config, waiting_for_restart
 from frost_core.node.attach_protocol import AttachRequest
@@ -841,6 +842,7 @@ class Node:
             raise FrostError("the node is still starting; join once it is up", title="Not joined")
         own = f"{self.node_id[:8]}-"
         guests, owed = self.host.held_for_others()
+        # (a gang member runs under the supervisor without being one of the host's units)
         guests = max(guests, sum(not g.task_id.startswith(own) for g in self.supervisor.figures()))
         held_back = what_holds_back(
             guests=guests, owed=owed, gangs=len(self.gangs.runs.views()),
