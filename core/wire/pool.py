@@ -32,6 +32,7 @@ class ChannelPool:
         self._connect = connect
         self.idle_timeout = idle_timeout
         self._idle: dict[Address, list[tuple[float, Channel]]] = {}
+        self._generation = 0   # `renew`s so far: a channel lent out before the last one is not kept again
 
     def idle(self, address: Address) -> int:
         """How many channels to `address` wait for a call."""
@@ -44,6 +45,7 @@ class ChannelPool:
         receive: Callable[[Channel], Awaitable[T]],
     ) -> T:
         """`send` a request on a kept (else a new) channel to `address` and `receive` its whole answer."""
+        generation = self._generation
         channel = self._take(address)
         reused = channel is not None
         if channel is None:
@@ -61,7 +63,10 @@ class ChannelPool:
         except BaseException:
             await trio.aclose_forcefully(channel)  # its state is unknown: never lent again
             raise
-        self._keep(address, channel)
+        if generation == self._generation:
+            self._keep(address, channel)
+        else:
+            _close_soon(channel)
         return answer
 
     def forget(self, address: Address) -> None:
@@ -72,6 +77,12 @@ class ChannelPool:
     def close(self) -> None:
         for address in list(self._idle):
             self.forget(address)
+
+    def renew(self) -> None:
+        """Close every kept channel, and those lent out now once their calls end: they were opened under a cluster
+        key this node has left (`NetworkTransport.rekey`), and a later call must not reach the old cluster on them."""
+        self._generation += 1
+        self.close()
 
     async def serve_sweeps(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Close channels idle for longer than `idle_timeout`, a few times per timeout."""

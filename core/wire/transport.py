@@ -111,7 +111,7 @@ class NetworkTransport:
         self._sealer = DatagramSealer(key, self.node_id)
         self._opener = DatagramOpener(key)
         self._key_generation += 1
-        self.pool.close()
+        self.pool.renew()
 
     async def exchange(self, address: Address, message: Message, *, timeout: float) -> Message:
         """Send a request and wait for its reply, on a channel kept for `address` if there is one.

@@ -83,3 +83,24 @@ async def test_calls_at_once_each_get_their_own_answer_and_few_channels_are_kept
     pool.close()
     await trio.testing.wait_all_tasks_blocked()
     assert pool.idle(PEER) == 0 and all(c.closed for c in opened)
+
+
+async def test_a_channel_lent_out_when_the_pool_is_renewed_is_closed_after_its_call_not_kept():
+    pool, opened = fake_pool()
+    assert await call(pool, "kept") == "kept answered on 0"
+    lent = trio.Event()
+    go_on = trio.Event()
+
+    async def slow_answer(channel):
+        lent.set()
+        await go_on.wait()
+        return await channel.receive()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: pool.call(PEER, lambda channel: channel.send("in flight"), slow_answer))
+        await lent.wait()
+        pool.renew()   # (the cluster key changed while the call was out)
+        go_on.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert opened[0].closed and pool.idle(PEER) == 0
+    assert await call(pool, "after") == "after answered on 1", "a fresh channel, under the new key"
