@@ -276,10 +276,10 @@ class HostService:
         return tuple(self._hosted.values())
 
     def held_for_others(self) -> tuple[int, int]:
-        """Units of other masters on this machine (running, placed ahead or arriving) and outcomes still owed to other
-        masters: what this node would strand if it left for another cluster."""
+        """Units of other masters on this machine (running, placed ahead, arriving, or a guest still ending) and
+        outcomes still owed to other masters: what this node would strand if it left for another cluster."""
         own = f"{self.node_id[:8]}-"
-        here = {*self._hosted, *self._ahead, *self._starting}
+        here = {*self._hosted, *self._ahead, *self._starting, *(guest.task_id for guest in self.supervisor.figures())}
         owed = {held.task_id for held in self._outbox.held() if held.master != self.node_id} | set(self._unsaved)
         return (sum(not task_id.startswith(own) for task_id in here),
                 sum(not task_id.startswith(own) for task_id in owed))

@@ -842,10 +842,9 @@ class Node:
             raise FrostError("the node is still starting; join once it is up", title="Not joined")
         own = f"{self.node_id[:8]}-"
         guests, owed = self.host.held_for_others()
-        # (a gang member runs under the supervisor without being one of the host's units)
-        guests = max(guests, sum(not g.task_id.startswith(own) for g in self.supervisor.figures()))
+        members = sum(len(ranks) for gang_id, ranks in self.gangs.host.hosted().items() if not gang_id.startswith(own))
         held_back = what_holds_back(
-            guests=guests, owed=owed, gangs=len(self.gangs.runs.views()),
+            guests=guests + members, owed=owed, gangs=len(self.gangs.runs.views()),
             units_out=sum(placed.host != self.node_id for placed in self.store.index.running()))
         if held_back:
             raise FrostError(f"still in cluster {self.cluster_key.fingerprint()}: {held_back}", title="Not joined")

@@ -4,10 +4,11 @@ its cluster would be stranded."""
 from __future__ import annotations
 
 from frost_core.wire.security import ClusterKey
-from tests.multinode.cluster import CLUSTER_CONFIG, running_units, wait_for_members
+from tests.multinode.cluster import CLUSTER_CONFIG, assignment, running_units, wait_for_members
 from tests.waiting import wait_for
 
 ENDLESS = {"samples": 10**12, "units": 1}
+ENDLESS_GANG = {"height": "256", "width": "256", "members": "2", "iterations": "10000000"}   # far from settled
 # Not about the owner: the units must run on the peer while this machine does other work (CI).
 OWNER_AWAY = '\n[owner]\npolicy = "always"\nmemory_pressure = 100\n'
 
@@ -44,6 +45,17 @@ def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_i
 
     mover.call("cancel", assignment=assignment_id)
     wait_for(lambda: not running_units(mover, assignment_id), timeout=30, what="the unit stopped")
+
+    # A gang of the mover's with a member on each node: neither may leave while it runs.
+    mover.call("resume")
+    gang_id = mover.call("submit", plugin="heat-diffusion", params=ENDLESS_GANG)["id"]
+    wait_for(lambda: (g := assignment(mover, gang_id)["gang"])["phase"] == "running"
+             and len({m["host"] for m in g["members"] if m["host"]}) == 2, timeout=60, what="the gang on both nodes")
+    refused = first.cli("key", "set", other_code, check=False)
+    assert "1 guest of other peers' assignments runs here" in refused.stderr, refused.stderr
+    refused = mover.cli("key", "set", other_code, "--seed", other.address, check=False)
+    assert "1 gang of yours runs" in refused.stderr, refused.stderr
+    mover.call("cancel", assignment=gang_id)
     said = mover.cli("key", "set", other_code, "--seed", other.address).stdout
     assert said.startswith(f"The node left cluster {ClusterKey.load(tmp_path / 'cluster.key').fingerprint()} "
                            f"(1 peer told) and joined cluster {ClusterKey.load(other_key).fingerprint()}"), said
@@ -56,10 +68,29 @@ def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_i
     assert ClusterKey.load(mover_key) == ClusterKey.load(other_key)
     assert other.address in (mover.data_dir / "config.toml").read_text()
     # Work flows in the new cluster.
-    mover.call("resume")
     other.call("pause")
     assignment_id = other.call("submit", plugin="montecarlo-pi", params={"samples": 40000, "units": 2}, verify=0.0)["id"]
     # (guests start at the lowest CPU weight: on a machine full of other work that takes a minute or more)
     wait_for(lambda: other.call("assignment", assignment=assignment_id)["state"] == "done", timeout=180,
              what="the other cluster's assignment, run on the mover")
     assert {u["host"] for u in other.call("assignment", assignment=assignment_id)["units"]} == {mover.node_id}
+
+
+def test_on_the_defaults_a_running_node_joins_another_cluster_and_the_old_one_hears_it_leave(nodes, tmp_path):
+    # Nothing but the defaults (gossip timers included); broadcasts off only so the test stays on loopback.
+    other_key = tmp_path / "other-cluster.key"
+    ClusterKey.generate().save(other_key)
+    mover_key = tmp_path / "mover.key"
+    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
+    first = nodes("first", base_config="")
+    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, base_config="")
+    other = nodes("other", key_file=other_key, base_config="")
+    wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
+
+    mover.cli("key", "set", ClusterKey.load(other_key).to_join_code(), "--seed", other.address)
+    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
+             what="the mover and the other cluster to see each other",
+             show=lambda: (alive_peers(mover), alive_peers(other)))
+    wait_for(lambda: {p["name"]: p["state"] for p in first.call("peers")}.get("mover") == "left", timeout=10,
+             what="the first node to hear the mover leave")
+    assert first.call("status")["problems"] == [] and mover.call("status")["problems"] == []
