@@ -37,13 +37,31 @@ _Convert = Callable[[Any], Any]
 """Turns a decoded CBOR value into the field's Python value, or raises ProtocolError."""
 
 
-@dataclasses.dataclass(frozen=True)
 class _Schema:
-    cls: type
-    build: Callable[[Any], Any]
-    """Decoded CBOR value -> validated instance, or ProtocolError naming the failing field."""
-    to_plain: Callable[[Any], Any]
-    encode: Callable[[Any], bytes]
+    """A message type's checked fields, and the two functions generated for them at their first use.
+
+    Every process imports some ninety message types and speaks a few of them (a guest its own, a CLI call
+    one request), and generating both functions for all of them took a tenth of a node's imports. The
+    fields are still checked at `register`: a hint that cannot go on the wire fails there, not in a call.
+    """
+
+    def __init__(self, cls: type, fields: list["_Field"], direct: bool) -> None:
+        self.cls, self._fields, self._direct = cls, fields, direct
+        plain = [(field.name, to_plain) for field, _, _, to_plain in fields]
+
+        def dataclass_to_plain(obj: Any) -> dict:
+            return {name: to_plain(getattr(obj, name)) for name, to_plain in plain}
+
+        self.to_plain = dataclass_to_plain
+
+    def build(self, value: Any) -> Any:
+        """Decoded CBOR value -> validated instance, or ProtocolError naming the failing field."""
+        self.build = _compile_builder(self.cls, self._fields, self._direct)  # type: ignore[method-assign]
+        return self.build(value)
+
+    def encode(self, obj: Any) -> bytes:
+        self.encode = _compile_encoder(self._fields)  # type: ignore[method-assign]
+        return self.encode(obj)
 
 
 _REGISTRY: dict[int, type[Message]] = {}
@@ -137,13 +155,7 @@ def _schema_for(cls: type) -> _Schema:
     for field in dataclasses.fields(cls):
         hint = hints[field.name]
         fields.append((field, hint, *_converters(hint, f"{cls.__name__}.{field.name}")))
-    plain = [(field.name, to_plain) for field, _, _, to_plain in fields]
-
-    def dataclass_to_plain(obj: Any) -> dict:
-        return {name: to_plain(getattr(obj, name)) for name, to_plain in plain}
-
-    direct = _builds_without_init(cls, fields, hints)
-    schema = _Schema(cls, _compile_builder(cls, fields, direct), dataclass_to_plain, _compile_encoder(fields))
+    schema = _Schema(cls, fields, _builds_without_init(cls, fields, hints))
     _SCHEMAS[cls] = schema
     return schema
 
@@ -356,7 +368,8 @@ def _converters(hint: Any, where: str) -> tuple[_Convert, _Convert]:
         return _dict(_converters(key_hint, where), _converters(value_hint, where))
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         schema = _schema_for(hint)
-        return schema.build, schema.to_plain
+        # Looked up at each call: the method generates the builder once, then the instance holds it.
+        return (lambda value: schema.build(value)), schema.to_plain
     raise TypeError(f"{where}: type {hint!r} cannot go on the wire")
 
 
