@@ -50,7 +50,8 @@ class LedgerPane(Pane):
             f"Given {cpu_text(view.given)} · received {cpu_text(view.received)} · last 30 days{refused}")
         values, seconds_per_dot = stretched(view.history, plot_dots(width))
         self.query_one("#ledger-chart", Chart).data = ChartData(
-            title="CPU given per hour (speed units x s)", unit="s", seconds_per_dot=seconds_per_dot,
+            title="CPU given per hour (speed units x s)", short_title="CPU given per hour", unit="s",
+            seconds_per_dot=seconds_per_dot,
             series=(Series("given", "green", values),))
         self.query_one("#ledger-peers", LiveTable).show_rows(
             [(p.node_id, (named(p), cpu_text(p.given), cpu_text(p.received))) for p in view.peers])

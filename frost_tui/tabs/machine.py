@@ -69,6 +69,7 @@ class MachinePane(Pane):
         )
         cpu = ChartData(
             title="CPU, % of the machine",
+            short_title="CPU %",
             unit="%",
             top=100.0,
             series=(

@@ -35,6 +35,8 @@ class ChartData:
     """Time between two samples: the time axis spans the chart's full width at this pace."""
     top: float | None = None
     """A fixed top of the y axis (100 for percent of the machine); None: a round figure above the data."""
+    short_title: str = ""
+    """The title where the whole one and the legend do not fit on the line (half of an 80-column terminal)."""
 
 
 class Chart(Widget):
@@ -96,6 +98,20 @@ def render_chart(data: ChartData | None, width: int, height: int) -> Text:
     return out
 
 
+def title_line(data: ChartData, width: int) -> list[Run]:
+    """The title and a legend entry per line; where that is wider than the chart, the short title, then the labels
+    without what their brackets add: the legend says which colour is which before the title says more."""
+    labels = [series.label for series in data.series]
+    bare = [label.split(" (")[0] for label in labels]
+    short = data.short_title or data.title
+    for title, names in ((data.title, labels), (data.title, bare), (short, bare)):
+        line: list[Run] = [(f"{title} ", "bold"), ("  ", "")]
+        line += [(f"━ {name}  ", series.color) for name, series in zip(names, data.series)]
+        if sum(len(text) for text, _ in line) - 2 <= width:  # (the last entry's two spaces may fall off)
+            break
+    return line
+
+
 def chart_lines(data: ChartData | None, width: int, height: int) -> list[list[Run]]:
     """Pure rendering into styled runs per line, so tests and the widget agree byte for byte."""
     if data is None or width <= _AXIS_WIDTH + 2 or height < 3:
@@ -103,9 +119,7 @@ def chart_lines(data: ChartData | None, width: int, height: int) -> list[list[Ru
     plot_width = width - _AXIS_WIDTH
     plot_height = height - 2  # a title line and a time-axis line
     top = data.top or _nice_ceiling(max([1.0] + [v for s in data.series for v in s.values]))
-    title: list[Run] = [(f"{data.title} ", "bold"), ("  ", "")]
-    title += [(f"━ {series.label}  ", series.color) for series in data.series]
-    lines = [title]
+    lines = [title_line(data, width)]
     cells = [[0] * plot_width for _ in range(plot_height)]
     colors: list[list[str | None]] = [[None] * plot_width for _ in range(plot_height)]
     dots_high = plot_height * 4

@@ -45,6 +45,17 @@ def test_chart_puts_now_at_the_right_edge_and_labels_the_axis():
     assert lines[1].rstrip()[-1] != " "  # the newest (highest) sample is drawn in the last column
 
 
+def test_a_chart_half_as_wide_as_80_columns_names_every_line_in_its_legend():
+    """At 80x24 the Machine tab's charts are 36 columns wide: the legend lost its last label ("━ g") before."""
+    cpu = ChartData("CPU, % of the machine", "%", (Series("owner", "yellow", (1.0,)), Series("guests", "cyan", (2.0,))),
+                    short_title="CPU %")
+    available = ChartData("Available", "", (Series("available (speed units)", "green", (1.0,)),))
+    assert render_chart(cpu, 36, 6).plain.splitlines()[0].rstrip() == "CPU %   ━ owner  ━ guests"
+    assert render_chart(available, 36, 6).plain.splitlines()[0].rstrip() == "Available   ━ available"
+    assert render_chart(cpu, 60, 6).plain.splitlines()[0].rstrip() == "CPU, % of the machine   ━ owner  ━ guests"
+    assert render_chart(available, 60, 6).plain.splitlines()[0].rstrip() == "Available   ━ available (speed units)"
+
+
 def test_png_decodes_to_the_pixels_written():
     picture = decode_image(make_png(5, 3))
     assert (picture.width, picture.height) == (5, 3)
