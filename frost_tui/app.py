@@ -25,7 +25,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Input, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Input, TabbedContent, TabPane, Tabs
 
 from frost_core import (
     AddPlugin,
@@ -70,6 +70,7 @@ from frost_tui.trio_host import TrioHost
 from frost_tui.ui_choices import CHOICES_FILE, UiChoices
 from frost_tui.widgets.footer import KeysFooter
 from frost_tui.widgets.live_table import LiveTable
+from frost_tui.widgets.topbar import TopBar
 
 TABS: tuple[tuple[str, str, type[Pane]], ...] = (
     ("machine", "1 Machine", MachinePane),
@@ -168,13 +169,12 @@ class FrostApp(App[int]):
         self._last_redraw_at = -PASSIVE_REDRAW_INTERVAL
         self._last_command_at = -COMMAND_WINDOW
         self._redraw_timer: Timer | None = None
-        self._topbar = ""
         self._select_new_after: frozenset[str] | None = None  # assignment ids known when the owner submitted
 
     # ----------------------------------------------------------------- layout and lifecycle
 
     def compose(self) -> ComposeResult:
-        yield Static(id="topbar")
+        yield TopBar(id="topbar")
         with KeyedTabs(initial="machine", id="tabs"):
             for tab_id, label, pane_class in TABS:
                 with TabPane(label, id=tab_id):
@@ -294,14 +294,11 @@ class FrostApp(App[int]):
             return
         now = self.clock()
         try:
-            topbar = self.query_one("#topbar", Static)
+            topbar = self.query_one(TopBar)
             pane = self.active_pane()
         except NoMatches:
             return  # on the way out: the screen's widgets are already gone
-        text = describe_topbar(snapshot, self.node.link())
-        if text != self._topbar:
-            self._topbar = text
-            topbar.update(text, layout=False)
+        topbar.show(snapshot, self.node.link())
         try:
             pane.show(snapshot, now)
         except NoMatches:
@@ -704,17 +701,6 @@ def _leaf_errors(error: BaseException) -> Iterable[BaseException]:
             yield from _leaf_errors(inner)
     else:
         yield error
-
-
-def describe_topbar(snapshot: NodeSnapshot, link: Link) -> str:
-    alive = sum(1 for p in snapshot.peers if p.state == "alive" and not p.is_self)
-    running = sum(1 for a in snapshot.assignments if a.state == "running")
-    where = link.describe() if link.connected else f"[reverse]{link.describe()}[/reverse]"
-    return (
-        f"[b]frost-tui[/b]  {snapshot.name} ({snapshot.address})  ·  {where}  ·  [b]{snapshot.hosting.state}[/b]  ·  "
-        f"{counted(alive, 'peer')}  ·  {counted(len(snapshot.guests), 'guest')}  ·  "
-        f"{counted(running, 'assignment')} running"
-    )
 
 
 def create_app(node: NodeApi, *, clock: Callable[[], float] = time.time,

@@ -27,6 +27,24 @@ def test_the_header_says_whether_the_node_is_embedded_or_attached():
     run_ui(node, scenario)
 
 
+def test_an_80_column_header_still_counts_the_guests_and_running_assignments_and_widens_again():
+    """At 80 columns the whole header ended at the peers: the guests and running assignments fell off its end."""
+    node = FakeNode()
+    snapshot = node.snapshot()
+    guests = f"{len(snapshot.guests)} guests"
+    running = sum(1 for a in snapshot.assignments if a.state == "running")
+
+    async def scenario(app, pilot):
+        header = screen_text(app).splitlines()[0]
+        assert guests in header and f"{running} running" in header and "embedded node" in header
+        assert snapshot.address not in header   # what gave way first
+        await pilot.resize_terminal(140, 45)
+        await wait_in_app(pilot, lambda: f"({snapshot.address})" in screen_text(app).splitlines()[0])
+        assert f"{guests}  ·  {running} assignment" in screen_text(app).splitlines()[0]
+
+    run_ui(node, scenario, size=(80, 24))
+
+
 def test_a_watching_ui_shows_no_key_that_changes_the_node_and_sends_nothing():
     node = FakeNode()
     node.link_state = Link(kind="attached", where="local node", watch=True)
