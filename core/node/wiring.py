@@ -836,10 +836,13 @@ class Node:
         appear as they answer. Refused, with nothing changed, while work of this cluster would be stranded
         (`joining.what_holds_back`)."""
         seeds = (parse_address(seed, option="seed"),) if seed else None
-        if key == self.cluster_key:
-            return f"is already in cluster {key.fingerprint()}"
         if self.membership is None or self._transport is None:
             raise FrostError("the node is still starting; join once it is up", title="Not joined")
+        if key == self.cluster_key:
+            if seeds is None:
+                return f"is already in cluster {key.fingerprint()}"
+            self._keep_seed(seed, seeds)
+            return f"is already in cluster {key.fingerprint()}; it asks {seed} first from now on"
         own = f"{self.node_id[:8]}-"
         guests, owed = self.host.held_for_others()
         members = sum(len(ranks) for gang_id, ranks in self.gangs.host.hosted().items() if not gang_id.startswith(own))
@@ -853,9 +856,7 @@ class Node:
         except OSError as error:
             raise StorageError.writing(self.config.cluster_key_file, error) from error
         if seeds is not None:
-            self.config = self.config.replace(node__seeds=[seed])
-            save_config(self.config, names={"node.seeds": [seed]})
-            self.membership.discovery.seeds = seeds
+            self._keep_seed(seed, seeds)
         left, told = self.cluster_key.fingerprint(), len(self.membership.table.active_peers())
         await self.membership.leave()
         self._transport.rekey(key)
@@ -867,9 +868,20 @@ class Node:
         await trio.to_thread.run_sync(self.replicas.drop_all)
         said = (f"left cluster {left} ({counted(told, 'peer')} told) and joined cluster {key.fingerprint()}, whose key "
                 f"{self.config.cluster_key_file} keeps; its peers appear as they answer")
+        if seeds is None and self.membership.discovery.seeds:
+            # Kept: where a whole office changes its key, they are the way to the new cluster too.
+            kept = ", ".join(f"{host}:{port}" for host, port in self.membership.discovery.seeds)
+            said += (f"; it still asks {kept} (node.seeds) first, which refuses it if it stayed in cluster {left}: "
+                     "`frost-tui key set CODE --seed HOST:PORT` names a peer of this cluster instead")
         self.events.add("join", said)
         self.mark_changed()
         return said
+
+    def _keep_seed(self, seed: str, seeds: tuple[tuple[str, int], ...]) -> None:
+        """`seed` as the one peer to ask first, now and (in `node.seeds`) after a restart."""
+        self.config = self.config.replace(node__seeds=[seed])
+        save_config(self.config, names={"node.seeds": [seed]})
+        self.membership.discovery.seeds = seeds
 
     def _set_intents(self, intents: Intents) -> None:
         self._intents = intents

@@ -94,3 +94,28 @@ def test_on_the_defaults_a_running_node_joins_another_cluster_and_the_old_one_he
     wait_for(lambda: {p["name"]: p["state"] for p in first.call("peers")}.get("mover") == "left", timeout=10,
              what="the first node to hear the mover leave")
     assert first.call("status")["problems"] == [] and mover.call("status")["problems"] == []
+
+
+def test_a_join_without_a_seed_says_which_old_seeds_it_still_asks_and_a_seed_given_after_it_leads_in(nodes, tmp_path):
+    """The seeds a node was started with are of the cluster it leaves, unless the whole office changes its key: kept,
+    and said, with the way to name a peer of the new cluster, which works on a node that is in it already."""
+    other_key = tmp_path / "other-cluster.key"
+    ClusterKey.generate().save(other_key)
+    mover_key = tmp_path / "mover.key"
+    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
+    first = nodes("first")
+    mover = nodes("mover", seeds=(first.address,), key_file=mover_key)
+    other = nodes("other", key_file=other_key)
+    wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
+    other_code = ClusterKey.load(other_key).to_join_code()
+    fingerprint = ClusterKey.load(other_key).fingerprint()
+
+    said = mover.cli("key", "set", other_code).stdout
+    assert f"joined cluster {fingerprint}" in said and f"it still asks {first.address} (node.seeds) first" in said, said
+    assert "--seed HOST:PORT" in said
+    said = mover.cli("key", "set", other_code, "--seed", other.address).stdout
+    assert said.strip() == f"The node is already in cluster {fingerprint}; it asks {other.address} first from now on."
+    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
+             what="the mover and the other cluster to see each other",
+             show=lambda: (alive_peers(mover), alive_peers(other)))
+    assert other.address in (mover.data_dir / "config.toml").read_text()
