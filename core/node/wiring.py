@@ -834,7 +834,8 @@ class Node:
         """Leave this cluster for `key`'s at once: peers of this one hear a goodbye, the new key (and `seed`, a peer
         of the new cluster to ask first, as `node.seeds`) is kept for the next start, and the new cluster's peers
         appear as they answer. Refused, with nothing changed, while work of this cluster would be stranded
-        (`joining.what_holds_back`)."""
+        (`joining.what_holds_back`). Already in `key`'s cluster, only `seed` is taken (the way in after a join
+        without one)."""
         seeds = (parse_address(seed, option="seed"),) if seed else None
         if self.membership is None or self._transport is None:
             raise FrostError("the node is still starting; join once it is up", title="Not joined")
