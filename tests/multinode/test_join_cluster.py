@@ -103,9 +103,10 @@ def test_a_join_without_a_seed_says_which_old_seeds_it_still_asks_and_a_seed_giv
     ClusterKey.generate().save(other_key)
     mover_key = tmp_path / "mover.key"
     ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
-    first = nodes("first")
-    mover = nodes("mover", seeds=(first.address,), key_file=mover_key)
-    other = nodes("other", key_file=other_key)
+    # Nothing but the defaults (gossip timers included); broadcasts off only so the test stays on loopback.
+    first = nodes("first", base_config="")
+    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, base_config="")
+    other = nodes("other", key_file=other_key, base_config="")
     wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
     other_code = ClusterKey.load(other_key).to_join_code()
     fingerprint = ClusterKey.load(other_key).fingerprint()
