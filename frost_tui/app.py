@@ -89,6 +89,17 @@ STATE_CHANGING_ACTIONS = frozenset({
     "toggle_pause", "evict_all", "evict_selected", "finish", "submit", "load_plugin", "move", "save_settings",
     "cancel_assignment", "remove_plugin", "unquarantine",
 })
+FOOTER_SHORT = {
+    "toggle_pause": "Pause", "finish": "Finish", "evict_selected": "Evict one", "save_result": "Save",
+    "unquarantine": "Trust", "remove_plugin": "Remove", "load_plugin": "Load", "next_node": "Next",
+}
+"""Labels for a footer too narrow for the whole ones (80 columns)."""
+FOOTER_RANK = {
+    "back_out": 0, "request_quit": 0, "help": 0,
+    "finish": 2, "move": 2, "filter": 2, "next_node": 2,
+    "choose_columns": 3, "command_palette": 3,
+}
+"""What a narrow footer leaves out first (highest rank; 0 never): see `KeysFooter`. Unnamed actions rank 1."""
 EVICT_BEFORE_QUIT_TIMEOUT = 60.0
 # Snapshots the owner did not cause redraw at most this often (htop refreshes every 1.5 s);
 # the ones that follow a keypress within COMMAND_WINDOW redraw at once.
@@ -124,8 +135,9 @@ class FrostApp(App[int]):
     TITLE = "frost-tui"
     ENABLE_COMMAND_PALETTE = True
     COMMANDS = App.COMMANDS | {FrostCommands}
-    # The footer shows these in this order and cuts what does not fit (80 columns): quit and help
-    # first, so a newcomer always finds them, then the owner's keys by how much they matter.
+    # The footer shows these in this order, after the tab's own keys: quit and help first, so a newcomer always
+    # finds them, then the owner's keys by how much they matter. Keys that act on one tab's rows (x, m, /, l)
+    # are shown by those tabs; elsewhere they say where they act.
     BINDINGS = [
         Binding("escape", "back_out", "Back"),  # shown (first) only while there is something to back out of
         Binding("q", "request_quit", "Quit"),
@@ -134,10 +146,10 @@ class FrostApp(App[int]):
         Binding("e", "evict_all", "Evict all"),
         Binding("s", "submit", "Submit"),
         Binding("f", "finish", "Finish+pause"),
-        Binding("x", "evict_selected", "Evict guest"),
-        Binding("m", "move", "Move"),
-        Binding("slash", "filter", "Filter"),
-        Binding("l", "load_plugin", "Load plugin"),
+        Binding("x", "evict_selected", "Evict guest", show=False),
+        Binding("m", "move", "Move", show=False),
+        Binding("slash", "filter", "Filter", show=False),
+        Binding("l", "load_plugin", "Load plugin", show=False),
         Binding("h", "next_node", "Next node"),
         Binding("c", "cancel_assignment", "Cancel", show=False),
         Binding("enter", "details", "Details", show=False),
@@ -179,7 +191,7 @@ class FrostApp(App[int]):
             for tab_id, label, pane_class in TABS:
                 with TabPane(label, id=tab_id):
                     yield pane_class(id=f"{tab_id}-pane")
-        yield KeysFooter()
+        yield KeysFooter(short=FOOTER_SHORT, rank=FOOTER_RANK)
 
     def on_mount(self) -> None:
         self.query_one(PeersPane).sort_as(self.choices.peers_sort, self.choices.peers_descending)

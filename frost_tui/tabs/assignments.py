@@ -38,7 +38,8 @@ class AssignmentsPane(Pane):
 
     # The app's own keys, in the footer where they act (as k9s shows a view's keys first); elsewhere they say why not.
     BINDINGS = [Binding("c", "app.cancel_assignment", "Cancel"), Binding("w", "app.save_result", "Save result"),
-                Binding("v", "app.choose_columns", "Columns")]
+                Binding("v", "app.choose_columns", "Columns"), Binding("m", "app.move", "Move"),
+                Binding("slash", "app.filter", "Filter")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

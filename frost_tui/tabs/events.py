@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import Input
 
 from frost_core import EventView, NodeSnapshot
@@ -32,6 +33,8 @@ class EventsPane(Pane):
     The newest line stays in view while the cursor is on it; once the owner moves down to read
     older lines, new ones arrive above without taking the cursor away. Enter opens a line in full.
     """
+
+    BINDINGS = [Binding("slash", "app.filter", "Filter")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -34,6 +34,7 @@ class GuestsPane(Pane):
     policy rule last acted on a guest and why, or what an assignment's guests add up to."""
 
     BINDINGS = [Binding("t", "toggle_tree", "Tree"), Binding("v", "app.choose_columns", "Columns"),
+                Binding("x", "app.evict_selected", "Evict guest"), Binding("m", "app.move", "Move"),
                 Binding("minus", "fold", "Fold", show=False),
                 Binding("asterisk", "fold_all", "Fold all", show=False)]
 

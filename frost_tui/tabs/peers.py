@@ -48,7 +48,7 @@ class PeersPane(Pane):
     """Every node this one knows of, itself included (marked ★)."""
 
     BINDINGS = [Binding("o", "app.sort_peers", "Sort"), Binding("u", "app.unquarantine", "Trust again"),
-                Binding("v", "app.choose_columns", "Columns")]
+                Binding("v", "app.choose_columns", "Columns"), Binding("slash", "app.filter", "Filter")]
 
     class Sorted(Message):
         """The owner sorted the table: by the column of this title, this way round."""

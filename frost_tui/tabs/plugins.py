@@ -25,7 +25,7 @@ REMOVABLE = ("added", "cluster")
 class PluginsPane(Pane):
     """Press l to load a plugin file or folder, r to remove one you added; a broken one stays listed with why."""
 
-    BINDINGS = [Binding("r", "remove_plugin", "Remove plugin")]
+    BINDINGS = [Binding("l", "app.load_plugin", "Load plugin"), Binding("r", "remove_plugin", "Remove plugin")]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

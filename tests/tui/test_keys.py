@@ -14,7 +14,10 @@ import re
 from textual import events
 from textual.widgets import Input, TabbedContent, Tabs
 
+from textual.widgets._footer import FooterKey
+
 from frost_tui.tabs.peers import PeersPane
+from frost_tui.widgets.footer import KeysFooter
 
 from tests.tui.conftest import run_ui, screen_text
 from frost_tui.shots.fixed import DEMO_NOW, demo_snapshot
@@ -542,15 +545,52 @@ def test_q_on_a_lone_desk_running_its_own_units_says_they_go_on_when_it_starts_a
     run_ui(node, scenario, size=(80, 24))
 
 
-def test_80x24_footer_keeps_quit_and_help_on_every_tab(node):
+def _footer_keys(app) -> list[tuple[str, int, int]]:
+    """The footer's keys as shown: each one's text and the columns it spans."""
+    return [(key.render().plain.strip(), key.region.x, key.region.right)
+            for key in app.query_one(KeysFooter).query(FooterKey)]
+
+
+def _assert_whole_keys_that_fit(app, where):
+    footer = app.query_one(KeysFooter).region
+    keys = _footer_keys(app)
+    for (text, start, end), (_, next_start, _) in zip(keys, keys[1:]):
+        assert end <= next_start, (where, text, keys)  # no key drawn over the next, none cut by the palette's
+    assert all(footer.x <= start and end <= footer.right for _, start, end in keys), (where, keys)
+
+
+def test_80x24_footer_shows_whole_keys_quit_help_and_the_tabs_own_on_every_tab(node):
+    # At 80 columns the footer used to end mid-word ("f Finish+pau"), its later keys out of sight: on the
+    # Assignments tab even "s Submit". Now it words them shorter, then leaves out the least needed.
+    own = {"1": "p Pause", "2": "x Evict one", "3": "/ Filter", "4": "s Submit", "5": "l Load", "6": "/ Filter",
+           "7": "^s Save", "8": "e Evict all"}
+
     async def scenario(app, pilot):
-        for key in "1234567":
+        for key in "12345678":
             await pilot.press(key)
             await pilot.pause()
-            footer = screen_text(app).splitlines()[-1]
-            assert "q Quit  ? Help  p Pause/resume" in footer, (key, footer)  # after a tab's own key, if any
+            _assert_whole_keys_that_fit(app, key)
+            shown = [text for text, _, _ in _footer_keys(app)]
+            assert {"q Quit", "? Help", own[key]} <= set(shown), (key, shown)
+            assert "Pause/resume" not in screen_text(app).splitlines()[-1]
 
     run_ui(node, scenario, size=(80, 24))
+
+
+def test_a_wide_footer_has_every_key_of_the_tab_whole_and_refits_when_the_terminal_narrows(node):
+    async def scenario(app, pilot):
+        await pilot.press("4")
+        await pilot.pause()
+        shown = [text for text, _, _ in _footer_keys(app)]
+        assert shown == ["c Cancel", "w Save result", "v Columns", "m Move", "/ Filter", "q Quit", "? Help",
+                         "p Pause/resume", "e Evict all", "s Submit", "f Finish+pause", "^p palette"]
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        _assert_whole_keys_that_fit(app, "narrowed")
+        assert "s Submit" in [text for text, _, _ in _footer_keys(app)]
+
+    run_ui(node, scenario, size=(140, 45))
 
 
 def test_the_footer_follows_the_keys_of_the_tab_in_view_however_often_it_is_left_and_shown_again(node):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from rich.text import Text
 
 from frost_tui.widgets.chart import ChartData, Series, render_chart
+from frost_tui.widgets.footer import FooterEntry, fit_keys
 from frost_tui.widgets.format import format_bytes, format_duration, progress_bar, sparkline
 from frost_tui.widgets.image_preview import ImageFormatError, decode_image, render_half_blocks
 from tests.png_reader import make_png
@@ -17,6 +18,17 @@ from tests.png_reader import make_png
 def test_durations_read_like_a_clock():
     assert [format_duration(s) for s in (0, 42, 185, 7620, 273600)] == ["0s", "42s", "3m05s", "2h07m", "3d04h"]
     assert format_duration(None) == "—"
+
+
+def test_a_narrow_footer_words_keys_shorter_then_leaves_out_the_highest_ranks_last_first_never_rank_0():
+    keys = [FooterEntry("q", "Quit", "Quit", 0), FooterEntry("p", "Pause/resume", "Pause", 1),
+            FooterEntry("f", "Finish+pause", "Finish", 2), FooterEntry("m", "Move", "Move", 2),
+            FooterEntry("^p", "palette", "palette", 3)]
+    assert fit_keys(keys, 200) == [(0, "Quit"), (1, "Pause/resume"), (2, "Finish+pause"), (3, "Move"), (4, "palette")]
+    assert fit_keys(keys, 50) == [(0, "Quit"), (1, "Pause"), (2, "Finish"), (3, "Move"), (4, "palette")]
+    assert fit_keys(keys, 35) == [(0, "Quit"), (1, "Pause"), (2, "Finish"), (3, "Move")]  # the palette goes first
+    assert fit_keys(keys, 34) == [(0, "Quit"), (1, "Pause"), (2, "Finish")]    # then the later of rank 2
+    assert fit_keys(keys, 3) == [(0, "Quit")]                                  # what must stay stays, even cut
 
 
 def test_bytes_use_binary_units():
