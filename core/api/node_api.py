@@ -32,9 +32,12 @@ class Link:
     problem: str = ""          # why it cannot attach where trying again will not help ("owner token refused")
     remote: bool = False       # the node runs on another machine: the paths in its views are not this machine's
 
-    def describe(self) -> str:
+    def describe(self, *, short: bool = False) -> str:
+        """What the header says; `short` leaves out where (the header names the node) for a narrow terminal."""
         if self.kind == "embedded":
-            return "embedded node"
+            return "embedded" if short else "embedded node"
+        if short:
+            return ("watching" if self.watch else "attached") if self.connected else self.problem or "reconnecting…"
         if self.connected:
             text = f"attached to {self.where}"
         else:

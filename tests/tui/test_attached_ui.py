@@ -27,7 +27,7 @@ def test_the_header_says_whether_the_node_is_embedded_or_attached():
     run_ui(node, scenario)
 
 
-def test_an_80_column_header_still_counts_the_guests_and_running_assignments_and_widens_again():
+def test_an_80_column_header_still_counts_the_guests_and_running_assignments_attached_too_and_widens_again():
     """At 80 columns the whole header ended at the peers: the guests and running assignments fell off its end."""
     node = FakeNode()
     snapshot = node.snapshot()
@@ -38,8 +38,17 @@ def test_an_80_column_header_still_counts_the_guests_and_running_assignments_and
         header = screen_text(app).splitlines()[0]
         assert guests in header and f"{running} running" in header and "embedded node" in header
         assert snapshot.address not in header   # what gave way first
+        for link, said in ((ATTACHED, "attached"), (Link(kind="attached", where="lab-7:47632", connected=False),
+                                                     "reconnecting…")):
+            # "attached to local node" ended the line at "· 1" (the running count cut off): said in a word instead
+            node.link_state = link
+            node.publish()
+            await wait_in_app(pilot, lambda: f" · {said} · " in screen_text(app).splitlines()[0])
+            assert screen_text(app).splitlines()[0].rstrip().endswith(f"{guests} · {running} running")
+        node.link_state = ATTACHED
+        node.publish()
         await pilot.resize_terminal(140, 45)
-        await wait_in_app(pilot, lambda: f"({snapshot.address})" in screen_text(app).splitlines()[0])
+        await wait_in_app(pilot, lambda: f"({snapshot.address})  ·  attached to local node" in screen_text(app).splitlines()[0])
         assert f"{guests}  ·  {running} assignment" in screen_text(app).splitlines()[0]
 
     run_ui(node, scenario, size=(80, 24))
