@@ -643,7 +643,7 @@ def _say_saved(saved: SavedResult, out: _Output, assignment_id: str) -> None:
                 f"{saved.kept_folder}: `frost-tui result {assignment_id} --files DIR` saves a copy")
     made, asked = Path(saved.named).suffix, Path(saved.path).suffix
     if made and made.lower() != asked.lower():
-        out.say(f"Note: the plugin made a {saved.media_type} file ({saved.named}); {Path(saved.path).name} holds "
+        out.say(f"Note: the plugin's result is {saved.media_type} ({saved.named}); {Path(saved.path).name} holds "
                 f"those bytes unchanged, so name it {made} to open it as what it is", file=sys.stderr)
 
 
