@@ -17,6 +17,26 @@ def alive_peers(node) -> set[str]:
     return {p["name"] for p in node.call("peers") if p["state"] == "alive" and not p["is_self"]}
 
 
+def wait_until_they_meet(mover, other) -> None:
+    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
+             what="the mover and the other cluster to see each other",
+             show=lambda: (alive_peers(mover), alive_peers(other)))
+
+
+def desks_on_the_defaults(nodes, tmp_path):
+    """The mover in the first node's cluster, and a node of another cluster (its key file returned too), all on the
+    defaults (gossip timers included); broadcasts off only so that the test stays on loopback."""
+    other_key = tmp_path / "other-cluster.key"
+    ClusterKey.generate().save(other_key)
+    mover_key = tmp_path / "mover.key"   # the mover's own file: `key set` writes the node's key file
+    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
+    first = nodes("first", base_config="")
+    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, base_config="")
+    other = nodes("other", key_file=other_key, base_config="")
+    wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
+    return first, mover, other, other_key
+
+
 def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_its_units_run_on_a_peer(
         nodes, tmp_path):
     other_key = tmp_path / "other-cluster.key"
@@ -63,9 +83,7 @@ def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_i
     said = mover.cli("key", "set", other_code, "--seed", other.address).stdout
     assert said.startswith(f"The node left cluster {ClusterKey.load(tmp_path / 'cluster.key').fingerprint()} "
                            f"(1 peer told) and joined cluster {ClusterKey.load(other_key).fingerprint()}"), said
-    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
-             what="the mover and the other cluster to see each other",
-             show=lambda: (alive_peers(mover), alive_peers(other)))
+    wait_until_they_meet(mover, other)
     wait_for(lambda: {p["name"]: p["state"] for p in first.call("peers")}.get("mover") == "left", timeout=10,
              what="the first node to hear the mover leave")
     # The new cluster is kept for the next start: its key in the node's key file, the seed in its config.
@@ -81,20 +99,10 @@ def test_key_set_moves_a_running_node_to_another_cluster_at_once_but_not_while_i
 
 
 def test_on_the_defaults_a_running_node_joins_another_cluster_and_the_old_one_hears_it_leave(nodes, tmp_path):
-    # Nothing but the defaults (gossip timers included); broadcasts off only so the test stays on loopback.
-    other_key = tmp_path / "other-cluster.key"
-    ClusterKey.generate().save(other_key)
-    mover_key = tmp_path / "mover.key"
-    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
-    first = nodes("first", base_config="")
-    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, base_config="")
-    other = nodes("other", key_file=other_key, base_config="")
-    wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
+    first, mover, other, other_key = desks_on_the_defaults(nodes, tmp_path)   # nothing switched out of the way
 
     mover.cli("key", "set", ClusterKey.load(other_key).to_join_code(), "--seed", other.address)
-    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
-             what="the mover and the other cluster to see each other",
-             show=lambda: (alive_peers(mover), alive_peers(other)))
+    wait_until_they_meet(mover, other)
     wait_for(lambda: {p["name"]: p["state"] for p in first.call("peers")}.get("mover") == "left", timeout=10,
              what="the first node to hear the mover leave")
     assert first.call("status")["problems"] == [] and mover.call("status")["problems"] == []
@@ -103,15 +111,7 @@ def test_on_the_defaults_a_running_node_joins_another_cluster_and_the_old_one_he
 def test_a_join_without_a_seed_says_which_old_seeds_it_still_asks_and_a_seed_given_after_it_leads_in(nodes, tmp_path):
     """The seeds a node was started with are of the cluster it leaves, unless the whole office changes its key: kept,
     and said, with the way to name a peer of the new cluster, which works on a node that is in it already."""
-    other_key = tmp_path / "other-cluster.key"
-    ClusterKey.generate().save(other_key)
-    mover_key = tmp_path / "mover.key"
-    ClusterKey.load(tmp_path / "cluster.key").save(mover_key)
-    # Nothing but the defaults (gossip timers included); broadcasts off only so the test stays on loopback.
-    first = nodes("first", base_config="")
-    mover = nodes("mover", seeds=(first.address,), key_file=mover_key, base_config="")
-    other = nodes("other", key_file=other_key, base_config="")
-    wait_for(lambda: alive_peers(mover) == {"first"}, timeout=30, what="the mover in the first cluster")
+    first, mover, other, other_key = desks_on_the_defaults(nodes, tmp_path)   # nothing switched out of the way
     other_code = ClusterKey.load(other_key).to_join_code()
     fingerprint = ClusterKey.load(other_key).fingerprint()
 
@@ -120,7 +120,5 @@ def test_a_join_without_a_seed_says_which_old_seeds_it_still_asks_and_a_seed_giv
     assert "--seed HOST:PORT" in said
     said = mover.cli("key", "set", other_code, "--seed", other.address).stdout
     assert said.strip() == f"The node is already in cluster {fingerprint}; it asks {other.address} first from now on."
-    wait_for(lambda: alive_peers(mover) == {"other"} and alive_peers(other) == {"mover"}, timeout=30,
-             what="the mover and the other cluster to see each other",
-             show=lambda: (alive_peers(mover), alive_peers(other)))
+    wait_until_they_meet(mover, other)
     assert other.address in (mover.data_dir / "config.toml").read_text()
