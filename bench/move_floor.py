@@ -298,6 +298,8 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES_MIB), help="state sizes in MiB")
+    if not (hasattr(os, "memfd_create") and hasattr(os, "fdatasync")):
+        sys.exit("move_floor.py times a memfd hand-out and fdatasync, which this system lacks (they are Linux's)")
     sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
     cpus = os.cpu_count() or 1
     helper_, receiver = Helper(), _RawReceiver()
