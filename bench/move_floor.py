@@ -57,6 +57,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_results  # noqa: E402
+from checkpoint_throughput import _write_all  # noqa: E402
 from migration_latency import _RawReceiver  # noqa: E402
 
 from frost_core.guest.confine import readable_paths  # noqa: E402
@@ -124,12 +125,6 @@ def helper(control_fd: int, pipe_fd: int) -> None:
         control.sendall(_DONE.pack(time.process_time() - began))
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 class Helper:
     """This script's other process, told what to do over a Unix socket."""
 
@@ -145,10 +140,15 @@ class Helper:
 
     def ask(self, command: str) -> float:
         """Send a command and wait for it to be done; the helper's CPU seconds for it."""
-        self.control.sendall(command.encode())
-        return self._answer()
+        self.send(command)
+        return self.answer()
 
-    def _answer(self) -> float:
+    def send(self, command: str) -> None:
+        """Send a command whose work this process joins in before it waits for the `answer`."""
+        self.control.sendall(command.encode())
+
+    def answer(self) -> float:
+        """Wait for the command sent to be done; the helper's CPU seconds for it."""
         return _DONE.unpack(self.control.recv(_DONE.size, socket.MSG_WAITALL))[0]
 
     def close(self) -> None:
@@ -193,18 +193,18 @@ def out_of_the_guest_by_pipe(helper_: Helper, size: int) -> tuple[float, float]:
     """The guest writes its state up a pipe in pieces; the node reads it into one buffer of its size."""
     kept = memoryview(bytearray(size))
     mine, began = time.process_time(), time.perf_counter()
-    helper_.control.sendall(b"pipe")
+    helper_.send("pipe")
     have = 0
     while have < size:
         have += os.readv(helper_.pipe_read, [kept[have:have + PIECE]])
-    theirs = helper_._answer()
+    theirs = helper_.answer()
     return time.perf_counter() - began, time.process_time() - mine + theirs
 
 
 def out_of_the_guest_by_memfd(helper_: Helper, size: int) -> tuple[float, float]:
     """The guest writes its state into a memfd and passes it over; the node maps it (no copy here)."""
     mine, began = time.process_time(), time.perf_counter()
-    helper_.control.sendall(b"memfd")
+    helper_.send("memfd")
     message, fds, _, _ = socket.recv_fds(helper_.control, _DONE.size, 1, socket.MSG_WAITALL)
     with mmap.mmap(fds[0], size, prot=mmap.PROT_READ):
         pass
@@ -218,7 +218,7 @@ def into_the_new_guest(helper_: Helper, path: Path, size: int) -> tuple[float, f
     try:
         mine, began = time.process_time(), time.perf_counter()
         socket.send_fds(helper_.control, [f"take {size}".encode()], [fd])
-        theirs = helper_._answer()
+        theirs = helper_.answer()
         return time.perf_counter() - began, time.process_time() - mine + theirs
     finally:
         os.close(fd)
@@ -273,19 +273,19 @@ def round_trips(helper_: Helper) -> tuple[float, float]:
         helper_.ask("ping")
         local.append(time.perf_counter() - began)
     with socket.create_server(("127.0.0.1", 0)) as server:
-        helper_.control.sendall(f"connect {server.getsockname()[1]}".encode())
+        helper_.send(f"connect {server.getsockname()[1]}")
         connection, _ = server.accept()
-        helper_._answer()
+        helper_.answer()
     with connection:
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        helper_.control.sendall(f"tcp {ROUND_TRIPS}".encode())
+        helper_.send(f"tcp {ROUND_TRIPS}")
         tcp = []
         for _ in range(ROUND_TRIPS):
             began = time.perf_counter()
             connection.sendall(b"x")
             connection.recv(1)
             tcp.append(time.perf_counter() - began)
-        helper_._answer()
+        helper_.answer()
     return statistics.median(local), statistics.median(tcp)
 
 
